@@ -1,0 +1,1 @@
+"""PROST builder (see ``prost.py``)."""

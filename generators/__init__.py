@@ -1,0 +1,1 @@
+"""Generators: pure functions that turn upstream templates and lexicons into benchmark rows."""

@@ -1,0 +1,70 @@
+"""The ``physprobe`` command line.
+
+    physprobe build prost --out build --source-dir ../shared/data/upstream
+    physprobe build all --out build
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tqdm.auto import tqdm
+
+from physprobe.errors import PhysprobeError
+from physprobe.export import BuildResult, build
+
+
+def _benchmarks():
+    from physprobe.dataset_scripts import BENCHMARKS
+
+    return BENCHMARKS
+
+
+def summary(results: list[BuildResult]) -> str:
+    """A plain-text table of every built config and its row count."""
+    lines = [f"{'benchmark':<14} {'config':<24} {'rows':>8}"]
+    for result in results:
+        for config, rows in result.rows.items():
+            lines.append(f"{result.benchmark:<14} {config:<24} {rows:>8,}")
+        lines.append(f"{'':<14} {'-> ' + str(result.path):<24}")
+    return "\n".join(lines)
+
+
+def _build(args: argparse.Namespace) -> int:
+    benchmarks = _benchmarks()
+    names = list(benchmarks) if args.benchmark == "all" else [args.benchmark]
+    results = [
+        build(benchmarks[name], args.out, args.source_dir)
+        for name in tqdm(names, desc="Building benchmarks", unit="benchmark", disable=None)
+    ]
+    print(summary(results))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``physprobe`` command."""
+    top = argparse.ArgumentParser(prog="physprobe", description=__doc__.splitlines()[0])
+    commands = top.add_subparsers(dest="command", required=True)
+    build_cmd = commands.add_parser("build", help="build benchmarks into Hub-ready folders (Parquet + card)")
+    build_cmd.add_argument("benchmark", choices=[*_benchmarks(), "all"])
+    build_cmd.add_argument("--out", default="build", help="output folder (default: ./build)")
+    build_cmd.add_argument(
+        "--source-dir", help="local mirror of the upstream files (default: $PHYSPROBE_SOURCE_DIR, else download)"
+    )
+    build_cmd.set_defaults(run=_build)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; bad input exits with status 2 and a one-line error."""
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except PhysprobeError as error:
+        print(f"physprobe: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

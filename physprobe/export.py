@@ -1,0 +1,135 @@
+"""Write a benchmark as a Hub-ready folder: one Parquet file per config and split, plus a dataset card.
+
+Layout of ``OUT/<benchmark>/``::
+
+    README.md                               card: YAML front matter (configs, dataset_info, ...) + body
+    <config>/<split>-00000-of-00001.parquet
+
+``datasets.load_dataset("OUT/<benchmark>", CONFIG, split="test")`` reads it, and so does the
+Hub once the folder is uploaded. The folder is written under a temporary name and renamed at
+the end, so a failed build leaves nothing behind; two builds give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import string
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
+from datasets.info import DatasetInfosDict
+from datasets.utils.metadata import MetadataConfigs
+from huggingface_hub import DatasetCard, DatasetCardData
+
+from physprobe.builder import Benchmark, Row
+from physprobe.sources import fetch
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """Where a benchmark was written and how many rows each config has."""
+
+    benchmark: str
+    path: Path
+    rows: dict[str, int]
+
+
+def data_file(config: str, split: str) -> str:
+    """Path of a config's Parquet file inside the benchmark folder."""
+    return f"{config}/{split}-00000-of-00001.parquet"
+
+
+def size_category(n: int) -> str:
+    """The Hub's ``size_categories`` bucket for ``n`` rows.
+
+    >>> size_category(16), size_category(18736), size_category(160000)
+    ('n<1K', '10K<n<100K', '100K<n<1M')
+    """
+    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
+        if n < limit:
+            return label
+    return "n>1M"
+
+
+def build(benchmark: Benchmark, out_dir: str | os.PathLike, source_dir: str | os.PathLike | None = None) -> BuildResult:
+    """Fetch the upstream files, generate the rows and write ``out_dir/<benchmark.name>``."""
+    paths = fetch(benchmark.upstream, source_dir) if benchmark.upstream else {}
+    rows = benchmark.generate(paths)
+    return write(benchmark, rows, out_dir)
+
+
+def write(benchmark: Benchmark, rows: list[Row], out_dir: str | os.PathLike) -> BuildResult:
+    """Write already generated ``rows`` of ``benchmark`` as a Hub-ready folder under ``out_dir``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / benchmark.name
+    staging = Path(tempfile.mkdtemp(prefix=f".{benchmark.name}.", dir=out_dir))
+    try:
+        table = _table(benchmark.features, rows)
+        counts, infos = {}, {}
+        for config in benchmark.configs:
+            subset = table if config.keep is None else table.filter(pa.array([config.keep(row) for row in rows]))
+            path = staging / data_file(config.name, benchmark.split)
+            path.parent.mkdir(parents=True)
+            # Fixed writer settings and no timestamps: same rows, same bytes.
+            pq.write_table(subset, path, compression="zstd", write_statistics=True)
+            counts[config.name] = subset.num_rows
+            infos[config.name] = datasets.DatasetInfo(
+                description=config.description,
+                features=benchmark.features,
+                splits=datasets.SplitDict(
+                    {benchmark.split: datasets.SplitInfo(benchmark.split, num_bytes=subset.nbytes, num_examples=subset.num_rows)}
+                ),
+                download_size=path.stat().st_size,
+                dataset_size=subset.nbytes,
+            )
+        _card(benchmark, counts, infos).save(staging / "README.md")
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return BuildResult(benchmark.name, target, counts)
+
+
+def _table(features: datasets.Features, rows: list[Row]) -> pa.Table:
+    encoded = [features.encode_example(row) for row in rows]
+    columns = {name: [row[name] for row in encoded] for name in features}
+    return pa.Table.from_pydict(columns, schema=features.arrow_schema)
+
+
+def _configs_table(benchmark: Benchmark, counts: dict[str, int]) -> str:
+    lines = ["| config | rows | description |", "|---|---:|---|"]
+    lines += [f"| `{c.name}` | {counts[c.name]:,} | {c.description} |" for c in benchmark.configs]
+    return "\n".join(lines)
+
+
+def _card(benchmark: Benchmark, counts: dict[str, int], infos: dict[str, datasets.DatasetInfo]) -> DatasetCard:
+    card = benchmark.card
+    data = DatasetCardData(
+        pretty_name=card.pretty_name,
+        license=card.license,
+        language=list(card.language),
+        task_categories=list(card.task_categories),
+        task_ids=list(card.task_ids) or None,
+        size_categories=[size_category(max(counts.values()))],
+        source_datasets=list(card.source_datasets),
+    )
+    MetadataConfigs(
+        {
+            config.name: {
+                "data_files": [{"split": benchmark.split, "path": data_file(config.name, benchmark.split)}],
+                **({"default": True} if index == 0 else {}),
+            }
+            for index, config in enumerate(benchmark.configs)
+        }
+    ).to_dataset_card_data(data)
+    DatasetInfosDict(infos).to_dataset_card_data(data)
+    body = string.Template(card.body).substitute(configs_table=_configs_table(benchmark, counts))
+    return DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{body}")

@@ -38,19 +38,21 @@ def concept(name: str) -> str:
     return name.split("_")[0].replace("non", "")
 
 
-def superlative_pair(name: str) -> tuple[str, bool]:
+def superlative_pair(name: str) -> tuple[str | None, bool]:
     """The superlative-inverse pair of a template name, and whether it is the inverted side.
 
     Attribute templates pair ``X_a`` with ``X_b`` (e.g. heaviest/lightest); affordance templates
     pair ``stacking_k`` with ``nonstacking_k`` (easiest/hardest). The paper's Table 7 compares
-    the accuracies of the two sides. Directions have no inverse and return their own name.
+    the accuracies of the two sides. Directions have no inverse: their pair is None.
 
     >>> superlative_pair("mass_1_b"), superlative_pair("nonrolling_2"), superlative_pair("rolling_2")
     (('mass_1', True), ('rolling_2', True), ('rolling_2', False))
+    >>> superlative_pair("directions_2_a")
+    (None, False)
     """
     head, _, side = name.rpartition("_")
     if concept(name) == "directions":
-        return name, False
+        return None, False
     if side in ("a", "b"):
         return head, side == "b"
     return name.removeprefix("non"), name.startswith("non")

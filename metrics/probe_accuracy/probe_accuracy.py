@@ -1,0 +1,203 @@
+"""Accuracy of a multiple-choice probe with the breakdowns of the PROST and CConS papers."""
+
+import datasets
+import evaluate
+import numpy as np
+
+_DESCRIPTION = """
+Accuracy of multiple-choice predictions, with the breakdowns that the PROST and CConS papers report:
+per group (concept or subset) and their macro average (PROST Table 5: templates averaged into
+concepts, concepts into the macro average; CConS Tables 2-3: Ordinary / CCommon / Easy / Hard),
+per position of the correct answer in the context (PROST Table 6), and the absolute accuracy gap
+between a question and its superlative inverse (PROST Table 7).
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    predictions (`list` of `int`): predicted option index of each question.
+    references (`list` of `int`): correct option index of each question.
+    groups (`list` of `str`, optional): group of each question (PROST concept, CConS subset).
+        Adds `by_group` ({group: {"accuracy", "n"}}) and `macro_accuracy` (mean of the group accuracies).
+    templates (`list` of `str`, optional, needs `groups`): template of each question. A group's
+        accuracy is then the mean of its templates' accuracies, as in PROST's Table 5; adds `by_template`.
+    positions (`list` of `int`, optional): position of the correct answer in the context.
+        Adds `by_position` ({position: {"accuracy", "n"}}) as in PROST's Table 6.
+    pairs (`list` of `str`, optional, with `inverted`): superlative-inverse pair of each question
+        (e.g. "mass_1" for mass_1_a and mass_1_b) and whether the question is on the inverted side.
+        Adds `by_pair` ({pair: {"accuracy", "inverted_accuracy", "gap"}}) and `inverse_gap`, the mean
+        over pairs of |accuracy - inverted_accuracy| (PROST Table 7). Questions whose pair is None
+        (PROST's directions) have no inverse and are left out. With `groups`, adds
+        `inverse_gap_by_group` and their mean, `macro_inverse_gap` (Table 7's macro average).
+    inverted (`list` of `bool`, optional, with `pairs`): see `pairs`.
+    inverse_gap_reading (`str`, default "per_pair"): how a group's inverse gap is formed from its
+        pairs. "per_pair": the mean of its pairs' gaps. "pooled": |accuracy over all its non-inverted
+        questions - accuracy over all its inverted ones|. The PROST paper does not say which it used.
+    num_choices (`int`, optional): number of options; predictions and references must lie in [0, num_choices).
+Returns:
+    accuracy (`float`): fraction of correct predictions over all questions (micro), and the
+    breakdowns above when their inputs are given.
+Examples:
+    >>> import evaluate
+    >>> metric = evaluate.load("metrics/probe_accuracy")
+    >>> metric.compute(predictions=[0, 1, 2, 3], references=[0, 1, 3, 3])
+    {'accuracy': 0.75}
+
+    Template accuracies are averaged into their group, groups into the macro average:
+
+    >>> result = metric.compute(
+    ...     predictions=[0, 0, 0, 1, 2, 2],
+    ...     references=[0, 0, 1, 1, 2, 3],
+    ...     groups=["dir", "dir", "dir", "dir", "mass", "mass"],
+    ...     templates=["d1", "d1", "d1", "d2", "m1", "m1"],
+    ... )
+    >>> result["by_group"]["dir"], result["macro_accuracy"]
+    ({'accuracy': 0.8333333333333333, 'n': 4}, 0.6666666666666666)
+
+    Position accuracy and superlative-inverse gaps:
+
+    >>> result = metric.compute(
+    ...     predictions=[0, 1, 1, 1], references=[0, 1, 0, 1], positions=[1, 2, 1, 2],
+    ...     pairs=["mass_1", "mass_1", "mass_1", "mass_1"], inverted=[False, False, True, True],
+    ... )
+    >>> result["by_position"], result["inverse_gap"]
+    ({1: {'accuracy': 0.5, 'n': 2}, 2: {'accuracy': 1.0, 'n': 2}}, 0.5)
+"""
+
+_CITATION = """
+@inproceedings{aroca-ouellette-etal-2021-prost,
+  title = {{PROST}: Physical Reasoning about Objects through Space and Time},
+  author = {Aroca-Ouellette, St{\\'e}phane and Paik, Cory and Roncone, Alessandro and Kann, Katharina},
+  booktitle = {Findings of the Association for Computational Linguistics: ACL-IJCNLP 2021},
+  year = {2021},
+}
+"""
+
+READINGS = ("per_pair", "pooled")
+
+
+def _labels(name, values, num_choices):
+    array = np.asarray(values)
+    if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"{name} must be a flat list of integer option indices")
+    if (array < 0).any():
+        raise ValueError(f"{name} has a negative option index at position {int(np.argmax(array < 0))}")
+    if num_choices is not None and (array >= num_choices).any():
+        index = int(np.argmax(array >= num_choices))
+        raise ValueError(f"{name}[{index}] = {array[index]} is out of range for num_choices={num_choices}")
+    return array
+
+
+def _aligned(name, values, n):
+    if values is None:
+        return None
+    if len(values) != n:
+        raise ValueError(f"{name} has {len(values)} entries but there are {n} predictions")
+    return np.asarray(values)
+
+
+def _mean_by(keys, values):
+    """Mean of `values` per distinct key: (sorted keys, means, counts), vectorised with numpy."""
+    unique, index = np.unique(keys, return_inverse=True)
+    counts = np.bincount(index)
+    return unique, np.bincount(index, weights=values) / counts, counts
+
+
+def _key(value):
+    return value.item() if isinstance(value, np.generic) else value
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class ProbeAccuracy(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features({"predictions": datasets.Value("int64"), "references": datasets.Value("int64")}),
+            reference_urls=["https://aclanthology.org/2021.findings-acl.404"],
+        )
+
+    def _compute(
+        self,
+        predictions,
+        references,
+        groups=None,
+        templates=None,
+        positions=None,
+        pairs=None,
+        inverted=None,
+        inverse_gap_reading="per_pair",
+        num_choices=None,
+    ):
+        if len(predictions) == 0:
+            raise ValueError("predictions is empty: there is nothing to score")
+        if len(predictions) != len(references):
+            raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
+        if inverse_gap_reading not in READINGS:
+            raise ValueError(f"inverse_gap_reading must be one of {READINGS}, got {inverse_gap_reading!r}")
+        if templates is not None and groups is None:
+            raise ValueError("templates needs groups: template accuracies are averaged into their group")
+        if (pairs is None) != (inverted is None):
+            raise ValueError("pairs and inverted go together: give both or neither")
+        n = len(predictions)
+        correct = (_labels("predictions", predictions, num_choices) == _labels("references", references, num_choices))
+        correct = correct.astype(float)
+        groups, templates, positions = (_aligned(k, v, n) for k, v in (("groups", groups), ("templates", templates), ("positions", positions)))
+        pairs, inverted = _aligned("pairs", pairs, n), _aligned("inverted", inverted, n)
+
+        result = {"accuracy": float(correct.mean())}
+        if groups is not None:
+            result.update(self._by_group(correct, groups, templates))
+        if positions is not None:
+            keys, means, counts = _mean_by(positions, correct)
+            result["by_position"] = {_key(k): {"accuracy": float(m), "n": int(c)} for k, m, c in zip(keys, means, counts)}
+        if pairs is not None:
+            result.update(self._inverse_gaps(correct, pairs, inverted.astype(bool), groups, inverse_gap_reading))
+        return result
+
+    @staticmethod
+    def _by_group(correct, groups, templates):
+        keys, means, counts = _mean_by(groups, correct)
+        out = {}
+        if templates is not None:
+            # A template belongs to one group; key templates by (group, template).
+            t_keys, t_means, t_counts = _mean_by(np.char.add(np.char.add(groups.astype(str), "\x1f"), templates.astype(str)), correct)
+            owners = np.array([key.split("\x1f")[0] for key in t_keys])
+            out["by_template"] = {k.split("\x1f")[1]: {"accuracy": float(m), "n": int(c)} for k, m, c in zip(t_keys, t_means, t_counts)}
+            means = np.array([t_means[owners == str(group)].mean() for group in keys])
+        out["by_group"] = {_key(k): {"accuracy": float(m), "n": int(c)} for k, m, c in zip(keys, means, counts)}
+        out["macro_accuracy"] = float(means.mean())
+        return out
+
+    @staticmethod
+    def _inverse_gaps(correct, pairs, inverted, groups, reading):
+        by_pair = {}
+        paired = np.array([pair is not None for pair in pairs], dtype=bool)
+        if not paired.any():
+            raise ValueError("pairs has no entry other than None: no question has a superlative inverse")
+        for pair in np.unique(pairs[paired].astype(str)):
+            in_pair = paired & (pairs == pair)
+            plain, flipped = correct[in_pair & ~inverted], correct[in_pair & inverted]
+            if len(plain) == 0 or len(flipped) == 0:
+                raise ValueError(f"pair {_key(pair)!r} needs questions on both sides (inverted and not)")
+            if groups is not None and len(np.unique(groups[in_pair])) > 1:
+                raise ValueError(f"pair {_key(pair)!r} spans several groups: {sorted(set(groups[in_pair].tolist()))}")
+            accuracy, inverted_accuracy = float(plain.mean()), float(flipped.mean())
+            by_pair[_key(pair)] = {
+                "accuracy": accuracy,
+                "inverted_accuracy": inverted_accuracy,
+                "gap": abs(accuracy - inverted_accuracy),
+            }
+        out = {"by_pair": by_pair, "inverse_gap": float(np.mean([p["gap"] for p in by_pair.values()]))}
+        if groups is not None:
+            group_gaps = {}
+            for group in np.unique(groups[paired]):
+                in_group = paired & (groups == group)
+                if reading == "per_pair":
+                    gap = np.mean([by_pair[_key(p)]["gap"] for p in np.unique(pairs[in_group].astype(str))])
+                else:
+                    gap = abs(correct[in_group & ~inverted].mean() - correct[in_group & inverted].mean())
+                group_gaps[_key(group)] = float(gap)
+            out["inverse_gap_by_group"] = group_gaps
+            out["macro_inverse_gap"] = float(np.mean(list(group_gaps.values())))
+        return out

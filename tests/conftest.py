@@ -1,0 +1,41 @@
+"""Shared fixtures: the upstream mirror in ../shared, quiet progress bars, throwaway caches."""
+
+import os
+import shutil
+from pathlib import Path
+
+import datasets
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+UPSTREAM = Path(os.environ.get("PHYSPROBE_SOURCE_DIR", REPO.parent / "shared" / "data" / "upstream"))
+
+datasets.disable_progress_bars()
+datasets.logging.set_verbosity_error()
+
+
+@pytest.fixture(scope="session")
+def upstream_dir() -> Path:
+    """The read-only upstream mirror (``../shared/data/upstream``)."""
+    if not (UPSTREAM / "SOURCES.md").is_file():
+        pytest.fail(f"upstream mirror not found at {UPSTREAM}; set PHYSPROBE_SOURCE_DIR")
+    return UPSTREAM
+
+
+@pytest.fixture
+def upstream_copy(upstream_dir, tmp_path) -> Path:
+    """A writable copy of the upstream mirror, for tests that corrupt a file."""
+    copy = tmp_path / "upstream"
+    shutil.copytree(upstream_dir, copy)
+    for path in copy.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return copy
+
+
+@pytest.fixture(scope="session")
+def prost_build(upstream_dir, tmp_path_factory) -> Path:
+    """PROST built once for the session into a temporary folder; returns ``OUT/prost``."""
+    from physprobe.dataset_scripts.prost.prost import PROST
+    from physprobe.export import build
+
+    return build(PROST, tmp_path_factory.mktemp("build"), upstream_dir).path

@@ -94,7 +94,8 @@ def _ranked(pick: Callable[[list[int]], int], first_n: int = 4) -> AnswerRule:
 def _odd_one_out(options, fills, lexicons) -> int:
     """The one option drawn from a lexicon no other option is drawn from."""
     sources = [lexicon_name(slot) for slot in _option_slots(options, fills)]
-    singles = [index for index, source in enumerate(sources) if Counter(sources)[source] == 1]
+    counts = Counter(sources)
+    singles = [index for index, source in enumerate(sources) if counts[source] == 1]
     if len(singles) != 1:
         raise TemplateError(f"odd one out needs exactly one option from its own lexicon, got lexicons {sources}")
     return singles[0]

@@ -99,9 +99,8 @@ def write(benchmark: Benchmark, rows: list[Row], out_dir: str | os.PathLike) -> 
 
 
 def _table(features: datasets.Features, rows: list[Row]) -> pa.Table:
-    encoded = [features.encode_example(row) for row in rows]
-    columns = {name: [row[name] for row in encoded] for name in features}
-    return pa.Table.from_pydict(columns, schema=features.arrow_schema)
+    # Rows arrive already encoded (ClassLabel as int); pyarrow checks every value against the schema.
+    return pa.Table.from_pylist(rows, schema=features.arrow_schema)
 
 
 def _configs_table(benchmark: Benchmark, counts: dict[str, int]) -> str:

@@ -84,7 +84,7 @@ def _concept_filter(concept: str):
 def load_yaml(path: Path) -> object:
     """Parse one upstream YAML file; a syntax error names the file."""
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as error:
         raise DataError(f"{path}: malformed YAML: {error}") from None
 

@@ -1,0 +1,27 @@
+"""The physprobe command line: build, its summary, and errors as exit status 2."""
+
+import datasets
+
+from physprobe.cli import main
+
+
+def test_build_prints_a_summary_and_writes_a_loadable_folder(upstream_dir, tmp_path, capsys):
+    assert main(["build", "prost", "--out", str(tmp_path), "--source-dir", str(upstream_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "prost          mass                        1,440" in out
+    assert "prost          default                    18,736" in out
+    mass = datasets.load_dataset(str(tmp_path / "prost"), "mass", split="test", cache_dir=str(tmp_path / "cache"))
+    assert mass.num_rows == 1440
+
+
+def test_build_all_builds_every_benchmark(upstream_dir, tmp_path, capsys):
+    from physprobe.dataset_scripts import BENCHMARKS
+
+    assert main(["build", "all", "--out", str(tmp_path), "--source-dir", str(upstream_dir)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(BENCHMARKS)
+
+
+def test_bad_source_dir_exits_2_naming_the_file(tmp_path, capsys):
+    assert main(["build", "prost", "--out", str(tmp_path / "out"), "--source-dir", str(tmp_path)]) == 2
+    assert "upstream file bouncing.yml not found" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "prost").exists()

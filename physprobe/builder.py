@@ -6,25 +6,43 @@ turns it into Parquet files and a dataset card, the same way for every benchmark
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
 
-from physprobe.sources import Upstream
+from physprobe.sources import Upstream, fetch, resolve_source_dir
 
 Row = dict
-RowFilter = Callable[[Row], bool]
 
 
 @dataclass(frozen=True)
 class Config:
-    """One subset of a benchmark: a name, what it holds, and which rows belong to it (all if None)."""
+    """One subset of a benchmark: a name, what it holds, and its rows.
+
+    ``select`` turns the benchmark's rows into this config's rows (all rows if None); ``features``
+    types them when they differ from the benchmark's.
+    """
 
     name: str
     description: str
-    keep: RowFilter | None = None
+    select: Callable[[list[Row]], list[Row]] | None = None
+    features: datasets.Features | None = None
+
+
+def keep(predicate: Callable[[Row], bool]) -> Callable[[list[Row]], list[Row]]:
+    """A ``Config.select`` keeping the rows for which ``predicate`` holds."""
+    return lambda rows: [row for row in rows if predicate(row)]
+
+
+@dataclass(frozen=True)
+class Generated:
+    """What a builder's ``generate`` returns: the rows, and values for the card body's placeholders."""
+
+    rows: list[Row]
+    card_fields: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -42,15 +60,26 @@ class Card:
 
 @dataclass(frozen=True)
 class Benchmark:
-    """A benchmark builder: from upstream files (``generate``) to typed rows, split into configs."""
+    """A benchmark builder: from upstream files (``generate``) to typed rows, split into configs.
+
+    Its files are the pinned ``upstream`` release, or, where none is pinned, whatever
+    ``local_sources`` finds in the mirror folder.
+    """
 
     name: str
     upstream: Upstream | None
     features: datasets.Features
     configs: tuple[Config, ...]
     card: Card
-    generate: Callable[[Mapping[str, Path]], list[Row]]
+    generate: Callable[[Mapping[str, Path]], Generated]
     split: str = "test"
+    local_sources: Callable[[Path | None], dict[str, Path]] | None = None
+
+    def sources(self, source_dir: str | os.PathLike | None = None) -> Mapping[str, Path]:
+        """Local paths of this benchmark's input files (downloaded and checked if pinned)."""
+        if self.upstream is not None:
+            return fetch(self.upstream, source_dir)
+        return self.local_sources(resolve_source_dir(source_dir)) if self.local_sources else {}
 
     def config(self, name: str) -> Config:
         """The config called ``name``; ``KeyError`` lists the known ones."""

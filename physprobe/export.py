@@ -26,8 +26,7 @@ from datasets.info import DatasetInfosDict
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
-from physprobe.builder import Benchmark, Row
-from physprobe.sources import fetch
+from physprobe.builder import Benchmark, Generated
 
 
 @dataclass(frozen=True)
@@ -58,22 +57,21 @@ def size_category(n: int) -> str:
 
 def build(benchmark: Benchmark, out_dir: str | os.PathLike, source_dir: str | os.PathLike | None = None) -> BuildResult:
     """Fetch the upstream files, generate the rows and write ``out_dir/<benchmark.name>``."""
-    paths = fetch(benchmark.upstream, source_dir) if benchmark.upstream else {}
-    rows = benchmark.generate(paths)
-    return write(benchmark, rows, out_dir)
+    return write(benchmark, benchmark.generate(benchmark.sources(source_dir)), out_dir)
 
 
-def write(benchmark: Benchmark, rows: list[Row], out_dir: str | os.PathLike) -> BuildResult:
-    """Write already generated ``rows`` of ``benchmark`` as a Hub-ready folder under ``out_dir``."""
+def write(benchmark: Benchmark, generated: Generated, out_dir: str | os.PathLike) -> BuildResult:
+    """Write already generated rows of ``benchmark`` as a Hub-ready folder under ``out_dir``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / benchmark.name
     staging = Path(tempfile.mkdtemp(prefix=f".{benchmark.name}.", dir=out_dir))
     try:
-        table = _table(benchmark.features, rows)
         counts, infos = {}, {}
         for config in benchmark.configs:
-            subset = table if config.keep is None else table.filter(pa.array([config.keep(row) for row in rows]))
+            features = config.features or benchmark.features
+            rows = generated.rows if config.select is None else config.select(generated.rows)
+            subset = _table(features, rows)
             path = staging / data_file(config.name, benchmark.split)
             path.parent.mkdir(parents=True)
             # Fixed writer settings and no timestamps: same rows, same bytes.
@@ -81,14 +79,14 @@ def write(benchmark: Benchmark, rows: list[Row], out_dir: str | os.PathLike) -> 
             counts[config.name] = subset.num_rows
             infos[config.name] = datasets.DatasetInfo(
                 description=config.description,
-                features=benchmark.features,
+                features=features,
                 splits=datasets.SplitDict(
                     {benchmark.split: datasets.SplitInfo(benchmark.split, num_bytes=subset.nbytes, num_examples=subset.num_rows)}
                 ),
                 download_size=path.stat().st_size,
                 dataset_size=subset.nbytes,
             )
-        _card(benchmark, counts, infos).save(staging / "README.md")
+        _card(benchmark, counts, infos, generated.card_fields).save(staging / "README.md")
         if target.exists():
             shutil.rmtree(target)
         staging.rename(target)
@@ -98,7 +96,7 @@ def write(benchmark: Benchmark, rows: list[Row], out_dir: str | os.PathLike) -> 
     return BuildResult(benchmark.name, target, counts)
 
 
-def _table(features: datasets.Features, rows: list[Row]) -> pa.Table:
+def _table(features: datasets.Features, rows: list[dict]) -> pa.Table:
     # Rows arrive already encoded (ClassLabel as int); pyarrow checks every value against the schema.
     return pa.Table.from_pylist(rows, schema=features.arrow_schema)
 
@@ -109,7 +107,9 @@ def _configs_table(benchmark: Benchmark, counts: dict[str, int]) -> str:
     return "\n".join(lines)
 
 
-def _card(benchmark: Benchmark, counts: dict[str, int], infos: dict[str, datasets.DatasetInfo]) -> DatasetCard:
+def _card(
+    benchmark: Benchmark, counts: dict[str, int], infos: dict[str, datasets.DatasetInfo], fields: dict[str, str]
+) -> DatasetCard:
     card = benchmark.card
     data = DatasetCardData(
         pretty_name=card.pretty_name,
@@ -130,5 +130,5 @@ def _card(benchmark: Benchmark, counts: dict[str, int], infos: dict[str, dataset
         }
     ).to_dataset_card_data(data)
     DatasetInfosDict(infos).to_dataset_card_data(data)
-    body = string.Template(card.body).substitute(configs_table=_configs_table(benchmark, counts))
+    body = string.Template(card.body).substitute(fields, configs_table=_configs_table(benchmark, counts))
     return DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{body}")

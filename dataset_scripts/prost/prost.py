@@ -15,7 +15,7 @@ from pathlib import Path
 import datasets
 import yaml
 
-from physprobe.builder import Benchmark, Card, Config, read_card_body
+from physprobe.builder import Benchmark, Card, Config, Generated, keep, read_card_body
 from physprobe.errors import DataError, PhysprobeError
 from physprobe.generators import prost as generator
 from physprobe.sources import github_release
@@ -77,8 +77,8 @@ CONCEPTS = {
 }
 
 
-def _concept_filter(concept: str):
-    return lambda row: row["group"] == concept
+def _concept(concept: str):
+    return keep(lambda row: row["group"] == concept)
 
 
 def load_yaml(path: Path) -> object:
@@ -107,7 +107,7 @@ def read_templates(paths: Mapping[str, Path]) -> tuple[list[dict], dict[str, lis
     return templates, lexicons
 
 
-def generate(paths: Mapping[str, Path]) -> list[dict]:
+def generate(paths: Mapping[str, Path]) -> Generated:
     """All PROST rows, in upstream order, from the upstream files."""
     templates, lexicons = read_templates(paths)
     rows = []
@@ -116,7 +116,7 @@ def generate(paths: Mapping[str, Path]) -> list[dict]:
             rows += generator.questions(template, lexicons)
         except PhysprobeError as error:
             raise type(error)(f"{path}: {error}") from None
-    return generator.order(rows)
+    return Generated(generator.order(rows))
 
 
 PROST = Benchmark(
@@ -125,7 +125,7 @@ PROST = Benchmark(
     features=FEATURES,
     configs=(
         Config("default", "all 18,736 questions"),
-        *(Config(concept, description, _concept_filter(concept)) for concept, description in CONCEPTS.items()),
+        *(Config(concept, description, _concept(concept)) for concept, description in CONCEPTS.items()),
     ),
     card=Card(
         pretty_name="PROST: Physical Reasoning about Objects through Space and Time",

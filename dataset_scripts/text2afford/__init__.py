@@ -1,0 +1,1 @@
+"""Text2Afford builder (see ``text2afford.py``)."""

@@ -1,0 +1,213 @@
+"""Text2Afford rows: the 15 affordance classes, the annotation pipeline of the paper, and the prompts.
+
+The paper (Sections 3-4, Appendix A) has three annotators rate each sentence-object pair on a 0-3
+Likert scale for each of 15 classes. A rating of 0-1 means "cannot", 2-3 "can"; the label is the
+majority of the three binary votes, and the agreement of a triple is the share of annotators who
+voted with the majority.
+
+>>> votes = [{"sentence": "He rode the horse.", "object": "horse", "annotator": name,
+...           **{c.name: 0 for c in CLASSES}, "Ride": rating} for name, rating in (("a", 3), ("b", 2), ("c", 1))]
+>>> (row,) = aggregate(votes)
+>>> row["labels"][CLASS_NAMES.index("Ride")], round(row["agreement"][CLASS_NAMES.index("Ride")], 3)
+(1, 0.667)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from physprobe.errors import DataError
+
+
+@dataclass(frozen=True)
+class AffordanceClass:
+    """One class: its name in the paper, its config name, and the words prompts use for it."""
+
+    name: str
+    config: str
+    phrase: str  # "can a human <phrase> the <object>?", "<object> can be used for <phrase> by human"
+    mlm_word: str  # the single word a masked LM scores at [MASK]
+
+
+CLASSES = (
+    AffordanceClass("Grasp", "grasp", "grasp", "grasp"),
+    AffordanceClass("Lift", "lift", "lift", "lift"),
+    AffordanceClass("Throw", "throw", "throw", "throw"),
+    AffordanceClass("Push", "push", "push", "push"),
+    AffordanceClass("Fix", "fix", "fix", "fix"),
+    AffordanceClass("Ride", "ride", "ride", "ride"),
+    AffordanceClass("Play", "play", "play", "play"),
+    AffordanceClass("Watch", "watch", "watch", "watch"),
+    AffordanceClass("SitOn", "sit_on", "sit on", "sitting"),
+    AffordanceClass("Feed", "feed", "feed", "feed"),
+    AffordanceClass("Row", "row", "row", "row"),
+    AffordanceClass("PourFrom", "pour_from", "pour from", "pouring"),
+    AffordanceClass("LookThrough", "look_through", "look through", "looking"),
+    AffordanceClass("WriteWith", "write_with", "write with", "writing"),
+    AffordanceClass("TypeOn", "type_on", "type on", "typing"),
+)
+CLASS_NAMES = [c.name for c in CLASSES]
+LIKERT = (0, 1, 2, 3)
+
+
+def binarise(rating: int) -> int:
+    """Likert 0-1 -> 0 (cannot), 2-3 -> 1 (can).
+
+    >>> [binarise(r) for r in LIKERT]
+    [0, 0, 1, 1]
+    """
+    return int(rating >= 2)
+
+
+def agreement_category(agreement: float) -> str:
+    """The paper's agreement categories: high (> 0.75), medium (0.4-0.75), low (< 0.4).
+
+    >>> agreement_category(1.0), agreement_category(2 / 3), agreement_category(1 / 3)
+    ('high', 'medium', 'low')
+    """
+    return "high" if agreement > 0.75 else "medium" if agreement >= 0.4 else "low"
+
+
+def _rating(row: Mapping, name: str, where: str) -> int:
+    value = row.get(name)
+    try:
+        rating = int(value)
+    except (TypeError, ValueError):
+        raise DataError(f"{where}: column {name!r} must be a Likert rating 0-3, got {value!r}") from None
+    if rating not in LIKERT or str(value).strip() not in {str(rating), f"{rating}.0"}:
+        raise DataError(f"{where}: column {name!r} must be a Likert rating 0-3, got {value!r}")
+    return rating
+
+
+def aggregate(annotations: Iterable[Mapping], source: str = "annotations") -> list[dict]:
+    """Majority-vote labels and agreements per sentence-object pair, from one row per annotator.
+
+    Each returned row has ``sentence``, ``object``, ``labels`` (15 ints), ``agreement`` (15 floats:
+    share of annotators voting with the binary majority) and ``likert_agreement`` (15 floats: share
+    of annotators giving the most common Likert rating), in order of first appearance.
+    """
+    pairs: dict[tuple[str, str], list[list[int]]] = {}
+    for line, row in enumerate(annotations, start=2):
+        where = f"{source}: line {line}"
+        for field in ("sentence", "object", "annotator"):
+            if not str(row.get(field) or "").strip():
+                raise DataError(f"{where}: empty {field!r}")
+        pairs.setdefault((row["sentence"], row["object"]), []).append([_rating(row, c, where) for c in CLASS_NAMES])
+    rows = []
+    for (sentence, obj), ratings in pairs.items():
+        likert = np.array(ratings)  # annotators x classes
+        votes = (likert >= 2).astype(int)
+        positive = votes.sum(axis=0)
+        negative = len(votes) - positive
+        if (positive == negative).any():
+            tied = CLASS_NAMES[int(np.argmax(positive == negative))]
+            raise DataError(f"{source}: ({sentence!r}, {obj!r}) has a tied vote on {tied} ({len(votes)} annotators)")
+        modal = [Counter(column).most_common(1)[0][1] for column in likert.T.tolist()]
+        rows.append(
+            {
+                "sentence": sentence,
+                "object": obj,
+                "labels": (positive > negative).astype(int).tolist(),
+                "agreement": (np.maximum(positive, negative) / len(votes)).tolist(),
+                "likert_agreement": (np.array(modal) / len(votes)).tolist(),
+            }
+        )
+    return rows
+
+
+def alpha(annotations: Sequence[Mapping], level: str) -> float:
+    """Krippendorff's alpha over all (pair, class) units, annotators as coders.
+
+    ``level="nominal"`` on the binarised votes, ``"ordinal"`` on the raw Likert ratings.
+    """
+    import krippendorff
+
+    units = {}
+    coders = sorted({row["annotator"] for row in annotations})
+    coder_index = {coder: i for i, coder in enumerate(coders)}
+    for row in annotations:
+        key = (row["sentence"], row["object"])
+        units.setdefault(key, len(units))
+    data = np.full((len(coders), len(units) * len(CLASSES)), np.nan)
+    for row in annotations:
+        start = units[(row["sentence"], row["object"])] * len(CLASSES)
+        ratings = [int(row[c]) for c in CLASS_NAMES]
+        values = [binarise(r) for r in ratings] if level == "nominal" else ratings
+        data[coder_index[row["annotator"]], start : start + len(CLASSES)] = values
+    return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level))
+
+
+def from_release(rows: Iterable[Mapping], source: str) -> list[dict]:
+    """Rows of the authors' released table (sentence, object, one 0/1 column per class)."""
+    out = []
+    for line, row in enumerate(rows, start=2):
+        where = f"{source}: line {line}"
+        labels = []
+        for name in CLASS_NAMES:
+            value = str(row.get(name, "")).strip()
+            if value not in ("0", "1"):
+                raise DataError(f"{where}: column {name!r} must be 0 or 1, got {row.get(name)!r}")
+            labels.append(int(value))
+        if not str(row.get("Sentence") or "").strip() or not str(row.get("Object") or "").strip():
+            raise DataError(f"{where}: empty Sentence or Object")
+        out.append({"sentence": row["Sentence"], "object": row["Object"], "labels": labels,
+                    "agreement": None, "likert_agreement": None})  # fmt: skip
+    return out
+
+
+def per_class(rows: Iterable[Mapping], index: int) -> list[dict]:
+    """Long rows of one class: ``sentence``, ``object``, ``affordance``, ``label`` and its agreements."""
+    return [
+        {
+            "sentence": row["sentence"],
+            "object": row["object"],
+            "affordance": CLASS_NAMES[index],
+            "label": row["labels"][index],
+            "agreement": None if row["agreement"] is None else row["agreement"][index],
+            "likert_agreement": None if row["likert_agreement"] is None else row["likert_agreement"][index],
+        }
+        for row in rows
+    ]
+
+
+# --- prompts (paper Table 4 and Table 10) ---------------------------------------------------
+PROMPTS = {
+    "mlm": "{sentence} {sep_token} {object} can be used for {mask_token} by human",
+    "nli_hypothesis": "{object} can be used for {affordance} by human",
+    "yes_no_flan_t5": "consider {sentence}. Now, from this information can human {affordance} the {object}? Answer YES or NO:",
+    "yes_no_falcon": (
+        'You are a helpful AI assistant. Answer only "YES" or "NO" for the question based on the given context. '
+        "Context:{sentence} \n \u00bbQUESTION\u00ab Can human {affordance} the {object}? \n \u00bbANSWER\u00ab"
+    ),
+    "yes_no_vlm": (
+        "consider the sentence {sentence}. Now from this information, can human {affordance} the {object}? "
+        "Accompanying this query is an image of the {object}. Note that the image may contain noise or variations "
+        "in appearance. Given the textual description and the image, answer YES or NO whether the human can "
+        '{affordance} the {object}. Answer: "'
+    ),
+}
+
+
+def prompt(kind: str, sentence: str, obj: str, affordance: AffordanceClass | None = None,
+           mask_token: str = "[MASK]", sep_token: str = "[SEP]") -> str:  # fmt: skip
+    """Format one of ``PROMPTS`` for a sentence-object pair (and class, except for ``mlm``).
+
+    >>> prompt("mlm", "All the women in India wear bangles", "bangles", mask_token="<mask>", sep_token="</s>")
+    'All the women in India wear bangles </s> bangles can be used for <mask> by human'
+    >>> prompt("nli_hypothesis", "All the women in India wear bangles", "bangles", CLASSES[0])
+    'bangles can be used for grasp by human'
+    >>> prompt("yes_no_flan_t5", "All the women in India wear bangles", "bangles", CLASSES[8])
+    'consider All the women in India wear bangles. Now, from this information can human sit on the bangles? Answer YES or NO:'
+    """
+    if kind not in PROMPTS:
+        raise ValueError(f"unknown prompt kind {kind!r}; known: {', '.join(PROMPTS)}")
+    if kind != "mlm" and affordance is None:
+        raise ValueError(f"prompt {kind!r} needs an affordance class")
+    return PROMPTS[kind].format(
+        sentence=sentence, object=obj, affordance=affordance.phrase if affordance else "",
+        mask_token=mask_token, sep_token=sep_token,
+    )  # fmt: skip

@@ -1,0 +1,130 @@
+"""Rank-based affordance accuracy and mean average precision of Text2Afford (Section 6, Appendix G)."""
+
+import datasets
+import evaluate
+import numpy as np
+
+_DESCRIPTION = """
+Rank-based accuracy and mAP of per-class affordance scores, as defined by the Text2Afford paper. Each
+sentence-object pair has a score per class (e.g. 15 masked-LM probabilities, NLI entailment scores, or
+YES=1/NO=0) and binary references. Accuracy compares positive classes with negative ones; mAP ranks the
+classes by score. Pairs with no positive class are skipped (paper footnote 5) and counted in `skipped`.
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    predictions (`list` of `list` of `float`): one score per class for each pair (same length for all).
+    references (`list` of `list` of `int`): 0/1 per class for each pair.
+    mode (`str`, default "strict"): "strict" (Section 6) counts each positive class as correct when its
+        score is higher than the score of every negative class; "pairwise" (Appendix G) counts each
+        (positive, negative) pair as correct when the positive scores higher. Ties are wrong.
+    average (`str`, default "micro"): "micro" divides all correct counts by all counts (Section 6: "the
+        total number of correct counts by the total number of the instances"); "macro" averages the
+        accuracy of each pair (Appendix G defines accuracy per sentence-object pair).
+    k (`int`, optional): mAP@k; by default k is the number of classes.
+Returns:
+    accuracy (`float`), map (`float`), n (`int`, pairs scored), skipped (`int`, pairs with no positive class).
+Examples:
+    >>> import evaluate
+    >>> metric = evaluate.load("metrics/affordance_rank")
+    >>> scores = [[0.9, 0.5, 0.7, 0.1], [0.2, 0.8, 0.3, 0.6], [0.4, 0.4, 0.1, 0.3]]
+    >>> labels = [[1, 0, 1, 0], [0, 1, 0, 0], [0, 0, 0, 0]]
+    >>> metric.compute(predictions=scores, references=labels)
+    {'accuracy': 1.0, 'map': 1.0, 'n': 2, 'skipped': 1}
+
+    A positive below one negative is wrong in strict mode; pairwise credits the negatives it beats:
+
+    >>> metric.compute(predictions=[[0.5, 0.9, 0.7, 0.1]], references=[[1, 0, 1, 0]], mode="pairwise")
+    {'accuracy': 0.5, 'map': 0.5833333333333333, 'n': 1, 'skipped': 0}
+"""
+
+_CITATION = """
+@misc{adak2024text2afford,
+  title = {{TEXT2AFFORD}: Probing Object Affordance Prediction abilities of Language Models solely from Text},
+  author = {Adak, Sayantan and Agrawal, Daivik and Mukherjee, Animesh and Aditya, Somak},
+  year = {2024},
+}
+"""
+
+MODES = ("strict", "pairwise")
+AVERAGES = ("micro", "macro")
+CHUNK = 1 << 15  # pairs per block: bounds the (pairs x classes x classes) comparison arrays
+
+
+def _matrix(name, values, dtype):
+    lengths = {len(row) for row in values}
+    if len(lengths) > 1:
+        raise ValueError(f"{name} is ragged: rows have {sorted(lengths)} scores; every pair needs one per class")
+    return np.asarray(values, dtype=dtype)
+
+
+def _counts(scores, labels, mode, k):
+    """Per-pair correct and total comparison counts, and average precision (vectorised)."""
+    positive = labels.astype(bool)
+    negative = ~positive
+    if mode == "strict":
+        best_negative = np.where(negative, scores, -np.inf).max(axis=1, keepdims=True)
+        correct = (positive & (scores > best_negative)).sum(axis=1)
+        total = positive.sum(axis=1)
+    else:
+        beats = scores[:, :, None] > scores[:, None, :]  # [pair, positive candidate, negative candidate]
+        correct = (beats & positive[:, :, None] & negative[:, None, :]).sum(axis=(1, 2))
+        total = positive.sum(axis=1) * negative.sum(axis=1)
+    # Average precision with ties handled as scikit-learn does: a class's precision counts every
+    # class scoring at least as high; its rank is the number of such classes.
+    at_least = scores[:, None, :] >= scores[:, :, None]  # [pair, class, other]
+    rank = at_least.sum(axis=2)
+    precision = (at_least & positive[:, None, :]).sum(axis=2) / rank
+    counted = positive & (rank <= k)
+    ap = (precision * counted).sum(axis=1) / np.minimum(positive.sum(axis=1), k)
+    return correct, total, ap
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class AffordanceRank(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features(
+                {
+                    "predictions": datasets.List(datasets.Value("float64")),
+                    "references": datasets.List(datasets.Value("int64")),
+                }
+            ),
+        )
+
+    def _compute(self, predictions, references, mode="strict", average="micro", k=None):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if average not in AVERAGES:
+            raise ValueError(f"average must be one of {AVERAGES}, got {average!r}")
+        if len(predictions) == 0:
+            raise ValueError("predictions is empty: there is nothing to score")
+        if len(predictions) != len(references):
+            raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
+        scores = _matrix("predictions", predictions, np.float64)
+        labels = _matrix("references", references, np.int64)
+        if scores.shape != labels.shape:
+            raise ValueError(f"predictions have {scores.shape[1]} scores per pair but references {labels.shape[1]} labels")
+        if np.isnan(scores).any():
+            row = int(np.argmax(np.isnan(scores).any(axis=1)))
+            raise ValueError(f"predictions[{row}] contains NaN")
+        if not np.isin(labels, (0, 1)).all():
+            row = int(np.argmax(~np.isin(labels, (0, 1)).all(axis=1)))
+            raise ValueError(f"references[{row}] is not binary (0/1): {labels[row].tolist()}")
+        k = scores.shape[1] if k is None else int(k)
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        kept = labels.any(axis=1)
+        scores, labels = scores[kept], labels[kept]
+        if len(scores) == 0:
+            raise ValueError("no pair has a positive class: nothing to score")
+        parts = [_counts(scores[i : i + CHUNK], labels[i : i + CHUNK], mode, k) for i in range(0, len(scores), CHUNK)]
+        correct, total, ap = (np.concatenate(column) for column in zip(*parts))
+        if average == "micro":
+            accuracy = correct.sum() / total.sum()
+        else:
+            accuracy = np.mean(correct / np.maximum(total, 1))
+        return {"accuracy": float(accuracy), "map": float(ap.mean()), "n": int(len(scores)), "skipped": int((~kept).sum())}

@@ -1,7 +1,9 @@
 """Shared fixtures: the upstream mirror in ../shared, quiet progress bars, throwaway caches."""
 
+import doctest
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import datasets
@@ -39,3 +41,17 @@ def prost_build(upstream_dir, tmp_path_factory) -> Path:
     from physprobe.export import build
 
     return build(PROST, tmp_path_factory.mktemp("build"), upstream_dir).path
+
+
+def run_metric_examples(metric) -> doctest.TestResults:
+    """Run the ``Examples:`` of an evaluate module's ``_KWARGS_DESCRIPTION`` (they load it by relative path)."""
+    module = sys.modules[type(metric).__module__]
+    test = doctest.DocTestParser().get_doctest(module._KWARGS_DESCRIPTION, {}, metric.name, None, 0)
+    runner = doctest.DocTestRunner()
+    cwd = os.getcwd()
+    os.chdir(REPO)
+    try:
+        runner.run(test)
+    finally:
+        os.chdir(cwd)
+    return runner.summarize(verbose=False)

@@ -1,15 +1,12 @@
 """metrics/affordance_rank: doctests, both accuracy readings and mAP worked by hand, ties, bad input."""
 
-import doctest
-import sys
-
 import evaluate
 import pytest
 
 from physprobe.dataset_scripts.text2afford.text2afford import PAPER_SAMPLE, read_tsv
 from physprobe.generators.text2afford import CLASS_NAMES, from_release
 
-from .conftest import REPO
+from .conftest import REPO, run_metric_examples
 
 
 @pytest.fixture(scope="module")
@@ -17,13 +14,8 @@ def metric():
     return evaluate.load(str(REPO / "metrics" / "affordance_rank"))
 
 
-def test_docstring_examples(metric, monkeypatch):
-    monkeypatch.chdir(REPO)
-    module = sys.modules[type(metric).__module__]
-    test = doctest.DocTestParser().get_doctest(module._KWARGS_DESCRIPTION, {}, "affordance_rank", None, 0)
-    runner = doctest.DocTestRunner()
-    runner.run(test)
-    outcome = runner.summarize(verbose=False)
+def test_docstring_examples(metric):
+    outcome = run_metric_examples(metric)
     assert outcome.failed == 0 and outcome.attempted >= 4
 
 

@@ -1,12 +1,9 @@
 """metrics/probe_accuracy: doctests, PROST-style breakdowns worked by hand, and bad input."""
 
-import doctest
-import sys
-
 import evaluate
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, run_metric_examples
 
 
 @pytest.fixture(scope="module")
@@ -14,13 +11,8 @@ def metric():
     return evaluate.load(str(REPO / "metrics" / "probe_accuracy"))
 
 
-def test_docstring_examples(metric, monkeypatch):
-    monkeypatch.chdir(REPO)  # the examples load "metrics/probe_accuracy" by relative path
-    module = sys.modules[type(metric).__module__]
-    test = doctest.DocTestParser().get_doctest(module._KWARGS_DESCRIPTION, {}, "probe_accuracy", None, 0)
-    runner = doctest.DocTestRunner()
-    runner.run(test)
-    outcome = runner.summarize(verbose=False)
+def test_docstring_examples(metric):
+    outcome = run_metric_examples(metric)
     assert outcome.failed == 0 and outcome.attempted >= 5
 
 

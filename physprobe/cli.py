@@ -2,6 +2,7 @@
 
     physprobe build prost --out build --source-dir ../shared/data/upstream
     physprobe build all --out build
+    physprobe generate cccons --n 1000 --seed 0 --out generated
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 from tqdm.auto import tqdm
 
 from physprobe.errors import PhysprobeError
-from physprobe.export import BuildResult, build
+from physprobe.export import BuildResult, build, write
 
 
 def _benchmarks():
@@ -23,11 +24,11 @@ def _benchmarks():
 
 def summary(results: list[BuildResult]) -> str:
     """A plain-text table of every built config and its row count."""
-    lines = [f"{'benchmark':<14} {'config':<24} {'rows':>8}"]
+    lines = [f"{'benchmark':<18} {'config':<24} {'rows':>8}"]
     for result in results:
         for config, rows in result.rows.items():
-            lines.append(f"{result.benchmark:<14} {config:<24} {rows:>8,}")
-        lines.append(f"{'':<14} {'-> ' + str(result.path):<24}")
+            lines.append(f"{result.benchmark:<18} {config:<24} {rows:>8,}")
+        lines.append(f"{'':<18} -> {result.path}")
     return "\n".join(lines)
 
 
@@ -42,6 +43,17 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _generate(args: argparse.Namespace) -> int:
+    from physprobe.dataset_scripts.cccons import cccons
+
+    if args.n < 1:
+        raise PhysprobeError(f"--n must be at least 1, got {args.n}")
+    paths = cccons.CCCONS.sources(args.source_dir)
+    result = write(cccons.GENERATED, cccons.generate_new(paths, args.n, args.seed), args.out)
+    print(summary([result]))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser of the ``physprobe`` command."""
     top = argparse.ArgumentParser(prog="physprobe", description=__doc__.splitlines()[0])
@@ -53,6 +65,13 @@ def parser() -> argparse.ArgumentParser:
         "--source-dir", help="local mirror of the upstream files (default: $PHYSPROBE_SOURCE_DIR, else download)"
     )
     build_cmd.set_defaults(run=_build)
+    generate_cmd = commands.add_parser("generate", help="generate new examples beyond a release")
+    generate_cmd.add_argument("benchmark", choices=["cccons"])
+    generate_cmd.add_argument("--n", type=int, required=True, help="number of new rows")
+    generate_cmd.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes)")
+    generate_cmd.add_argument("--out", default="generated", help="output folder (default: ./generated)")
+    generate_cmd.add_argument("--source-dir", help="local mirror of the upstream files")
+    generate_cmd.set_defaults(run=_generate)
     return top
 
 

@@ -92,11 +92,16 @@ def _check_braces(text: str) -> None:
         raise TemplateError(f"unbalanced or malformed slot in template text {text!r}")
 
 
-def fill(template: Template, mapping: Mapping[str, str]) -> Any:
+def fill(template: Template, mapping: Mapping[str, str], articles: Mapping[str, str] | None = None) -> Any:
     """Fill every slot of ``template`` from ``mapping`` (slot name to value).
+
+    ``articles`` lists words whose article departs from CheckList's vowel rule (as a data
+    release may have it); CheckList itself has no such exceptions.
 
     >>> fill("{a:obj1} hits {an:obj2}.", {"obj1": "egg", "obj2": "brick"})
     'an egg hits a brick.'
+    >>> fill("{a:obj}", {"obj": "key"}, articles={"key": "an"})
+    'an key'
     """
 
     def substitute(match: re.Match) -> str:
@@ -105,16 +110,17 @@ def fill(template: Template, mapping: Mapping[str, str]) -> Any:
             raise TemplateError(f"no value for slot {{{slot}}}")
         value = mapping[slot]
         if match["option"] is not None and "a" in match["option"]:
-            return f"{article(value)} {value}"
+            chosen = articles.get(value) if articles else None
+            return f"{chosen or article(value)} {value}"
         return value
 
     if isinstance(template, str):
         return _SLOT.sub(substitute, template)
     if isinstance(template, Mapping):
-        return {key: fill(value, mapping) for key, value in template.items()}
+        return {key: fill(value, mapping, articles) for key, value in template.items()}
     if isinstance(template, tuple):
-        return tuple(fill(value, mapping) for value in template)
-    return [fill(value, mapping) for value in template]
+        return tuple(fill(value, mapping, articles) for value in template)
+    return [fill(value, mapping, articles) for value in template]
 
 
 def expand(

@@ -1,0 +1,1 @@
+"""CConS builder (see ``cccons.py``)."""

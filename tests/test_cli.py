@@ -30,7 +30,7 @@ def test_bad_source_dir_exits_2_naming_the_file(tmp_path, capsys):
 def test_generate_cccons_writes_a_loadable_dataset(upstream_dir, tmp_path, capsys):
     args = ["generate", "cccons", "--n", "25", "--seed", "1", "--out", str(tmp_path), "--source-dir", str(upstream_dir)]
     assert main(args) == 0
-    assert "cccons_generated   default                          25" in capsys.readouterr().out
+    assert "cccons_generated   default                        25" in capsys.readouterr().out
     rows = datasets.load_dataset(str(tmp_path / "cccons_generated"), split="test", cache_dir=str(tmp_path / "cache"))
     assert rows.num_rows == 25 and all(rows["generated"])
 

@@ -1,0 +1,1 @@
+"""NEWTON builder (see ``newton.py``)."""

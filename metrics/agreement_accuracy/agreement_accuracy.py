@@ -1,0 +1,103 @@
+"""Agreement-weighted accuracy of NEWTON (Eq. 1): accuracy that counts each question by its human agreement."""
+
+import datasets
+import evaluate
+import numpy as np
+
+_DESCRIPTION = """
+NEWTON's Track 1 metric. Eq. 1 of the paper multiplies the share of model answers that match the human
+majority by the share of human answers that match it. Read per question, as the paper's Tables 4 and 10
+are consistent with, every correct answer counts with its question's annotator agreement:
+agreement_accuracy = mean_i [prediction_i == reference_i] * agreement_i. Plain accuracy (Tracks 2-3) is
+reported alongside. `reading="global"` gives the other reading: accuracy times the mean agreement.
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    predictions (`list` of `int`): predicted option index per question.
+    references (`list` of `int`): majority human option index per question.
+    agreements (`list` of `float`, optional): share of annotators who gave the majority answer, in [0, 1].
+        Without it only `accuracy` and `n` are returned.
+    groups (`list` of `str`, optional): group per question (e.g. attribute, scenario); adds `by_group`
+        with the same figures per group. The top-level figures are over all questions (micro), as the
+        paper's "Overall" column.
+    reading (`str`, default "per_question"): "per_question" or "global" (see the description).
+Returns:
+    agreement_accuracy (`float`, with agreements), accuracy (`float`), n (`int`), by_group (with groups).
+Examples:
+    >>> import evaluate
+    >>> metric = evaluate.load("metrics/agreement_accuracy")
+    >>> metric.compute(predictions=[0, 2, 2, 0], references=[0, 2, 0, 0], agreements=[1.0, 0.75, 1.0, 0.75])
+    {'agreement_accuracy': 0.625, 'accuracy': 0.75, 'n': 4}
+
+    >>> result = metric.compute(predictions=[0, 2, 2, 0], references=[0, 2, 0, 0],
+    ...                         agreements=[1.0, 0.75, 1.0, 0.75], groups=["soft", "soft", "sharp", "sharp"])
+    >>> result["by_group"]["sharp"]
+    {'agreement_accuracy': 0.375, 'accuracy': 0.5, 'n': 2}
+
+    >>> metric.compute(predictions=[1, 0], references=[1, 1])
+    {'accuracy': 0.5, 'n': 2}
+"""
+
+_CITATION = """
+@inproceedings{wang2023newton,
+  title = {{NEWTON}: Are Large Language Models Capable of Physical Reasoning?},
+  author = {Wang, Yi Ru and Duan, Jiafei and Fox, Dieter and Srinivasa, Siddhartha},
+  booktitle = {Findings of the Association for Computational Linguistics: EMNLP 2023},
+  year = {2023},
+}
+"""
+
+READINGS = ("per_question", "global")
+
+
+def _figures(correct, agreements, reading):
+    out = {}
+    if agreements is not None:
+        if reading == "per_question":
+            out["agreement_accuracy"] = float(np.mean(correct * agreements))
+        else:
+            out["agreement_accuracy"] = float(np.mean(correct) * np.mean(agreements))
+    out["accuracy"] = float(np.mean(correct))
+    out["n"] = int(len(correct))
+    return out
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class AgreementAccuracy(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features({"predictions": datasets.Value("int64"), "references": datasets.Value("int64")}),
+            reference_urls=["https://arxiv.org/abs/2310.07018"],
+        )
+
+    def _compute(self, predictions, references, agreements=None, groups=None, reading="per_question"):
+        if len(predictions) == 0:
+            raise ValueError("predictions is empty: there is nothing to score")
+        if len(predictions) != len(references):
+            raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
+        if reading not in READINGS:
+            raise ValueError(f"reading must be one of {READINGS}, got {reading!r}")
+        n = len(predictions)
+        correct = (np.asarray(predictions) == np.asarray(references)).astype(float)
+        if agreements is not None:
+            if len(agreements) != n:
+                raise ValueError(f"agreements has {len(agreements)} entries but there are {n} predictions")
+            agreements = np.asarray(agreements, dtype=float)
+            bad = np.isnan(agreements) | (agreements < 0) | (agreements > 1)
+            if bad.any():
+                index = int(np.argmax(bad))
+                raise ValueError(f"agreements[{index}] = {agreements[index]} is outside [0, 1]")
+        result = _figures(correct, agreements, reading)
+        if groups is not None:
+            if len(groups) != n:
+                raise ValueError(f"groups has {len(groups)} entries but there are {n} predictions")
+            groups = np.asarray(groups)
+            result["by_group"] = {
+                group.item(): _figures(correct[groups == group], None if agreements is None else agreements[groups == group], reading)
+                for group in np.unique(groups)
+            }
+        return result

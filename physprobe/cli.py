@@ -3,6 +3,7 @@
     physprobe build prost --out build --source-dir ../shared/data/upstream
     physprobe build all --out build
     physprobe generate cccons --n 1000 --seed 0 --out generated
+    physprobe generate newton --spec my_spec.yaml --out generated
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 from tqdm.auto import tqdm
 
 from physprobe.errors import PhysprobeError
-from physprobe.export import BuildResult, build, write
+from physprobe.export import BuildResult, build, stream, write
 
 
 def _benchmarks():
@@ -44,12 +45,23 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from physprobe.dataset_scripts.cccons import cccons
+    if args.benchmark == "cccons":
+        from physprobe.dataset_scripts.cccons import cccons
 
-    if args.n < 1:
-        raise PhysprobeError(f"--n must be at least 1, got {args.n}")
-    paths = cccons.CCCONS.sources(args.source_dir)
-    result = write(cccons.GENERATED, cccons.generate_new(paths, args.n, args.seed), args.out)
+        if args.n is None or args.n < 1:
+            raise PhysprobeError(f"generate cccons needs --n at least 1, got {args.n}")
+        paths = cccons.CCCONS.sources(args.source_dir)
+        result = write(cccons.GENERATED, cccons.generate_new(paths, args.n, args.seed), args.out)
+    else:
+        from physprobe.dataset_scripts.newton import newton
+        from physprobe.generators.newton import challenge_set
+
+        if args.spec is None:
+            raise PhysprobeError("generate newton needs --spec FILE.yaml")
+        spec = newton.read_spec(args.spec)
+        repository = newton.repository(newton.NEWTON.sources(args.source_dir))
+        rows = tqdm(challenge_set(repository, spec, args.seed), desc=spec.name, unit=" questions", disable=None)
+        result = stream(spec.name, newton.CHALLENGE_FEATURES, rows, args.out, newton.challenge_card(spec, args.seed))
     print(summary([result]))
     return 0
 
@@ -66,8 +78,9 @@ def parser() -> argparse.ArgumentParser:
     )
     build_cmd.set_defaults(run=_build)
     generate_cmd = commands.add_parser("generate", help="generate new examples beyond a release")
-    generate_cmd.add_argument("benchmark", choices=["cccons"])
-    generate_cmd.add_argument("--n", type=int, required=True, help="number of new rows")
+    generate_cmd.add_argument("benchmark", choices=["cccons", "newton"])
+    generate_cmd.add_argument("--n", type=int, help="cccons: number of new rows")
+    generate_cmd.add_argument("--spec", help="newton: challenge-set spec (YAML: context, question, conditions)")
     generate_cmd.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes)")
     generate_cmd.add_argument("--out", default="generated", help="output folder (default: ./generated)")
     generate_cmd.add_argument("--source-dir", help="local mirror of the upstream files")

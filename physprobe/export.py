@@ -12,10 +12,12 @@ the end, so a failed build leaves nothing behind; two builds give byte-identical
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import string
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,6 +96,41 @@ def write(benchmark: Benchmark, generated: Generated, out_dir: str | os.PathLike
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return BuildResult(benchmark.name, target, counts)
+
+
+def stream(
+    name: str, features: datasets.Features, rows: Iterable[dict], out_dir: str | os.PathLike, card: str,
+    batch_size: int = 10_000,
+) -> BuildResult:  # fmt: skip
+    """Write rows from an iterator as a one-config folder, in batches, with flat memory.
+
+    ``card`` is the Markdown body of the README (the front matter is added here).
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / name
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
+    try:
+        path = staging / data_file("default", "test")
+        path.parent.mkdir(parents=True)
+        count = 0
+        rows = iter(rows)
+        with pq.ParquetWriter(path, features.arrow_schema, compression="zstd") as writer:
+            while batch := list(itertools.islice(rows, batch_size)):
+                writer.write_table(_table(features, batch))
+                count += len(batch)
+        data = DatasetCardData(pretty_name=name, size_categories=[size_category(count)])
+        MetadataConfigs({"default": {"data_files": [{"split": "test", "path": data_file("default", "test")}]}}).to_dataset_card_data(data)
+        info = datasets.DatasetInfo(features=features, splits=datasets.SplitDict({"test": datasets.SplitInfo("test", num_examples=count)}))
+        DatasetInfosDict({"default": info}).to_dataset_card_data(data)
+        DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{card}").save(staging / "README.md")
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return BuildResult(name, target, {"default": count})
 
 
 def _table(features: datasets.Features, rows: list[dict]) -> pa.Table:

@@ -37,4 +37,4 @@ def test_generate_cccons_writes_a_loadable_dataset(upstream_dir, tmp_path, capsy
 
 def test_generate_rejects_a_non_positive_n(upstream_dir, tmp_path, capsys):
     assert main(["generate", "cccons", "--n", "0", "--out", str(tmp_path), "--source-dir", str(upstream_dir)]) == 2
-    assert "--n must be at least 1" in capsys.readouterr().err
+    assert "generate cccons needs --n at least 1, got 0" in capsys.readouterr().err

@@ -1,0 +1,5 @@
+import evaluate
+from evaluate.utils import launch_gradio_widget
+
+module = evaluate.load("physprobe/probe_accuracy")
+launch_gradio_widget(module)

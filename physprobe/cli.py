@@ -4,6 +4,8 @@
     physprobe build all --out build
     physprobe generate cccons --n 1000 --seed 0 --out generated
     physprobe generate newton --spec my_spec.yaml --out generated
+    physprobe score --model roberta-large --benchmark prost --out runs/roberta-prost
+    physprobe report runs/roberta-prost runs/gpt2-prost --out report.md
 """
 
 from __future__ import annotations
@@ -66,6 +68,31 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _score(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from physprobe.runner import run
+
+    out = Path(args.out or f"runs/{Path(args.model).name}-{args.benchmark}")
+    configs = args.config.split(",") if args.config else None
+    metrics = run(args.model, args.benchmark, out, Path(args.data), configs, args.method, args.limit, args.device,
+                  args.gguf_file, args.truncate)  # fmt: skip
+    for config, values in metrics.items():
+        headline = {k: v for k, v in values.items() if isinstance(v, (int, float))}
+        print(f"{args.benchmark}/{config}: {headline}")
+    print(f"-> {out}")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from physprobe.report import render
+
+    print(f"-> {render([Path(r) for r in args.runs], Path(args.out))}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser of the ``physprobe`` command."""
     top = argparse.ArgumentParser(prog="physprobe", description=__doc__.splitlines()[0])
@@ -85,6 +112,22 @@ def parser() -> argparse.ArgumentParser:
     generate_cmd.add_argument("--out", default="generated", help="output folder (default: ./generated)")
     generate_cmd.add_argument("--source-dir", help="local mirror of the upstream files")
     generate_cmd.set_defaults(run=_generate)
+    score_cmd = commands.add_parser("score", help="score a Hugging Face model on a built benchmark")
+    score_cmd.add_argument("--model", required=True, help="Hub id or local folder")
+    score_cmd.add_argument("--benchmark", required=True, choices=["prost", "cccons", "newton", "text2afford"])
+    score_cmd.add_argument("--config", help="comma-separated configs (default: those of the paper's tables)")
+    score_cmd.add_argument("--method", choices=["causal", "mlm", "seq2seq", "nli", "yes_no"], help="default: from the model's config")
+    score_cmd.add_argument("--data", default="build", help="folder with built benchmarks (default: ./build)")
+    score_cmd.add_argument("--out", help="run folder (default: runs/<model>-<benchmark>)")
+    score_cmd.add_argument("--limit", type=int, help="score only the first N rows of each config")
+    score_cmd.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    score_cmd.add_argument("--gguf-file", help="a GGUF file inside --model's folder")
+    score_cmd.add_argument("--truncate", action="store_true", help="keep the last tokens of over-long inputs instead of failing")
+    score_cmd.set_defaults(run=_score)
+    report_cmd = commands.add_parser("report", help="paper-style tables and plots across score runs")
+    report_cmd.add_argument("runs", nargs="+", help="run folders written by physprobe score")
+    report_cmd.add_argument("--out", default="report.md")
+    report_cmd.set_defaults(run=_report)
     return top
 
 

@@ -1,0 +1,201 @@
+"""``physprobe score``: load a model, score a benchmark's configs with resume, write predictions and metrics.
+
+A run folder holds ``predictions.parquet`` (config, row, scores, prediction, reference), ``metrics.json``
+(the papers' breakdowns from the evaluate modules), ``run.json`` (model, method, timing) and
+``cache.sqlite``: every request's scores keyed by the model's fingerprint and the request's hash, so an
+interrupted run (Ctrl-C, crash, out-of-memory) restarts where it stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from physprobe.errors import PhysprobeError
+from physprobe import tasks
+
+FAMILY_CLASSES = {
+    "causal": "AutoModelForCausalLM",
+    "mlm": "AutoModelForMaskedLM",
+    "seq2seq": "AutoModelForSeq2SeqLM",
+    "nli": "AutoModelForSequenceClassification",
+}
+
+
+def detect_method(config) -> str:
+    """The scoring family of a model, from its config: seq2seq, mlm, nli or causal."""
+    architectures = " ".join(config.architectures or [])
+    if config.is_encoder_decoder:
+        return "seq2seq"
+    if "MaskedLM" in architectures:
+        return "mlm"
+    if "SequenceClassification" in architectures:
+        return "nli"
+    if "CausalLM" in architectures or "LMHead" in architectures:
+        return "causal"
+    raise tasks.TaskError(f"cannot tell the model family from architectures={config.architectures}; pass --method")
+
+
+def default_method(benchmark: str, family: str) -> str:
+    """The method a family uses on a benchmark (Text2Afford asks generative models YES/NO)."""
+    if benchmark == "text2afford" and family in ("causal", "seq2seq"):
+        return "yes_no"
+    return family
+
+
+@dataclass
+class Loaded:
+    model: object
+    tokenizer: object
+    family: str
+    fingerprint: str
+    device: object
+
+
+def load(model_name: str, method: str | None, device: str | None, gguf_file: str | None) -> Loaded:
+    """Load model and tokenizer through ``from_pretrained`` (a GGUF file too) for the method's family."""
+    import torch
+    import transformers
+
+    kwargs = {"gguf_file": gguf_file} if gguf_file else {}
+    config = transformers.AutoConfig.from_pretrained(model_name, **kwargs)
+    family = detect_method(config) if method in (None, "yes_no") else method
+    if method == "yes_no":
+        family = "seq2seq" if config.is_encoder_decoder else "causal"
+    if method is not None and method not in tasks.METHODS:
+        raise tasks.TaskError(f"unknown method {method!r}; known: {', '.join(tasks.METHODS)}")
+    chosen = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dtype = torch.bfloat16 if chosen.type == "cuda" else torch.float32
+    auto = getattr(transformers, FAMILY_CLASSES[family])
+    try:
+        model = auto.from_pretrained(model_name, dtype=dtype, attn_implementation="sdpa", **kwargs)
+    except (ValueError, ImportError):  # architectures without SDPA fall back to their default attention
+        model = auto.from_pretrained(model_name, dtype=dtype, **kwargs)
+    except OSError as error:
+        raise tasks.TaskError(f"cannot load {model_name!r} as {FAMILY_CLASSES[family]}: {error}") from None
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_name, **kwargs)
+    if tokenizer.pad_token is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.eval().to(chosen)
+    digest = hashlib.sha256(json.dumps([model_name, gguf_file, config.to_dict()], sort_keys=True, default=str).encode())
+    for path in sorted(Path(model_name).glob("*")) if Path(model_name).is_dir() else []:
+        digest.update(f"{path.name}:{path.stat().st_size}:{path.stat().st_mtime_ns}".encode())
+    return Loaded(model, tokenizer, family, digest.hexdigest()[:16], chosen)
+
+
+class Cache:
+    """Scores per request in SQLite, committed after every chunk, so a run resumes where it stopped."""
+
+    def __init__(self, path: Path):
+        self.db = sqlite3.connect(path)
+        self.db.execute("CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+
+    @staticmethod
+    def key(fingerprint: str, method: str, req) -> str:
+        return hashlib.sha256(json.dumps([fingerprint, method, req]).encode()).hexdigest()
+
+    def get(self, keys: list[str]) -> dict[str, list]:
+        found = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            query = f"SELECT key, value FROM scores WHERE key IN ({','.join('?' * len(chunk))})"
+            found.update({k: json.loads(v) for k, v in self.db.execute(query, chunk)})
+        return found
+
+    def put(self, items: dict[str, list]) -> None:
+        self.db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?)", [(k, json.dumps(v)) for k, v in items.items()])
+        self.db.commit()
+
+
+def score_requests(loaded: Loaded, method: str, requests: list, truncate: bool, progress) -> list[list]:
+    """Scores of requests of one kind (see ``physprobe.tasks``), with the loaded model."""
+    from physprobe import scoring
+
+    m, t, d = loaded.model, loaded.tokenizer, loaded.device
+    kind = requests[0][0]
+    payload = [r[1] for r in requests]
+    if kind == "sequences":
+        return scoring.sequence_logprobs(m, t, payload, d, truncate=truncate, progress=progress)
+    if kind == "masked":
+        return scoring.masked_logprobs(m, t, [p[0] for p in payload], [p[1] for p in payload], d, truncate=truncate, progress=progress)
+    if kind == "seq2seq":
+        return scoring.seq2seq_logprobs(m, t, payload, d, truncate=truncate, progress=progress)
+    flat = [item for p in payload for item in p]
+    if kind == "nli":
+        values = scoring.entailment_probs(m, t, flat, d)
+    else:
+        values = scoring.yes_probs(m, t, flat, d, seq2seq=loaded.family == "seq2seq")
+    if progress is not None:
+        progress.update(len(payload))
+    width = len(payload[0])
+    return [values[i : i + width] for i in range(0, len(values), width)]
+
+
+def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: list[str] | None = None,
+        method: str | None = None, limit: int | None = None, device: str | None = None,
+        gguf_file: str | None = None, truncate: bool = False, chunk: int = 512) -> dict:  # fmt: skip
+    """Score ``benchmark`` (built under ``data_dir``) with a model; write and return the metrics."""
+    import datasets
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from tqdm.auto import tqdm
+
+    if benchmark not in tasks.SUPPORTED:
+        raise tasks.TaskError(f"unknown benchmark {benchmark!r}; known: {', '.join(tasks.SUPPORTED)}")
+    folder = data_dir / benchmark
+    if not (folder / "README.md").is_file():
+        raise PhysprobeError(f"{folder} is not a built benchmark; run `physprobe build {benchmark} --out {data_dir}` first")
+    loaded = load(model_name, method, device, gguf_file)
+    method = method or default_method(benchmark, loaded.family)
+    tasks.check(benchmark, method)
+    configs = configs or tasks.DEFAULT_CONFIGS[benchmark]
+    out.mkdir(parents=True, exist_ok=True)
+    cache = Cache(out / "cache.sqlite")
+    metrics, records, started, scored_items = {}, [], time.perf_counter(), 0
+    for config in configs:
+        try:
+            dataset = datasets.load_dataset(str(folder), config, split="test")
+        except ValueError as error:
+            raise tasks.TaskError(f"{benchmark} has no config {config!r}: {error}") from None
+        rows = dataset.select(range(min(limit, len(dataset)))) if limit else dataset
+        rows = rows.to_list()
+        sep = loaded.tokenizer.sep_token or loaded.tokenizer.eos_token or "[SEP]"
+        reqs = [tasks.request(benchmark, config, row, method, sep_token=sep) for row in rows]
+        keys = [Cache.key(loaded.fingerprint, method, r) for r in reqs]
+        scores = cache.get(keys)
+        missing = [i for i, k in enumerate(keys) if k not in scores]
+        with tqdm(total=len(missing), desc=f"{benchmark}/{config}", unit=" q", disable=None) as progress:
+            for start in range(0, len(missing), chunk):
+                part = missing[start : start + chunk]
+                values = score_requests(loaded, method, [reqs[i] for i in part], truncate, progress)
+                fresh = {keys[i]: v for i, v in zip(part, values)}
+                cache.put(fresh)
+                scores.update(fresh)
+        scored_items += len(missing)
+        row_scores = [scores[k] for k in keys]
+        predictions = [tasks.prediction(benchmark, method, s) for s in row_scores]
+        metrics[config] = tasks.compute_metrics(benchmark, config, rows, predictions, row_scores)
+        records += [
+            {"config": config, "row": i, "scores": [float("nan") if s is None else s for s in row_scores[i]],
+             "prediction": -1 if predictions[i] is None else predictions[i], "reference": tasks.reference(benchmark, rows[i])}
+            for i in range(len(rows))
+        ]  # fmt: skip
+    elapsed = time.perf_counter() - started
+    pq.write_table(pa.Table.from_pylist(records), out / "predictions.parquet")
+    info = {"model": model_name, "gguf_file": gguf_file, "benchmark": benchmark, "method": method,
+            "family": loaded.family, "configs": configs, "limit": limit, "device": str(loaded.device),
+            "questions_scored": scored_items, "seconds": round(elapsed, 2)}  # fmt: skip
+    _write_json(out / "metrics.json", metrics)
+    _write_json(out / "run.json", info)
+    return metrics
+
+
+def _write_json(path: Path, data) -> None:
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
+    os.replace(temporary, path)

@@ -1,0 +1,312 @@
+"""Scoring engines: turn model forward passes into per-option scores, as fast as the hardware allows.
+
+- ``sequence_logprobs``: log-probability of each option's full text under a causal LM, counted from the
+  first token where the options differ. The options of a question share a token prefix; it is run once
+  and its key/value cache reused for every option, which equals scoring each full sequence separately
+  (tests check ≤ 1e-4 in float32). The shared part adds the same constant to every option's total, so
+  the ranking is that of the whole sentence's log-probability (PROST's "highest total probability").
+- ``masked_logprobs``: log-probabilities of candidate words at the mask, one forward pass per text, the
+  vocabulary projection applied at the mask position only.
+- ``seq2seq_logprobs``: log-probability of each target given its input (T5-style).
+- ``entailment_probs``: NLI entailment probability of (premise, hypothesis) pairs.
+- ``yes_probs``: P(YES) / (P(YES) + P(NO)) of the answer after a prompt.
+
+All run under ``torch.inference_mode``, in length-sorted batches, with bf16 autocast on CUDA, and halve
+the batch on out-of-memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+
+import torch
+
+from physprobe.errors import PhysprobeError
+
+
+class ScoringError(PhysprobeError):
+    """A model or tokenizer cannot do what the method needs (no mask token, input too long, ...)."""
+
+
+def _autocast(device: torch.device):
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def batched(lengths: Sequence[int], batch_tokens: int, max_batch: int) -> Iterator[list[int]]:
+    """Indices grouped into batches of similar length (longest first), bounded by a token budget.
+
+    >>> list(batched([3, 10, 4, 9], batch_tokens=20, max_batch=8))
+    [[1, 3], [2, 0]]
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batch: list[int] = []
+    for index in order:
+        width = lengths[batch[0]] if batch else lengths[index]
+        if batch and (len(batch) + 1) * width > batch_tokens or len(batch) == max_batch:
+            yield batch
+            batch = []
+        batch.append(index)
+    if batch:
+        yield batch
+
+
+def run_batches(n_items: int, lengths: Sequence[int], step: Callable[[list[int]], list], batch_tokens: int,
+                max_batch: int, progress=None) -> list:  # fmt: skip
+    """Apply ``step`` to length-sorted batches; on CUDA out-of-memory halve the budget and retry."""
+    results: list = [None] * n_items
+    pending = list(batched(lengths, batch_tokens, max_batch))
+    while pending:
+        batch = pending.pop(0)
+        try:
+            for index, value in zip(batch, step(batch)):
+                results[index] = value
+            if progress is not None:
+                progress.update(len(batch))
+        except torch.OutOfMemoryError:
+            if len(batch) == 1:
+                raise
+            torch.cuda.empty_cache()
+            half = len(batch) // 2
+            pending[:0] = [batch[:half], batch[half:]]
+    return results
+
+
+def _check_length(ids: Sequence[int], limit: int | None, truncate: bool, what: str) -> list[int]:
+    if limit is None or len(ids) <= limit:
+        return list(ids)
+    if not truncate:
+        raise ScoringError(f"{what} is {len(ids)} tokens, over the model's maximum of {limit}; pass --truncate to keep the last {limit}")
+    return list(ids)[-limit:]
+
+
+# --- causal LM: shared-prefix sequence log-probabilities ------------------------------------
+def tokenize_options(tokenizer, texts: Sequence[str]) -> list[list[int]]:
+    """Token ids of each text, with the model's BOS token first when it has one (so the first word is scored)."""
+    bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
+    return [bos + tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
+
+
+def common_prefix(sequences: Sequence[Sequence[int]]) -> int:
+    """Length of the longest token prefix all sequences share, leaving each at least one token.
+
+    >>> common_prefix([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3]])
+    2
+    """
+    shortest = min(len(s) for s in sequences) - 1
+    n = 0
+    while n < shortest and all(s[n] == sequences[0][n] for s in sequences):
+        n += 1
+    return max(n, 1)
+
+
+def sequence_logprobs(model, tokenizer, questions: Sequence[Sequence[str]], device: torch.device,
+                      batch_tokens: int = 8192, max_batch: int = 64, truncate: bool = False,
+                      progress=None) -> list[list[float]]:  # fmt: skip
+    """Total log-probability of every option text of every question (tokens after the first)."""
+    limit = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
+    tokenized = []
+    for texts in questions:
+        ids = [_check_length(s, limit, truncate, f"option text {t[:60]!r}") for s, t in zip(tokenize_options(tokenizer, texts), texts)]
+        tokenized.append(ids)
+    lengths = [max(len(s) for s in ids) * len(ids) for ids in tokenized]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    def step(batch: list[int]) -> list[list[float]]:
+        return _shared_prefix_batch(model, [tokenized[i] for i in batch], pad, device)
+
+    with torch.inference_mode(), _autocast(device):
+        return run_batches(len(questions), lengths, step, batch_tokens, max_batch, progress)
+
+
+def _shared_prefix_batch(model, groups: list[list[list[int]]], pad: int, device: torch.device) -> list[list[float]]:
+    prefix_lengths = [common_prefix(options) for options in groups]
+    width = max(prefix_lengths)
+    # Prefixes, left-padded so that every prefix ends at the same column.
+    prefix_ids = torch.full((len(groups), width), pad, dtype=torch.long)
+    prefix_mask = torch.zeros((len(groups), width), dtype=torch.long)
+    for row, (options, n) in enumerate(zip(groups, prefix_lengths)):
+        prefix_ids[row, width - n :] = torch.tensor(options[0][:n])
+        prefix_mask[row, width - n :] = 1
+    prefix_ids, prefix_mask = prefix_ids.to(device), prefix_mask.to(device)
+    positions = (prefix_mask.cumsum(-1) - 1).clamp(min=0)
+    out = _forward(model, 1, input_ids=prefix_ids, attention_mask=prefix_mask, position_ids=positions, use_cache=True)
+    first_next = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # predicts each option's first own token
+    counts = [len(options) for options in groups]
+    # Repeat each question's cache once per option (questions may have different option counts).
+    index = torch.repeat_interleave(torch.arange(len(groups), device=device), torch.tensor(counts, device=device))
+    cache = out.past_key_values
+    cache.batch_select_indices(index)
+    suffixes = [options_seq[n:] for options, n in zip(groups, prefix_lengths) for options_seq in options]
+    s_width = max(len(s) for s in suffixes)
+    suffix_ids = torch.full((len(suffixes), s_width), pad, dtype=torch.long)
+    suffix_mask = torch.zeros((len(suffixes), s_width), dtype=torch.long)
+    for row, s in enumerate(suffixes):
+        suffix_ids[row, : len(s)] = torch.tensor(s)
+        suffix_mask[row, : len(s)] = 1
+    suffix_ids, suffix_mask = suffix_ids.to(device), suffix_mask.to(device)
+    mask = torch.cat([prefix_mask[index], suffix_mask], dim=1)
+    suffix_positions = positions[index, -1:] + suffix_mask.cumsum(-1)
+    logits = model(input_ids=suffix_ids, attention_mask=mask, position_ids=suffix_positions, past_key_values=cache).logits
+    logprobs = torch.log_softmax(logits.float(), dim=-1)
+    # Token t of the suffix is predicted by position t-1 of the suffix, or by the prefix's last position for t = 0.
+    predicted = torch.cat([first_next[index].unsqueeze(1), logprobs[:, :-1]], dim=1)
+    token_lp = predicted.gather(-1, suffix_ids.unsqueeze(-1)).squeeze(-1) * suffix_mask
+    totals = token_lp.sum(-1).tolist()
+    scores, start = [], 0
+    for count in counts:
+        scores.append(totals[start : start + count])
+        start += count
+    return scores
+
+
+def _forward(model, keep: int, **inputs):
+    """A forward pass computing vocabulary logits for the last ``keep`` positions only, where the model allows."""
+    try:
+        return model(**inputs, logits_to_keep=keep)
+    except TypeError:  # architectures without logits_to_keep compute them all
+        return model(**inputs)
+
+
+# --- masked LM: candidates at the mask ------------------------------------------------------
+def candidate_ids(tokenizer, word: str) -> list[int]:
+    """Token ids of a candidate word as it would appear after a space."""
+    return tokenizer(" " + word, add_special_tokens=False)["input_ids"]
+
+
+def _mlm_head(model):
+    """The masked LM's prediction head (applied to the mask positions only), or None if it is not one module."""
+    children = [module for name, module in model.named_children() if module is not model.base_model]
+    return children[0] if len(children) == 1 else None
+
+
+def masked_logprobs(model, tokenizer, texts: Sequence[str], candidates: Sequence[Sequence[str]], device: torch.device,
+                    batch_tokens: int = 16384, max_batch: int = 128, truncate: bool = False,
+                    progress=None) -> list[list[float | None]]:  # fmt: skip
+    """Log-probability of each candidate word at the one ``[MASK]`` of each text (None: not a single token).
+
+    One forward pass per text, whatever the number of candidates; the vocabulary projection is applied
+    at the mask position only. A candidate of several tokens gets None (the caller reports it).
+    """
+    if tokenizer.mask_token is None:
+        raise ScoringError(f"tokenizer {tokenizer.name_or_path!r} has no mask token: it cannot score a masked-LM method")
+    limit = tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None
+    encoded, masks, cand = [], [], []
+    for text, words in zip(texts, candidates):
+        if text.count("[MASK]") != 1:
+            raise ScoringError(f"masked-LM input must hold exactly one [MASK]: {text[:80]!r}")
+        ids = tokenizer(text.replace("[MASK]", tokenizer.mask_token))["input_ids"]
+        ids = _check_length(ids, limit, truncate, f"input {text[:60]!r}")
+        encoded.append(ids)
+        masks.append(ids.index(tokenizer.mask_token_id))
+        cand.append([candidate_ids(tokenizer, w) for w in words])
+    head = _mlm_head(model)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    def step(batch: list[int]) -> list[list[float | None]]:
+        width = max(len(encoded[i]) for i in batch)
+        ids = torch.full((len(batch), width), pad, dtype=torch.long)
+        attention = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, i in enumerate(batch):
+            ids[row, : len(encoded[i])] = torch.tensor(encoded[i])
+            attention[row, : len(encoded[i])] = 1
+        ids, attention = ids.to(device), attention.to(device)
+        where = torch.tensor([masks[i] for i in batch], device=device)
+        rows = torch.arange(len(batch), device=device)
+        if head is not None:
+            hidden = model.base_model(input_ids=ids, attention_mask=attention).last_hidden_state
+            logits = head(hidden[rows, where])
+        else:
+            logits = model(input_ids=ids, attention_mask=attention).logits[rows, where]
+        logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
+        return [[logprobs[row, c[0]].item() if len(c) == 1 else None for c in cand[i]] for row, i in enumerate(batch)]
+
+    with torch.inference_mode(), _autocast(device):
+        return run_batches(len(texts), [len(e) for e in encoded], step, batch_tokens, max_batch, progress)
+
+
+# --- seq2seq: log-probability of targets ----------------------------------------------------
+def seq2seq_logprobs(model, tokenizer, questions: Sequence[tuple[str, Sequence[str]]], device: torch.device,
+                     batch_tokens: int = 8192, max_batch: int = 64, truncate: bool = False,
+                     progress=None) -> list[list[float]]:  # fmt: skip
+    """Log-probability of each target text given the question's input; the encoder runs once per question."""
+    limit = tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None
+    inputs = [_check_length(tokenizer(text)["input_ids"], limit, truncate, f"input {text[:60]!r}") for text, _ in questions]
+    targets = [[tokenizer(t)["input_ids"] for t in options] for _, options in questions]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    start = model.config.decoder_start_token_id if model.config.decoder_start_token_id is not None else pad
+
+    def step(batch: list[int]) -> list[list[float]]:
+        width = max(len(inputs[i]) for i in batch)
+        ids = torch.full((len(batch), width), pad, dtype=torch.long)
+        attention = torch.zeros_like(ids)
+        for row, i in enumerate(batch):
+            ids[row, : len(inputs[i])] = torch.tensor(inputs[i])
+            attention[row, : len(inputs[i])] = 1
+        ids, attention = ids.to(device), attention.to(device)
+        encoded = model.get_encoder()(input_ids=ids, attention_mask=attention).last_hidden_state
+        counts = [len(targets[i]) for i in batch]
+        index = torch.repeat_interleave(torch.arange(len(batch), device=device), torch.tensor(counts, device=device))
+        flat = [t for i in batch for t in targets[i]]
+        t_width = max(len(t) for t in flat)
+        labels = torch.full((len(flat), t_width), pad, dtype=torch.long)
+        t_mask = torch.zeros_like(labels)
+        for row, t in enumerate(flat):
+            labels[row, : len(t)] = torch.tensor(t)
+            t_mask[row, : len(t)] = 1
+        labels, t_mask = labels.to(device), t_mask.to(device)
+        decoder_input = torch.cat([torch.full((len(flat), 1), start, device=device), labels[:, :-1]], dim=1)
+        out = model(encoder_outputs=(encoded[index],), attention_mask=attention[index], decoder_input_ids=decoder_input)
+        logprobs = torch.log_softmax(out.logits.float(), dim=-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+        totals = (logprobs * t_mask).sum(-1).tolist()
+        result, at = [], 0
+        for count in counts:
+            result.append(totals[at : at + count])
+            at += count
+        return result
+
+    with torch.inference_mode(), _autocast(device):
+        lengths = [len(inputs[i]) * len(targets[i]) for i in range(len(questions))]
+        return run_batches(len(questions), lengths, step, batch_tokens, max_batch, progress)
+
+
+# --- NLI cross-encoders and YES/NO ----------------------------------------------------------
+def entailment_label(config) -> int:
+    """The index of the entailment label in ``config.id2label`` (case-insensitive, e.g. "ENTAILMENT")."""
+    found = [int(i) for i, name in config.id2label.items() if str(name).lower().startswith("entail")]
+    if len(found) != 1:
+        raise ScoringError(f"cannot find the entailment label in id2label={config.id2label}: this is not an NLI model")
+    return found[0]
+
+
+def entailment_probs(model, tokenizer, pairs: Sequence[tuple[str, str]], device: torch.device,
+                     batch_tokens: int = 16384, max_batch: int = 128, progress=None) -> list[float]:  # fmt: skip
+    """P(entailment) of each (premise, hypothesis) pair."""
+    entail = entailment_label(model.config)
+    encoded = [tokenizer(p, h)["input_ids"] for p, h in pairs]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    def step(batch: list[int]) -> list[float]:
+        width = max(len(encoded[i]) for i in batch)
+        ids = torch.full((len(batch), width), pad, dtype=torch.long)
+        attention = torch.zeros_like(ids)
+        for row, i in enumerate(batch):
+            ids[row, : len(encoded[i])] = torch.tensor(encoded[i])
+            attention[row, : len(encoded[i])] = 1
+        logits = model(input_ids=ids.to(device), attention_mask=attention.to(device)).logits.float()
+        return torch.softmax(logits, dim=-1)[:, entail].tolist()
+
+    with torch.inference_mode(), _autocast(device):
+        return run_batches(len(pairs), [len(e) for e in encoded], step, batch_tokens, max_batch, progress)
+
+
+def yes_probs(model, tokenizer, prompts: Sequence[str], device: torch.device, seq2seq: bool = False,
+              batch_tokens: int = 16384, max_batch: int = 128, progress=None) -> list[float]:  # fmt: skip
+    """P(YES) / (P(YES) + P(NO)) of the answer after each prompt, as a continuous score."""
+    if seq2seq:
+        scores = seq2seq_logprobs(model, tokenizer, [(p, ["YES", "NO"]) for p in prompts], device, progress=progress)
+    else:
+        scores = sequence_logprobs(model, tokenizer, [[f"{p} YES", f"{p} NO"] for p in prompts], device, progress=progress)
+    return [float(torch.softmax(torch.tensor(pair), dim=0)[0]) for pair in scores]

@@ -79,7 +79,9 @@ def _score(args: argparse.Namespace) -> int:
                   args.gguf_file, args.truncate)  # fmt: skip
     for config, values in metrics.items():
         headline = {k: v for k, v in values.items() if isinstance(v, (int, float))}
-        print(f"{args.benchmark}/{config}: {headline}")
+        headline.update({f"{k}.{n}": v for k, inner in values.items() if isinstance(inner, dict)
+                         for n, v in inner.items() if n in ("accuracy", "map")})  # fmt: skip
+        print(f"{args.benchmark}/{config}: " + ", ".join(f"{k}={v:.4g}" for k, v in headline.items()))
     print(f"-> {out}")
     return 0
 

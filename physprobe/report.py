@@ -47,6 +47,7 @@ def _rows(info: dict, metrics: dict) -> tuple[list[str], list[str]]:
 def render(runs: list[Path], out: Path) -> Path:
     """Write ``out`` (Markdown) with one table per benchmark, and PNG plots beside it."""
     loaded = [(run, *_load(run)) for run in runs]
+    out.parent.mkdir(parents=True, exist_ok=True)
     lines = ["# physprobe report", ""]
     for benchmark in sorted({info["benchmark"] for _, info, _ in loaded}):
         lines += [f"## {benchmark}", ""]
@@ -63,7 +64,6 @@ def render(runs: list[Path], out: Path) -> Path:
                 lines.append("")
                 lines.append(f"![{benchmark} {model}]({plot.name})")
         lines.append("")
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines))
     return out
 

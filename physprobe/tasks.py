@@ -147,8 +147,13 @@ def compute_metrics(benchmark: str, config: str, rows: list[dict], predictions: 
         accuracy = load_metric("probe_accuracy")
         names = [rows[i]["name"] for i in kept]
         pairs, inverted = zip(*(superlative_pair(n) for n in names))
+        sides = {(pair, flip) for pair, flip in zip(pairs, inverted)}
+        # A pair counts only when both sides were scored (a --limit run may hold one side).
+        pairs = [p if (p, True) in sides and (p, False) in sides else None for p in pairs]
+        if not any(pairs):
+            pairs, inverted = None, None
         out.update(accuracy.compute(predictions=preds, references=refs, groups=[rows[i]["group"] for i in kept],
-                                    templates=names, pairs=list(pairs), inverted=list(inverted)))  # fmt: skip
+                                    templates=names, pairs=pairs, inverted=None if inverted is None else list(inverted)))  # fmt: skip
         objects = [j for j, i in enumerate(kept) if rows[i]["group"] != "directions"]
         if objects:
             positions = accuracy.compute(predictions=[preds[j] for j in objects], references=[refs[j] for j in objects],

@@ -55,3 +55,15 @@ def run_metric_examples(metric) -> doctest.TestResults:
     finally:
         os.chdir(cwd)
     return runner.summarize(verbose=False)
+
+
+@pytest.fixture(scope="session")
+def built_all(upstream_dir, tmp_path_factory) -> Path:
+    """Every benchmark built once for the session; returns the folder holding them."""
+    from physprobe.dataset_scripts import BENCHMARKS
+    from physprobe.export import build
+
+    out = tmp_path_factory.mktemp("built")
+    for benchmark in BENCHMARKS.values():
+        build(benchmark, out, upstream_dir)
+    return out

@@ -1,0 +1,208 @@
+"""The scorer with tiny models of every family: exactness, masked-LM candidates, NLI labels, resume,
+errors, the CLI end to end with a report, and one check that a trained model is scored right."""
+
+import json
+
+import datasets
+import pytest
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+
+from physprobe import runner, scoring, tasks
+from physprobe.cli import main
+from physprobe.errors import PhysprobeError
+
+from . import tiny_models
+
+
+@pytest.fixture(scope="module")
+def corpus(built_all):
+    texts = []
+    prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test")
+    texts += [f"{r['context']} {r['question']} {r['A']} {r['B']} {r['C']} {r['D']}" for r in prost.select(range(0, 18736, 5))]
+    cccons = datasets.load_dataset(str(built_all / "cccons"), "ordinary", split="test")
+    texts += [f"{t} larger bigger smaller shorter" for t in cccons["generative_input"]]
+    texts += datasets.load_dataset(str(built_all / "newton"), "track3", split="test").select(range(3000))["question"]
+    texts += datasets.load_dataset(str(built_all / "text2afford"), "default", split="test")["sentence"]
+    return texts
+
+
+@pytest.fixture(scope="module")
+def tiny(corpus, tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    return {
+        "causal": tiny_models.causal_lm(root / "gpt", corpus),
+        "mlm": tiny_models.masked_lm(root / "bert", corpus),
+        "seq2seq": tiny_models.seq2seq(root / "t5", corpus),
+        "nli": tiny_models.nli(root / "nli", corpus),
+    }
+
+
+def naive_logprobs(model, tokenizer, texts):
+    """Each full sequence on its own, summing the log-probabilities after the options' shared tokens."""
+    ids = scoring.tokenize_options(tokenizer, texts)
+    shared = scoring.common_prefix(ids)
+    out = []
+    for sequence in ids:
+        logprobs = torch.log_softmax(model(torch.tensor([sequence])).logits[0].float(), dim=-1)
+        out.append(sum(logprobs[i - 1, sequence[i]].item() for i in range(shared, len(sequence))))
+    return out
+
+
+def test_shared_prefix_scoring_equals_naive_scoring(tiny, built_all):
+    model = AutoModelForCausalLM.from_pretrained(tiny["causal"]).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
+    prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 1171))
+    questions = [tasks.request("prost", "default", row, "causal")[1] for row in prost]
+    questions.append(["Short.", "A much longer option with many more tokens in it."])  # ragged suffixes
+    fast = scoring.sequence_logprobs(model, tokenizer, questions, torch.device("cpu"), batch_tokens=300)
+    with torch.inference_mode():
+        reference = [naive_logprobs(model, tokenizer, q) for q in questions]
+    difference = max(abs(a - b) for f, r in zip(fast, reference) for a, b in zip(f, r))
+    assert difference <= 1e-4
+
+
+def test_masked_lm_one_pass_per_text_and_mask_position_only(tiny):
+    model = AutoModelForMaskedLM.from_pretrained(tiny["mlm"]).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny["mlm"])
+    rows_seen, head_inputs = [], []
+    model.base_model.register_forward_hook(lambda m, args, kwargs, out: rows_seen.append(kwargs["input_ids"].shape[0]), with_kwargs=True)
+    scoring._mlm_head(model).register_forward_hook(lambda m, args, out: head_inputs.append(tuple(args[0].shape)))
+    texts = ["A person is trying to stack [MASK].", "The [MASK] is the easiest to roll."]
+    words = [["books", "eggs", "zzzqqq"], ["apple", "ball", "egg", "can"]]
+    scores = scoring.masked_logprobs(model, tokenizer, texts, words, torch.device("cpu"))
+    assert sum(rows_seen) == 2  # one pass per text, whatever the number of candidates
+    assert head_inputs == [(2, model.config.hidden_size)]  # vocabulary projection at the two masks only
+    assert scores[0][2] is None and all(s is not None for s in scores[1])  # "zzzqqq" is several tokens
+    assert tasks.prediction("prost", "mlm", scores[0]) is None  # such a question is undecided, and reported
+
+
+def test_masked_lm_needs_a_mask_token(tiny):
+    model = AutoModelForCausalLM.from_pretrained(tiny["causal"])
+    tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
+    with pytest.raises(scoring.ScoringError, match="has no mask token"):
+        scoring.masked_logprobs(model, tokenizer, ["a [MASK]"], [["b"]], torch.device("cpu"))
+
+
+def test_entailment_label_lookup(tiny):
+    assert scoring.entailment_label(AutoConfig.from_pretrained(tiny["nli"])) == 2
+    config = AutoConfig.from_pretrained(tiny["nli"])
+    config.id2label = {0: "entailment", 1: "not_entailment"}
+    assert scoring.entailment_label(config) == 0
+    config.id2label = {0: "LABEL_0", 1: "LABEL_1"}
+    with pytest.raises(scoring.ScoringError, match="cannot find the entailment label"):
+        scoring.entailment_label(config)
+
+
+def test_too_long_input_is_an_error_unless_truncated(tiny):
+    model = AutoModelForCausalLM.from_pretrained(tiny["causal"])
+    tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
+    long = " ".join(["apple"] * 400)
+    with pytest.raises(scoring.ScoringError, match="over the model's maximum of 256; pass --truncate"):
+        scoring.sequence_logprobs(model, tokenizer, [[long + " a", long + " b"]], torch.device("cpu"))
+    scores = scoring.sequence_logprobs(model, tokenizer, [[long + " a", long + " b"]], torch.device("cpu"), truncate=True)
+    assert len(scores[0]) == 2
+
+
+def test_method_detection_and_mismatches(tiny):
+    assert runner.detect_method(AutoConfig.from_pretrained(tiny["causal"])) == "causal"
+    assert runner.detect_method(AutoConfig.from_pretrained(tiny["mlm"])) == "mlm"
+    assert runner.detect_method(AutoConfig.from_pretrained(tiny["seq2seq"])) == "seq2seq"
+    assert runner.detect_method(AutoConfig.from_pretrained(tiny["nli"])) == "nli"
+    with pytest.raises(tasks.TaskError, match="newton cannot be scored with method 'mlm'"):
+        tasks.check("newton", "mlm")
+
+
+def test_cccons_decision_rule_in_the_pipeline():
+    import math
+
+    # log-probabilities of larger, bigger, smaller, shorter: 0.3 + 0.3 of 1.0 -> obj1 larger.
+    scores = [math.log(p) for p in (0.3, 0.3, 0.2, 0.2)]
+    assert tasks.prediction("cccons", "mlm", scores) == 0
+    assert tasks.prediction("cccons", "mlm", [math.log(p) for p in (0.1, 0.1, 0.2, 0.05)]) == 1
+
+
+@pytest.mark.parametrize("benchmark, family", [("prost", "causal"), ("prost", "mlm"), ("prost", "seq2seq"),
+                                               ("cccons", "mlm"), ("cccons", "causal"), ("newton", "causal"),
+                                               ("newton", "seq2seq"), ("text2afford", "nli"), ("text2afford", "mlm"),
+                                               ("text2afford", "causal")])  # fmt: skip
+def test_cli_scores_every_benchmark_and_reports(tiny, built_all, tmp_path, benchmark, family, capsys):
+    out = tmp_path / "run"
+    args = ["score", "--model", str(tiny[family]), "--benchmark", benchmark, "--limit", "12", "--data", str(built_all), "--out", str(out)]
+    assert main(args) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    info = json.loads((out / "run.json").read_text())
+    assert info["method"] == runner.default_method(benchmark, family)
+    predictions = __import__("pyarrow.parquet", fromlist=["x"]).read_table(out / "predictions.parquet").to_pylist()
+    sizes = [datasets.load_dataset(str(built_all / benchmark), c, split="test").num_rows for c in tasks.DEFAULT_CONFIGS[benchmark]]
+    assert len(predictions) == sum(min(12, n) for n in sizes)
+    if benchmark == "text2afford":
+        assert metrics["default"]["strict"]["n"] == 10 and len(predictions[0]["scores"]) == 15
+    else:
+        first = next(iter(metrics.values()))
+        assert first["n"] == 12 and ("accuracy" in first or first["undecided"] == 12)
+    assert main(["report", str(out), "--out", str(tmp_path / "report" / "report.md")]) == 0
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert f"## {benchmark}" in report and "| model | method |" in report
+
+
+def test_resume_after_an_interruption(tiny, built_all, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    real = runner.score_requests
+    calls = {"n": 0}
+
+    def interrupted(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "score_requests", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(str(tiny["causal"]), "prost", out, built_all, limit=20, chunk=8)
+    monkeypatch.setattr(runner, "score_requests", real)
+    first = runner.run(str(tiny["causal"]), "prost", out, built_all, limit=20, chunk=8)
+    assert json.loads((out / "run.json").read_text())["questions_scored"] == 12  # 8 came from the cache
+    fresh = runner.run(str(tiny["causal"]), "prost", tmp_path / "fresh", built_all, limit=20, chunk=8)
+    assert first == fresh
+
+
+def test_unknown_config_is_a_clear_error(tiny, built_all, tmp_path):
+    with pytest.raises(PhysprobeError, match="prost has no config 'weight'"):
+        runner.run(str(tiny["causal"]), "prost", tmp_path / "run", built_all, configs=["weight"])
+
+
+@pytest.mark.slow
+def test_a_trained_tiny_lm_is_scored_right(built_all, tmp_path):
+    """Train a tiny causal LM on the correct sentences of the stacking templates; it must then pick the
+    right option on held-out stacking questions far above chance (25%)."""
+    rows = datasets.load_dataset(str(built_all / "prost"), "stacking", split="test").to_list()
+    easy = [r for r in rows if not r["name"].startswith("non")]
+    generator = torch.Generator().manual_seed(0)
+    order = torch.randperm(len(easy), generator=generator).tolist()
+    train, held_out = [easy[i] for i in order[:960]], [easy[i] for i in order[960:1060]]
+    sentences = [f"{r['context']} {r['question'].replace('[MASK]', r['ABCD'[r['label']]])}" for r in train]
+    folder = tiny_models.causal_lm(tmp_path / "model", sentences + [f"{r['context']} {r['question']}" for r in held_out], layers=2, width=64)
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    encoded = [scoring.tokenize_options(tokenizer, [s])[0] for s in sentences]
+    model.train()
+    for epoch in range(4):
+        for start in range(0, len(encoded), 32):
+            batch = encoded[start : start + 32]
+            width = max(len(s) for s in batch)
+            ids = torch.full((len(batch), width), tokenizer.pad_token_id)
+            mask = torch.zeros_like(ids)
+            for row, s in enumerate(batch):
+                ids[row, : len(s)] = torch.tensor(s)
+                mask[row, : len(s)] = 1
+            loss = model(input_ids=ids, attention_mask=mask, labels=ids.masked_fill(mask == 0, -100)).loss
+            loss.backward()
+            optimiser.step()
+            optimiser.zero_grad()
+    model.eval()
+    questions = [tasks.request("prost", "stacking", r, "causal")[1] for r in held_out]
+    scores = scoring.sequence_logprobs(model, tokenizer, questions, torch.device("cpu"))
+    correct = sum(tasks.prediction("prost", "causal", s) == r["label"] for s, r in zip(scores, held_out))
+    assert correct / len(held_out) >= 0.8

@@ -106,7 +106,8 @@ def run_physprobe(model_dir: Path, questions, device: str):
 
 
 def bare_loop(model, tokenizer, texts, device: str) -> float:
-    """The same prefix+suffix forward passes as physprobe, on pre-built tensors, with nothing else."""
+    """The same forward passes as physprobe (prefix once, then the longer options' remaining tokens), on
+    pre-built tensors, with no tokenization, log-softmax or bookkeeping."""
     groups = [scoring.tokenize_options(tokenizer, t) for t in texts]
     pad = tokenizer.pad_token_id
     batches = [[groups[i] for i in b] for b in scoring.batched([max(len(s) for s in g) * len(g) for g in groups], 8192, 64)]
@@ -120,23 +121,30 @@ def bare_loop(model, tokenizer, texts, device: str) -> float:
             ids[row, width - n :] = torch.tensor(g[0][:n])
             mask[row, width - n :] = 1
         suffixes = [s[n:] for g, n in zip(batch, lengths) for s in g]
-        s_width = max(len(s) for s in suffixes)
-        s_ids = torch.full((len(suffixes), s_width), pad)
-        s_mask = torch.zeros_like(s_ids)
-        for row, s in enumerate(suffixes):
-            s_ids[row, : len(s)] = torch.tensor(s)
-            s_mask[row, : len(s)] = 1
         index = torch.repeat_interleave(torch.arange(len(batch)), torch.tensor([len(g) for g in batch]))
-        prepared.append([x.to(device) for x in (ids, mask, s_ids, s_mask, index)])
+        longer = [row for row, s in enumerate(suffixes) if len(s) > 1]
+        tail = None
+        if longer:
+            s_width = max(len(suffixes[r]) - 1 for r in longer)
+            s_ids = torch.full((len(longer), s_width), pad)
+            s_mask = torch.zeros_like(s_ids)
+            for row, r in enumerate(longer):
+                s_ids[row, : len(suffixes[r]) - 1] = torch.tensor(suffixes[r][:-1])
+                s_mask[row, : len(suffixes[r]) - 1] = 1
+            tail = [x.to(device) for x in (s_ids, s_mask, index[torch.tensor(longer)])]
+        prepared.append(([x.to(device) for x in (ids, mask)], tail))
     start = time.perf_counter()
     with torch.inference_mode():
-        for ids, mask, s_ids, s_mask, index in prepared:
+        for (ids, mask), tail in prepared:
             positions = (mask.cumsum(-1) - 1).clamp(min=0)
             out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
-            cache = out.past_key_values
-            cache.batch_select_indices(index)
-            full_mask = torch.cat([mask[index], s_mask], dim=1)
-            model(input_ids=s_ids, attention_mask=full_mask, position_ids=positions[index, -1:] + s_mask.cumsum(-1), past_key_values=cache)
+            if tail is not None:
+                s_ids, s_mask, selected = tail
+                cache = out.past_key_values
+                cache.batch_select_indices(selected)
+                full_mask = torch.cat([mask[selected], s_mask], dim=1)
+                model(input_ids=s_ids, attention_mask=full_mask, position_ids=positions[selected, -1:] + s_mask.cumsum(-1),
+                      past_key_values=cache)  # fmt: skip
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     return time.perf_counter() - start

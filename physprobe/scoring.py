@@ -138,23 +138,32 @@ def _shared_prefix_batch(model, groups: list[list[list[int]]], pad: int, device:
     # Repeat each question's cache once per option (questions may have different option counts).
     index = torch.repeat_interleave(torch.arange(len(groups), device=device), torch.tensor(counts, device=device))
     cache = out.past_key_values
-    cache.batch_select_indices(index)
     suffixes = [options_seq[n:] for options, n in zip(groups, prefix_lengths) for options_seq in options]
-    s_width = max(len(s) for s in suffixes)
-    suffix_ids = torch.full((len(suffixes), s_width), pad, dtype=torch.long)
-    suffix_mask = torch.zeros((len(suffixes), s_width), dtype=torch.long)
-    for row, s in enumerate(suffixes):
-        suffix_ids[row, : len(s)] = torch.tensor(s)
-        suffix_mask[row, : len(s)] = 1
-    suffix_ids, suffix_mask = suffix_ids.to(device), suffix_mask.to(device)
-    mask = torch.cat([prefix_mask[index], suffix_mask], dim=1)
-    suffix_positions = positions[index, -1:] + suffix_mask.cumsum(-1)
-    logits = model(input_ids=suffix_ids, attention_mask=mask, position_ids=suffix_positions, past_key_values=cache).logits
-    logprobs = torch.log_softmax(logits.float(), dim=-1)
-    # Token t of the suffix is predicted by position t-1 of the suffix, or by the prefix's last position for t = 0.
-    predicted = torch.cat([first_next[index].unsqueeze(1), logprobs[:, :-1]], dim=1)
-    token_lp = predicted.gather(-1, suffix_ids.unsqueeze(-1)).squeeze(-1) * suffix_mask
-    totals = token_lp.sum(-1).tolist()
+    # Each option's first own token is predicted by the prefix's last position: for one-token options
+    # (e.g. " A" ... " D") no further pass is needed at all.
+    first = torch.tensor([s[0] for s in suffixes], device=device)
+    totals = first_next[index].gather(-1, first.unsqueeze(-1)).squeeze(-1)
+    longer = [row for row, s in enumerate(suffixes) if len(s) > 1]
+    if longer:
+        # The remaining tokens: feed all but the last suffix token on top of the repeated prefix cache.
+        selected = index[torch.tensor(longer, device=device)]
+        cache.batch_select_indices(selected)
+        inputs = [suffixes[row][:-1] for row in longer]
+        width = max(len(x) for x in inputs)
+        ids = torch.full((len(inputs), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(inputs), width), dtype=torch.long)
+        targets = torch.zeros((len(inputs), width), dtype=torch.long)
+        for row, (x, row_id) in enumerate(zip(inputs, longer)):
+            ids[row, : len(x)] = torch.tensor(x)
+            mask[row, : len(x)] = 1
+            targets[row, : len(x)] = torch.tensor(suffixes[row_id][1:])
+        ids, mask, targets = ids.to(device), mask.to(device), targets.to(device)
+        full_mask = torch.cat([prefix_mask[selected], mask], dim=1)
+        suffix_positions = positions[selected, -1:] + mask.cumsum(-1)
+        logits = model(input_ids=ids, attention_mask=full_mask, position_ids=suffix_positions, past_key_values=cache).logits
+        logprobs = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        totals[torch.tensor(longer, device=device)] += (logprobs * mask).sum(-1)
+    totals = totals.tolist()
     scores, start = [], 0
     for count in counts:
         scores.append(totals[start : start + count])

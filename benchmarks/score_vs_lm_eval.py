@@ -40,7 +40,8 @@ def make_model(folder: Path, texts: list[str]) -> Path:
                                                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))  # fmt: skip
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
     torch.manual_seed(0)
-    GPT2LMHeadModel(GPT2Config(vocab_size=len(fast), bos_token_id=fast.eos_token_id, eos_token_id=fast.eos_token_id)).save_pretrained(folder)
+    # GPT-2-small's own shape, vocabulary size included (50,257 rows; the trained tokenizer uses the first 8,000).
+    GPT2LMHeadModel(GPT2Config(vocab_size=50257, bos_token_id=fast.eos_token_id, eos_token_id=fast.eos_token_id)).save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
 
@@ -106,13 +107,13 @@ def run_physprobe(model_dir: Path, questions, device: str):
 
 
 def bare_loop(model, tokenizer, texts, device: str) -> float:
-    """The same forward passes as physprobe (prefix once, then the longer options' remaining tokens), on
-    pre-built tensors, with no tokenization, log-softmax or bookkeeping."""
+    """The same forward passes as physprobe (each prefix once, then option k of every question on the shared
+    cache, cropped back after each), on pre-built tensors, with no tokenization, log-softmax or bookkeeping."""
     groups = [scoring.tokenize_options(tokenizer, t) for t in texts]
     pad = tokenizer.pad_token_id
-    batches = [[groups[i] for i in b] for b in scoring.batched([max(len(s) for s in g) * len(g) for g in groups], 8192, 64)]
     prepared = []
-    for batch in batches:
+    for batch_index in scoring.batched([max(len(s) for s in g) * len(g) for g in groups], 8192, 64):
+        batch = [groups[i] for i in batch_index]
         lengths = [scoring.common_prefix(g) for g in batch]
         width = max(lengths)
         ids = torch.full((len(batch), width), pad)
@@ -120,31 +121,29 @@ def bare_loop(model, tokenizer, texts, device: str) -> float:
         for row, (g, n) in enumerate(zip(batch, lengths)):
             ids[row, width - n :] = torch.tensor(g[0][:n])
             mask[row, width - n :] = 1
-        suffixes = [s[n:] for g, n in zip(batch, lengths) for s in g]
-        index = torch.repeat_interleave(torch.arange(len(batch)), torch.tensor([len(g) for g in batch]))
-        longer = [row for row, s in enumerate(suffixes) if len(s) > 1]
-        tail = None
-        if longer:
-            s_width = max(len(suffixes[r]) - 1 for r in longer)
-            s_ids = torch.full((len(longer), s_width), pad)
-            s_mask = torch.zeros_like(s_ids)
-            for row, r in enumerate(longer):
-                s_ids[row, : len(suffixes[r]) - 1] = torch.tensor(suffixes[r][:-1])
-                s_mask[row, : len(suffixes[r]) - 1] = 1
-            tail = [x.to(device) for x in (s_ids, s_mask, index[torch.tensor(longer)])]
-        prepared.append(([x.to(device) for x in (ids, mask)], tail))
+        passes = []
+        for k in range(len(batch[0])):
+            tails = [g[k][n:][:-1] for g, n in zip(batch, lengths)]
+            if not any(tails):
+                continue
+            t_ids = torch.full((len(batch), max(len(t) for t in tails)), pad)
+            t_mask = torch.zeros_like(t_ids)
+            for row, t in enumerate(tails):
+                if t:
+                    t_ids[row, : len(t)] = torch.tensor(t)
+                    t_mask[row, : len(t)] = 1
+            passes.append((t_ids.to(device), t_mask.to(device)))
+        prepared.append((ids.to(device), mask.to(device), width, passes))
     start = time.perf_counter()
     with torch.inference_mode():
-        for (ids, mask), tail in prepared:
+        for ids, mask, width, passes in prepared:
             positions = (mask.cumsum(-1) - 1).clamp(min=0)
             out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
-            if tail is not None:
-                s_ids, s_mask, selected = tail
-                cache = out.past_key_values
-                cache.batch_select_indices(selected)
-                full_mask = torch.cat([mask[selected], s_mask], dim=1)
-                model(input_ids=s_ids, attention_mask=full_mask, position_ids=positions[selected, -1:] + s_mask.cumsum(-1),
-                      past_key_values=cache)  # fmt: skip
+            cache = out.past_key_values
+            for t_ids, t_mask in passes:
+                model(input_ids=t_ids, attention_mask=torch.cat([mask, t_mask], dim=1),
+                      position_ids=positions[:, -1:] + t_mask.cumsum(-1), past_key_values=cache)  # fmt: skip
+                cache.crop(-(cache.get_seq_length() - width))
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     return time.perf_counter() - start

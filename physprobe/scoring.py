@@ -144,31 +144,52 @@ def _shared_prefix_batch(model, groups: list[list[list[int]]], pad: int, device:
     first = torch.tensor([s[0] for s in suffixes], device=device)
     totals = first_next[index].gather(-1, first.unsqueeze(-1)).squeeze(-1)
     longer = [row for row, s in enumerate(suffixes) if len(s) > 1]
-    if longer:
-        # The remaining tokens: feed all but the last suffix token on top of the repeated prefix cache.
+    if longer and len(set(counts)) == 1:
+        # Same number of options everywhere (one config): run option k of every question on the shared
+        # prefix cache, then crop the cache back — no copy of the prefix per option.
+        k_options = counts[0]
+        for k in range(k_options):
+            rows = [q * k_options + k for q in range(len(groups))]
+            if all(len(suffixes[r]) == 1 for r in rows):
+                continue
+            totals[torch.tensor(rows, device=device)] += _remaining(model, cache, [suffixes[r] for r in rows], prefix_mask,
+                                                                     positions, pad, device)  # fmt: skip
+            cache.crop(-(cache.get_seq_length() - width))
+    elif longer:
+        # Ragged option counts: repeat each question's cache for its longer options.
         selected = index[torch.tensor(longer, device=device)]
         cache.batch_select_indices(selected)
-        inputs = [suffixes[row][:-1] for row in longer]
-        width = max(len(x) for x in inputs)
-        ids = torch.full((len(inputs), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(inputs), width), dtype=torch.long)
-        targets = torch.zeros((len(inputs), width), dtype=torch.long)
-        for row, (x, row_id) in enumerate(zip(inputs, longer)):
-            ids[row, : len(x)] = torch.tensor(x)
-            mask[row, : len(x)] = 1
-            targets[row, : len(x)] = torch.tensor(suffixes[row_id][1:])
-        ids, mask, targets = ids.to(device), mask.to(device), targets.to(device)
-        full_mask = torch.cat([prefix_mask[selected], mask], dim=1)
-        suffix_positions = positions[selected, -1:] + mask.cumsum(-1)
-        logits = model(input_ids=ids, attention_mask=full_mask, position_ids=suffix_positions, past_key_values=cache).logits
-        logprobs = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        totals[torch.tensor(longer, device=device)] += (logprobs * mask).sum(-1)
+        totals[torch.tensor(longer, device=device)] += _remaining(model, cache, [suffixes[r] for r in longer],
+                                                                  prefix_mask[selected], positions[selected], pad, device)  # fmt: skip
     totals = totals.tolist()
     scores, start = [], 0
     for count in counts:
         scores.append(totals[start : start + count])
         start += count
     return scores
+
+
+def _remaining(model, cache, suffixes: list[list[int]], prefix_mask, positions, pad: int, device) -> torch.Tensor:
+    """Log-probability of each suffix's tokens after its first, on top of ``cache`` (one row per suffix).
+
+    All but the last suffix token are fed; a one-token suffix gets an empty, fully masked row.
+    """
+    width = max(len(s) - 1 for s in suffixes)
+    ids = torch.full((len(suffixes), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(suffixes), width), dtype=torch.long)
+    targets = torch.zeros((len(suffixes), width), dtype=torch.long)
+    for row, suffix in enumerate(suffixes):
+        n = len(suffix) - 1
+        if n:
+            ids[row, :n] = torch.tensor(suffix[:-1])
+            mask[row, :n] = 1
+            targets[row, :n] = torch.tensor(suffix[1:])
+    ids, mask, targets = ids.to(device), mask.to(device), targets.to(device)
+    full_mask = torch.cat([prefix_mask, mask], dim=1)
+    logits = model(input_ids=ids, attention_mask=full_mask, position_ids=positions[:, -1:] + mask.cumsum(-1),
+                   past_key_values=cache).logits  # fmt: skip
+    logprobs = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return (logprobs * mask).sum(-1)
 
 
 def _forward(model, keep: int, **inputs):

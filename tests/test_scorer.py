@@ -49,13 +49,14 @@ def naive_logprobs(model, tokenizer, texts):
     return out
 
 
-def test_shared_prefix_scoring_equals_naive_scoring(tiny, built_all):
+@pytest.mark.parametrize("batch_tokens", [300, 100_000])  # small batches, and one batch mixing option counts
+def test_shared_prefix_scoring_equals_naive_scoring(tiny, built_all, batch_tokens):
     model = AutoModelForCausalLM.from_pretrained(tiny["causal"]).eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
     prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 1171))
     questions = [tasks.request("prost", "default", row, "causal")[1] for row in prost]
     questions.append(["Short.", "A much longer option with many more tokens in it."])  # ragged suffixes
-    fast = scoring.sequence_logprobs(model, tokenizer, questions, torch.device("cpu"), batch_tokens=300)
+    fast = scoring.sequence_logprobs(model, tokenizer, questions, torch.device("cpu"), batch_tokens=batch_tokens)
     with torch.inference_mode():
         reference = [naive_logprobs(model, tokenizer, q) for q in questions]
     difference = max(abs(a - b) for f, r in zip(fast, reference) for a, b in zip(f, r))

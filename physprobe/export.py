@@ -12,6 +12,7 @@ the end, so a failed build leaves nothing behind; two builds give byte-identical
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -57,6 +58,22 @@ def size_category(n: int) -> str:
     return "n>1M"
 
 
+@contextlib.contextmanager
+def _staged(out_dir: Path, name: str):
+    """A temporary folder in ``out_dir`` that becomes ``out_dir/name`` on success and vanishes on failure."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
+    try:
+        yield staging
+        target = out_dir / name
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
 def build(benchmark: Benchmark, out_dir: str | os.PathLike, source_dir: str | os.PathLike | None = None) -> BuildResult:
     """Fetch the upstream files, generate the rows and write ``out_dir/<benchmark.name>``."""
     return write(benchmark, benchmark.generate(benchmark.sources(source_dir)), out_dir)
@@ -65,10 +82,7 @@ def build(benchmark: Benchmark, out_dir: str | os.PathLike, source_dir: str | os
 def write(benchmark: Benchmark, generated: Generated, out_dir: str | os.PathLike) -> BuildResult:
     """Write already generated rows of ``benchmark`` as a Hub-ready folder under ``out_dir``."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / benchmark.name
-    staging = Path(tempfile.mkdtemp(prefix=f".{benchmark.name}.", dir=out_dir))
-    try:
+    with _staged(out_dir, benchmark.name) as staging:
         counts, infos = {}, {}
         for config in benchmark.configs:
             features = config.features or benchmark.features
@@ -89,13 +103,7 @@ def write(benchmark: Benchmark, generated: Generated, out_dir: str | os.PathLike
                 dataset_size=subset.nbytes,
             )
         _card(benchmark, counts, infos, generated.card_fields).save(staging / "README.md")
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return BuildResult(benchmark.name, target, counts)
+    return BuildResult(benchmark.name, out_dir / benchmark.name, counts)
 
 
 def stream(
@@ -107,10 +115,7 @@ def stream(
     ``card`` is the Markdown body of the README (the front matter is added here).
     """
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / name
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
-    try:
+    with _staged(out_dir, name) as staging:
         path = staging / data_file("default", "test")
         path.parent.mkdir(parents=True)
         count = 0
@@ -124,13 +129,7 @@ def stream(
         info = datasets.DatasetInfo(features=features, splits=datasets.SplitDict({"test": datasets.SplitInfo("test", num_examples=count)}))
         DatasetInfosDict({"default": info}).to_dataset_card_data(data)
         DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{card}").save(staging / "README.md")
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return BuildResult(name, target, {"default": count})
+    return BuildResult(name, out_dir / name, {"default": count})
 
 
 def _table(features: datasets.Features, rows: list[dict]) -> pa.Table:

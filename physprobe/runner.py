@@ -69,13 +69,14 @@ def load(model_name: str, method: str | None, device: str | None, gguf_file: str
     import torch
     import transformers
 
-    kwargs = {"gguf_file": gguf_file} if gguf_file else {}
-    config = transformers.AutoConfig.from_pretrained(model_name, **kwargs)
-    family = detect_method(config) if method in (None, "yes_no") else method
-    if method == "yes_no":
-        family = "seq2seq" if config.is_encoder_decoder else "causal"
     if method is not None and method not in tasks.METHODS:
         raise tasks.TaskError(f"unknown method {method!r}; known: {', '.join(tasks.METHODS)}")
+    kwargs = {"gguf_file": gguf_file} if gguf_file else {}
+    config = transformers.AutoConfig.from_pretrained(model_name, **kwargs)
+    if method == "yes_no":
+        family = "seq2seq" if config.is_encoder_decoder else "causal"
+    else:
+        family = method or detect_method(config)
     chosen = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     dtype = torch.bfloat16 if chosen.type == "cuda" else torch.float32
     auto = getattr(transformers, FAMILY_CLASSES[family])

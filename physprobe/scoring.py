@@ -146,7 +146,7 @@ def _shared_prefix_batch(model, groups: list[list[list[int]]], pad: int, device:
     out = _forward(model, 1, input_ids=prefix_ids, attention_mask=prefix_mask, position_ids=positions, use_cache=True)
     first_next = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # predicts each option's first own token
     counts = [len(options) for options in groups]
-    # Repeat each question's cache once per option (questions may have different option counts).
+    # The question of every option row (questions may have different option counts).
     index = torch.repeat_interleave(torch.arange(len(groups), device=device), torch.tensor(counts, device=device))
     cache = out.past_key_values
     suffixes = [options_seq[n:] for options, n in zip(groups, prefix_lengths) for options_seq in options]

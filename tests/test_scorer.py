@@ -4,6 +4,7 @@ errors, the CLI end to end with a report, and one check that a trained model is 
 import json
 
 import datasets
+import pyarrow.parquet as pq
 import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
@@ -137,7 +138,7 @@ def test_cli_scores_every_benchmark_and_reports(tiny, built_all, tmp_path, bench
     metrics = json.loads((out / "metrics.json").read_text())
     info = json.loads((out / "run.json").read_text())
     assert info["method"] == runner.default_method(benchmark, family)
-    predictions = __import__("pyarrow.parquet", fromlist=["x"]).read_table(out / "predictions.parquet").to_pylist()
+    predictions = pq.read_table(out / "predictions.parquet").to_pylist()
     sizes = [datasets.load_dataset(str(built_all / benchmark), c, split="test").num_rows for c in tasks.DEFAULT_CONFIGS[benchmark]]
     assert len(predictions) == sum(min(12, n) for n in sizes)
     if benchmark == "text2afford":

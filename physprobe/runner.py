@@ -160,9 +160,10 @@ def spread(n: int, limit: int | None) -> list[int]:
 def resolve(benchmark: str, configs: list[str] | None, method: str | None, protocol: str | None):
     """Check a run's arguments before any model loads; return its evaluation, configs and named protocol.
 
-    >>> evaluation, configs, chosen = resolve("prost", None, None, None)
-    >>> configs, chosen
-    (['default'], None)
+    >>> name = registry.names()[0]
+    >>> evaluation, configs, chosen = resolve(name, None, None, None)
+    >>> configs == list(evaluation.configs), chosen
+    (True, None)
     """
     evaluation = registry.evaluation(benchmark)
     if method is not None and method not in protocols.METHODS:

@@ -12,11 +12,14 @@ import hashlib
 import json
 import os
 import sqlite3
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from physprobe.errors import PhysprobeError
+from physprobe.export import read_built
+from physprobe.paths import FolderLock, atomic_file
 from physprobe import tasks
 
 FAMILY_CLASSES = {
@@ -100,8 +103,26 @@ class Cache:
     """Scores per request in SQLite, committed after every chunk, so a run resumes where it stopped."""
 
     def __init__(self, path: Path):
-        self.db = sqlite3.connect(path)
-        self.db.execute("CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        try:
+            self.db = self._open(path)
+        except sqlite3.DatabaseError as error:  # not a database, or damaged: set it aside and start afresh
+            aside = path.with_name(f"{path.stem}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}{path.suffix}")
+            os.replace(path, aside)
+            print(f"physprobe: warning: {path} is unreadable ({error}); moved to {aside.name}, scoring afresh", file=sys.stderr)
+            self.db = self._open(path)
+
+    @staticmethod
+    def _open(path: Path) -> sqlite3.Connection:
+        db = sqlite3.connect(path)
+        try:
+            if db.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                raise sqlite3.DatabaseError("integrity check failed")
+            db.execute("CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            db.execute("SELECT key, value FROM scores LIMIT 1").fetchall()
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        return db
 
     @staticmethod
     def key(fingerprint: str, method: str, req) -> str:
@@ -161,7 +182,6 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: lis
         method: str | None = None, limit: int | None = None, device: str | None = None,
         gguf_file: str | None = None, truncate: bool = False, chunk: int = 512) -> dict:  # fmt: skip
     """Score ``benchmark`` (built under ``data_dir``) with a model; write and return the metrics."""
-    import datasets
     import pyarrow as pa
     import pyarrow.parquet as pq
     from tqdm.auto import tqdm
@@ -171,18 +191,16 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: lis
     folder = data_dir / benchmark
     if not (folder / "README.md").is_file():
         raise PhysprobeError(f"{folder} is not a built benchmark; run `physprobe build {benchmark} --out {data_dir}` first")
+    out.mkdir(parents=True, exist_ok=True)
+    lock = FolderLock(out).acquire()  # a second run into ``out`` fails here, naming this one
     loaded = load(model_name, method, device, gguf_file)
     method = method or default_method(benchmark, loaded.family)
     tasks.check(benchmark, method)
     configs = configs or tasks.DEFAULT_CONFIGS[benchmark]
-    out.mkdir(parents=True, exist_ok=True)
     cache = Cache(out / "cache.sqlite")
     metrics, records, started, scored_items = {}, [], time.perf_counter(), 0
     for config in configs:
-        try:
-            dataset = datasets.load_dataset(str(folder), config, split="test")
-        except ValueError as error:
-            raise tasks.TaskError(f"{benchmark} has no config {config!r}: {error}") from None
+        dataset = read_built(folder, config)  # never a cached copy of an older file
         indices = spread(len(dataset), limit)
         rows = dataset.select(indices).to_list()
         sep = loaded.tokenizer.sep_token or loaded.tokenizer.eos_token or "[SEP]"
@@ -207,16 +225,17 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: lis
             for i in range(len(rows))
         ]  # fmt: skip
     elapsed = time.perf_counter() - started
-    pq.write_table(pa.Table.from_pylist(records), out / "predictions.parquet")
+    with atomic_file(out / "predictions.parquet") as temporary:
+        pq.write_table(pa.Table.from_pylist(records), temporary)
     info = {"model": model_name, "gguf_file": gguf_file, "benchmark": benchmark, "method": method,
             "family": loaded.family, "configs": configs, "limit": limit, "device": str(loaded.device),
             "questions_scored": scored_items, "seconds": round(elapsed, 2)}  # fmt: skip
     _write_json(out / "metrics.json", metrics)
     _write_json(out / "run.json", info)
+    lock.release()
     return metrics
 
 
 def _write_json(path: Path, data) -> None:
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
-    os.replace(temporary, path)
+    with atomic_file(path) as temporary:
+        temporary.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))

@@ -149,7 +149,7 @@ def rename(self, target):
 
 paths._exchange = exchange
 Path.rename = rename
-sys.exit(main(["build", "prost", "--out", sys.argv[2], "--source-dir", sys.argv[3]]))
+sys.exit(main(sys.argv[2:]))
 """
 
 
@@ -165,7 +165,8 @@ def test_a_build_killed_at_the_replace_step_keeps_a_complete_version(where, pros
     new = tree_digest(prost_build)
     script = tmp_path / "kill.py"
     script.write_text(textwrap.dedent(KILL_SCRIPT))
-    result = subprocess.run([sys.executable, str(script), where, str(out), str(upstream_dir)], capture_output=True, cwd=REPO)
+    args = ["build", "prost", "--out", str(out), "--source-dir", str(upstream_dir)]
+    result = subprocess.run([sys.executable, str(script), where, *args], capture_output=True, cwd=REPO)
     assert result.returncode == -signal.SIGKILL
     leftovers = [p.name for p in out.iterdir() if p.name != "prost"]
     if where == "between_renames":
@@ -181,6 +182,22 @@ def test_a_build_killed_at_the_replace_step_keeps_a_complete_version(where, pros
     assert [p.name for p in out.iterdir()] == ["prost"]
     assert tree_digest(previous) == new
     assert read_built(previous, "mass").num_rows == 1440
+
+
+def test_a_generate_killed_at_the_replace_step_keeps_the_previous_set(upstream_dir, tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(spec_text("sharp"))
+    out = tmp_path / "generated"
+    args = ["generate", "newton", "--spec", str(spec), "--out", str(out), "--source-dir", str(upstream_dir)]
+    assert main([*args, "--seed", "1"]) == 0
+    old = tree_digest(out / "sharp")
+    script = tmp_path / "kill.py"
+    script.write_text(textwrap.dedent(KILL_SCRIPT))
+    result = subprocess.run([sys.executable, str(script), "before_replace", *args, "--seed", "2"], capture_output=True, cwd=REPO)
+    assert result.returncode == -signal.SIGKILL
+    assert tree_digest(out / "sharp") == old
+    assert main([*args, "--seed", "2"]) == 0
+    assert [p.name for p in out.iterdir()] == ["sharp"] and tree_digest(out / "sharp") != old
 
 
 def test_a_running_build_staging_folder_is_not_cleaned(tmp_path):

@@ -1,41 +1,50 @@
-"""Build the four benchmarks and three metrics into Hub-ready repo folders, validate them, and push them.
+"""Build the benchmarks and metrics into Hub-ready repo folders, validate them, and publish them.
 
     python upload.py --out build/hub                                  # dry run: build and validate, no network
     python upload.py --out build/hub --push [--org physprobe] [--only prost,newton] [--tag v0.1.0]
 
-Datasets become dataset repos (Parquet per config and split + card), metrics become Spaces (the evaluate
-module, its card, ``app.py`` and ``requirements.txt``). Every folder is validated before anything is pushed:
-each dataset config must load with ``datasets.load_dataset`` with the features and row counts its card
-declares, and each metric must load with ``evaluate.load`` and pass its docstring examples. Pushing makes
-one commit per repo with exactly the files that changed (stale files of earlier layouts are deleted), none
-when nothing changed, and optionally a tag so users can pin ``revision="v0.1.0"``. The token comes from
-``HF_TOKEN`` or the huggingface_hub login and is never printed.
+Datasets become dataset repos (Parquet per config and split + card), metrics become Spaces (the git-tracked
+files of ``metrics/<name>/``: the evaluate module, its card, ``app.py``, ``requirements.txt``; nothing
+untracked such as a stray ``.env``). Every folder is validated before anything touches the network: each
+dataset config must load with ``datasets.load_dataset`` with the features and row counts its card declares,
+a dataset whose card license is ``unknown`` is refused unless ``--allow-unknown-license``, and each metric
+must load with ``evaluate.load`` and pass its docstring examples.
+
+Publishing uses huggingface_hub's own ``upload_folder`` (``delete_patterns="*"``: stale remote files are
+deleted, unchanged files skipped, no empty commits). It reports each repository as it goes, retries
+transient errors (5xx, 429, timeouts, dropped connections) with backoff, and creates the ``--tag`` on every
+repository only after all of them were published, so re-running the same command completes exactly what is
+missing. The last line says what state the release is in. The token comes from ``HF_TOKEN`` or the
+huggingface_hub login and is never printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import doctest
-import hashlib
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
 import evaluate
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete, DatasetCard, HfApi, get_token
+import httpx2  # the HTTP client of huggingface_hub 2.x: its transport errors are the network failures
+from huggingface_hub import DatasetCard, HfApi, constants, get_token
+from huggingface_hub.errors import HfHubHTTPError
 
 import physprobe
 from physprobe.dataset_scripts import BENCHMARKS
 from physprobe.errors import PhysprobeError
 from physprobe.export import build
+from physprobe.paths import replace_folder
 
 ROOT = Path(__file__).resolve().parent
-METRICS = ("agreement_accuracy", "affordance_rank", "probe_accuracy")
-KEEP_REMOTE = {".gitattributes"}  # files the Hub creates; never deleted
+METRICS = tuple(sorted(path.parent.name for path in (ROOT / "metrics").glob("*/README.md")))
 
 
 class PublishError(PhysprobeError):
@@ -55,8 +64,17 @@ class RepoFolder:
         return f"{org}/{self.name}"
 
 
+def tracked_files(folder: Path) -> list[Path]:
+    """The files of ``folder`` that git tracks (``PublishError`` outside a git checkout)."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", "--", "."], cwd=folder, capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise PublishError(f"{folder}: cannot list its git-tracked files ({error}); publish from a git checkout") from None
+    return [folder / name for name in sorted(listed.decode().split("\0")) if name]
+
+
 def export(out: Path, source_dir: str | None, only: set[str] | None = None) -> list[RepoFolder]:
-    """Build the selected datasets and copy the selected metric folders under ``out``."""
+    """Build the selected datasets and copy the selected metric folders' git-tracked files under ``out``."""
     repos = []
     for name, benchmark in BENCHMARKS.items():
         if only and name not in only:
@@ -68,23 +86,35 @@ def export(out: Path, source_dir: str | None, only: set[str] | None = None) -> l
         if only and name not in only:
             continue
         target = out / "spaces" / name
-        if target.exists():
-            shutil.rmtree(target)
-        shutil.copytree(ROOT / "metrics" / name, target, ignore=shutil.ignore_patterns("__pycache__"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{name}.staging-{os.getpid()}-", dir=target.parent))
+        try:
+            for path in tracked_files(ROOT / "metrics" / name):
+                copy = staging / path.relative_to(ROOT / "metrics" / name)
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, copy)
+            staging.chmod(0o755)
+            replace_folder(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         repos.append(RepoFolder(name, "space", target, f"metrics/{name}"))
     return repos
 
 
-def validate(repo: RepoFolder, cache_dir: Path) -> None:
+def validate(repo: RepoFolder, cache_dir: Path, allow_unknown_license: bool = False) -> None:
     """Raise ``PublishError`` naming the folder and what is wrong, if it is not publishable."""
     if repo.repo_type == "dataset":
-        _validate_dataset(repo.folder, cache_dir)
+        _validate_dataset(repo.folder, cache_dir, allow_unknown_license)
     else:
         _validate_metric(repo.folder)
 
 
-def _validate_dataset(folder: Path, cache_dir: Path) -> None:
+def _validate_dataset(folder: Path, cache_dir: Path, allow_unknown_license: bool = False) -> None:
     card = DatasetCard.load(folder / "README.md").data.to_dict()
+    if card.get("license") in (None, "unknown") and not allow_unknown_license:
+        raise PublishError(f"{folder}: the card's license is {card.get('license') or 'missing'!r}; state it, "
+                           "or pass --allow-unknown-license to publish it anyway")  # fmt: skip
     infos = {info["config_name"]: info for info in card.get("dataset_info", [])}
     for config in card.get("configs", []):
         name = config["config_name"]
@@ -120,38 +150,107 @@ def _validate_metric(folder: Path) -> None:
 
 
 # --- push -----------------------------------------------------------------------------------
-def git_blob_id(data: bytes) -> str:
-    """The git object id of a file's bytes, as the Hub reports ``blob_id`` for non-LFS files.
+RETRY_DELAYS = (2.0, 8.0, 30.0)  # seconds before each retry of a transient error
+TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
 
-    >>> git_blob_id(b"hello\\n")
-    'ce013625030ba8dba906f756967f9e9ca394464a'
+
+def is_transient(error: BaseException) -> bool:
+    """True for errors worth retrying: server errors, rate limits, timeouts, dropped connections."""
+    if isinstance(error, HfHubHTTPError) and error.response is not None:
+        return error.response.status_code in TRANSIENT_STATUS
+    return isinstance(error, httpx2.TransportError)
+
+
+def describe(error: BaseException, endpoint: str | None = None) -> str:
+    """One line for a failed Hub call: the HTTP status or the network failure, never a traceback."""
+    if isinstance(error, HfHubHTTPError) and error.response is not None:
+        return f"HTTP {error.response.status_code} from the Hub ({str(error).splitlines()[0]})"
+    if isinstance(error, httpx2.TransportError):
+        return f"cannot reach the Hub at {endpoint or constants.ENDPOINT} ({type(error).__name__}: {error}); check the network or HF_ENDPOINT"
+    return f"{type(error).__name__}: {error}"
+
+
+def with_retries(call, what: str, log=print):
+    """``call()``, retried after ``RETRY_DELAYS`` while it fails with a transient error."""
+    for attempt, delay in enumerate((*RETRY_DELAYS, None), start=1):
+        try:
+            return call()
+        except (HfHubHTTPError, httpx2.HTTPError) as error:
+            if delay is None or not is_transient(error):
+                raise
+            log(f"retrying  {what} in {delay:g} s (attempt {attempt} failed: {describe(error)})")
+            time.sleep(delay)
+
+
+def publish(repo: RepoFolder, api, org: str, token: str, log=print) -> str:
+    """Create ``repo`` if needed and make it hold exactly its folder's files; ``committed`` or ``unchanged``."""
+    repo_id = repo.repo_id(org)
+    extra = {"space_sdk": "gradio"} if repo.repo_type == "space" else {}
+    with_retries(lambda: api.create_repo(repo_id, repo_type=repo.repo_type, exist_ok=True, token=token, **extra), repo_id, log)
+    before = with_retries(lambda: api.repo_info(repo_id, repo_type=repo.repo_type, token=token).sha, repo_id, log)
+    info = with_retries(
+        lambda: api.upload_folder(
+            repo_id=repo_id, folder_path=repo.folder, repo_type=repo.repo_type, token=token, delete_patterns="*",
+            commit_message=f"physprobe {physprobe.__version__}: {repo.name} from {repo.source}",
+        ),
+        repo_id, log,
+    )  # fmt: skip
+    return "unchanged" if info.oid == before else "committed"
+
+
+def tag_all(repos: list[RepoFolder], api, org: str, token: str, tag: str, log=print) -> None:
+    """Tag the head of every repository (those already tagged there are left); refuses a tag that names
+    another commit, so a release never mixes versions."""
+    heads = {}
+    for repo in repos:
+        repo_id = repo.repo_id(org)
+        heads[repo_id] = with_retries(lambda: api.repo_info(repo_id, repo_type=repo.repo_type, token=token).sha, repo_id, log)
+        refs = with_retries(lambda: api.list_repo_refs(repo_id, repo_type=repo.repo_type, token=token), repo_id, log)
+        existing = {ref.name: ref.target_commit for ref in refs.tags}
+        if tag in existing and existing[tag] != heads[repo_id]:
+            raise PublishError(f"tag {tag} of {repo_id} names commit {existing[tag][:12]}, not the published {heads[repo_id][:12]}; choose a new --tag")
+    for repo in repos:
+        repo_id = repo.repo_id(org)
+        refs = with_retries(lambda: api.list_repo_refs(repo_id, repo_type=repo.repo_type, token=token), repo_id, log)
+        if tag in {ref.name for ref in refs.tags}:
+            log(f"tagged     {repo_id} (already {tag})")
+            continue
+        with_retries(lambda: api.create_tag(repo_id, tag=tag, revision=heads[repo_id], repo_type=repo.repo_type, token=token), repo_id, log)
+        log(f"tagged     {repo_id} {tag}")
+
+
+def push(repos: list[RepoFolder], api, org: str, token: str, tag: str | None = None, log=print) -> dict[str, str]:
+    """Publish every repo, reporting each as it is done, then tag them all (only if every one succeeded).
+
+    Returns each repository's state (``committed``/``unchanged``/``failed: ...``); a failure does not stop
+    the others, so a re-run has only the failed ones left to do.
     """
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    states = {}
+    for repo in repos:
+        repo_id = repo.repo_id(org)
+        try:
+            states[repo_id] = publish(repo, api, org, token, log)
+        except (HfHubHTTPError, httpx2.HTTPError) as error:
+            states[repo_id] = f"failed: {describe(error, api.endpoint)}"
+        log(f"{states[repo_id].split(':')[0]:<10} {repo_id}" + (f": {states[repo_id][8:]}" if states[repo_id].startswith("failed") else ""))
+    if tag and not any(state.startswith("failed") for state in states.values()):
+        try:
+            tag_all(repos, api, org, token, tag, log)
+        except (HfHubHTTPError, httpx2.HTTPError) as error:
+            states["tag"] = f"failed: {describe(error, api.endpoint)}"
+    return states
 
 
-def plan(folder: Path, remote_files: list) -> list:
-    """The commit operations that make the remote repo hold exactly ``folder``'s files.
-
-    ``remote_files`` are ``RepoFile``-like objects (``path``, ``blob_id``, ``lfs`` with ``sha256``).
-    Unchanged files are skipped; remote files absent locally are deleted, except ``.gitattributes``.
-    """
-    local = {path.relative_to(folder).as_posix(): path for path in sorted(folder.rglob("*")) if path.is_file()}
-    remote = {item.path: item for item in remote_files}
-    operations = []
-    for path_in_repo, path in local.items():
-        item = remote.get(path_in_repo)
-        data = path.read_bytes()
-        if item is not None:
-            lfs = getattr(item, "lfs", None)
-            if lfs is not None and lfs["sha256"] == hashlib.sha256(data).hexdigest():
-                continue
-            if lfs is None and item.blob_id == git_blob_id(data):
-                continue
-        operations.append(CommitOperationAdd(path_in_repo=path_in_repo, path_or_fileobj=str(path)))
-    operations += [
-        CommitOperationDelete(path_in_repo=path) for path in sorted(remote) if path not in local and path not in KEEP_REMOTE
-    ]
-    return operations
+def release_line(states: dict[str, str], tag: str | None) -> str:
+    """The last line of a push: what state the release is in and what to do next."""
+    failed = sorted(repo for repo, state in states.items() if state.startswith("failed"))
+    published = len([repo for repo in states if repo != "tag" and repo not in failed])
+    total = len([repo for repo in states if repo != "tag"])
+    if failed:
+        untagged = f"; tag {tag} not created" if tag else ""
+        return (f"release INCOMPLETE: {published} of {total} repositories published{untagged}; failed: {', '.join(failed)}. "
+                "Re-run the same command to finish")  # fmt: skip
+    return f"release complete: {total} of {total} repositories published" + (f" and tagged {tag}" if tag else "")
 
 
 def resolve_token() -> str:
@@ -163,37 +262,18 @@ def resolve_token() -> str:
 
 
 def check_write_access(api, token: str) -> None:
-    """Fail clearly when the token is invalid or read-only (the token itself is never shown)."""
+    """Fail clearly when the Hub cannot be reached, or the token is invalid or read-only (never shown)."""
     try:
-        identity = api.whoami(token=token)
-    except Exception as error:
-        raise PublishError(f"the Hugging Face token was rejected ({type(error).__name__})") from None
+        identity = with_retries(lambda: api.whoami(token=token), "whoami")
+    except HfHubHTTPError as error:
+        if error.response is not None and error.response.status_code in (401, 403):
+            raise PublishError(f"the Hugging Face token was rejected (HTTP {error.response.status_code}); use a valid write token") from None
+        raise PublishError(f"cannot check the token: {describe(error, api.endpoint)}") from None
+    except httpx2.HTTPError as error:
+        raise PublishError(describe(error, api.endpoint)) from None
     role = identity.get("auth", {}).get("accessToken", {}).get("role")
     if role == "read":
         raise PublishError(f"the Hugging Face token of {identity.get('name', '?')} is read-only; a write token is needed")
-
-
-def push(repos: list[RepoFolder], api, org: str, token: str, tag: str | None = None) -> dict[str, str]:
-    """Create, update and tag every repo; returns what happened to each (``committed``/``unchanged``)."""
-    outcome = {}
-    for repo in repos:
-        repo_id = repo.repo_id(org)
-        extra = {"space_sdk": "gradio"} if repo.repo_type == "space" else {}
-        api.create_repo(repo_id, repo_type=repo.repo_type, exist_ok=True, token=token, **extra)
-        remote = [item for item in api.list_repo_tree(repo_id, recursive=True, repo_type=repo.repo_type, token=token)
-                  if hasattr(item, "blob_id")]  # fmt: skip
-        operations = plan(repo.folder, remote)
-        if operations:
-            message = f"physprobe {physprobe.__version__}: {repo.name} from {repo.source}"
-            api.create_commit(repo_id, operations, commit_message=message, repo_type=repo.repo_type, token=token)
-            outcome[repo_id] = "committed"
-        else:
-            outcome[repo_id] = "unchanged"
-        if tag:
-            tags = {ref.name for ref in api.list_repo_refs(repo_id, repo_type=repo.repo_type, token=token).tags}
-            if tag not in tags:
-                api.create_tag(repo_id, tag=tag, repo_type=repo.repo_type, token=token)
-    return outcome
 
 
 def main(argv: list[str] | None = None, api=None) -> int:
@@ -203,7 +283,8 @@ def main(argv: list[str] | None = None, api=None) -> int:
     parser.add_argument("--push", action="store_true", help="upload to the Hub (without it nothing touches the network)")
     parser.add_argument("--org", default="physprobe")
     parser.add_argument("--only", help="comma-separated repo names, e.g. prost,newton,probe_accuracy")
-    parser.add_argument("--tag", help="tag every pushed repo, e.g. v0.1.0")
+    parser.add_argument("--tag", help="tag every repo once all are published, e.g. v0.1.0")
+    parser.add_argument("--allow-unknown-license", action="store_true", help="publish datasets whose card license is unknown")
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
     known = set(BENCHMARKS) | set(METRICS)
@@ -216,19 +297,19 @@ def main(argv: list[str] | None = None, api=None) -> int:
         datasets.disable_progress_bars()  # one line per validated repo instead
         with tempfile.TemporaryDirectory() as cache:
             for repo in repos:
-                validate(repo, Path(cache))
+                validate(repo, Path(cache), args.allow_unknown_license)
                 print(f"validated {repo.repo_type:<8} {repo.name:<20} {repo.folder}")
-        if args.push:
-            api = api or HfApi()
-            check_write_access(api, token)
-            for repo_id, what in push(repos, api, args.org, token, args.tag).items():
-                print(f"{what:<10} {repo_id}")
-        else:
+        if not args.push:
             print(f"dry run: {len(repos)} repo folders in {out}; nothing pushed (use --push)")
+            return 0
+        api = api or HfApi()
+        check_write_access(api, token)
+        states = push(repos, api, args.org, token, args.tag, log=lambda line: print(line, flush=True))
     except PhysprobeError as error:
         print(f"upload.py: error: {error}", file=sys.stderr)
         return 2
-    return 0
+    print(release_line(states, args.tag))
+    return 0 if not any(state.startswith("failed") for state in states.values()) else 1
 
 
 if __name__ == "__main__":

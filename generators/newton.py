@@ -18,6 +18,7 @@ positive and the distractors gives a question with exactly one correct option.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 import random
@@ -137,11 +138,11 @@ class Spec:
             raise DataError(f"{where}: all conditions must have the same padding (one group of options per question)")
         if self.distractors not in DISTRACTOR_RULES:
             raise DataError(f"{where}: distractors must be one of {DISTRACTOR_RULES}, got {self.distractors!r}")
-        allowed = {f"object{i + 1}" for i in range(self.conditions[0].padding + 1)}
-        unknown = [s for s in slots(self.question) if s not in allowed]
+        options = self.conditions[0].padding + 1
+        unknown = [s for s in slots(self.question) if not (s.startswith("object") and s[6:].isdigit() and 1 <= int(s[6:]) <= options)]
         if unknown:
             raise DataError(f"{where}: question has slot(s) {unknown}; with padding {self.conditions[0].padding} "
-                            f"the slots are {sorted(allowed)}")  # fmt: skip
+                            f"the slots are object1 .. object{options}")  # fmt: skip
         if not isinstance(self.max_questions, int) or self.max_questions < 1:
             raise DataError(f"{where}: max_questions must be a positive integer, got {self.max_questions!r}")
 
@@ -168,16 +169,70 @@ def sample_groups(positives: Sequence[str], negatives: Sequence[str], k: int, ca
     return groups if len(groups) <= cap else rng.sample(groups, cap)
 
 
-def _balanced_positions(n: int, options: int, rng: random.Random) -> list[int]:
-    """Answer positions for ``n`` questions, each position used equally often (±1), in random order."""
-    positions = [i % options for i in range(n)]
-    rng.shuffle(positions)
-    return positions
+class Permutation:
+    """A seeded bijection of ``range(n)`` computed one value at a time, in constant memory, for any ``n``.
+
+    A four-round Feistel network on the smallest even-width power of two >= ``n``, cycle-walking values
+    that land outside the range. Written by hand: numpy and ``random`` permute by materialising the
+    whole range, which is what a flat-memory stream of millions of questions must not do.
+
+    >>> p = Permutation(10, seed=3)
+    >>> sorted(p(i) for i in range(10)) == list(range(10))
+    True
+    """
+
+    def __init__(self, n: int, seed: int):
+        self.n = n
+        self.half = max(1, (max(n - 1, 1).bit_length() + 1) // 2)
+        self.mask = (1 << self.half) - 1
+        self.key = hashlib.blake2b(repr(("physprobe-permutation", seed, n)).encode(), digest_size=16).digest()
+
+    def _round(self, value: int, round_: int) -> int:
+        data = round_.to_bytes(1, "big") + value.to_bytes((self.half + 7) // 8 + 1, "big")
+        return int.from_bytes(hashlib.blake2b(data, key=self.key, digest_size=16).digest(), "big") & self.mask
+
+    def __call__(self, index: int) -> int:
+        value = index
+        while True:
+            left, right = value >> self.half, value & self.mask
+            for round_ in range(4):
+                left, right = right, left ^ self._round(right, round_)
+            value = (left << self.half) | right
+            if value < self.n:
+                return value
+
+
+def unrank_combination(rank: int, n: int, k: int) -> tuple[int, ...]:
+    """The ``rank``-th ``k``-combination of ``range(n)`` in the combinatorial number system (colex order).
+
+    >>> [unrank_combination(r, 4, 2) for r in range(6)]
+    [(0, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 3)]
+    """
+    combination = []
+    for size in range(k, 0, -1):
+        low, high = size - 1, n - 1  # largest c with comb(c, size) <= rank, by bisection
+        while low < high:
+            middle = (low + high + 1) // 2
+            if math.comb(middle, size) <= rank:
+                low = middle
+            else:
+                high = middle - 1
+        combination.append(low)
+        rank -= math.comb(low, size)
+        n = low
+    return tuple(reversed(combination))
 
 
 def challenge_set(repository: Repository, spec: Spec, seed: int) -> Iterator[dict]:
     """Questions for ``spec``, streamed: one positive and ``padding`` distractors each, answer position
-    balanced and shuffled with ``seed``. Raises ``DataError`` when no object satisfies the conditions."""
+    balanced and shuffled with ``seed``. Raises ``DataError`` when no object satisfies the conditions.
+
+    Memory is flat in ``max_questions``: question ``j`` draws the ``j``-th value of a seeded permutation
+    of all distractor combinations (so no combination repeats while there are more combinations than
+    questions, and no (answer, combination) pair ever repeats), pairs it with the positives in turn,
+    and takes its answer position from a permutation of the question numbers (every position used
+    equally often, ±1). Nothing is remembered between questions.
+    """
     spec.validate(f"spec {spec.name!r}")
     conditions = [(c.attribute, c.polarity) for c in spec.conditions]
     positives = repository.matching(conditions)
@@ -187,12 +242,17 @@ def challenge_set(repository: Repository, spec: Spec, seed: int) -> Iterator[dic
         raise DataError(f"spec {spec.name!r}: no object satisfies all conditions {conditions}")
     if len(negatives) < k:
         raise DataError(f"spec {spec.name!r}: {len(negatives)} distractor(s) for conditions {conditions}, need {k}")
+    n_combinations = math.comb(len(negatives), k)
+    total = min(spec.max_questions, len(positives) * n_combinations)
+    combination_order, position_order = Permutation(n_combinations, seed), Permutation(total, seed + 1)
     rng = random.Random(seed)
-    groups = sample_groups(positives, negatives, k, spec.max_questions, rng)
     described = [f"{a}={p}" for a, p in conditions]
-    for group, position in zip(groups, _balanced_positions(len(groups), k + 1, rng)):
-        answer, distractors = group[0], list(group[1:])
+    for j in range(total):
+        turn, column = divmod(j, n_combinations)  # turn > 0 only once every combination was used
+        answer = positives[(column + turn) % len(positives)]
+        distractors = [negatives[i] for i in unrank_combination(combination_order(column), len(negatives), k)]
         rng.shuffle(distractors)
+        position = position_order(j) % (k + 1)
         choices = distractors[:position] + [answer] + distractors[position:]
         slots = {f"object{i + 1}": choice for i, choice in enumerate(choices)}
         yield {

@@ -13,13 +13,16 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 
 from tqdm.auto import tqdm
 
 from physprobe.errors import PhysprobeError
 from physprobe.export import BuildResult, build, stream, write
+from physprobe.paths import check_disjoint
 from physprobe.protocols import METHODS
+from physprobe.sources import resolve_source_dir
 
 
 def _benchmarks():
@@ -41,6 +44,7 @@ def summary(results: list[BuildResult]) -> str:
 def _build(args: argparse.Namespace) -> int:
     benchmarks = _benchmarks()
     names = list(benchmarks) if args.benchmark == "all" else [args.benchmark]
+    check_disjoint(args.out, resolve_source_dir(args.source_dir))
     results = [
         build(benchmarks[name], args.out, args.source_dir)
         for name in tqdm(names, desc="Building benchmarks", unit="benchmark", disable=None)
@@ -50,6 +54,7 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    check_disjoint(args.out, resolve_source_dir(args.source_dir))
     if args.benchmark == "cccons":
         from physprobe.dataset_scripts.cccons import cccons
 
@@ -161,13 +166,22 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; bad input exits with status 2 and a one-line error."""
+    """Run the command line; bad input exits with status 2 and a one-line error, a failed write (full
+    disk, no permission) with status 1, Ctrl-C with status 130 — each one line, partial outputs removed."""
     args = parser().parse_args(argv)
     try:
         return args.run(args)
     except PhysprobeError as error:
         print(f"physprobe: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("physprobe: interrupted; partial outputs were removed, earlier outputs are intact", file=sys.stderr)
+        return 130
+    except OSError as error:
+        fix = {errno.ENOSPC: "free some space or choose another --out", errno.EACCES: "choose a folder you can write",
+               errno.EROFS: "choose a writable folder"}.get(error.errno, "check the path")  # fmt: skip
+        print(f"physprobe: error: {error.filename or 'a file'}: {error.strerror or error}; {fix}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

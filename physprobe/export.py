@@ -6,8 +6,9 @@ Layout of ``OUT/<benchmark>/``::
     <config>/<split>-00000-of-00001.parquet
 
 ``datasets.load_dataset("OUT/<benchmark>", CONFIG, split="test")`` reads it, and so does the
-Hub once the folder is uploaded. The folder is written under a temporary name and renamed at
-the end, so a failed build leaves nothing behind; two builds give byte-identical files.
+Hub once the folder is uploaded. The folder is written under a temporary name beside the target
+and swapped in atomically at the end (the target is always the complete old or the complete new
+version), so a failed or killed build leaves nothing behind; two builds give byte-identical files.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from physprobe.builder import Benchmark, Generated
+from physprobe.errors import DataError
+from physprobe.paths import STAGING, check_folder_name, check_out_dir, clean_stale, replace_folder
 
 
 @dataclass(frozen=True)
@@ -60,15 +63,17 @@ def size_category(n: int) -> str:
 
 @contextlib.contextmanager
 def _staged(out_dir: Path, name: str):
-    """A temporary folder in ``out_dir`` that becomes ``out_dir/name`` on success and vanishes on failure."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
+    """A temporary folder in ``out_dir`` that replaces ``out_dir/name`` on success and vanishes on failure."""
+    check_folder_name(name, "output name")
+    out_dir = check_out_dir(out_dir)
+    clean_stale(out_dir, name)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}{STAGING}{os.getpid()}-", dir=out_dir))
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        staging.chmod(0o777 & ~umask)  # mkdtemp makes it 0700; a built folder gets normal permissions
         yield staging
-        target = out_dir / name
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
+        replace_folder(staging, out_dir / name)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -130,6 +135,23 @@ def stream(
         DatasetInfosDict({"default": info}).to_dataset_card_data(data)
         DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{card}").save(staging / "README.md")
     return BuildResult(name, out_dir / name, {"default": count})
+
+
+def read_built(folder: str | os.PathLike, config: str, split: str = "test") -> datasets.Dataset:
+    """One config of a folder written by ``write``/``stream``, read straight from its Parquet file.
+
+    No datasets cache is involved, so the rows are always those of the file on disk now (a cache keyed
+    on paths and times could serve a replaced file's old rows). Errors name the file and the fix.
+    """
+    path = Path(folder) / data_file(config, split)
+    if not path.is_file():
+        known = sorted(p.parent.name for p in Path(folder).glob(data_file("*", split)))
+        raise DataError(f"{folder} has no config {config!r} (no {path.name} in {path.parent}); known: {', '.join(known)}")
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as error:
+        raise DataError(f"{path} is not a readable Parquet file ({error}); rebuild it with `physprobe build`") from None
+    return datasets.Dataset(table)
 
 
 def _table(features: datasets.Features, rows: list[dict]) -> pa.Table:

@@ -12,12 +12,15 @@ import hashlib
 import json
 import os
 import sqlite3
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from physprobe import protocols, registry
 from physprobe.errors import PhysprobeError
+from physprobe.export import read_built
+from physprobe.paths import FolderLock, atomic_file
 
 FAMILY_CLASSES = {
     "causal": "AutoModelForCausalLM",
@@ -93,8 +96,26 @@ class Cache:
     """Scores per request in SQLite, committed after every chunk, so a run resumes where it stopped."""
 
     def __init__(self, path: Path):
-        self.db = sqlite3.connect(path)
-        self.db.execute("CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        try:
+            self.db = self._open(path)
+        except sqlite3.DatabaseError as error:  # not a database, or damaged: set it aside and start afresh
+            aside = path.with_name(f"{path.stem}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}{path.suffix}")
+            os.replace(path, aside)
+            print(f"physprobe: warning: {path} is unreadable ({error}); moved to {aside.name}, scoring afresh", file=sys.stderr)
+            self.db = self._open(path)
+
+    @staticmethod
+    def _open(path: Path) -> sqlite3.Connection:
+        db = sqlite3.connect(path)
+        try:
+            if db.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                raise sqlite3.DatabaseError("integrity check failed")
+            db.execute("CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            db.execute("SELECT key, value FROM scores LIMIT 1").fetchall()
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        return db
 
     @staticmethod
     def key(fingerprint: str, method: str, req) -> str:
@@ -188,7 +209,6 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: lis
 
     Without ``protocol``, the benchmark's default for the model (its name, else its family, and ``method``).
     """
-    import datasets
     import pyarrow as pa
     import pyarrow.parquet as pq
     from tqdm.auto import tqdm
@@ -197,19 +217,17 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: lis
     folder = data_dir / benchmark
     if not (folder / "README.md").is_file():
         raise PhysprobeError(f"{folder} is not a built benchmark; run `physprobe build {benchmark} --out {data_dir}` first")
+    out.mkdir(parents=True, exist_ok=True)
+    lock = FolderLock(out).acquire()  # a second run into ``out`` fails here, naming this one
     loaded = load(model_name, method or (chosen.method if chosen else None), device, gguf_file)
     chosen = chosen or evaluation.default(loaded.family, method, model_name)
     if loaded.family not in chosen.families:
         raise protocols.ProtocolError(f"protocol {chosen.name!r} is for {', '.join(chosen.families)} models, not {loaded.family}")
     method = chosen.method
-    out.mkdir(parents=True, exist_ok=True)
     cache = Cache(out / "cache.sqlite")
     metrics, records, started, scored_items, outcomes = {}, [], time.perf_counter(), 0, {}
     for config in configs:
-        try:
-            dataset = datasets.load_dataset(str(folder), config, split="test")
-        except ValueError as error:
-            raise protocols.ProtocolError(f"{benchmark} has no config {config!r}: {error}") from None
+        dataset = read_built(folder, config)  # never a cached copy of an older file
         indices = spread(len(dataset), limit)
         rows = dataset.select(indices).to_list()
         scored = [i for i, row in enumerate(rows) if not (chosen.skip and chosen.skip(row))]
@@ -248,17 +266,18 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: lis
             pooled["unparsed"] = pooled["undecided"]
         metrics[name] = pooled
     elapsed = time.perf_counter() - started
-    pq.write_table(pa.Table.from_pylist(records), out / "predictions.parquet")
+    with atomic_file(out / "predictions.parquet") as temporary:
+        pq.write_table(pa.Table.from_pylist(records), temporary)
     info = {"model": model_name, "gguf_file": gguf_file, "benchmark": benchmark, "method": method,
             "protocol": chosen.name, "protocol_source": chosen.source,
             "family": loaded.family, "configs": configs, "limit": limit, "device": str(loaded.device),
             "questions_scored": scored_items, "seconds": round(elapsed, 2)}  # fmt: skip
     _write_json(out / "metrics.json", metrics)
     _write_json(out / "run.json", info)
+    lock.release()
     return metrics
 
 
 def _write_json(path: Path, data) -> None:
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
-    os.replace(temporary, path)
+    with atomic_file(path) as temporary:
+        temporary.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))

@@ -95,6 +95,38 @@ def _check_length(ids: Sequence[int], limit: int | None, truncate: bool, what: s
     return list(ids)[-limit:]
 
 
+def length_limit(model, tokenizer) -> int | None:
+    """The longest input the model takes: the tokenizer's ``model_max_length`` and the model config's
+    position table (less RoBERTa-style position offsets), whichever is smaller; None when neither says."""
+    limits = [tokenizer.model_max_length] if tokenizer.model_max_length < 1e9 else []
+    positions = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
+    if positions:
+        offset = getattr(getattr(model.base_model, "embeddings", None), "padding_idx", None)  # RoBERTa counts from pad + 1
+        limits.append(positions - (offset + 1 if isinstance(offset, int) else 0))
+    return min(limits) if limits else None
+
+
+def _mask_window(ids: list[int], mask_at: int, limit: int | None, truncate: bool, special: set[int], what: str) -> list[int]:
+    """``ids`` cut to ``limit`` tokens around the ``[MASK]`` at ``mask_at`` (leading/trailing special tokens
+    kept): truncation never cuts the mask away.
+
+    >>> _mask_window([0, 5, 6, 7, 99, 8, 9, 2], 4, 5, True, {0, 2}, "x")
+    [0, 7, 99, 8, 2]
+    """
+    if limit is None or len(ids) <= limit:
+        return ids
+    if not truncate:
+        raise ScoringError(f"{what} is {len(ids)} tokens, over the model's maximum of {limit}; "
+                           f"pass --truncate to keep {limit} tokens around [MASK]")  # fmt: skip
+    head = 1 if ids[0] in special else 0
+    tail = 1 if ids[-1] in special else 0
+    width = limit - head - tail
+    if width < 1:
+        raise ScoringError(f"{what}: a maximum of {limit} tokens leaves no room around [MASK]")
+    start = min(max(head, mask_at - width // 2), len(ids) - tail - width)
+    return ids[:head] + ids[start : start + width] + (ids[-tail:] if tail else [])
+
+
 # --- causal LM: shared-prefix sequence log-probabilities ------------------------------------
 def tokenize_options(tokenizer, texts: Sequence[str]) -> list[list[int]]:
     """Token ids of each text, with the model's BOS token first when it has one (so the first word is scored)."""
@@ -266,13 +298,14 @@ def masked_logprobs(model, tokenizer, texts: Sequence[str], candidates: Sequence
     """
     if tokenizer.mask_token is None:
         raise ScoringError(f"tokenizer {tokenizer.name_or_path!r} has no mask token: it cannot score a masked-LM method")
-    limit = tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None
+    limit = length_limit(model, tokenizer)
+    special = set(tokenizer.all_special_ids) - {tokenizer.mask_token_id}
     encoded, masks, cand = [], [], []
     for text, words in zip(texts, candidates):
         if text.count("[MASK]") != 1:
             raise ScoringError(f"masked-LM input must hold exactly one [MASK]: {text[:80]!r}")
         ids = tokenizer(text.replace("[MASK]", tokenizer.mask_token))["input_ids"]
-        ids = _check_length(ids, limit, truncate, f"input {text[:60]!r}")
+        ids = _mask_window(ids, ids.index(tokenizer.mask_token_id), limit, truncate, special, f"input {text[:60]!r}")
         encoded.append(ids)
         masks.append(ids.index(tokenizer.mask_token_id))
         cand.append([candidate_ids(tokenizer, w) for w in words])
@@ -300,7 +333,7 @@ def seq2seq_logprobs(model, tokenizer, questions: Sequence[tuple[str, Sequence[s
                      batch_tokens: int = 8192, max_batch: int = 64, truncate: bool = False,
                      progress=None) -> list[list[float]]:  # fmt: skip
     """Log-probability of each target text given the question's input; the encoder runs once per question."""
-    limit = tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None
+    limit = length_limit(model, tokenizer)
     inputs = [_check_length(tokenizer(text)["input_ids"], limit, truncate, f"input {text[:60]!r}") for text, _ in questions]
     # A target is text, or token ids when a protocol fixes them (e.g. PROST's T5 span: sentinel, option's first token).
     targets = [[t if isinstance(t, list) else tokenizer(t)["input_ids"] for t in options] for _, options in questions]

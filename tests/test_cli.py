@@ -22,7 +22,8 @@ def test_build_all_builds_every_benchmark(upstream_dir, tmp_path, capsys):
 
 
 def test_bad_source_dir_exits_2_naming_the_file(tmp_path, capsys):
-    assert main(["build", "prost", "--out", str(tmp_path / "out"), "--source-dir", str(tmp_path)]) == 2
+    (tmp_path / "mirror").mkdir()
+    assert main(["build", "prost", "--out", str(tmp_path / "out"), "--source-dir", str(tmp_path / "mirror")]) == 2
     assert "upstream file bouncing.yml not found" in capsys.readouterr().err
     assert not (tmp_path / "out" / "prost").exists()
 

@@ -1,7 +1,7 @@
-"""upload.py: dry run and validation, the push plan against an HfApi-shaped object, and the read side
-through a real Hub-compatible server (olah) serving the exported folders."""
+"""upload.py: dry run and validation, publishing through a fake Hub server on 127.0.0.1 that fails
+requests on demand (half-way failures, transient errors, a closed endpoint), and the read side through a
+real Hub-compatible server (olah) serving the exported folders."""
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -10,12 +10,12 @@ import socket
 import subprocess
 import sys
 import time
-from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from .conftest import REPO
+from .fake_hub import FakeHub
 
 
 def load_upload():
@@ -74,41 +74,7 @@ def test_validation_catches_a_broken_metric(hub_dir, tmp_path):
         upload.validate(upload.RepoFolder("probe_accuracy", "space", folder, "x"), tmp_path)
 
 
-class FakeHub:
-    """An HfApi-shaped object that keeps repos in memory (files as bytes) and records every call."""
-
-    def __init__(self, role="write"):
-        self.repos, self.tags, self.calls, self.role = {}, {}, [], role
-
-    def whoami(self, token=None):
-        return {"name": "maintainer", "auth": {"accessToken": {"role": self.role}}}
-
-    def create_repo(self, repo_id, repo_type, exist_ok, token, **extra):
-        self.calls.append(("create_repo", repo_id, repo_type, extra))
-        self.repos.setdefault(repo_id, {".gitattributes": b"*.parquet filter=lfs\n"})
-
-    def list_repo_tree(self, repo_id, recursive, repo_type, token):
-        for path, data in self.repos[repo_id].items():
-            lfs = {"sha256": hashlib.sha256(data).hexdigest()} if path.endswith(".parquet") else None
-            yield SimpleNamespace(path=path, blob_id=upload.git_blob_id(data) if lfs is None else "pointer", lfs=lfs)
-
-    def create_commit(self, repo_id, operations, commit_message, repo_type, token):
-        self.calls.append(("create_commit", repo_id, commit_message, sorted(type(op).__name__ for op in operations)))
-        for op in operations:
-            if isinstance(op, upload.CommitOperationDelete):
-                del self.repos[repo_id][op.path_in_repo]
-            else:
-                self.repos[repo_id][op.path_in_repo] = open(op.path_or_fileobj, "rb").read()
-
-    def list_repo_refs(self, repo_id, repo_type, token):
-        return SimpleNamespace(tags=[SimpleNamespace(name=t) for t in self.tags.get(repo_id, [])])
-
-    def create_tag(self, repo_id, tag, repo_type, token):
-        self.calls.append(("create_tag", repo_id, tag))
-        self.tags.setdefault(repo_id, []).append(tag)
-
-
-def repos(hub_dir, names=("prost", "probe_accuracy")):
+def repos(hub_dir, names=("prost", "probe_accuracy", "text2afford")):
     out = []
     for name in names:
         kind = "space" if name in upload.METRICS else "dataset"
@@ -116,65 +82,144 @@ def repos(hub_dir, names=("prost", "probe_accuracy")):
     return out
 
 
-def test_push_creates_commits_then_is_a_no_op_and_tags_once(hub_dir):
-    hub = FakeHub()
-    first = upload.push(repos(hub_dir), hub, "physprobe", token="secret", tag="v0.1.0")
-    assert first == {"physprobe/prost": "committed", "physprobe/probe_accuracy": "committed"}
-    assert ("create_repo", "physprobe/probe_accuracy", "space", {"space_sdk": "gradio"}) in hub.calls
-    commit = next(c for c in hub.calls if c[0] == "create_commit" and c[1] == "physprobe/prost")
-    assert commit[2].startswith("physprobe 0.1.0: prost from src@abc")
-    local = {p.relative_to(hub_dir / "datasets" / "prost").as_posix() for p in (hub_dir / "datasets" / "prost").rglob("*") if p.is_file()}
-    assert set(hub.repos["physprobe/prost"]) == local | {".gitattributes"}
-    hub.calls.clear()
-    again = upload.push(repos(hub_dir), hub, "physprobe", token="secret", tag="v0.1.0")
-    assert again == {"physprobe/prost": "unchanged", "physprobe/probe_accuracy": "unchanged"}
-    assert [c[0] for c in hub.calls] == ["create_repo", "create_repo"]  # no commit, no second tag
+def local_files(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
-def test_plan_uploads_changes_and_deletes_stale_files(hub_dir, tmp_path):
+@pytest.fixture
+def hub(monkeypatch):
+    monkeypatch.setattr(upload, "RETRY_DELAYS", (0.0, 0.0, 0.0))
+    with FakeHub() as server:
+        yield server
+
+
+def api_for(server):
+    from huggingface_hub import HfApi
+
+    return HfApi(endpoint=server.url, token="hf_secret_value")
+
+
+def test_push_publishes_then_is_a_no_op_and_tags_once(hub_dir, hub):
+    lines = []
+    first = upload.push(repos(hub_dir), api_for(hub), "physprobe", token="hf_secret_value", tag="v0.1.0", log=lines.append)
+    assert first == {"physprobe/prost": "committed", "physprobe/probe_accuracy": "committed", "physprobe/text2afford": "committed"}
+    for repo in repos(hub_dir):
+        remote = hub.repos[(repo.repo_type, repo.repo_id("physprobe"))]
+        assert remote.files == {**local_files(repo.folder), ".gitattributes": remote.files[".gitattributes"]}
+        assert remote.tags == {"v0.1.0": remote.head}
+    assert lines[:3] == ["committed  physprobe/prost", "committed  physprobe/probe_accuracy", "committed  physprobe/text2afford"]
+    assert upload.release_line(first, "v0.1.0") == "release complete: 3 of 3 repositories published and tagged v0.1.0"
+    commits = hub.counts["commit"]
+    again = upload.push(repos(hub_dir), api_for(hub), "physprobe", token="hf_secret_value", tag="v0.1.0", log=lines.append)
+    assert set(again.values()) == {"unchanged"} and hub.counts["commit"] == commits  # no empty commits
+    assert hub.counts["tag"] == 3  # tagged once
+
+
+def test_stale_remote_files_are_deleted_and_gitattributes_kept(hub_dir, hub, tmp_path):
     folder = tmp_path / "prost"
     shutil.copytree(hub_dir / "datasets" / "prost", folder)
-    mass = folder / "mass" / "test-00000-of-00001.parquet"
-    remote = {
-        "README.md": (folder / "README.md").read_bytes(),  # unchanged, regular file
-        "mass/test-00000-of-00001.parquet": b"an older build",  # changed, LFS
-        "data/train-00000-of-00001.parquet": b"earlier layout",  # stale
-        ".gitattributes": b"kept",
-    }
-    listing = [
-        SimpleNamespace(path=p, blob_id=upload.git_blob_id(d), lfs={"sha256": hashlib.sha256(d).hexdigest()} if p.endswith(".parquet") else None)
-        for p, d in remote.items()
-    ]
-    operations = upload.plan(folder, listing)
-    added = {op.path_in_repo for op in operations if isinstance(op, upload.CommitOperationAdd)}
-    deleted = {op.path_in_repo for op in operations if isinstance(op, upload.CommitOperationDelete)}
-    assert "mass/test-00000-of-00001.parquet" in added and "README.md" not in added
-    assert deleted == {"data/train-00000-of-00001.parquet"}
-    assert mass.is_file()
+    stale = folder / "data" / "train-00000-of-00001.parquet"
+    stale.parent.mkdir()
+    stale.write_bytes(b"earlier layout")
+    repo = upload.RepoFolder("prost", "dataset", folder, "x")
+    assert upload.push([repo], api_for(hub), "physprobe", token="t", log=lambda line: None) == {"physprobe/prost": "committed"}
+    shutil.rmtree(stale.parent)
+    assert upload.push([repo], api_for(hub), "physprobe", token="t", log=lambda line: None) == {"physprobe/prost": "committed"}
+    remote = hub.repos[("dataset", "physprobe/prost")].files
+    assert "data/train-00000-of-00001.parquet" not in remote and ".gitattributes" in remote
+    assert set(remote) - {".gitattributes"} == set(local_files(folder))
 
 
-def test_token_is_required_and_never_printed(hub_dir, upstream_dir, monkeypatch, capsys):
+def test_a_publish_failing_half_way_is_reported_and_completed_by_rerunning(hub_dir, hub, upstream_dir, monkeypatch, capsys):
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
+    from huggingface_hub import HfApi
+
+    monkeypatch.setattr(upload, "HfApi", lambda: HfApi(endpoint=hub.url))
+    hub.faults = {("commit", 2): 403}  # the second repository's commit is refused (not transient)
+    args = ["--push", "--out", str(hub_dir), "--only", "prost,probe_accuracy,text2afford", "--tag", "v0.1.0",
+            "--source-dir", str(upstream_dir)]  # fmt: skip
+    assert upload.main(args) == 1
+    out = capsys.readouterr().out.splitlines()
+    pushed = [line for line in out if "physprobe/" in line]
+    assert pushed[0] == "committed  physprobe/prost"
+    assert pushed[1].startswith("failed     physprobe/text2afford: HTTP 403")
+    assert pushed[2] == "committed  physprobe/probe_accuracy"
+    assert out[-1] == ("release INCOMPLETE: 2 of 3 repositories published; tag v0.1.0 not created; "
+                       "failed: physprobe/text2afford. Re-run the same command to finish")  # fmt: skip
+    assert all(not repo.tags for repo in hub.repos.values())  # no repository tagged before all succeeded
+    assert upload.main(args) == 0  # the same command again does exactly what is missing
+    out = capsys.readouterr().out.splitlines()
+    assert [line for line in out if line.startswith(("committed", "unchanged"))] == [
+        "unchanged  physprobe/prost", "committed  physprobe/text2afford", "unchanged  physprobe/probe_accuracy"]
+    assert out[-1] == "release complete: 3 of 3 repositories published and tagged v0.1.0"
+    assert hub.counts["commit"] == 4 and all(repo.tags == {"v0.1.0": repo.head} for repo in hub.repos.values())  # 3 + the refused one
+    assert "hf_secret_value" not in "\n".join(out)
+
+
+def test_transient_errors_are_retried_with_backoff(hub_dir, hub):
+    hub.faults = {("create", 1): 503, ("create", 2): 502, ("info", 1): 429}
+    lines = []
+    assert upload.push(repos(hub_dir, ["prost"]), api_for(hub), "physprobe", token="t", log=lines.append) == {"physprobe/prost": "committed"}
+    assert [line.split(" (")[0] for line in lines] == ["retrying  physprobe/prost in 0 s", "retrying  physprobe/prost in 0 s",
+                                                      "retrying  physprobe/prost in 0 s", "committed  physprobe/prost"]  # fmt: skip
+    hub.faults = {("create", n): 500 for n in range(3, 10)}  # never recovers: four attempts, then failed
+    state = upload.push(repos(hub_dir, ["text2afford"]), api_for(hub), "physprobe", token="t", log=lambda line: None)
+    assert state["physprobe/text2afford"].startswith("failed: HTTP 500") and hub.counts["create"] == 2 + 1 + 4
+
+
+def test_a_closed_endpoint_is_a_network_error_not_a_rejected_token(hub_dir, upstream_dir, monkeypatch, capsys):
+    monkeypatch.setattr(upload, "RETRY_DELAYS", (0.0,))
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
+    closed = f"http://127.0.0.1:{free_port()}"
+    from huggingface_hub import HfApi
+
+    monkeypatch.setattr(upload, "HfApi", lambda: HfApi(endpoint=closed))
+    assert upload.main(["--push", "--out", str(hub_dir), "--only", "probe_accuracy"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"upload.py: error: cannot reach the Hub at {closed} (ConnectError") and "rejected" not in err
+
+
+def test_token_is_required_and_never_printed(hub_dir, hub, monkeypatch, capsys):
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setattr(upload, "get_token", lambda: None)
-    assert upload.main(["--push", "--out", str(hub_dir), "--only", "prost"], api=FakeHub()) == 2
+    assert upload.main(["--push", "--out", str(hub_dir), "--only", "prost"], api=api_for(hub)) == 2
     assert "no Hugging Face token" in capsys.readouterr().err
     monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
-    hub = FakeHub(role="read")
-    args = ["--push", "--out", str(hub_dir), "--only", "probe_accuracy", "--source-dir", str(upstream_dir)]
-    assert upload.main(args, api=hub) == 2
+    hub.role = "read"
+    assert upload.main(["--push", "--out", str(hub_dir), "--only", "probe_accuracy"], api=api_for(hub)) == 2
     output = capsys.readouterr()
     assert "read-only" in output.err and "hf_secret_value" not in output.out + output.err
-    assert not [c for c in hub.calls if c[0] != "whoami"]  # nothing created or committed
+    assert not hub.repos and "create" not in hub.counts  # whoami only: nothing created or committed
 
 
-def test_push_through_main_with_only(hub_dir, upstream_dir, monkeypatch, capsys):
-    monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
-    hub = FakeHub()
-    args = ["--push", "--out", str(hub_dir), "--only", "text2afford", "--tag", "v0.1.0", "--source-dir", str(upstream_dir)]
-    assert upload.main(args, api=hub) == 0
-    out = capsys.readouterr().out
-    assert "committed  physprobe/text2afford" in out and "hf_secret_value" not in out
-    assert hub.tags == {"physprobe/text2afford": ["v0.1.0"]}
+def test_a_dataset_with_an_unknown_license_is_refused_unless_allowed(hub_dir, tmp_path):
+    folder = tmp_path / "prost"
+    shutil.copytree(hub_dir / "datasets" / "prost", folder)
+    card = folder / "README.md"
+    text = card.read_text()
+    card.write_text(text.replace(f"license: {front_matter(card)['license']}", "license: unknown", 1))
+    repo = upload.RepoFolder("prost", "dataset", folder, "x")
+    with pytest.raises(upload.PublishError, match=f"{folder}: the card's license is 'unknown'; .*--allow-unknown-license"):
+        upload.validate(repo, tmp_path / "cache")
+    upload.validate(repo, tmp_path / "cache", allow_unknown_license=True)
+
+
+def test_only_git_tracked_metric_files_are_published(tmp_path, monkeypatch):
+    root = tmp_path / "checkout"
+    metric = root / "metrics" / "toy"
+    metric.mkdir(parents=True)
+    (metric / "toy.py").write_text("x = 1\n")
+    (metric / "README.md").write_text("---\ntitle: toy\n---\n")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
+    (metric / ".env").write_text("HF_TOKEN=hf_leaked\n")  # stray, untracked
+    (metric / "__pycache__").mkdir()
+    (metric / "__pycache__" / "toy.cpython-311.pyc").write_bytes(b"\0")
+    monkeypatch.setattr(upload, "ROOT", root)
+    monkeypatch.setattr(upload, "METRICS", ("toy",))
+    [repo] = upload.export(tmp_path / "out", None, only={"toy"})
+    assert sorted(local_files(repo.folder)) == ["README.md", "toy.py"]
+    assert repo.folder.stat().st_mode & 0o777 == 0o755
 
 
 def free_port():

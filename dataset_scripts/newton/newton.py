@@ -16,9 +16,11 @@ import datasets
 import yaml
 
 from physprobe.builder import Benchmark, Card, Config, Generated, keep, read_card_body
-from physprobe.errors import DataError
+from physprobe.errors import DataError, TemplateError
 from physprobe.generators import newton as generator
+from physprobe.paths import check_folder_name
 from physprobe.sources import github_release
+from physprobe.templates import slots
 
 FILE = "confident_questions.csv"
 SEED = 0  # every random choice of Tracks 2-3 derives from it: same seed, same bytes
@@ -144,31 +146,75 @@ CHALLENGE_FEATURES = datasets.Features({name: feature for name, feature in FEATU
 SPEC_FIELDS = {"name", "context", "question", "conditions", "max_questions", "distractors"}
 
 
+MAX_PADDING = 100  # distractors per question; the repository holds a few hundred objects
+MAX_QUESTIONS = 10**9
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (PyYAML keeps the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def _typed(raw: dict, key: str, kind: type, where: str, default=None):
+    value = raw.get(key, default)
+    if type(value) is not kind:  # not isinstance: True is an int, and 1.0 is not a count
+        raise DataError(f"{where}: {key} must be {'a string' if kind is str else 'an integer'}, got {value!r}")
+    return value
+
+
 def read_spec(path: Path) -> generator.Spec:
-    """A challenge-set spec from YAML; unknown or missing fields are errors naming the file and field."""
+    """A challenge-set spec from YAML; every malformed field is an error naming the file and field.
+
+    The name must be a plain folder name (it names the output folder); strings must be strings and
+    counts integers (``padding: true`` is refused); a key given twice is refused; ``padding`` is
+    bounded so an absurd size fails here, before anything is built.
+    """
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        raw = yaml.load(Path(path).read_bytes().decode("utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except UnicodeDecodeError as error:
+        raise DataError(f"{path}: not UTF-8 text (byte {error.start}); save the spec as UTF-8") from None
     except (OSError, yaml.YAMLError) as error:
-        raise DataError(f"{path}: cannot read spec: {error}") from None
+        raise DataError(f"{path}: cannot read spec: {' '.join(str(error).split())}") from None
     if not isinstance(raw, dict):
         raise DataError(f"{path}: a spec must be a mapping with fields {sorted(SPEC_FIELDS)}")
-    unknown = sorted(set(raw) - SPEC_FIELDS)
+    unknown = sorted(set(raw) - SPEC_FIELDS, key=str)
     if unknown:
         raise DataError(f"{path}: unknown field(s) {unknown}; known: {sorted(SPEC_FIELDS)}")
     for required in ("name", "question", "conditions"):
         if required not in raw:
             raise DataError(f"{path}: missing field {required!r}")
+    check_folder_name(raw["name"], f"{path}: name")
+    question = _typed(raw, "question", str, str(path))
+    try:
+        slots(question)
+    except TemplateError as error:
+        raise DataError(f"{path}: question: {error}") from None
     if not isinstance(raw["conditions"], list) or not all(isinstance(c, dict) for c in raw["conditions"]):
         raise DataError(f"{path}: conditions must be a list of {{attribute, polarity, padding}} mappings")
     conditions = []
     for i, condition in enumerate(raw["conditions"]):
-        extra = sorted(set(condition) - {"attribute", "polarity", "padding"})
+        where = f"{path}: conditions[{i}]"
+        extra = sorted(set(condition) - {"attribute", "polarity", "padding"}, key=str)
         if extra or "attribute" not in condition or "polarity" not in condition:
-            raise DataError(f"{path}: conditions[{i}] must have attribute, polarity and optional padding, got {condition}")
-        conditions.append(generator.Condition(condition["attribute"], condition["polarity"], condition.get("padding", 3)))
+            raise DataError(f"{where} must have attribute, polarity and optional padding, got {condition}")
+        padding = _typed(condition, "padding", int, where, default=3)
+        if not 1 <= padding <= MAX_PADDING:
+            raise DataError(f"{where}: padding must be between 1 and {MAX_PADDING}, got {padding}")
+        conditions.append(generator.Condition(_typed(condition, "attribute", str, where), _typed(condition, "polarity", str, where), padding))
+    max_questions = _typed(raw, "max_questions", int, str(path), default=10_000)
+    if not 1 <= max_questions <= MAX_QUESTIONS:
+        raise DataError(f"{path}: max_questions must be between 1 and {MAX_QUESTIONS:,}, got {max_questions}")
     spec = generator.Spec(
-        str(raw["name"]), str(raw.get("context", "")), str(raw["question"]), tuple(conditions),
-        max_questions=raw.get("max_questions", 10_000), distractors=raw.get("distractors", "all"),
+        raw["name"], _typed(raw, "context", str, str(path), default=""), question, tuple(conditions),
+        max_questions=max_questions, distractors=_typed(raw, "distractors", str, str(path), default="all"),
     )  # fmt: skip
     spec.validate(str(path))
     return spec

@@ -8,7 +8,7 @@ _DESCRIPTION = """
 Rank-based accuracy and mAP of per-class affordance scores, as defined by the Text2Afford paper. Each
 sentence-object pair has a score per class (e.g. 15 masked-LM probabilities, NLI entailment scores, or
 YES=1/NO=0) and binary references. Accuracy compares positive classes with negative ones; mAP ranks the
-classes by score. Pairs with no positive class are skipped (paper footnote 5) and counted in `skipped`.
+classes by score. Pairs with no positive class (paper footnote 5) or no negative class are skipped and counted in `skipped`.
 """
 
 _KWARGS_DESCRIPTION = """
@@ -23,7 +23,8 @@ Args:
         accuracy of each pair (Appendix G defines accuracy per sentence-object pair).
     k (`int`, optional): mAP@k; by default k is the number of classes.
 Returns:
-    accuracy (`float`), map (`float`), n (`int`, pairs scored), skipped (`int`, pairs with no positive class).
+    accuracy (`float`), map (`float`), n (`int`, pairs scored), skipped (`int`, pairs with no positive or
+    no negative class: nothing to rank, left out of every figure in every mode and average).
 Examples:
     >>> import evaluate
     >>> metric = evaluate.load("metrics/affordance_rank")
@@ -49,6 +50,29 @@ _CITATION = """
 MODES = ("strict", "pairwise")
 AVERAGES = ("micro", "macro")
 CHUNK = 1 << 15  # pairs per block: bounds the (pairs x classes x classes) comparison arrays
+
+
+def _is_number(value):
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_inputs(predictions, references):
+    """Raw inputs, before evaluate casts them (0.5 -> 0): ValueError naming the argument and first bad row."""
+    for name, rows in (("predictions", predictions), ("references", references)):
+        if rows is None:
+            continue
+        if len(rows) == 0:
+            raise ValueError(f"{name} is empty: there is nothing to score")
+        for index, row in enumerate(rows):
+            if isinstance(row, (str, bytes)) or not hasattr(row, "__len__") or len(row) == 0:
+                raise ValueError(f"{name}[{index}] must be a non-empty list with one entry per class, got {row!r}")
+            if name == "predictions":
+                if not all(_is_number(v) for v in row) or not np.isfinite(np.asarray(row, dtype=float)).all():
+                    raise ValueError(f"predictions[{index}] contains NaN, inf or a non-number: {list(row)}; scores must be finite numbers")
+            elif not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v in (0, 1) for v in row):
+                raise ValueError(f"references[{index}] is not binary (0/1 integers): {list(row)}")
+    if predictions is not None and references is not None and len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
 
 
 def _matrix(name, values, dtype):
@@ -95,6 +119,22 @@ class AffordanceRank(evaluate.Metric):
             ),
         )
 
+    # evaluate casts inputs to the declared features before `_compute`: check the raw values first.
+    def compute(self, *, predictions=None, references=None, **kwargs):
+        """evaluate's `compute`, after checking the raw inputs."""
+        _check_inputs(predictions, references)
+        return super().compute(predictions=predictions, references=references, **kwargs)
+
+    def add_batch(self, *, predictions=None, references=None, **kwargs):
+        """evaluate's `add_batch`, after checking the raw inputs."""
+        _check_inputs(predictions, references)
+        return super().add_batch(predictions=predictions, references=references, **kwargs)
+
+    def add(self, *, prediction=None, reference=None, **kwargs):
+        """evaluate's `add`, after checking the raw inputs."""
+        _check_inputs(None if prediction is None else [prediction], None if reference is None else [reference])
+        return super().add(prediction=prediction, reference=reference, **kwargs)
+
     def _compute(self, predictions, references, mode="strict", average="micro", k=None):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -108,19 +148,21 @@ class AffordanceRank(evaluate.Metric):
         labels = _matrix("references", references, np.int64)
         if scores.shape != labels.shape:
             raise ValueError(f"predictions have {scores.shape[1]} scores per pair but references {labels.shape[1]} labels")
-        if np.isnan(scores).any():
-            row = int(np.argmax(np.isnan(scores).any(axis=1)))
-            raise ValueError(f"predictions[{row}] contains NaN")
+        if not np.isfinite(scores).all():
+            row = int(np.argmax(~np.isfinite(scores).all(axis=1)))
+            raise ValueError(f"predictions[{row}] contains NaN or inf")
         if not np.isin(labels, (0, 1)).all():
             row = int(np.argmax(~np.isin(labels, (0, 1)).all(axis=1)))
             raise ValueError(f"references[{row}] is not binary (0/1): {labels[row].tolist()}")
         k = scores.shape[1] if k is None else int(k)
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
-        kept = labels.any(axis=1)
+        # A pair with no positive (paper footnote 5) or no negative class has nothing to rank: skipped in
+        # every mode and average, and counted in `skipped`.
+        kept = labels.any(axis=1) & (labels == 0).any(axis=1)
         scores, labels = scores[kept], labels[kept]
         if len(scores) == 0:
-            raise ValueError("no pair has a positive class: nothing to score")
+            raise ValueError("no pair has a positive class and a negative class: nothing to score")
         parts = [_counts(scores[i : i + CHUNK], labels[i : i + CHUNK], mode, k) for i in range(0, len(scores), CHUNK)]
         correct, total, ap = (np.concatenate(column) for column in zip(*parts))
         if average == "micro":

@@ -51,6 +51,39 @@ _CITATION = """
 READINGS = ("per_question", "global")
 
 
+def _is_integer(value):
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_integers(name, values):
+    """ValueError naming `name` and the first index whose value is not an integer (raw input, before evaluate's cast)."""
+    if isinstance(values, np.ndarray) and values.ndim == 1 and np.issubdtype(values.dtype, np.integer):
+        return
+    for index, value in enumerate(values):
+        if not _is_integer(value):
+            raise ValueError(f"{name}[{index}] = {value!r} is not an integer option index")
+
+
+def _check_inputs(predictions, references):
+    """Raw predictions and references: non-empty, equally long, integers."""
+    for name, values in (("predictions", predictions), ("references", references)):
+        if values is not None:
+            if len(values) == 0:
+                raise ValueError(f"{name} is empty: there is nothing to score")
+            _check_integers(name, values)
+    if predictions is not None and references is not None and len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
+
+
+def _check_keys(name, values):
+    """ValueError naming `name` and the first index whose key is missing or of another type than the first
+    (numpy would merge 1 and "1" into one group)."""
+    kinds = {type(value) for value in values[:1]}
+    for index, value in enumerate(values):
+        if value is None or (isinstance(value, float) and value != value) or type(value) not in kinds:
+            raise ValueError(f"{name}[{index}] = {value!r}: every {name} entry must be a key of the same type as {name}[0]")
+
+
 def _figures(correct, agreements, reading):
     out = {}
     if agreements is not None:
@@ -74,6 +107,22 @@ class AgreementAccuracy(evaluate.Metric):
             reference_urls=["https://arxiv.org/abs/2310.07018"],
         )
 
+    # evaluate casts inputs to the declared features before `_compute` (1.7 -> 1, 0.5 -> 0): check the raw values first.
+    def compute(self, *, predictions=None, references=None, **kwargs):
+        """evaluate's `compute`, after checking the raw inputs."""
+        _check_inputs(predictions, references)
+        return super().compute(predictions=predictions, references=references, **kwargs)
+
+    def add_batch(self, *, predictions=None, references=None, **kwargs):
+        """evaluate's `add_batch`, after checking the raw inputs."""
+        _check_inputs(predictions, references)
+        return super().add_batch(predictions=predictions, references=references, **kwargs)
+
+    def add(self, *, prediction=None, reference=None, **kwargs):
+        """evaluate's `add`, after checking the raw inputs."""
+        _check_inputs(None if prediction is None else [prediction], None if reference is None else [reference])
+        return super().add(prediction=prediction, reference=reference, **kwargs)
+
     def _compute(self, predictions, references, agreements=None, groups=None, reading="per_question"):
         if len(predictions) == 0:
             raise ValueError("predictions is empty: there is nothing to score")
@@ -82,10 +131,16 @@ class AgreementAccuracy(evaluate.Metric):
         if reading not in READINGS:
             raise ValueError(f"reading must be one of {READINGS}, got {reading!r}")
         n = len(predictions)
+        if (np.asarray(references) < 0).any():
+            index = int(np.argmax(np.asarray(references) < 0))
+            raise ValueError(f"references[{index}] = {references[index]} is not an option index (negative)")
         correct = (np.asarray(predictions) == np.asarray(references)).astype(float)
         if agreements is not None:
             if len(agreements) != n:
                 raise ValueError(f"agreements has {len(agreements)} entries but there are {n} predictions")
+            for index, value in enumerate(agreements):
+                if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, (bool, np.bool_)):
+                    raise ValueError(f"agreements[{index}] = {value!r} is not a number")
             agreements = np.asarray(agreements, dtype=float)
             bad = np.isnan(agreements) | (agreements < 0) | (agreements > 1)
             if bad.any():
@@ -95,6 +150,7 @@ class AgreementAccuracy(evaluate.Metric):
         if groups is not None:
             if len(groups) != n:
                 raise ValueError(f"groups has {len(groups)} entries but there are {n} predictions")
+            _check_keys("groups", groups)
             groups = np.asarray(groups)
             result["by_group"] = {
                 group.item(): _figures(correct[groups == group], None if agreements is None else agreements[groups == group], reading)

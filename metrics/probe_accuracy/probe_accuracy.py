@@ -91,6 +91,39 @@ READINGS = ("pooled", "per_pair")
 POSITION_READINGS = ("template_mean", "question_mean")
 
 
+def _is_integer(value):
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_integers(name, values):
+    """ValueError naming `name` and the first index whose value is not an integer (raw input, before evaluate's cast)."""
+    if isinstance(values, np.ndarray) and values.ndim == 1 and np.issubdtype(values.dtype, np.integer):
+        return
+    for index, value in enumerate(values):
+        if not _is_integer(value):
+            raise ValueError(f"{name}[{index}] = {value!r} is not an integer option index")
+
+
+def _check_inputs(predictions, references):
+    """Raw predictions and references: non-empty, equally long, integers."""
+    for name, values in (("predictions", predictions), ("references", references)):
+        if values is not None:
+            if len(values) == 0:
+                raise ValueError(f"{name} is empty: there is nothing to score")
+            _check_integers(name, values)
+    if predictions is not None and references is not None and len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
+
+
+def _check_keys(name, values):
+    """ValueError naming `name` and the first index whose key is missing or of another type than the first
+    (numpy would merge 1 and "1" into one group)."""
+    kinds = {type(value) for value in values[:1]}
+    for index, value in enumerate(values):
+        if value is None or (isinstance(value, float) and value != value) or type(value) not in kinds:
+            raise ValueError(f"{name}[{index}] = {value!r}: every {name} entry must be a key of the same type as {name}[0]")
+
+
 def _labels(name, values, num_choices):
     array = np.asarray(values)
     if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
@@ -133,6 +166,22 @@ class ProbeAccuracy(evaluate.Metric):
             reference_urls=["https://aclanthology.org/2021.findings-acl.404"],
         )
 
+    # evaluate casts inputs to the declared features before `_compute` (1.7 -> 1, 0.5 -> 0): check the raw values first.
+    def compute(self, *, predictions=None, references=None, **kwargs):
+        """evaluate's `compute`, after checking the raw inputs."""
+        _check_inputs(predictions, references)
+        return super().compute(predictions=predictions, references=references, **kwargs)
+
+    def add_batch(self, *, predictions=None, references=None, **kwargs):
+        """evaluate's `add_batch`, after checking the raw inputs."""
+        _check_inputs(predictions, references)
+        return super().add_batch(predictions=predictions, references=references, **kwargs)
+
+    def add(self, *, prediction=None, reference=None, **kwargs):
+        """evaluate's `add`, after checking the raw inputs."""
+        _check_inputs(None if prediction is None else [prediction], None if reference is None else [reference])
+        return super().add(prediction=prediction, reference=reference, **kwargs)
+
     def _compute(
         self,
         predictions,
@@ -161,6 +210,11 @@ class ProbeAccuracy(evaluate.Metric):
         n = len(predictions)
         correct = (_labels("predictions", predictions, num_choices) == _labels("references", references, num_choices))
         correct = correct.astype(float)
+        for name, values in (("groups", groups), ("templates", templates)):
+            if values is not None:
+                _check_keys(name, values)
+        if positions is not None:
+            _check_integers("positions", positions)
         groups, templates, positions = (_aligned(k, v, n) for k, v in (("groups", groups), ("templates", templates), ("positions", positions)))
         pairs, inverted = _aligned("pairs", pairs, n), _aligned("inverted", inverted, n)
 
@@ -178,11 +232,15 @@ class ProbeAccuracy(evaluate.Metric):
         keys, means, counts = _mean_by(groups, correct)
         out = {}
         if templates is not None:
-            # A template belongs to one group; key templates by (group, template).
-            t_keys, t_means, t_counts = _mean_by(np.char.add(np.char.add(groups.astype(str), "\x1f"), templates.astype(str)), correct)
-            owners = np.array([key.split("\x1f")[0] for key in t_keys])
-            out["by_template"] = {k.split("\x1f")[1]: {"accuracy": float(m), "n": int(c)} for k, m, c in zip(t_keys, t_means, t_counts)}
-            means = np.array([t_means[owners == str(group)].mean() for group in keys])
+            # A template belongs to one group: its name alone is its key (no joined strings that could collide).
+            owner = {}
+            for index, (template, group) in enumerate(zip(templates.tolist(), groups.tolist())):
+                if owner.setdefault(template, group) != group:
+                    raise ValueError(f"templates[{index}] = {template!r} is in groups {owner[template]!r} and {group!r}; a template belongs to one group")
+            t_keys, t_means, t_counts = _mean_by(templates, correct)
+            owners = [owner[_key(k)] for k in t_keys]
+            out["by_template"] = {_key(k): {"accuracy": float(m), "n": int(c)} for k, m, c in zip(t_keys, t_means, t_counts)}
+            means = np.array([np.mean([m for m, o in zip(t_means, owners) if o == _key(group)]) for group in keys])
         out["by_group"] = {_key(k): {"accuracy": float(m), "n": int(c)} for k, m, c in zip(keys, means, counts)}
         out["macro_accuracy"] = float(means.mean())
         return out

@@ -5,6 +5,8 @@
     physprobe generate cccons --n 1000 --seed 0 --out generated
     physprobe generate newton --spec my_spec.yaml --out generated
     physprobe score --model roberta-large --benchmark prost --out runs/roberta-prost
+    physprobe score --model gpt2 --benchmark prost --protocol sentence-sum
+    physprobe protocols
     physprobe report runs/roberta-prost runs/gpt2-prost --out report.md
 """
 
@@ -17,6 +19,7 @@ from tqdm.auto import tqdm
 
 from physprobe.errors import PhysprobeError
 from physprobe.export import BuildResult, build, stream, write
+from physprobe.protocols import METHODS
 
 
 def _benchmarks():
@@ -76,13 +79,33 @@ def _score(args: argparse.Namespace) -> int:
     out = Path(args.out or f"runs/{Path(args.model).name}-{args.benchmark}")
     configs = args.config.split(",") if args.config else None
     metrics = run(args.model, args.benchmark, out, Path(args.data), configs, args.method, args.limit, args.device,
-                  args.gguf_file, args.truncate)  # fmt: skip
+                  args.gguf_file, args.truncate, protocol=args.protocol)  # fmt: skip
     for config, values in metrics.items():
         headline = {k: v for k, v in values.items() if isinstance(v, (int, float))}
         headline.update({f"{k}.{n}": v for k, inner in values.items() if isinstance(inner, dict)
                          for n, v in inner.items() if n in ("accuracy", "map")})  # fmt: skip
         print(f"{args.benchmark}/{config}: " + ", ".join(f"{k}={v:.4g}" for k, v in headline.items()))
     print(f"-> {out}")
+    return 0
+
+
+def protocol_table(benchmarks: list[str]) -> str:
+    """Each benchmark's protocols: the model families each is the default for, its method and source."""
+    from physprobe import registry
+
+    lines = [f"{'benchmark':<12} {'protocol':<24} {'method':<9} {'default for':<16} source"]
+    for name in benchmarks:
+        for p in registry.evaluation(name).protocols:
+            default = ", ".join([*p.default_for, *(f"/{m}/" for m in p.default_for_models)]) or "-"
+            lines.append(f"{name:<12} {p.name:<24} {p.method:<9} {default:<16} {p.source}")
+            lines.append(f"{'':<12} {'':<24} {p.summary}")
+    return "\n".join(lines)
+
+
+def _protocols(args: argparse.Namespace) -> int:
+    from physprobe import registry
+
+    print(protocol_table([args.benchmark] if args.benchmark else registry.names()))
     return 0
 
 
@@ -116,9 +139,10 @@ def parser() -> argparse.ArgumentParser:
     generate_cmd.set_defaults(run=_generate)
     score_cmd = commands.add_parser("score", help="score a Hugging Face model on a built benchmark")
     score_cmd.add_argument("--model", required=True, help="Hub id or local folder")
-    score_cmd.add_argument("--benchmark", required=True, choices=["prost", "cccons", "newton", "text2afford"])
+    score_cmd.add_argument("--benchmark", required=True, choices=list(_benchmarks()))
     score_cmd.add_argument("--config", help="comma-separated configs (default: those of the paper's tables)")
-    score_cmd.add_argument("--method", choices=["causal", "mlm", "seq2seq", "nli", "yes_no"], help="default: from the model's config")
+    score_cmd.add_argument("--method", choices=METHODS, help="default: the protocol's (see `physprobe protocols`)")
+    score_cmd.add_argument("--protocol", help="a protocol of the benchmark (default: the paper's for the model's family)")
     score_cmd.add_argument("--data", default="build", help="folder with built benchmarks (default: ./build)")
     score_cmd.add_argument("--out", help="run folder (default: runs/<model>-<benchmark>)")
     score_cmd.add_argument("--limit", type=int, help="score N rows of each config, evenly spread over it")
@@ -126,6 +150,9 @@ def parser() -> argparse.ArgumentParser:
     score_cmd.add_argument("--gguf-file", help="a GGUF file inside --model's folder")
     score_cmd.add_argument("--truncate", action="store_true", help="keep the last tokens of over-long inputs instead of failing")
     score_cmd.set_defaults(run=_score)
+    protocols_cmd = commands.add_parser("protocols", help="list each benchmark's protocols and the families they are the default for")
+    protocols_cmd.add_argument("benchmark", nargs="?", choices=list(_benchmarks()))
+    protocols_cmd.set_defaults(run=_protocols)
     report_cmd = commands.add_parser("report", help="paper-style tables and plots across score runs")
     report_cmd.add_argument("runs", nargs="+", help="run folders written by physprobe score")
     report_cmd.add_argument("--out", default="report.md")

@@ -2,7 +2,7 @@
 
 A run folder holds ``predictions.parquet`` (config, row, scores, prediction, reference), ``metrics.json``
 (the papers' breakdowns from the evaluate modules), ``run.json`` (model, method, timing) and
-``cache.sqlite``: every request's scores keyed by the model's fingerprint and the request's hash, so an
+``cache.sqlite``: every request's scores (or generated text) keyed by the model's fingerprint and the request's hash, so an
 interrupted run (Ctrl-C, crash, out-of-memory) restarts where it stopped.
 """
 
@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from physprobe import protocols, registry
 from physprobe.errors import PhysprobeError
-from physprobe import tasks
 
 FAMILY_CLASSES = {
     "causal": "AutoModelForCausalLM",
@@ -45,14 +45,7 @@ def detect_method(config) -> str:
             return "causal"
         if config.model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
             return "mlm"
-    raise tasks.TaskError(f"cannot tell the model family from architectures={config.architectures}; pass --method")
-
-
-def default_method(benchmark: str, family: str) -> str:
-    """The method a family uses on a benchmark (Text2Afford asks generative models YES/NO)."""
-    if benchmark == "text2afford" and family in ("causal", "seq2seq"):
-        return "yes_no"
-    return family
+    raise protocols.ProtocolError(f"cannot tell the model family from architectures={config.architectures}; pass --method")
 
 
 @dataclass
@@ -69,11 +62,11 @@ def load(model_name: str, method: str | None, device: str | None, gguf_file: str
     import torch
     import transformers
 
-    if method is not None and method not in tasks.METHODS:
-        raise tasks.TaskError(f"unknown method {method!r}; known: {', '.join(tasks.METHODS)}")
+    if method is not None and method not in protocols.METHODS:
+        raise protocols.ProtocolError(f"unknown method {method!r}; known: {', '.join(protocols.METHODS)}")
     kwargs = {"gguf_file": gguf_file} if gguf_file else {}
     config = transformers.AutoConfig.from_pretrained(model_name, **kwargs)
-    if method == "yes_no":
+    if method not in (None, *protocols.FAMILIES):  # yes_no, generate: the model's own family
         family = "seq2seq" if config.is_encoder_decoder else "causal"
     else:
         family = method or detect_method(config)
@@ -85,7 +78,7 @@ def load(model_name: str, method: str | None, device: str | None, gguf_file: str
     except (ValueError, ImportError):  # architectures without SDPA fall back to their default attention
         model = auto.from_pretrained(model_name, dtype=dtype, **kwargs)
     except OSError as error:
-        raise tasks.TaskError(f"cannot load {model_name!r} as {FAMILY_CLASSES[family]}: {error}") from None
+        raise protocols.ProtocolError(f"cannot load {model_name!r} as {FAMILY_CLASSES[family]}: {error}") from None
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_name, **kwargs)
     if tokenizer.pad_token is None and tokenizer.eos_token is not None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -121,12 +114,19 @@ class Cache:
 
 
 def score_requests(loaded: Loaded, method: str, requests: list, truncate: bool, progress) -> list[list]:
-    """Scores of requests of one kind (see ``physprobe.tasks``), with the loaded model."""
+    """Scores (or ``[generated text]``) of requests of one kind (see ``physprobe.protocols``)."""
     from physprobe import scoring
 
     m, t, d = loaded.model, loaded.tokenizer, loaded.device
     kind = requests[0][0]
     payload = [r[1] for r in requests]
+    if kind == "generate":
+        from physprobe import generation
+
+        texts = generation.generate(m, t, payload, d, seq2seq=loaded.family == "seq2seq", truncate=truncate, progress=progress)
+        return [[text] for text in texts]
+    if kind == "mean_ids":
+        return scoring.mean_token_logprobs(m, t, payload, d, truncate=truncate, progress=progress)
     if kind == "sequences":
         return scoring.sequence_logprobs(m, t, payload, d, truncate=truncate, progress=progress)
     if kind == "masked":
@@ -157,24 +157,50 @@ def spread(n: int, limit: int | None) -> list[int]:
     return [i * n // limit for i in range(limit)]
 
 
+def resolve(benchmark: str, configs: list[str] | None, method: str | None, protocol: str | None):
+    """Check a run's arguments before any model loads; return its evaluation, configs and named protocol.
+
+    >>> evaluation, configs, chosen = resolve("prost", None, None, None)
+    >>> configs, chosen
+    (['default'], None)
+    """
+    evaluation = registry.evaluation(benchmark)
+    if method is not None and method not in protocols.METHODS:
+        raise protocols.ProtocolError(f"unknown method {method!r}; known: {', '.join(protocols.METHODS)}")
+    known = [config.name for config in registry.builder(benchmark).configs]
+    for config in configs or ():
+        if config not in known:
+            raise protocols.ProtocolError(f"{benchmark} has no config {config!r}; known: {', '.join(known)}")
+    chosen = evaluation.protocol(protocol) if protocol else None
+    if chosen is not None and method is not None and chosen.method != method:
+        raise protocols.ProtocolError(f"protocol {chosen.name!r} uses method {chosen.method!r}, not --method {method}")
+    if method is not None and not any(p.method == method for p in evaluation.protocols):
+        methods = sorted({p.method for p in evaluation.protocols})
+        raise protocols.ProtocolError(f"{benchmark} cannot be scored with method {method!r}; use one of {methods}")
+    return evaluation, list(configs or evaluation.configs), chosen
+
+
 def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: list[str] | None = None,
         method: str | None = None, limit: int | None = None, device: str | None = None,
-        gguf_file: str | None = None, truncate: bool = False, chunk: int = 512) -> dict:  # fmt: skip
-    """Score ``benchmark`` (built under ``data_dir``) with a model; write and return the metrics."""
+        gguf_file: str | None = None, truncate: bool = False, chunk: int = 512, protocol: str | None = None) -> dict:  # fmt: skip
+    """Score ``benchmark`` (built under ``data_dir``) with a model and a protocol; write and return the metrics.
+
+    Without ``protocol``, the benchmark's default for the model (its name, else its family, and ``method``).
+    """
     import datasets
     import pyarrow as pa
     import pyarrow.parquet as pq
     from tqdm.auto import tqdm
 
-    if benchmark not in tasks.SUPPORTED:
-        raise tasks.TaskError(f"unknown benchmark {benchmark!r}; known: {', '.join(tasks.SUPPORTED)}")
+    evaluation, configs, chosen = resolve(benchmark, configs, method, protocol)
     folder = data_dir / benchmark
     if not (folder / "README.md").is_file():
         raise PhysprobeError(f"{folder} is not a built benchmark; run `physprobe build {benchmark} --out {data_dir}` first")
-    loaded = load(model_name, method, device, gguf_file)
-    method = method or default_method(benchmark, loaded.family)
-    tasks.check(benchmark, method)
-    configs = configs or tasks.DEFAULT_CONFIGS[benchmark]
+    loaded = load(model_name, method or (chosen.method if chosen else None), device, gguf_file)
+    chosen = chosen or evaluation.default(loaded.family, method, model_name)
+    if loaded.family not in chosen.families:
+        raise protocols.ProtocolError(f"protocol {chosen.name!r} is for {', '.join(chosen.families)} models, not {loaded.family}")
+    method = chosen.method
     out.mkdir(parents=True, exist_ok=True)
     cache = Cache(out / "cache.sqlite")
     metrics, records, started, scored_items = {}, [], time.perf_counter(), 0
@@ -182,11 +208,13 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: lis
         try:
             dataset = datasets.load_dataset(str(folder), config, split="test")
         except ValueError as error:
-            raise tasks.TaskError(f"{benchmark} has no config {config!r}: {error}") from None
+            raise protocols.ProtocolError(f"{benchmark} has no config {config!r}: {error}") from None
         indices = spread(len(dataset), limit)
         rows = dataset.select(indices).to_list()
-        sep = loaded.tokenizer.sep_token or loaded.tokenizer.eos_token or "[SEP]"
-        reqs = [tasks.request(benchmark, config, row, method, sep_token=sep) for row in rows]
+        scored = [i for i, row in enumerate(rows) if not (chosen.skip and chosen.skip(row))]
+        excluded = len(rows) - len(scored)
+        indices, rows = [indices[i] for i in scored], [rows[i] for i in scored]
+        reqs = [chosen.build(row, config, loaded.tokenizer) for row in rows]
         keys = [Cache.key(loaded.fingerprint, method, r) for r in reqs]
         scores = cache.get(keys)
         missing = [i for i, k in enumerate(keys) if k not in scores]
@@ -198,17 +226,25 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: lis
                 cache.put(fresh)
                 scores.update(fresh)
         scored_items += len(missing)
-        row_scores = [scores[k] for k in keys]
-        predictions = [tasks.prediction(benchmark, method, s) for s in row_scores]
-        metrics[config] = tasks.compute_metrics(benchmark, config, rows, predictions, row_scores)
+        results = [scores[k] for k in keys]
+        predictions = [chosen.predict(result, row) for result, row in zip(results, rows)]
+        generated = [result[0] for result in results] if method == "generate" else [None] * len(rows)
+        row_scores = [[] for _ in rows] if method == "generate" else results
+        metrics[config] = evaluation.metrics(config, rows, predictions, row_scores)
+        if method == "generate":
+            metrics[config]["unparsed"] = sum(p is None for p in predictions)
+        if excluded:
+            metrics[config]["excluded"] = excluded
         records += [
             {"config": config, "row": indices[i], "scores": [float("nan") if s is None else s for s in row_scores[i]],
-             "prediction": -1 if predictions[i] is None else predictions[i], "reference": tasks.reference(benchmark, rows[i])}
+             "prediction": -1 if predictions[i] is None else predictions[i], "reference": evaluation.reference(rows[i]),
+             "generated": generated[i]}
             for i in range(len(rows))
         ]  # fmt: skip
     elapsed = time.perf_counter() - started
     pq.write_table(pa.Table.from_pylist(records), out / "predictions.parquet")
     info = {"model": model_name, "gguf_file": gguf_file, "benchmark": benchmark, "method": method,
+            "protocol": chosen.name, "protocol_source": chosen.source,
             "family": loaded.family, "configs": configs, "limit": limit, "device": str(loaded.device),
             "questions_scored": scored_items, "seconds": round(elapsed, 2)}  # fmt: skip
     _write_json(out / "metrics.json", metrics)

@@ -7,7 +7,9 @@
   the ranking is that of the whole sentence's log-probability (PROST's "highest total probability").
 - ``masked_logprobs``: log-probabilities of candidate words at the mask, one forward pass per text, the
   vocabulary projection applied at the mask position only.
-- ``seq2seq_logprobs``: log-probability of each target given its input (T5-style).
+- ``seq2seq_logprobs``: log-probability of each target (text or token ids) given its input (T5-style).
+- ``mean_token_logprobs``: mean log-probability of the tokens of whole token-id sequences (each
+  token after the first predicted), as PROST's released GPT code averages token losses.
 - ``entailment_probs``: NLI entailment probability of (premise, hypothesis) pairs.
 - ``yes_probs``: P(YES) / (P(YES) + P(NO)) of the answer after a prompt.
 
@@ -211,6 +213,37 @@ def _forward(model, keep: int, **inputs):
         return model(**inputs)
 
 
+# --- causal LM: mean token log-probability of whole sequences --------------------------------
+def mean_token_logprobs(model, tokenizer, questions: Sequence[Sequence[Sequence[int]]], device: torch.device,
+                        batch_tokens: int = 8192, max_batch: int = 64, truncate: bool = False,
+                        progress=None) -> list[list[float]]:  # fmt: skip
+    """Mean log-probability of tokens 2..n of every option's token ids (special tokens as given).
+
+    Kept apart from ``sequence_logprobs``: no shared prefix, every sequence runs whole, as the
+    reference protocols that average a sequence's token losses do.
+    """
+    limit = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
+    flat = [_check_length(ids, limit, truncate, f"token sequence of {len(ids)} ids") for options in questions for ids in options]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    def step(batch: list[int]) -> list[float]:
+        ids, mask = _pad_right([flat[i] for i in batch], pad, device)
+        logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+        predicted = mask[:, 1:]
+        return ((logprobs * predicted).sum(-1) / predicted.sum(-1)).tolist()
+
+    with torch.inference_mode(), _autocast(device):
+        values = run_batches(len(flat), [len(s) for s in flat], step, batch_tokens, max_batch)
+    if progress is not None:
+        progress.update(len(questions))
+    out, at = [], 0
+    for options in questions:
+        out.append(values[at : at + len(options)])
+        at += len(options)
+    return out
+
+
 # --- masked LM: candidates at the mask ------------------------------------------------------
 def candidate_ids(tokenizer, word: str) -> list[int]:
     """Token ids of a candidate word as it would appear after a space."""
@@ -269,7 +302,8 @@ def seq2seq_logprobs(model, tokenizer, questions: Sequence[tuple[str, Sequence[s
     """Log-probability of each target text given the question's input; the encoder runs once per question."""
     limit = tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None
     inputs = [_check_length(tokenizer(text)["input_ids"], limit, truncate, f"input {text[:60]!r}") for text, _ in questions]
-    targets = [[tokenizer(t)["input_ids"] for t in options] for _, options in questions]
+    # A target is text, or token ids when a protocol fixes them (e.g. PROST's T5 span: sentinel, option's first token).
+    targets = [[t if isinstance(t, list) else tokenizer(t)["input_ids"] for t in options] for _, options in questions]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     start = model.config.decoder_start_token_id if model.config.decoder_start_token_id is not None else pad
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
-from physprobe import runner, scoring, tasks
+from physprobe import protocols, registry, runner, scoring
 from physprobe.cli import main
 from physprobe.errors import PhysprobeError
 
@@ -55,7 +55,8 @@ def test_shared_prefix_scoring_equals_naive_scoring(tiny, built_all, batch_token
     model = AutoModelForCausalLM.from_pretrained(tiny["causal"]).eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
     prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 1171))
-    questions = [tasks.request("prost", "default", row, "causal")[1] for row in prost]
+    sentence_sum = registry.evaluation("prost").protocol("sentence-sum")
+    questions = [sentence_sum.build(row, "default", tokenizer)[1] for row in prost]
     questions.append(["Short.", "A much longer option with many more tokens in it."])  # ragged suffixes
     fast = scoring.sequence_logprobs(model, tokenizer, questions, torch.device("cpu"), batch_tokens=batch_tokens)
     with torch.inference_mode():
@@ -76,7 +77,7 @@ def test_masked_lm_one_pass_per_text_and_mask_position_only(tiny):
     assert sum(rows_seen) == 2  # one pass per text, whatever the number of candidates
     assert head_inputs == [(2, model.config.hidden_size)]  # vocabulary projection at the two masks only
     assert scores[0][2] is None and all(s is not None for s in scores[1])  # "zzzqqq" is several tokens
-    assert tasks.prediction("prost", "mlm", scores[0]) is None  # such a question is undecided, and reported
+    assert protocols.argmax(scores[0]) is None  # such a question is undecided, and reported
 
 
 def test_masked_lm_needs_a_mask_token(tiny):
@@ -114,8 +115,8 @@ def test_method_detection_and_mismatches(tiny):
     gguf_like = AutoConfig.from_pretrained(tiny["causal"])
     gguf_like.architectures = None  # GGUF configs name only the model type
     assert runner.detect_method(gguf_like) == "causal"
-    with pytest.raises(tasks.TaskError, match="newton cannot be scored with method 'mlm'"):
-        tasks.check("newton", "mlm")
+    with pytest.raises(protocols.ProtocolError, match="newton cannot be scored with method 'mlm'"):
+        runner.resolve("newton", None, "mlm", None)
 
 
 def test_cccons_decision_rule_in_the_pipeline():
@@ -123,8 +124,9 @@ def test_cccons_decision_rule_in_the_pipeline():
 
     # log-probabilities of larger, bigger, smaller, shorter: 0.3 + 0.3 of 1.0 -> obj1 larger.
     scores = [math.log(p) for p in (0.3, 0.3, 0.2, 0.2)]
-    assert tasks.prediction("cccons", "mlm", scores) == 0
-    assert tasks.prediction("cccons", "mlm", [math.log(p) for p in (0.1, 0.1, 0.2, 0.05)]) == 1
+    decide = registry.evaluation("cccons").protocol("mask-four").decide
+    assert decide(scores) == 0
+    assert decide([math.log(p) for p in (0.1, 0.1, 0.2, 0.05)]) == 1
 
 
 @pytest.mark.parametrize("benchmark, family", [("prost", "causal"), ("prost", "mlm"), ("prost", "seq2seq"),
@@ -137,9 +139,9 @@ def test_cli_scores_every_benchmark_and_reports(tiny, built_all, tmp_path, bench
     assert main(args) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     info = json.loads((out / "run.json").read_text())
-    assert info["method"] == runner.default_method(benchmark, family)
+    assert info["protocol"] == registry.evaluation(benchmark).default(family).name
     predictions = pq.read_table(out / "predictions.parquet").to_pylist()
-    sizes = [datasets.load_dataset(str(built_all / benchmark), c, split="test").num_rows for c in tasks.DEFAULT_CONFIGS[benchmark]]
+    sizes = [datasets.load_dataset(str(built_all / benchmark), c, split="test").num_rows for c in registry.evaluation(benchmark).configs]
     assert len(predictions) == sum(min(12, n) for n in sizes)
     if benchmark == "text2afford":
         assert metrics["default"]["strict"]["n"] == 10 and len(predictions[0]["scores"]) == 15
@@ -207,7 +209,8 @@ def test_a_trained_tiny_lm_is_scored_right(built_all, tmp_path):
             optimiser.step()
             optimiser.zero_grad()
     model.eval()
-    questions = [tasks.request("prost", "stacking", r, "causal")[1] for r in held_out]
+    sentence_sum = registry.evaluation("prost").protocol("sentence-sum")
+    questions = [sentence_sum.build(r, "stacking", tokenizer)[1] for r in held_out]
     scores = scoring.sequence_logprobs(model, tokenizer, questions, torch.device("cpu"))
-    correct = sum(tasks.prediction("prost", "causal", s) == r["label"] for s, r in zip(scores, held_out))
+    correct = sum(protocols.argmax(s) == r["label"] for s, r in zip(scores, held_out))
     assert correct / len(held_out) >= 0.8

@@ -1,0 +1,173 @@
+"""Evaluation protocols as data: what a model reads, how its answer is scored and decided, per benchmark.
+
+A benchmark declares, in ``dataset_scripts/<bench>/evaluation.py``, one ``Evaluation``: the configs
+scored by default, its ``Protocol`` s and the metric wiring that turns predictions into the paper's
+figures. The scorer (``physprobe.runner``) reads only these declarations and names no benchmark.
+
+A protocol's ``method`` says what it needs from the model, and fixes its request kind:
+
+- ``causal`` -> ``("sequences", [text, ...])``: log-probability of each option's full text
+  (or ``("mean_ids", [[id, ...], ...])``: mean token log-probability of token-id sequences);
+- ``mlm`` -> ``("masked", (text_with_[MASK], [word, ...]))``: candidates at the mask;
+- ``seq2seq`` -> ``("seq2seq", (input, [target, ...]))``: log-probability of each target
+  (text, or token ids);
+- ``nli`` -> ``("nli", [(premise, hypothesis), ...])``: entailment probability per pair;
+- ``yes_no`` -> ``("yes", [prompt, ...])``: P(YES) of each prompt;
+- ``generate`` -> ``("generate", {"prompt", "max_new_tokens", "stop"})``: greedy generated text,
+  parsed by the protocol's ``match``.
+
+>>> p = Protocol("demo", "causal", lambda row, config, tokenizer: [f"{row['q']} {o}" for o in row["options"]],
+...              source="demo paper §1", summary="whole sentences", default_for=("causal",))
+>>> p.build({"q": "Ice is", "options": ["cold", "hot"]}, "default", None)
+('sequences', ['Ice is cold', 'Ice is hot'])
+>>> p.decide([-3.0, -5.0]), p.families
+(0, ('causal',))
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from physprobe.errors import PhysprobeError
+
+FAMILIES = ("causal", "mlm", "seq2seq", "nli")
+METHODS = ("causal", "mlm", "seq2seq", "nli", "yes_no", "generate")
+KINDS = {"causal": "sequences", "mlm": "masked", "seq2seq": "seq2seq", "nli": "nli", "yes_no": "yes", "generate": "generate"}
+GENERATIVE = ("causal", "seq2seq")  # families that can answer YES/NO or generate
+
+
+class ProtocolError(PhysprobeError):
+    """A benchmark, config, method or protocol that does not exist or does not go together."""
+
+
+def argmax(scores: Sequence[float | None]) -> int | None:
+    """The index of the highest score (the first on ties); None when a score is missing.
+
+    >>> argmax([0.1, 0.5, 0.5]), argmax([0.1, None])
+    (1, None)
+    """
+    if not scores or any(s is None for s in scores):
+        return None
+    return max(range(len(scores)), key=lambda i: scores[i])
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One way of evaluating a benchmark with a model family, named after the paper or code it follows.
+
+    ``request(row, config, tokenizer)`` returns the payload of the method's request kind (``kind`` overrides
+    it); ``decide(scores)`` the predicted option (None: undecided); for ``generate``, ``match(text,
+    row)`` the option the generated text names (None: unparsed). ``skip(row)`` marks rows the
+    protocol leaves out (reported as ``excluded``); ``source`` is the paper section and upstream
+    file:line it follows.
+    """
+
+    name: str
+    method: str
+    request: Callable[[dict, str, object], object]
+    source: str
+    summary: str
+    default_for: tuple[str, ...] = ()
+    default_for_models: tuple[str, ...] = ()  # regexes on the model name, checked before families
+    families: tuple[str, ...] = ()  # default: the method's family, or causal and seq2seq
+    kind: str | None = None
+    decide: Callable[[Sequence[float | None]], int | None] = argmax
+    match: Callable[[str, dict], int | None] | None = None
+    max_new_tokens: int = 16
+    stop: tuple[str, ...] = ()
+    skip: Callable[[dict], bool] | None = None
+    skip_reason: str = ""
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise ValueError(f"protocol {self.name!r}: unknown method {self.method!r}; known: {', '.join(METHODS)}")
+        if not self.families:
+            object.__setattr__(self, "families", (self.method,) if self.method in FAMILIES else GENERATIVE)
+        if self.method == "generate" and self.match is None:
+            raise ValueError(f"protocol {self.name!r}: a generate protocol needs a match rule")
+
+    def build(self, row: dict, config: str, tokenizer) -> tuple[str, object]:
+        """The ``(kind, payload)`` request of one row of ``config``, for the model's tokenizer."""
+        payload = self.request(row, config, tokenizer)
+        if self.method == "generate":
+            payload = {"prompt": payload, "max_new_tokens": self.max_new_tokens, "stop": list(self.stop)}
+        return self.kind or KINDS[self.method], payload
+
+    def predict(self, result: list, row: dict) -> int | None:
+        """The predicted option from a request's result (scores, or ``[generated text]``)."""
+        if self.method == "generate":
+            return self.match(result[0], row)
+        return self.decide(result)
+
+
+def _reference(row: dict) -> list[int]:
+    return [int(row["label"])]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A benchmark's evaluation: configs scored by default, protocols, and metric wiring.
+
+    ``metrics(config, rows, predictions, scores)`` returns the paper's breakdowns for one config
+    (``predictions`` hold None for undecided rows); ``reference(row)`` the gold answer as a list.
+    """
+
+    benchmark: str
+    configs: tuple[str, ...]
+    protocols: tuple[Protocol, ...]
+    metrics: Callable[[str, list[dict], list, list], dict]
+    reference: Callable[[dict], list[int]] = _reference
+    notes: dict[str, str] = field(default_factory=dict)
+
+    def protocol(self, name: str) -> Protocol:
+        """The protocol called ``name``; a ``ProtocolError`` lists the known ones."""
+        for protocol in self.protocols:
+            if protocol.name == name:
+                return protocol
+        raise ProtocolError(f"{self.benchmark} has no protocol {name!r}; known: {', '.join(p.name for p in self.protocols)}")
+
+    def default(self, family: str, method: str | None = None, model_name: str = "") -> Protocol:
+        """The protocol a model gets without ``--protocol``: one matching its name, else its family's default.
+
+        With ``method``, only protocols of that method are considered (the first, if none is a default).
+        """
+        usable = [p for p in self.protocols if family in p.families and (method is None or p.method == method)]
+        for protocol in usable:
+            if any(re.search(pattern, model_name, re.IGNORECASE) for pattern in protocol.default_for_models):
+                return protocol
+        for protocol in usable:
+            if family in protocol.default_for:
+                return protocol
+        if usable and method is not None:
+            return usable[0]
+        what = f"method {method!r} with a {family} model" if method else f"a {family} model"
+        known = sorted({m for p in self.protocols if family in p.families for m in [p.method]})
+        hint = f"; methods for {family} models: {', '.join(known)}" if known else ""
+        raise ProtocolError(f"{self.benchmark} has no protocol for {what}{hint}")
+
+
+def decided(rows: list[dict], predictions: list) -> tuple[dict, list[int]]:
+    """The counts every multiple-choice config reports (``n``, ``undecided``) and the decided rows' indices.
+
+    >>> decided([{}, {}, {}], [0, None, 2])
+    ({'n': 3, 'undecided': 1}, [0, 2])
+    """
+    kept = [i for i, p in enumerate(predictions) if p is not None]
+    return {"n": len(rows), "undecided": len(rows) - len(kept)}, kept
+
+
+def metrics_dir() -> Path | None:
+    """The repository's ``metrics/`` folder when physprobe runs from a checkout, else None (Hub ids)."""
+    folder = Path(__file__).resolve().parents[1] / "metrics"
+    return folder if folder.is_dir() else None
+
+
+def load_metric(name: str):
+    """An evaluate module of physprobe: the local folder in a checkout, else ``physprobe/<name>`` on the Hub."""
+    import evaluate
+
+    folder = metrics_dir()
+    return evaluate.load(str(folder / name) if folder else f"physprobe/{name}")

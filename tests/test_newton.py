@@ -230,3 +230,23 @@ def test_bad_repository_rows_name_the_line(upstream, edit, message):
     rows = [dict(upstream[0], **edit)] + upstream[1:3]
     with pytest.raises(DataError, match=message):
         generator.read_repository(rows, "confident_questions.csv")
+
+
+def test_table_4_human_row_is_the_mean_agreement_per_attribute(built, tmp_path):
+    """Paper Table 4, row "Human": agreement % per attribute and Overall. A predictor that always gives
+    the majority answer scores each question's agreement; Overall is the mean over the eight attributes."""
+    import evaluate
+
+    from .conftest import REPO
+
+    track1 = load(built, "track1", tmp_path)
+    metric = evaluate.load(str(REPO / "metrics" / "agreement_accuracy"))
+    result = metric.compute(predictions=track1["label"], references=track1["label"], agreements=track1["agreement"],
+                            groups=track1["attribute"])  # fmt: skip
+    human = {"Elasticity": 89.1, "Stiffness": 78.7, "Surface smoothness": 79.2, "Surface Hardness": 78.9,
+             "Softness": 89.4, "Brittleness": 82.6, "Malleability": 86.8, "Sharpness": 90.5}  # fmt: skip
+    by_attribute = {a: round(100 * f["agreement_accuracy"], 1) for a, f in result["by_group"].items()}
+    assert by_attribute == human
+    macro = sum(f["agreement_accuracy"] for f in result["by_group"].values()) / 8
+    assert round(100 * macro, 1) == 84.4  # Overall: the mean over attributes, not over questions (86.3)
+    assert round(100 * result["agreement_accuracy"], 1) == 86.3

@@ -57,8 +57,9 @@ def match_answer(text: str, row: dict) -> int | None:
     """The option a generated answer names, or None (unparsed).
 
     Normalised as the released ``gpt_track*.py`` store responses (lower case, full stops removed), then,
-    in order: an option label at the start (``(b)``, ``b)``, ``b``); exactly one option text contained
-    in the answer (the longest wins when one option contains another, e.g. ``rock`` in ``rocking chair``).
+    in order: an option label at the start (``(b)``, ``b)``, ``b``); exactly one option text appearing
+    in the answer as whole words (the longest wins when one option holds another, e.g. ``rock`` in
+    ``rock salt``).
 
     >>> row = {"choices": ["rock", "rocking_chair", "pillow", "sponge"]}
     >>> match_answer("(c) pillow", row), match_answer("Rocking_chair.", row), match_answer("d", row)
@@ -70,7 +71,8 @@ def match_answer(text: str, row: dict) -> int | None:
     label = re.match(r"^\(?([a-d])\)?(?:\s|$)", answer)
     if label and LABELS.index(label.group(1)) < len(row["choices"]):
         return LABELS.index(label.group(1))
-    named = [i for i, choice in enumerate(row["choices"]) if choice.lower().replace(".", "") in answer]
+    named = [i for i, choice in enumerate(row["choices"])
+             if re.search(rf"(?<![\w]){re.escape(choice.lower().replace('.', ''))}(?![\w])", answer)]  # fmt: skip
     longest = [i for i in named if not any(row["choices"][i].lower() in row["choices"][j].lower() and i != j for j in named)]
     return longest[0] if len(longest) == 1 else None
 

@@ -94,8 +94,9 @@ def test_metrics_report_polarity_position_and_macro_breakdowns():
     rows = [{"attribute": "Softness", "polarity": "pos", "label": 0}, {"attribute": "Softness", "polarity": "neg", "label": 1},
             {"attribute": "Sharpness", "polarity": "neg", "label": 1}]  # fmt: skip
     out = evaluation.metrics("track2_boolean", rows, [0, 0, None], [[], [], []])
-    assert out["n"] == 3 and out["undecided"] == 1 and out["accuracy"] == 0.5
-    assert out["by_polarity"] == {"neg": {"accuracy": 0.0, "n": 1}, "pos": {"accuracy": 1.0, "n": 1}}
+    # The unparsed answer (None) counts as wrong: 1 right of 3.
+    assert out["n"] == 3 and out["undecided"] == 1 and out["accuracy"] == pytest.approx(1 / 3)
+    assert out["by_polarity"] == {"neg": {"accuracy": 0.0, "n": 2}, "pos": {"accuracy": 1.0, "n": 1}}
     track1 = [{"attribute": "Softness", "label": 0, "agreement": 1.0}, {"attribute": "Softness", "label": 2, "agreement": 0.5},
               {"attribute": "Sharpness", "label": 2, "agreement": 0.75}]  # fmt: skip
     out = evaluation.metrics("track1", track1, [0, 0, 2], [[], [], []])

@@ -106,20 +106,25 @@ def prompt(row: dict, config: str) -> str:
 def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> dict:
     """Accuracy (and Track 1 agreement) per attribute or scenario tag, per polarity (Track 2, Table 9 /
     Figure 4B) and per answer position (four-option configs, Figure 4C); Track 1 also the mean over
-    attributes (``*_macro``), which is how Table 4's Overall is computed (its human row)."""
-    out, kept = decided(rows, predictions)
-    if not kept:
+    attributes (``*_macro``), which is how Table 4's Overall is computed (its human row).
+
+    An answer that names no option (``undecided``: unparsed) counts as wrong, as a paper's accuracy over
+    all questions does; ``n`` is every question.
+    """
+    out, _ = decided(rows, predictions)
+    if not rows:
         return out
     key = "tag" if config == "track3" else "attribute"
-    agreements = [rows[i]["agreement"] for i in kept] if config == "track1" else None
     extra = {}
+    if config == "track1":
+        extra["agreements"] = [row["agreement"] for row in rows]
     if config.startswith("track2"):
-        extra["polarities"] = [rows[i]["polarity"] for i in kept]
+        extra["polarities"] = [row["polarity"] for row in rows]
     if config in ("track2_mc", "track3"):
         extra["by_position"] = True
     out.update(load_metric("agreement_accuracy").compute(
-        predictions=[predictions[i] for i in kept], references=[int(rows[i]["label"]) for i in kept],
-        agreements=agreements, groups=[str(rows[i][key]) for i in kept], **extra))  # fmt: skip
+        predictions=[-1 if p is None else p for p in predictions], references=[int(row["label"]) for row in rows],
+        groups=[str(row[key]) for row in rows], **extra))  # fmt: skip
     if config == "track1":
         groups = out["by_group"].values()
         out["agreement_accuracy_macro"] = sum(g["agreement_accuracy"] for g in groups) / len(groups)

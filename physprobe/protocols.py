@@ -13,8 +13,8 @@ A protocol's ``method`` says what it needs from the model, and fixes its request
   (text, or token ids);
 - ``nli`` -> ``("nli", [(premise, hypothesis), ...])``: entailment probability per pair;
 - ``yes_no`` -> ``("yes", [prompt, ...])``: P(YES) of each prompt;
-- ``generate`` -> ``("generate", {"prompt", "max_new_tokens", "stop"})``: greedy generated text,
-  parsed by the protocol's ``match``.
+- ``generate`` -> ``("generate", {"prompt", "choices", "max_new_tokens", "stop"})``: greedy generated
+  text, which the protocol's ``match(text, choices)`` maps to an option (None: unparsed).
 
 >>> p = Protocol("demo", "causal", lambda row, config, tokenizer: [f"{row['q']} {o}" for o in row["options"]],
 ...              source="demo paper §1", summary="whole sentences", default_for=("causal",))
@@ -59,10 +59,11 @@ class Protocol:
     """One way of evaluating a benchmark with a model family, named after the paper or code it follows.
 
     ``request(row, config, tokenizer)`` returns the payload of the method's request kind (``kind`` overrides
-    it); ``decide(scores)`` the predicted option (None: undecided); for ``generate``, ``match(text,
-    row)`` the option the generated text names (None: unparsed). ``skip(row)`` marks rows the
-    protocol leaves out (reported as ``excluded``); ``source`` is the paper section and upstream
-    file:line it follows.
+    it); ``decide(scores)`` the predicted option (None: undecided). A ``generate`` protocol's request
+    is ``{"prompt": str, "choices": [str, ...]}`` and ``match(text, choices)`` gives the option the
+    generated text names (None: unparsed). ``skip(row)`` marks rows the protocol leaves out (reported
+    as ``excluded``); ``source`` is the paper section and upstream file:line it follows;
+    ``reported_apart``: the paper reports it outside its averages (PROST Table 5's UnifiedQA).
     """
 
     name: str
@@ -75,11 +76,12 @@ class Protocol:
     families: tuple[str, ...] = ()  # default: the method's family, or causal and seq2seq
     kind: str | None = None
     decide: Callable[[Sequence[float | None]], int | None] = argmax
-    match: Callable[[str, dict], int | None] | None = None
+    match: Callable[[str, list[str]], int | None] | None = None
     max_new_tokens: int = 16
     stop: tuple[str, ...] = ()
     skip: Callable[[dict], bool] | None = None
     skip_reason: str = ""
+    reported_apart: bool = False
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -93,13 +95,13 @@ class Protocol:
         """The ``(kind, payload)`` request of one row of ``config``, for the model's tokenizer."""
         payload = self.request(row, config, tokenizer)
         if self.method == "generate":
-            payload = {"prompt": payload, "max_new_tokens": self.max_new_tokens, "stop": list(self.stop)}
+            payload = {**payload, "max_new_tokens": self.max_new_tokens, "stop": list(self.stop)}
         return self.kind or KINDS[self.method], payload
 
-    def predict(self, result: list, row: dict) -> int | None:
-        """The predicted option from a request's result (scores, or ``[generated text]``)."""
+    def predict(self, result: list, payload) -> int | None:
+        """The predicted option from a request's result (scores, or ``[generated text]``) and payload."""
         if self.method == "generate":
-            return self.match(result[0], row)
+            return self.match(result[0], payload["choices"])
         return self.decide(result)
 
 
@@ -112,7 +114,9 @@ class Evaluation:
     """A benchmark's evaluation: configs scored by default, protocols, and metric wiring.
 
     ``metrics(config, rows, predictions, scores)`` returns the paper's breakdowns for one config
-    (``predictions`` hold None for undecided rows); ``reference(row)`` the gold answer as a list.
+    (``predictions`` hold None for undecided rows); ``reference(row)`` the gold answer as a list;
+    ``pooled`` names figures the paper computes over several configs at once (key -> configs),
+    written beside the configs' own when all of them were scored.
     """
 
     benchmark: str
@@ -120,7 +124,16 @@ class Evaluation:
     protocols: tuple[Protocol, ...]
     metrics: Callable[[str, list[dict], list, list], dict]
     reference: Callable[[dict], list[int]] = _reference
-    notes: dict[str, str] = field(default_factory=dict)
+    pooled: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def pooled_metrics(self, outcomes: dict[str, tuple[list, list, list]]) -> dict:
+        """The ``pooled`` figures whose configs are all in ``outcomes`` (config -> rows, predictions, scores)."""
+        out = {}
+        for name, members in self.pooled.items():
+            if all(m in outcomes for m in members):
+                rows, predictions, scores = ([x for m in members for x in outcomes[m][k]] for k in range(3))
+                out[name] = self.metrics(name, rows, predictions, scores)
+        return out
 
     def protocol(self, name: str) -> Protocol:
         """The protocol called ``name``; a ``ProtocolError`` lists the known ones."""
@@ -171,3 +184,24 @@ def load_metric(name: str):
 
     folder = metrics_dir()
     return evaluate.load(str(folder / name) if folder else f"physprobe/{name}")
+
+
+def first_mentioned(text: str, choices: Sequence[str]) -> int | None:
+    """The choice the text names first (whole words, case-insensitive); None when it names none.
+
+    A choice inside a longer one ("key" in "key box") counts only where the longer one is not named.
+
+    >>> first_mentioned("The key box is bigger.", ["key", "key box"])
+    1
+    >>> first_mentioned("A key, not the box.", ["key", "key box"]), first_mentioned("Neither.", ["YES", "NO"])
+    (0, None)
+    """
+    found: list[tuple[int, int]] = []  # (start, choice), longer choices claim their span first
+    taken: list[tuple[int, int]] = []
+    for index in sorted(range(len(choices)), key=lambda i: -len(choices[i])):
+        pattern = r"(?<!\w)" + re.escape(choices[index].strip()) + r"(?!\w)"
+        for hit in re.finditer(pattern, text, re.IGNORECASE):
+            if not any(start <= hit.start() < end for start, end in taken):
+                found.append((hit.start(), index))
+                taken.append((hit.start(), hit.end()))
+    return min(found)[1] if found else None

@@ -2,8 +2,8 @@
 registers a builder (one line), and its folder's ``evaluation.py`` declares ``EVALUATION``.
 
 >>> from physprobe import registry
->>> registry.evaluation("prost").configs
-('default',)
+>>> all(registry.evaluation(name).benchmark == name for name in registry.names())
+True
 """
 
 from __future__ import annotations

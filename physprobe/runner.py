@@ -160,9 +160,10 @@ def spread(n: int, limit: int | None) -> list[int]:
 def resolve(benchmark: str, configs: list[str] | None, method: str | None, protocol: str | None):
     """Check a run's arguments before any model loads; return its evaluation, configs and named protocol.
 
-    >>> evaluation, configs, chosen = resolve("prost", None, None, None)
-    >>> configs, chosen
-    (['default'], None)
+    >>> name = registry.names()[0]
+    >>> evaluation, configs, chosen = resolve(name, None, None, None)
+    >>> configs == list(evaluation.configs), chosen
+    (True, None)
     """
     evaluation = registry.evaluation(benchmark)
     if method is not None and method not in protocols.METHODS:
@@ -203,7 +204,7 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: lis
     method = chosen.method
     out.mkdir(parents=True, exist_ok=True)
     cache = Cache(out / "cache.sqlite")
-    metrics, records, started, scored_items = {}, [], time.perf_counter(), 0
+    metrics, records, started, scored_items, outcomes = {}, [], time.perf_counter(), 0, {}
     for config in configs:
         try:
             dataset = datasets.load_dataset(str(folder), config, split="test")
@@ -227,11 +228,12 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: lis
                 scores.update(fresh)
         scored_items += len(missing)
         results = [scores[k] for k in keys]
-        predictions = [chosen.predict(result, row) for result, row in zip(results, rows)]
+        predictions = [chosen.predict(result, req[1]) for result, req in zip(results, reqs)]
         generated = [result[0] for result in results] if method == "generate" else [None] * len(rows)
         row_scores = [[] for _ in rows] if method == "generate" else results
         metrics[config] = evaluation.metrics(config, rows, predictions, row_scores)
-        if method == "generate":
+        outcomes[config] = (rows, predictions, row_scores)
+        if method == "generate":  # every undecided row is an answer that named no option
             metrics[config]["unparsed"] = sum(p is None for p in predictions)
         if excluded:
             metrics[config]["excluded"] = excluded
@@ -241,6 +243,10 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: lis
              "generated": generated[i]}
             for i in range(len(rows))
         ]  # fmt: skip
+    for name, pooled in evaluation.pooled_metrics(outcomes).items():  # figures over several configs, e.g. CConS's NoCon
+        if method == "generate":
+            pooled["unparsed"] = pooled["undecided"]
+        metrics[name] = pooled
     elapsed = time.perf_counter() - started
     pq.write_table(pa.Table.from_pylist(records), out / "predictions.parquet")
     info = {"model": model_name, "gguf_file": gguf_file, "benchmark": benchmark, "method": method,

@@ -42,14 +42,12 @@ def test_inverse_gap_readings(metric):
     predictions = [0, 0, 1, 1, 0, 1, 0, 1, 0]
     references = [0] * 9
     groups = ["mass"] * 8 + ["directions"]
-    per_pair = metric.compute(predictions=predictions, references=references, pairs=pairs, inverted=inverted, groups=groups)
+    per_pair = metric.compute(predictions=predictions, references=references, pairs=pairs, inverted=inverted, groups=groups,
+                              inverse_gap_reading="per_pair")  # fmt: skip
     assert per_pair["by_pair"]["mass_1"] == {"accuracy": 1.0, "inverted_accuracy": 0.0, "gap": 1.0}
     assert per_pair["inverse_gap"] == 0.5
     assert per_pair["inverse_gap_by_group"] == {"mass": 0.5}
-    pooled = metric.compute(
-        predictions=predictions, references=references, pairs=pairs, inverted=inverted, groups=groups,
-        inverse_gap_reading="pooled",
-    )  # fmt: skip
+    pooled = metric.compute(predictions=predictions, references=references, pairs=pairs, inverted=inverted, groups=groups)
     assert pooled["inverse_gap_by_group"] == {"mass": pytest.approx(abs(3 / 4 - 1 / 4))}
 
 
@@ -61,7 +59,8 @@ def test_inverse_gap_readings(metric):
         ({"predictions": [0, -1], "references": [0, 1]}, "negative"),
         ({"predictions": [0, 4], "references": [0, 1], "num_choices": 4}, r"predictions\[1\] = 4 is out of range"),
         ({"predictions": [0, 1], "references": [0, 1], "groups": ["a"]}, "groups has 1 entries"),
-        ({"predictions": [0, 1], "references": [0, 1], "templates": ["t", "t"]}, "templates needs groups"),
+        ({"predictions": [0, 1], "references": [0, 1], "positions": [1, 2]}, "template_mean' needs templates"),
+        ({"predictions": [0, 1], "references": [0, 1], "positions": [1, 2], "position_reading": "x"}, "position_reading must be"),
         ({"predictions": [0, 1], "references": [0, 1], "pairs": ["p", "p"]}, "pairs and inverted go together"),
         ({"predictions": [0, 1], "references": [0, 1], "pairs": ["p", "p"], "inverted": [False, False]}, "both sides"),
     ],

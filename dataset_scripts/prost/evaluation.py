@@ -1,16 +1,29 @@
 """PROST evaluation: default configs, protocols and metric wiring (read by ``physprobe score``).
 
+Defaults follow the authors' released code, nala-cub/prost at d6285efa (``src/baselines/``):
+``input_pipeline.py`` builds each architecture's input, ``zs_runner.py`` scores it, ``unifiedqa.py``
+matches UnifiedQA's answers, ``results.py`` turns predictions into Tables 5-7. Each protocol's
+``source`` names the lines; ``dataset_scripts/prost/card.md`` ("Evaluating") discusses them.
+
 >>> from physprobe.dataset_scripts.prost.evaluation import EVALUATION
->>> EVALUATION.default("mlm").name
-'sentence-mlm'
+>>> [EVALUATION.default(family).name for family in ("causal", "mlm", "seq2seq")]
+['released-gpt', 'released-mlm', 'released-t5']
+>>> EVALUATION.default("seq2seq", model_name="allenai/unifiedqa-t5-small").name
+'released-unifiedqa'
 """
 
 from __future__ import annotations
+
+import re
+import string
 
 from physprobe.generators.prost import superlative_pair
 from physprobe.protocols import Evaluation, Protocol, decided, load_metric
 
 OPTIONS = "ABCD"
+UPSTREAM = "nala-cub/prost@d6285efa src/baselines/"
+# input_pipeline.py:83/132/207 substitute the mask together with the space before it.
+_MASK = re.compile(r"( \[MASK\])|(\[MASK\])")
 
 
 def sentence(row: dict) -> str:
@@ -22,7 +35,47 @@ def sentence(row: dict) -> str:
     return f"{row['context']} {row['question']}"
 
 
-def _filled(row: dict, config: str, tokenizer) -> list[str]:
+def around_mask(row: dict) -> tuple[str, str]:
+    """The input's text before the mask (without the space before it) and after it.
+
+    >>> around_mask({"context": "A coin and an egg fall.", "question": "The [MASK] is heavier."})
+    ('A coin and an egg fall. The', ' is heavier.')
+    """
+    left, right = _MASK.split(sentence(row), maxsplit=1)[::3]
+    return left, right
+
+
+def option_ids(tokenizer, word: str) -> list[int]:
+    """An option's token ids as the released code encodes it: ``' %s' % word``, no special tokens
+    (``input_pipeline.py:38-42``)."""
+    return tokenizer(f" {word}", add_special_tokens=False)["input_ids"]
+
+
+def _ids(tokenizer, text: str) -> list[int]:
+    return tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
+
+
+def released_gpt_ids(row: dict, tokenizer) -> list[list[int]]:
+    """The four token sequences of ``create_examples_gpt`` (``input_pipeline.py:74-116``).
+
+    ``BOS + "{context} {question}" + EOS`` with the mask (and the space before it) replaced by a pad
+    token, tokenised, the pad's id then overwritten by the option's token (``' option'``). Special tokens
+    split the text, so the text before and after the mask are tokenised apart. BOS and EOS are the
+    tokenizer's, when it has them (upstream adds them for GPT-2, whose tokenizer has both, and not for
+    GPT-1, whose tokenizer has neither). An option of several tokens (upstream aborts) keeps them all.
+    """
+    left, right = around_mask(row)
+    bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
+    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    head, tail = bos + _ids(tokenizer, left), _ids(tokenizer, right) + eos
+    return [head + option_ids(tokenizer, row[o]) + tail for o in OPTIONS]
+
+
+def _released_gpt(row: dict, config: str, tokenizer) -> list[list[int]]:
+    return released_gpt_ids(row, tokenizer)
+
+
+def _sentences(row: dict, config: str, tokenizer) -> list[str]:
     return [sentence(row).replace("[MASK]", row[o]) for o in OPTIONS]
 
 
@@ -30,12 +83,109 @@ def _masked(row: dict, config: str, tokenizer) -> tuple[str, list[str]]:
     return sentence(row), [row[o] for o in OPTIONS]
 
 
-def _span(row: dict, config: str, tokenizer) -> tuple[str, list[str]]:
+def released_t5_input(row: dict) -> str:
+    """``create_examples_t5``'s input text: the mask and its leading space become ``<extra_id_0>``
+    (``input_pipeline.py:131-136``).
+
+    >>> released_t5_input({"context": "A coin and an egg fall.", "question": "The [MASK] is heavier."})
+    'A coin and an egg fall. The<extra_id_0> is heavier.'
+    """
+    left, right = around_mask(row)
+    return f"{left}<extra_id_0>{right}"
+
+
+def _released_t5(row: dict, config: str, tokenizer) -> tuple[str, list[list[int]]]:
+    # Decoder reads <pad> <extra_id_0>; the logits at position 1 are compared at each option's first token
+    # (zs_runner.py:107-116). Scoring [<extra_id_0>, option] adds log P(<extra_id_0>), the same for all four.
+    sentinel = tokenizer.convert_tokens_to_ids("<extra_id_0>")
+    return released_t5_input(row), [[sentinel, option_ids(tokenizer, row[o])[0]] for o in OPTIONS]
+
+
+def _span_sum(row: dict, config: str, tokenizer) -> tuple[str, list[str]]:
     return sentence(row).replace("[MASK]", "<extra_id_0>"), [f"<extra_id_0> {row[o]} <extra_id_1>" for o in OPTIONS]
 
 
+def unifiedqa_input(row: dict) -> str:
+    """PROST Table 2's UnifiedQA format as ``create_examples_unifiedqa`` writes it: a literal backslash-n
+    between the parts (``input_pipeline.py:279``).
+
+    >>> print(unifiedqa_input({"ex_question": "Which is heavier?", "A": "coin", "B": "egg", "C": "leaf",
+    ...                        "D": "brick", "context": "A coin and an egg fall."}))
+    Which is heavier? \\n (A) coin (B) egg (C) leaf (D) brick \\n A coin and an egg fall.
+    """
+    return "{ex_question} \\n (A) {A} (B) {B} (C) {C} (D) {D} \\n {context}".format_map(row)
+
+
+def _unifiedqa(row: dict, config: str, tokenizer) -> dict:
+    # The answer is matched against the options' first tokens decoded together and split on spaces
+    # (zs_runner.py:161), as upstream does.
+    first = [option_ids(tokenizer, row[o])[0] for o in OPTIONS]
+    return {"prompt": unifiedqa_input(row), "choices": tokenizer.decode(first).split()}
+
+
+def normalize_answer(text: str) -> str:
+    """UnifiedQA's answer normalisation (``unifiedqa.py:38-58``): lower case, no punctuation, no
+    ``{}^\\`<`` characters, no articles, single spaces.
+
+    >>> normalize_answer("The Egg!")
+    'egg'
+    """
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    text = re.sub("[{}^\\\\`\u2047<]", " ", text)
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def unifiedqa_score(prediction: str, truth: str) -> float:
+    """``score_unifiedqa`` (``unifiedqa.py:61-81``): 3 exact, 2 equal after normalisation, else the token
+    overlap when either has several words, else 0.
+
+    >>> unifiedqa_score("egg", "egg"), unifiedqa_score("The egg.", "egg"), unifiedqa_score("egg white", "egg")
+    (3.0, 2.0, 0.5)
+    """
+    if prediction == truth:
+        return 3.0
+    prediction, truth = normalize_answer(prediction), normalize_answer(truth)
+    if prediction == truth:
+        return 2.0
+    if " " in prediction or " " in truth:
+        p, t = prediction.split(" "), truth.split(" ")
+        return len(set(p) & set(t)) / max(len(p), len(t))
+    return 0.0
+
+
+def unifiedqa_match(text: str, choices: list[str]) -> int | None:
+    """``get_pred_idx`` (``unifiedqa.py:84-90``): the best-scoring option (first on ties); None (upstream
+    -1) when every score is 0.
+
+    >>> unifiedqa_match("egg", ["coin", "egg", "leaf", "brick"]), unifiedqa_match("a rock", ["coin", "egg"])
+    (1, None)
+    """
+    scores = [unifiedqa_score(text, truth) for truth in choices]
+    if not scores or max(scores) == 0:
+        return None
+    return scores.index(max(scores))
+
+
+def template_position(name: str) -> int:
+    """Table 6's position as the released analysis code reads it: the number after the concept in the
+    template name (``results.py``, ``process_preds_positions``).
+
+    >>> template_position("nonstacking_3"), template_position("mass_1_b"), template_position("directions_2_a")
+    (3, 1, 2)
+    """
+    return int(name.split("_")[1])
+
+
 def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> dict:
-    """Table 5 (templates into concepts, macro average), Table 6 (answer position), Table 7 (inverse gaps)."""
+    """Table 5 (templates into concepts, macro average), Table 6 (position), Table 7 (inverse gaps).
+
+    ``by_position``: Table 6 as ``results.py`` computes it (position from the template name, template
+    accuracies averaged, every concept); ``by_answer_position``: the answer's context position
+    (``label`` + 1), questions pooled, directions left out. Table 7 pools each side's questions per
+    concept (``results.py``, ``process_preds_inverse``).
+    """
     out, kept = decided(rows, predictions)
     if not kept:
         return out
@@ -50,25 +200,63 @@ def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> d
     if not any(pairs):
         pairs, inverted = None, None
     out.update(accuracy.compute(predictions=preds, references=refs, groups=[rows[i]["group"] for i in kept],
-                                templates=names, pairs=pairs, inverted=None if inverted is None else list(inverted)))  # fmt: skip
+                                templates=names, pairs=pairs, inverted=None if inverted is None else list(inverted),
+                                positions=[template_position(n) for n in names]))  # fmt: skip
     objects = [j for j, i in enumerate(kept) if rows[i]["group"] != "directions"]
     if objects:
         positions = accuracy.compute(predictions=[preds[j] for j in objects], references=[refs[j] for j in objects],
-                                     positions=[refs[j] + 1 for j in objects])  # fmt: skip
-        out["by_position"] = positions["by_position"]
+                                     positions=[refs[j] + 1 for j in objects], position_reading="question_mean")  # fmt: skip
+        out["by_answer_position"] = positions["by_position"]
     return out
+
+
+def _sliding(row: dict) -> bool:
+    return "sliding" in row["name"]
 
 
 EVALUATION = Evaluation(
     benchmark="prost",
     configs=("default",),
     protocols=(
-        Protocol("sentence-sum", "causal", _filled, "PROST §4 ('highest total probability'); physprobe reading",
-                 "whole sentence with each option, summed log-probability", default_for=("causal",)),
-        Protocol("sentence-mlm", "mlm", _masked, "PROST §4, Table 2", "the four options' words at the mask",
-                 default_for=("mlm",)),
-        Protocol("span-sum", "seq2seq", _span, "PROST Table 2 (T5 span format); physprobe reading",
-                 "'<extra_id_0> option <extra_id_1>' as target, summed log-probability", default_for=("seq2seq",)),
+        Protocol(
+            "released-gpt", "causal", _released_gpt, kind="mean_ids", default_for=("causal",),
+            source=f"PROST §4 'Decoder Models', Table 2; {UPSTREAM}input_pipeline.py:74-116 (create_examples_gpt), "
+                   "zs_runner.py:89-103 (mean token loss), results.py to_wide_rankings (lowest loss)",
+            summary="BOS + context + question with the option's token + EOS; highest mean token log-probability",
+        ),
+        Protocol(
+            "sentence-sum", "causal", _sentences,
+            source="PROST §4 'we select the sentence with the highest probability' (Warstadt et al., 2020)",
+            summary="whole sentence with each option, no EOS; highest summed log-probability (physprobe's earlier default)",
+        ),
+        Protocol(
+            "released-mlm", "mlm", _masked, default_for=("mlm",),
+            source=f"PROST §4 'Encoder Models', Table 2; {UPSTREAM}input_pipeline.py:167-194 (create_examples_bert/"
+                   "roberta/albert), zs_runner.py:117-135 (softmax over the four options at the mask)",
+            summary="the four options' tokens at the mask, highest probability; an option of several tokens is undecided",
+        ),
+        Protocol(
+            "released-t5", "seq2seq", _released_t5, default_for=("seq2seq",), skip=_sliding,
+            skip_reason="sliding: ice and frost are not single T5 tokens (PROST §4; Table 5 '*')",
+            source=f"PROST §4 'Encoder-decoder Models', Table 2; {UPSTREAM}input_pipeline.py:120-163 (create_examples_t5, "
+                   "dropme sliding), zs_runner.py:107-116 (decoder position 1, options' first tokens)",
+            summary="'<extra_id_0>' for the mask; the options' first tokens after <extra_id_0> in the decoder; sliding excluded",
+        ),
+        Protocol(
+            "span-sum", "seq2seq", _span_sum,
+            source="PROST Table 2 (T5 target '<X> option <Y>'); physprobe reading",
+            summary="'<extra_id_0> option <extra_id_1>' as target, summed log-probability (physprobe's earlier default)",
+        ),
+        Protocol(
+            "released-unifiedqa", "generate", _unifiedqa, families=("seq2seq",), default_for_models=(r"unifiedqa",),
+            match=unifiedqa_match, max_new_tokens=19, reported_apart=True,
+            skip=lambda row: _sliding(row) or row["ex_question"] == "",
+            skip_reason="sliding and questions without ex_question (input_pipeline.py:290)",
+            source=f"PROST §4 'Finetuned Conditional LMs', Table 2; {UPSTREAM}input_pipeline.py:266-298 "
+                   "(create_examples_unifiedqa), zs_runner.py:80-83 (generate, default max_length 20), "
+                   "unifiedqa.py:38-90 (answer matching); Table 5: outside the task average",
+            summary="'ex_question \\n (A) .. (D) .. \\n context', greedy answer matched to an option as UnifiedQA scores it",
+        ),
     ),  # fmt: skip
     metrics=metrics,
 )

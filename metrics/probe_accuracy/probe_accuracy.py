@@ -18,10 +18,14 @@ Args:
     references (`list` of `int`): correct option index of each question.
     groups (`list` of `str`, optional): group of each question (PROST concept, CConS subset).
         Adds `by_group` ({group: {"accuracy", "n"}}) and `macro_accuracy` (mean of the group accuracies).
-    templates (`list` of `str`, optional, needs `groups`): template of each question. A group's
-        accuracy is then the mean of its templates' accuracies, as in PROST's Table 5; adds `by_template`.
+    templates (`list` of `str`, optional): template of each question. With `groups`, a group's
+        accuracy is the mean of its templates' accuracies, as in PROST's Table 5; adds `by_template`.
     positions (`list` of `int`, optional): position of the correct answer in the context.
         Adds `by_position` ({position: {"accuracy", "n"}}) as in PROST's Table 6.
+    position_reading (`str`, default "template_mean"): how a position's accuracy is formed.
+        "template_mean" (needs `templates`): the mean of the accuracies of the templates at that
+        position, as PROST's released analysis code computes Table 6 (`src/baselines/results.py`,
+        `process_preds_positions`). "question_mean": accuracy over the position's questions.
     pairs (`list` of `str`, optional, with `inverted`): superlative-inverse pair of each question
         (e.g. "mass_1" for mass_1_a and mass_1_b) and whether the question is on the inverted side.
         Adds `by_pair` ({pair: {"accuracy", "inverted_accuracy", "gap"}}) and `inverse_gap`, the mean
@@ -29,9 +33,10 @@ Args:
         (PROST's directions) have no inverse and are left out. With `groups`, adds
         `inverse_gap_by_group` and their mean, `macro_inverse_gap` (Table 7's macro average).
     inverted (`list` of `bool`, optional, with `pairs`): see `pairs`.
-    inverse_gap_reading (`str`, default "per_pair"): how a group's inverse gap is formed from its
-        pairs. "per_pair": the mean of its pairs' gaps. "pooled": |accuracy over all its non-inverted
-        questions - accuracy over all its inverted ones|. The PROST paper does not say which it used.
+    inverse_gap_reading (`str`, default "pooled"): how a group's inverse gap is formed from its
+        pairs. "pooled": |accuracy over all its non-inverted questions - accuracy over all its
+        inverted ones|, as PROST's released analysis code computes Table 7 (`src/baselines/results.py`,
+        `process_preds_inverse`). "per_pair": the mean of its pairs' gaps.
     num_choices (`int`, optional): number of options; predictions and references must lie in [0, num_choices).
 Returns:
     accuracy (`float`): fraction of correct predictions over all questions (micro), and the
@@ -57,10 +62,20 @@ Examples:
 
     >>> result = metric.compute(
     ...     predictions=[0, 1, 1, 1], references=[0, 1, 0, 1], positions=[1, 2, 1, 2],
+    ...     position_reading="question_mean",
     ...     pairs=["mass_1", "mass_1", "mass_1", "mass_1"], inverted=[False, False, True, True],
     ... )
     >>> result["by_position"], result["inverse_gap"]
     ({1: {'accuracy': 0.5, 'n': 2}, 2: {'accuracy': 1.0, 'n': 2}}, 0.5)
+
+    Table 6 as the released code reads it: template accuracies averaged per position:
+
+    >>> result = metric.compute(
+    ...     predictions=[0, 0, 0, 1, 1], references=[0, 0, 1, 1, 0], positions=[1, 1, 1, 2, 2],
+    ...     templates=["s_1", "s_1", "t_1", "s_2", "s_2"],
+    ... )
+    >>> result["by_position"]
+    {1: {'accuracy': 0.5, 'n': 3}, 2: {'accuracy': 0.5, 'n': 2}}
 """
 
 _CITATION = """
@@ -72,7 +87,8 @@ _CITATION = """
 }
 """
 
-READINGS = ("per_pair", "pooled")
+READINGS = ("pooled", "per_pair")
+POSITION_READINGS = ("template_mean", "question_mean")
 
 
 def _labels(name, values, num_choices):
@@ -126,7 +142,8 @@ class ProbeAccuracy(evaluate.Metric):
         positions=None,
         pairs=None,
         inverted=None,
-        inverse_gap_reading="per_pair",
+        inverse_gap_reading="pooled",
+        position_reading="template_mean",
         num_choices=None,
     ):
         if len(predictions) == 0:
@@ -135,8 +152,10 @@ class ProbeAccuracy(evaluate.Metric):
             raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
         if inverse_gap_reading not in READINGS:
             raise ValueError(f"inverse_gap_reading must be one of {READINGS}, got {inverse_gap_reading!r}")
-        if templates is not None and groups is None:
-            raise ValueError("templates needs groups: template accuracies are averaged into their group")
+        if position_reading not in POSITION_READINGS:
+            raise ValueError(f"position_reading must be one of {POSITION_READINGS}, got {position_reading!r}")
+        if positions is not None and position_reading == "template_mean" and templates is None:
+            raise ValueError("position_reading='template_mean' needs templates; pass them or position_reading='question_mean'")
         if (pairs is None) != (inverted is None):
             raise ValueError("pairs and inverted go together: give both or neither")
         n = len(predictions)
@@ -149,8 +168,7 @@ class ProbeAccuracy(evaluate.Metric):
         if groups is not None:
             result.update(self._by_group(correct, groups, templates))
         if positions is not None:
-            keys, means, counts = _mean_by(positions, correct)
-            result["by_position"] = {_key(k): {"accuracy": float(m), "n": int(c)} for k, m, c in zip(keys, means, counts)}
+            result["by_position"] = self._by_position(correct, positions, templates, position_reading)
         if pairs is not None:
             result.update(self._inverse_gaps(correct, pairs, inverted.astype(bool), groups, inverse_gap_reading))
         return result
@@ -168,6 +186,17 @@ class ProbeAccuracy(evaluate.Metric):
         out["by_group"] = {_key(k): {"accuracy": float(m), "n": int(c)} for k, m, c in zip(keys, means, counts)}
         out["macro_accuracy"] = float(means.mean())
         return out
+
+    @staticmethod
+    def _by_position(correct, positions, templates, reading):
+        keys, means, counts = _mean_by(positions, correct)
+        if reading == "template_mean":
+            # (position, template) cells; a position's accuracy is the mean of its templates' accuracies.
+            cells = np.char.add(np.char.add(positions.astype(str), "\x1f"), templates.astype(str))
+            cell_keys, cell_means, _ = _mean_by(cells, correct)
+            owners = np.array([key.split("\x1f")[0] for key in cell_keys])
+            means = np.array([cell_means[owners == str(k)].mean() for k in keys])
+        return {_key(k): {"accuracy": float(m), "n": int(c)} for k, m, c in zip(keys, means, counts)}
 
     @staticmethod
     def _inverse_gaps(correct, pairs, inverted, groups, reading):

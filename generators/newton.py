@@ -40,6 +40,7 @@ ATTRIBUTES = {  # upstream attribute name -> phrase in Track 2 questions (paper 
     "Sharpness": "sharp",
 }
 POLARITIES = ("low", "high")
+NAME_STYLES = ("upstream", "natural")  # object names as the upstream generator writes them, or with spaces
 LIKERT_POLARITY = {1.0: "low", 3.0: "high"}
 DISTRACTOR_RULES = ("all", "any")
 
@@ -76,8 +77,21 @@ class Repository:
         return [o for o in self.objects if test(self.polarity[o].get(a) == p for a, p in flipped)]
 
 
-def read_repository(rows: Iterable[Mapping], source: str) -> Repository:
-    """The repository from upstream rows (``category``, ``attribute``, ``result_majority``, ``agreement``)."""
+def render_name(name: str, style: str = "upstream") -> str:
+    """An object name in questions: as the upstream generator writes it (its ``category`` verbatim,
+    underscores and all), or ``"natural"`` with spaces.
+
+    >>> render_name("birthday_cake"), render_name("birthday_cake", "natural")
+    ('birthday_cake', 'birthday cake')
+    """
+    if style not in NAME_STYLES:
+        raise ValueError(f"object name style must be one of {NAME_STYLES}, got {style!r}")
+    return name if style == "upstream" else name.replace("_", " ")
+
+
+def read_repository(rows: Iterable[Mapping], source: str, names: str = "upstream") -> Repository:
+    """The repository from upstream rows (``category``, ``attribute``, ``result_majority``, ``agreement``),
+    object names rendered in the ``names`` style (see ``render_name``)."""
     entries = []
     for line, row in enumerate(rows, start=2):
         where = f"{source}: line {line}"
@@ -97,7 +111,7 @@ def read_repository(rows: Iterable[Mapping], source: str) -> Repository:
             raise DataError(f"{where}: missing or non-numeric agreement {row.get('agreement')!r}") from None
         if not 0.0 <= agreement <= 1.0:
             raise DataError(f"{where}: agreement {agreement} is outside [0, 1]")
-        entries.append(Entry(row["category"], row["attribute"], LIKERT_POLARITY[majority], agreement))
+        entries.append(Entry(render_name(row["category"], names), row["attribute"], LIKERT_POLARITY[majority], agreement))
     return Repository(entries)
 
 
@@ -311,34 +325,40 @@ def track2_mc(repository: Repository, seed: int, cap: int = 2500) -> list[dict]:
 
 
 # --- Track 3: the nine scenarios of the paper's Table 1 ---------------------------------------
+# In the order, wording and conditions of the upstream generator (implicit_querying_template.py), which
+# are those of Table 1 but for two questions (noted below); each scenario keeps the upstream ``tag``.
 _WHICH = "Which of {object1}, {object2}, {object3}, {object4}"
 SCENARIOS = (
-    ("I am packing a backpack.", f"{_WHICH} should I put at the bottom?", {"Stiffness": "high", "Brittleness": "low"}),
-    ("I have an irregularly shaped space in my suitcase, and four objects with the same volume.",
+    ("backpack_packing", "I am packing a backpack.", f"{_WHICH} should I put at the bottom?",
+     {"Stiffness": "high", "Brittleness": "low"}),
+    ("suitcase_packing", "I have an irregularly shaped space in my suitcase, and four objects with the same volume.",
      f"{_WHICH} could fit in that space?", {"Malleability": "high", "Elasticity": "high"}),
-    ("I need an object to place sandpaper above.", f"{_WHICH} is the most suitable?",
+    ("sandpaper_placing", "I need an object to place sandpaper above.", f"{_WHICH} is the most suitable?",
      {"Surface Hardness": "high", "Surface smoothness": "low"}),
-    ("I am trying to open some plastic packaging.", f"{_WHICH} can help me open?", {"Sharpness": "high"}),
-    ("I am wrapping fragile gifts and want to protect them from impact.", f"{_WHICH} should I choose for cushioning?",
-     {"Softness": "high", "Elasticity": "high"}),
-    ("I need to hammer a nail into a solid wooden board.", f"{_WHICH} should I choose?",
+    ("plastic_packaging", "I am trying to open some plastic packaging.", f"{_WHICH} can help me open?",
+     {"Sharpness": "high"}),
+    ("fragile_gifts", "I am wrapping fragile gifts and want to protect them from impact.",
+     f"{_WHICH} should I choose for cushioning?", {"Softness": "high", "Elasticity": "high"}),
+    ("hammering", "I need to hammer a nail into a solid wooden board.", f"{_WHICH} should I choose?",
      {"Surface Hardness": "high", "Brittleness": "low", "Stiffness": "high"}),
-    ("I need to prepare a work table as a play area for kids.", f"{_WHICH} should I remove?", {"Sharpness": "high"}),
-    # The paper's Table 1 asks "should I remove?" here, which contradicts its own conditions (the answer is
-    # the tough, elastic object); the upstream generator asks "can be tossed safely?", used here.
-    ("I have a robot which sorts objects by tossing them to bins.", f"{_WHICH} can be tossed safely?",
+    ("kids_play_area", "I need to prepare a work table as a play area for kids.", f"{_WHICH} should I remove?",
+     {"Sharpness": "high"}),
+    # Table 1 asks "should I remove?" here, which contradicts its own conditions (the answer is the tough,
+    # elastic object); the upstream generator asks "can be tossed safely?", used here.
+    ("robot_tossing", "I have a robot which sorts objects by tossing them to bins.", f"{_WHICH} can be tossed safely?",
      {"Brittleness": "low", "Elasticity": "high"}),
-    ("I need an object to provide insulation from a sharp edge on a piece of furniture.", f"{_WHICH} should I choose?",
-     {"Softness": "high", "Elasticity": "high"}),
+    # Table 1 says "insulation from a sharp edge"; the upstream generator "insulation for a sharp edge", used here.
+    ("insulation", "I need an object to provide insulation for a sharp edge on a piece of furniture.",
+     f"{_WHICH} should I choose?", {"Softness": "high", "Elasticity": "high"}),
 )  # fmt: skip
 
 
 def scenario_specs(distractors: str = "all", cap: int = 10_000) -> list[Spec]:
-    """The nine Track 3 scenarios as pipeline specs."""
+    """The nine Track 3 scenarios as pipeline specs (``scenario`` = Table 1 number, ``tag`` = upstream tag)."""
     return [
         Spec(f"scenario_{i}", context, question, tuple(Condition(a, p, 3) for a, p in conditions.items()),
-             max_questions=cap, distractors=distractors, extra={"scenario": i})  # fmt: skip
-        for i, (context, question, conditions) in enumerate(SCENARIOS, start=1)
+             max_questions=cap, distractors=distractors, extra={"scenario": i, "tag": tag})  # fmt: skip
+        for i, (tag, context, question, conditions) in enumerate(SCENARIOS, start=1)
     ]
 
 

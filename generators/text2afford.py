@@ -88,14 +88,21 @@ def aggregate(annotations: Iterable[Mapping], source: str = "annotations") -> li
 
     Each returned row has ``sentence``, ``object``, ``labels`` (15 ints), ``agreement`` (15 floats:
     share of annotators voting with the binary majority) and ``likert_agreement`` (15 floats: share
-    of annotators giving the most common Likert rating), in order of first appearance.
+    of annotators giving the most common Likert rating), in order of first appearance. An annotator
+    rating the same pair twice is an error naming both lines (a vote would otherwise count twice).
     """
     pairs: dict[tuple[str, str], list[list[int]]] = {}
+    first_line: dict[tuple[str, str, str], int] = {}
     for line, row in enumerate(annotations, start=2):
         where = f"{source}: line {line}"
         for field in ("sentence", "object", "annotator"):
             if not str(row.get(field) or "").strip():
                 raise DataError(f"{where}: empty {field!r}")
+        key = (row["sentence"], row["object"], row["annotator"])
+        if key in first_line:
+            raise DataError(f"{where}: annotator {row['annotator']!r} already rated ({row['sentence']!r}, "
+                            f"{row['object']!r}) on line {first_line[key]}; keep one rating per annotator and pair")
+        first_line[key] = line
         pairs.setdefault((row["sentence"], row["object"]), []).append([_rating(row, c, where) for c in CLASS_NAMES])
     rows = []
     for (sentence, obj), ratings in pairs.items():
@@ -119,10 +126,15 @@ def aggregate(annotations: Iterable[Mapping], source: str = "annotations") -> li
     return rows
 
 
-def alpha(annotations: Sequence[Mapping], level: str) -> float:
-    """Krippendorff's alpha over all (pair, class) units, annotators as coders.
+def alpha(annotations: Sequence[Mapping], level: str) -> float | None:
+    """Krippendorff's alpha over all (pair, class) units, annotators as coders; None where undefined.
 
-    ``level="nominal"`` on the binarised votes, ``"ordinal"`` on the raw Likert ratings.
+    ``level="nominal"`` on the binarised votes, ``"ordinal"`` on the raw Likert ratings. Alpha is
+    undefined when no unit has two ratings (a single annotator) or every rating is the same value.
+
+    >>> rows = [{"sentence": "s", "object": "o", "annotator": a, **{c: 3 for c in CLASS_NAMES}} for a in "ab"]
+    >>> alpha(rows, "nominal") is None
+    True
     """
     import krippendorff
 
@@ -138,6 +150,9 @@ def alpha(annotations: Sequence[Mapping], level: str) -> float:
         ratings = [int(row[c]) for c in CLASS_NAMES]
         values = [binarise(r) for r in ratings] if level == "nominal" else ratings
         data[coder_index[row["annotator"]], start : start + len(CLASSES)] = values
+    pairable = (~np.isnan(data)).sum(axis=0) >= 2
+    if not pairable.any() or len(np.unique(data[:, pairable][~np.isnan(data[:, pairable])])) < 2:
+        return None
     return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level))
 
 
@@ -157,6 +172,39 @@ def from_release(rows: Iterable[Mapping], source: str) -> list[dict]:
         out.append({"sentence": row["Sentence"], "object": row["Object"], "labels": labels,
                     "agreement": None, "likert_agreement": None})  # fmt: skip
     return out
+
+
+def statistics(rows: Sequence[Mapping]) -> dict[str, object]:
+    """The paper's Table 3 / Appendix B figures that follow from the labels alone.
+
+    >>> stats = statistics([{"sentence": "s", "object": "o", "labels": [1] * 2 + [0] * 13}])
+    >>> stats["pairs"], stats["triples"], stats["max_positives"], stats["avg_objects_per_class"]
+    (1, 15, 2, 0.13333333333333333)
+    """
+    positives = np.array([row["labels"] for row in rows], dtype=int)
+    per_class = positives.sum(axis=0)
+    per_pair = positives.sum(axis=1)
+    seen: dict[tuple[str, str], int] = {}
+    for row in rows:
+        seen[(row["sentence"], row["object"])] = seen.get((row["sentence"], row["object"]), 0) + 1
+    return {
+        "pairs": len(rows),
+        "classes": len(CLASSES),
+        "triples": len(rows) * len(CLASSES),
+        "instances_annotated": len(rows) * len(CLASSES) * 3,  # Table 3: pairs x classes x three annotators
+        "positives": int(per_class.sum()),
+        "positives_per_class": dict(zip(CLASS_NAMES, per_class.tolist())),
+        "avg_objects_per_class": float(per_class.mean()),
+        "most_prominent": (CLASS_NAMES[int(per_class.argmax())], int(per_class.max())),
+        "least_prominent": (CLASS_NAMES[int(per_class.argmin())], int(per_class.min())),
+        "max_positives": int(per_pair.max()),
+        "pairs_with_a_positive": int((per_pair > 0).sum()),
+        "pairs_without_a_negative": int((per_pair == len(CLASSES)).sum()),
+        "distinct_pairs": len(seen),
+        "repeated_pairs": sum(1 for n in seen.values() if n > 1),
+        "distinct_objects": len({row["object"] for row in rows}),
+        "distinct_sentences": len({row["sentence"] for row in rows}),
+    }
 
 
 def per_class(rows: Iterable[Mapping], index: int) -> list[dict]:

@@ -62,8 +62,8 @@ class Card:
 class Benchmark:
     """A benchmark builder: from upstream files (``generate``) to typed rows, split into configs.
 
-    Its files are the pinned ``upstream`` release, or, where none is pinned, whatever
-    ``local_sources`` finds in the mirror folder.
+    Its files are whatever ``local_sources`` finds in the mirror folder (inputs that replace the
+    release, e.g. Text2Afford's raw annotations), else the pinned ``upstream`` release.
     """
 
     name: str
@@ -77,9 +77,10 @@ class Benchmark:
 
     def sources(self, source_dir: str | os.PathLike | None = None) -> Mapping[str, Path]:
         """Local paths of this benchmark's input files (downloaded and checked if pinned)."""
-        if self.upstream is not None:
-            return fetch(self.upstream, source_dir)
-        return self.local_sources(resolve_source_dir(source_dir)) if self.local_sources else {}
+        local = self.local_sources(resolve_source_dir(source_dir)) if self.local_sources else {}
+        if local or self.upstream is None:
+            return local
+        return fetch(self.upstream, source_dir)
 
     def config(self, name: str) -> Config:
         """The config called ``name``; ``KeyError`` lists the known ones."""

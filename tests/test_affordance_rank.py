@@ -3,10 +3,12 @@
 import evaluate
 import pytest
 
-from physprobe.dataset_scripts.text2afford.text2afford import PAPER_SAMPLE, read_tsv
+from physprobe.dataset_scripts.text2afford.text2afford import read_tsv
 from physprobe.generators.text2afford import CLASS_NAMES, from_release
 
 from .conftest import REPO, run_metric_examples
+
+FIGURE_10 = REPO.parent / "shared" / "data" / "samples" / "text2afford_paper_figure10.tsv"
 
 
 @pytest.fixture(scope="module")
@@ -16,7 +18,7 @@ def metric():
 
 def test_docstring_examples(metric):
     outcome = run_metric_examples(metric)
-    assert outcome.failed == 0 and outcome.attempted >= 4
+    assert outcome.failed == 0 and outcome.attempted >= 7
 
 
 def test_strict_pairwise_and_averages_worked_by_hand(metric):
@@ -25,11 +27,13 @@ def test_strict_pairwise_and_averages_worked_by_hand(metric):
     # Pair 2: positive 0.9, negatives 0.3, 0.4, 0.8 -> strict 1/1, pairwise 3/3.
     scores = [[0.6, 0.5, 0.2, 0.1], [0.3, 0.9, 0.4, 0.8]]
     labels = [[1, 0, 1, 0], [0, 1, 0, 0]]
-    strict = metric.compute(predictions=scores, references=labels)
+    strict = metric.compute(predictions=scores, references=labels, mode="strict")
     assert strict["accuracy"] == pytest.approx(2 / 3)  # (1 + 1) / (2 + 1)
-    assert metric.compute(predictions=scores, references=labels, average="macro")["accuracy"] == pytest.approx(0.75)
-    pairwise = metric.compute(predictions=scores, references=labels, mode="pairwise")
+    strict_macro = metric.compute(predictions=scores, references=labels, mode="strict", average="macro")
+    assert strict_macro["accuracy"] == pytest.approx(0.75)
+    pairwise = metric.compute(predictions=scores, references=labels)  # the default mode
     assert pairwise["accuracy"] == pytest.approx(6 / 7)
+    assert metric.compute(predictions=scores, references=labels, average="macro")["accuracy"] == pytest.approx(7 / 8)
     # Pair 1 ranking: pos, neg, pos, neg -> AP = (1/1 + 2/3) / 2; pair 2: AP = 1.
     assert strict["map"] == pytest.approx(((1 + 2 / 3) / 2 + 1) / 2)
 
@@ -37,8 +41,11 @@ def test_strict_pairwise_and_averages_worked_by_hand(metric):
 def test_ties_count_as_wrong_and_share_a_rank(metric):
     # YES/NO scores: positives 1, 1; negatives 1, 0. Strict: neither positive beats the tied negative.
     scores, labels = [[1.0, 1.0, 1.0, 0.0]], [[1, 1, 0, 0]]
-    assert metric.compute(predictions=scores, references=labels)["accuracy"] == 0.0
-    assert metric.compute(predictions=scores, references=labels, mode="pairwise")["accuracy"] == 0.5
+    assert metric.compute(predictions=scores, references=labels, mode="strict")["accuracy"] == 0.0
+    assert metric.compute(predictions=scores, references=labels)["accuracy"] == 0.5
+    # The released masked-LM / NLI scripts count ties as correct (`>=`): every comparison is then won.
+    assert metric.compute(predictions=scores, references=labels, ties="correct")["accuracy"] == 1.0
+    assert metric.compute(predictions=scores, references=labels, mode="strict", ties="correct")["accuracy"] == 1.0
     # Three classes tie at the top, two of them positive: precision 2/3 for each positive.
     assert metric.compute(predictions=scores, references=labels)["map"] == pytest.approx(2 / 3)
 
@@ -50,8 +57,8 @@ def test_map_at_k(metric):
     assert result["map"] == pytest.approx(0.25)
 
 
-def test_paper_sample_perfect_and_reversed_scorers(metric):
-    references = [row["labels"] for row in from_release(read_tsv(PAPER_SAMPLE, ["Sentence", "Object"]), "sample")]
+def test_figure_10_rows_perfect_and_reversed_scorers(metric):
+    references = [row["labels"] for row in from_release(read_tsv(FIGURE_10, ["Sentence", "Object"]), "figure 10")]
     perfect = [[float(v) for v in labels] for labels in references]
     reversed_ = [[1.0 - v for v in labels] for labels in perfect]
     for mode in ("strict", "pairwise"):
@@ -70,6 +77,7 @@ def test_paper_sample_perfect_and_reversed_scorers(metric):
         ({"predictions": [[0.1, 0.2], [0.3, 0.1]], "references": [[1, 0]]}, "predictions|references|Mismatch"),
         ({"predictions": [[0.1, 0.2, 0.3]], "references": [[1, 0]]}, "3 scores per pair but references 2"),
         ({"predictions": [[0.1, 0.2]], "references": [[1, 0]], "mode": "loose"}, "mode must be one of"),
+        ({"predictions": [[0.1, 0.2]], "references": [[1, 0]], "ties": "half"}, "ties must be one of"),
         ({"predictions": [[0.1, 0.2]], "references": [[0, 0]]}, "no pair has a positive class"),
         ({"predictions": [], "references": []}, "empty|nothing"),
     ],

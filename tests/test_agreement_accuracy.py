@@ -48,3 +48,14 @@ def test_groups_and_micro_overall(metric):
 def test_bad_input_is_a_value_error(metric, kwargs, message):
     with pytest.raises(ValueError, match=message):
         metric.compute(**kwargs)
+
+
+def test_polarity_and_position_breakdowns_worked_by_hand(metric):
+    # NEWTON Table 9 / Figure 4B (polarity) and Figure 4C (position of the correct option).
+    result = metric.compute(predictions=[0, 1, 3, 2, 2], references=[0, 1, 3, 0, 2],
+                            polarities=["pos", "neg", "neg", "pos", "pos"], by_position=True)  # fmt: skip
+    assert result["by_polarity"] == {"neg": {"accuracy": 1.0, "n": 2}, "pos": {"accuracy": 2 / 3, "n": 3}}
+    assert result["by_position"] == {"0": {"accuracy": 0.5, "n": 2}, "1": {"accuracy": 1.0, "n": 1},
+                                     "2": {"accuracy": 1.0, "n": 1}, "3": {"accuracy": 1.0, "n": 1}}  # fmt: skip
+    with pytest.raises(ValueError, match="polarities has 1 entries"):
+        metric.compute(predictions=[0, 1], references=[0, 1], polarities=["pos"])

@@ -55,6 +55,65 @@ def test_track_sizes_and_every_scenario(built, tmp_path):
     assert 150_000 < total < 170_000  # "about 160K" in the paper
 
 
+def test_default_config_is_track1(built, tmp_path):
+    # load_dataset("physprobe/newton") with no config name gives Track 1 questions (issue 11).
+    rows = datasets.load_dataset(str(built), split="test", cache_dir=str(tmp_path))
+    assert rows.num_rows == 2891 and set(rows.column_names) >= {"question", "choices", "label", "agreement"}
+
+
+def test_scenarios_follow_the_upstream_templates():
+    # implicit_querying_template.py at the pinned commit: tags in this order; scenario 9 "insulation for".
+    assert [tag for tag, *_ in generator.SCENARIOS] == [
+        "backpack_packing", "suitcase_packing", "sandpaper_placing", "plastic_packaging", "fragile_gifts",
+        "hammering", "kids_play_area", "robot_tossing", "insulation"]  # fmt: skip
+    insulation = generator.SCENARIOS[8]
+    assert insulation[1] == "I need an object to provide insulation for a sharp edge on a piece of furniture."
+    assert generator.SCENARIOS[7][2].endswith("can be tossed safely?")
+
+
+@pytest.fixture(scope="module")
+def track3_counts(repo):
+    return Counter(row["tag"] for row in generator.track3(repo, builder.SEED))
+
+
+def test_table_6_overall_is_the_question_weighted_mean_with_alphabetical_columns(track3_counts):
+    """Paper Table 6 (Track 3): each model's Overall equals the mean of its nine scenario columns weighted
+    by questions only when column k is the k-th upstream tag in alphabetical order. Printed figures are
+    rounded to 0.1, so the weighted mean may differ from Overall by at most 0.05 + 0.05."""
+    from physprobe.dataset_scripts.newton.published import TABLE_6, TABLE_6_COLUMNS, by_tag
+
+    assert track3_counts["hammering"] == 3960 and track3_counts["sandpaper_placing"] == 1456
+    assert TABLE_6_COLUMNS.index("hammering") == 2 and TABLE_6_COLUMNS.index("sandpaper_placing") == 7
+    table1_order = [tag for tag, *_ in generator.SCENARIOS]
+    total = sum(track3_counts.values())
+    misses = []
+    for model, (columns, overall) in TABLE_6.items():
+        accuracy = by_tag(model)
+        weighted = sum(accuracy[tag] * track3_counts[tag] for tag in TABLE_6_COLUMNS) / total
+        assert abs(weighted - overall) <= 0.1, model
+        as_table1 = sum(a * track3_counts[tag] for a, tag in zip(columns, table1_order)) / total
+        misses.append(abs(as_table1 - overall))
+    assert max(misses) > 5  # Table 1's numbering does not fit (GPT-4: 82.3 vs 87.7)
+    assert TABLE_6["GPT-4"] == ((95.7, 92.5, 100.0, 77.9, 75.2, 96.8, 91.8, 50.8, 84.2), 87.7)
+
+
+def test_track3_rows_carry_their_upstream_tag(built, tmp_path):
+    track3 = load(built, "track3", tmp_path)
+    first = {}
+    for scenario, tag in zip(track3["scenario"], track3["tag"]):
+        first.setdefault(scenario, tag)
+    assert first == {i: tag for i, (tag, *_) in enumerate(generator.SCENARIOS, start=1)}
+
+
+def test_object_names_as_upstream_writes_them_or_natural(upstream):
+    rows = [r for r in upstream if r["category"] == "birthday_cake"]
+    assert rows, "birthday_cake is in the repository"
+    assert {e.object for e in generator.read_repository(rows, "csv").entries} == {"birthday_cake"}
+    assert {e.object for e in generator.read_repository(rows, "csv", names="natural").entries} == {"birthday cake"}
+    with pytest.raises(ValueError, match="object name style"):
+        generator.render_name("birthday_cake", "title")
+
+
 def test_answer_positions_are_flat(built, tmp_path):
     for config in ("track2_mc", "track3"):
         counts = Counter(load(built, config, tmp_path)["label"])
@@ -171,3 +230,23 @@ def test_bad_repository_rows_name_the_line(upstream, edit, message):
     rows = [dict(upstream[0], **edit)] + upstream[1:3]
     with pytest.raises(DataError, match=message):
         generator.read_repository(rows, "confident_questions.csv")
+
+
+def test_table_4_human_row_is_the_mean_agreement_per_attribute(built, tmp_path):
+    """Paper Table 4, row "Human": agreement % per attribute and Overall. A predictor that always gives
+    the majority answer scores each question's agreement; Overall is the mean over the eight attributes."""
+    import evaluate
+
+    from .conftest import REPO
+
+    track1 = load(built, "track1", tmp_path)
+    metric = evaluate.load(str(REPO / "metrics" / "agreement_accuracy"))
+    result = metric.compute(predictions=track1["label"], references=track1["label"], agreements=track1["agreement"],
+                            groups=track1["attribute"])  # fmt: skip
+    human = {"Elasticity": 89.1, "Stiffness": 78.7, "Surface smoothness": 79.2, "Surface Hardness": 78.9,
+             "Softness": 89.4, "Brittleness": 82.6, "Malleability": 86.8, "Sharpness": 90.5}  # fmt: skip
+    by_attribute = {a: round(100 * f["agreement_accuracy"], 1) for a, f in result["by_group"].items()}
+    assert by_attribute == human
+    macro = sum(f["agreement_accuracy"] for f in result["by_group"].values()) / 8
+    assert round(100 * macro, 1) == 84.4  # Overall: the mean over attributes, not over questions (86.3)
+    assert round(100 * result["agreement_accuracy"], 1) == 86.3

@@ -100,8 +100,8 @@ def test_entailment_label_lookup(tiny):
 def test_too_long_input_is_an_error_unless_truncated(tiny):
     model = AutoModelForCausalLM.from_pretrained(tiny["causal"])
     tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
-    long = " ".join(["apple"] * 400)
-    with pytest.raises(scoring.ScoringError, match="over the model's maximum of 256; pass --truncate"):
+    long = " ".join(["apple"] * 800)
+    with pytest.raises(scoring.ScoringError, match="over the model's maximum of 512; pass --truncate"):
         scoring.sequence_logprobs(model, tokenizer, [[long + " a", long + " b"]], torch.device("cpu"))
     scores = scoring.sequence_logprobs(model, tokenizer, [[long + " a", long + " b"]], torch.device("cpu"), truncate=True)
     assert len(scores[0]) == 2

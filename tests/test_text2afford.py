@@ -1,18 +1,20 @@
-"""Text2Afford: the paper sample build, the raw-annotation pipeline worked by hand, prompts, bad input."""
+"""Text2Afford: the pinned release build and its statistics (paper Table 3, Appendix B), the raw-annotation
+pipeline worked by hand, prompts, and bad unpinned input."""
 
 import csv
 
 import datasets
 import pytest
 
-from physprobe.dataset_scripts.text2afford.text2afford import PAPER_SAMPLE, TEXT2AFFORD
-from physprobe.errors import DataError
+from physprobe.dataset_scripts.text2afford.text2afford import TEXT2AFFORD, UPSTREAM, read_tsv
+from physprobe.errors import DataError, SourceError
 from physprobe.export import build
 from physprobe.generators import text2afford as generator
 
 from .conftest import REPO
 
 CLASSES = generator.CLASS_NAMES
+FIGURE_10 = REPO.parent / "shared" / "data" / "samples" / "text2afford_paper_figure10.tsv"
 
 
 def test_fifteen_classes_in_the_paper_order():
@@ -20,33 +22,90 @@ def test_fifteen_classes_in_the_paper_order():
                        "PourFrom", "LookThrough", "WriteWith", "TypeOn"]  # fmt: skip
 
 
-def test_embedded_sample_is_the_papers_figure_10():
-    shared = REPO.parent / "shared" / "data" / "samples" / "text2afford_paper_figure10.tsv"
-    assert PAPER_SAMPLE.read_bytes() == shared.read_bytes()
+def test_release_is_pinned_to_the_authors_commit_and_checksum():
+    (item,) = UPSTREAM.files
+    assert item.url == ("https://raw.githubusercontent.com/sayantan11995/Affordance/"
+                        "f8593ffc74c90af775d0282629405a3053f9f11f/data/final_normal_dataset.tsv")  # fmt: skip
+    sums = (REPO.parent / "shared" / "data" / "upstream" / "SOURCES.md").read_text()
+    assert f"{item.sha256}  ./text2afford/final_normal_dataset.tsv" in sums
 
 
 @pytest.fixture(scope="module")
-def sample_build(tmp_path_factory):
-    return build(TEXT2AFFORD, tmp_path_factory.mktemp("t2a"), tmp_path_factory.mktemp("empty-mirror")).path
+def release_build(upstream_dir, tmp_path_factory):
+    return build(TEXT2AFFORD, tmp_path_factory.mktemp("t2a"), upstream_dir).path
 
 
-def test_paper_sample_default_and_grasp_load(sample_build, tmp_path):
-    default = datasets.load_dataset(str(sample_build), "default", split="test", cache_dir=str(tmp_path))
-    assert default.num_rows == 10
-    first = default[0]
-    assert (first["object"], first["labels"]) == ("cattle", [0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0])
-    assert first["agreement"] is None
-    grasp = datasets.load_dataset(str(sample_build), "grasp", split="test", cache_dir=str(tmp_path))
-    assert grasp.features["label"].names == ["cannot", "can"]
-    assert sum(grasp["label"]) == 7  # Grasp column of Figure 10
-    sit_on = datasets.load_dataset(str(sample_build), "sit_on", split="test", cache_dir=str(tmp_path))
-    assert [r["object"] for r in sit_on if r["label"] == 1] == ["bench", "deck"]
+@pytest.fixture(scope="module")
+def release_rows(upstream_dir):
+    path = upstream_dir / "text2afford" / "final_normal_dataset.tsv"
+    return generator.from_release(read_tsv(path, ["Sentence", "Object", *CLASSES]), str(path))
 
 
-def test_card_says_which_source_built_it(sample_build):
-    card = (sample_build / "README.md").read_text()
-    assert "Built from the paper sample only" in card
-    assert "$" not in card.split("---", 2)[2]
+def test_default_build_is_the_full_release(release_build, tmp_path):
+    default = datasets.load_dataset(str(release_build), "default", split="test", cache_dir=str(tmp_path))
+    assert default.num_rows == 2368  # paper Table 3: # of sentence-object pairs
+    lift = datasets.load_dataset(str(release_build), "lift", split="test", cache_dir=str(tmp_path))
+    assert lift.num_rows == 2368 and sum(lift["label"]) == 851  # Table 3: Lift (851 objects)
+    write_with = datasets.load_dataset(str(release_build), "write_with", split="test", cache_dir=str(tmp_path))
+    assert sum(write_with["label"]) == 3  # Table 3: WriteWith (3 objects)
+    assert default[0]["agreement"] is None
+    assert " ." in default[0]["sentence"] or " ," in default[0]["sentence"]  # released tokenised
+
+
+def test_table_3_and_appendix_statistics_from_the_data(release_rows):
+    stats = generator.statistics(release_rows)
+    assert stats["pairs"] == 2368 and stats["classes"] == 15  # Table 3
+    assert stats["triples"] == 35520  # Table 1: 35,520 (2368 * 15)
+    assert stats["instances_annotated"] == 106560  # Table 3: 106560 (2368 x 15 x 3)
+    assert round(stats["avg_objects_per_class"]) == 333  # Table 3: Avg # of objects / class 333
+    assert stats["most_prominent"] == ("Lift", 851) and stats["least_prominent"] == ("WriteWith", 3)  # Table 3
+    assert stats["max_positives"] == 9  # Appendix B.1: "the maximum number of positive affordances per pair is 9"
+    assert stats["pairs_with_a_positive"] == 1819  # Appendix E: 1819 pairs with at least one positive
+    assert stats["pairs_without_a_negative"] == 0  # footnote 5: no instance without a negative class
+
+
+def test_card_reports_the_statistics_and_no_sample_warning(release_build):
+    card = (release_build / "README.md").read_text()
+    body = card.split("---", 2)[2]
+    assert "Built from the authors' released table" in card and "f8593ffc74c90af775d0282629405a3053f9f11f" in card
+    assert "| # of sentence-object pairs | 2,368 | 2368 (Table 3) |" in body
+    assert "| most prominent class | Lift (851 pairs) |" in body
+    assert "tokenised" in body and "MIT" in body
+    assert "$" not in body and "cannot be reached" not in body and "paper sample" not in body
+
+
+def test_figure_10_rows_are_in_the_release_with_the_same_labels(release_rows):
+    # The release is tokenised and the figure is not; the figure also misprints one first word
+    # ("While ran towards ..." for the release's "White ran towards ..."): compare from the second word.
+    squeeze = lambda text: "".join(text.split()[1:])  # noqa: E731
+    released = {(squeeze(r["sentence"]), r["object"]): r["labels"] for r in release_rows}
+    figure = generator.from_release(read_tsv(FIGURE_10, ["Sentence", "Object", *CLASSES]), str(FIGURE_10))
+    assert len(figure) == 10
+    for row in figure:
+        assert released[(squeeze(row["sentence"]), row["object"])] == row["labels"]
+
+
+def test_random_baseline_of_table_6_is_pairwise_accuracy(release_rows):
+    """Table 6 "Random baseline 0.18" (Appendix B.1: "yes" on a random number of classes, 0 to 9 as
+    Python's range(0, 9)). Each (positive, negative) pair is right when the positive got YES and the
+    negative NO: with k YES answers, k (15 - k) / (15 x 14); averaged over k = 0..8 that is
+    336 / 1890 = 0.178 -> 0.18. Strict accuracy (a positive above every negative) gives far less."""
+    import evaluate
+    import numpy as np
+
+    metric = evaluate.load(str(REPO / "metrics" / "affordance_rank"))
+    rng = np.random.default_rng(0)
+    references = [row["labels"] for row in release_rows]
+    predictions = []
+    for _ in references:
+        yes = np.zeros(15)
+        yes[rng.choice(15, size=rng.integers(0, 9), replace=False)] = 1.0
+        predictions.append(yes.tolist())
+    assert sum(k * (15 - k) for k in range(9)) / (9 * 15 * 14) == pytest.approx(0.1778, abs=1e-4)
+    pairwise = metric.compute(predictions=predictions, references=references)
+    assert round(pairwise["accuracy"], 2) == 0.18  # the default mode is pairwise, ties wrong
+    strict = metric.compute(predictions=predictions, references=references, mode="strict")
+    assert strict["accuracy"] < 0.1
 
 
 def annotation_rows():
@@ -95,7 +154,7 @@ def write_tsv(path, rows):
         writer.writerows(rows)
 
 
-def test_raw_annotations_build_end_to_end(tmp_path):
+def test_raw_annotations_replace_the_release(tmp_path):
     (tmp_path / "mirror" / "text2afford").mkdir(parents=True)
     write_tsv(tmp_path / "mirror" / "text2afford" / "annotations.tsv", annotation_rows())
     path = build(TEXT2AFFORD, tmp_path / "out", tmp_path / "mirror").path
@@ -103,6 +162,11 @@ def test_raw_annotations_build_end_to_end(tmp_path):
     assert ride["label"] == [1, 0] and ride["agreement"] == [1.0, 1.0]
     card = (path / "README.md").read_text()
     assert "Built from raw annotations" in card and "Krippendorff's alpha: 0.444" in card
+
+
+def test_a_mirror_without_the_release_names_the_missing_file(tmp_path):
+    with pytest.raises(SourceError, match=r"upstream file final_normal_dataset\.tsv not found"):
+        build(TEXT2AFFORD, tmp_path / "out", tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -126,12 +190,47 @@ def test_tied_vote_is_an_error():
         generator.aggregate([r for r in annotation_rows() if r["annotator"] != "ann3"][:2])
 
 
-def test_release_table_with_a_non_binary_label(tmp_path):
+def test_single_annotator_or_constant_ratings_give_an_undefined_alpha(tmp_path):
+    single = [row for row in annotation_rows() if row["annotator"] == "ann1"]
+    assert generator.alpha(single, "nominal") is None and generator.alpha(single, "ordinal") is None
+    constant = [{**row, **{c: "3" for c in CLASSES}} for row in annotation_rows()]
+    assert generator.alpha(constant, "nominal") is None
     (tmp_path / "text2afford").mkdir()
-    text = PAPER_SAMPLE.read_text().replace("cattle\t0", "cattle\t2", 1)
-    (tmp_path / "text2afford" / "text2afford.tsv").write_text(text)
-    with pytest.raises(DataError, match=r"text2afford\.tsv: line 2: column 'Grasp' must be 0 or 1, got '2'"):
+    write_tsv(tmp_path / "text2afford" / "annotations.tsv", single)
+    card = (build(TEXT2AFFORD, tmp_path / "out", tmp_path).path / "README.md").read_text()
+    assert "Krippendorff's alpha: undefined (a single annotator" in card
+
+
+def test_an_annotator_rating_a_pair_twice_names_both_lines(tmp_path):
+    rows = annotation_rows()
+    rows.insert(3, dict(rows[1]))  # ann2 rates the horse pair again on line 5
+    with pytest.raises(DataError, match=r"annotations: line 5: annotator 'ann2' already rated .* on line 3"):
+        generator.aggregate(rows)
+
+
+def _annotations_file(tmp_path, data: bytes):
+    (tmp_path / "text2afford").mkdir()
+    (tmp_path / "text2afford" / "annotations.tsv").write_bytes(data)
+
+
+def _tsv_bytes(rows):
+    header = "\t".join(rows[0])
+    return ("\n".join([header, *("\t".join(str(v) for v in row.values()) for row in rows)]) + "\n").encode()
+
+
+@pytest.mark.parametrize(
+    "mangle, message",
+    [(lambda data: data.split(b"\n", 1)[0] + b"\n", r"annotations\.tsv: the table has a header but no rows"),
+     (lambda data: b"\xef\xbb\xbf" + data, r"annotations\.tsv: line 1 starts with a UTF-8 byte-order mark"),
+     (lambda data: data.replace(b"He rode", b"He r\xf6de", 1), r"annotations\.tsv: line 2 is not UTF-8 \(byte 0xf6\)"),
+     (lambda data: data.replace(b"She typed", b"She\ttyped", 1), r"annotations\.tsv: line 5 does not have the header's 18 columns")],
+)  # fmt: skip
+def test_bad_unpinned_table_is_a_one_line_error(tmp_path, mangle, message):
+    _annotations_file(tmp_path, mangle(_tsv_bytes(annotation_rows())))
+    with pytest.raises(DataError, match=message) as error:
         build(TEXT2AFFORD, tmp_path / "out", tmp_path)
+    assert "\n" not in str(error.value)
+    assert not (tmp_path / "out" / "text2afford").exists()
 
 
 def test_prompts_of_table_4_and_10():

@@ -49,7 +49,7 @@ def causal_lm(folder: Path, texts, layers=2, width=64, seed=0) -> Path:
     torch.manual_seed(seed)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=_bpe(texts), unk_token="<unk>", pad_token="<pad>",
                                         bos_token="<s>", eos_token="<s>")  # fmt: skip
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=width, n_layer=layers, n_head=4,
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=512, n_embd=width, n_layer=layers, n_head=4,
                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)  # fmt: skip
     GPT2LMHeadModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)

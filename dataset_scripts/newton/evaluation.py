@@ -1,57 +1,162 @@
 """NEWTON evaluation: default configs, protocols and metric wiring (read by ``physprobe score``).
 
-The protocols here are physprobe's formats before issue 10 (NEWTON Table 1 wording, options ranked
-by log-likelihood); the released ``hf_track*.py`` prompts and answer matching are yet to be declared.
+Prompts are those the authors' released ``hf_track1.py``, ``hf_track2.py`` and ``hf_track3.py`` build:
+the question with its options listed as ``(a) .. (b) ..``, joined by the two characters ``\\n`` (the
+f-strings hold ``\\\\n``, a backslash and an ``n``, not a newline). Where ``hf_track2.py`` comments out
+the paper's Table 1 wording (``True/False: {question}``), that wording is the ``table1-generate``
+protocol. The released code generates an answer and saves it; it releases no comparison with the
+gold answer, so physprobe's ``match_answer`` is documented in the card.
 
 >>> from physprobe.dataset_scripts.newton.evaluation import EVALUATION
 >>> [p.name for p in EVALUATION.protocols]
-['table1-loglik', 'table1-loglik-seq2seq']
+['released-generate', 'table1-generate', 'released-loglik-labels', 'released-loglik-texts', 'table1-loglik', 'table1-loglik-seq2seq']
+>>> released_prompt({"question": "pillow is soft.", "choices": ["True", "False"]}, "track2_boolean")
+'pillow is soft. \\\\n (a) True (b) False'
 """
 
 from __future__ import annotations
 
+import re
+
 from physprobe.protocols import Evaluation, Protocol, decided, load_metric
 
-# NEWTON Table 1, one prompt per config; options listed for Track 2 multiple choice.
+LABELS = "abcd"
+# The released flan/unifiedqa classes allow 128 output tokens; an answer names its label or option within
+# the first few, and match_answer reads only what was generated, so 32 bounds the cost, not the result.
+MAX_NEW_TOKENS = 32
+NEWLINE = "\\n"  # what hf_track*.py write between question and options: a backslash and an "n"
+
+
+def _options(choices) -> str:
+    return " ".join(f"({LABELS[i]}) {choice}" for i, choice in enumerate(choices))
+
+
+def released_prompt(row: dict, config: str) -> str:
+    """The model input of ``hf_track1.py`` (Track 1), ``hf_track2.py`` (Track 2) and ``hf_track3.py`` (Track 3).
+
+    >>> released_prompt({"context": "I am packing a backpack.", "question": "Which of a, b should I put at the bottom?",
+    ...                  "choices": ["a", "b"]}, "track3")
+    'Context: I am packing a backpack. \\\\n Question: Which of a, b should I put at the bottom? \\\\n (a) a (b) b'
+    """
+    if config == "track3":
+        return f"Context: {row['context']} {NEWLINE} Question: {row['question']} {NEWLINE} {_options(row['choices'])}"
+    return f"{row['question']} {NEWLINE} {_options(row['choices'])}"
+
+
+def table1_prompt(row: dict, config: str) -> str:
+    """The paper's Table 1 wording where ``hf_track2.py`` comments it out (``True/False: {question}``);
+    the released prompt elsewhere.
+
+    >>> table1_prompt({"question": "pillow is soft.", "choices": ["True", "False"]}, "track2_boolean")
+    'True/False: pillow is soft.'
+    """
+    return f"True/False: {row['question']}" if config == "track2_boolean" else released_prompt(row, config)
+
+
+def match_answer(text: str, row: dict) -> int | None:
+    """The option a generated answer names, or None (unparsed).
+
+    Normalised as the released ``gpt_track*.py`` store responses (lower case, full stops removed), then,
+    in order: an option label at the start (``(b)``, ``b)``, ``b``); exactly one option text appearing
+    in the answer as whole words (the longest wins when one option holds another, e.g. ``rock`` in
+    ``rock salt``).
+
+    >>> row = {"choices": ["rock", "rocking_chair", "pillow", "sponge"]}
+    >>> match_answer("(c) pillow", row), match_answer("Rocking_chair.", row), match_answer("d", row)
+    (2, 1, 3)
+    >>> match_answer("I am not sure", row) is None, match_answer("rock or pillow", row) is None
+    (True, True)
+    """
+    answer = text.lower().replace(".", "").strip()
+    label = re.match(r"^\(?([a-d])\)?(?:\s|$)", answer)
+    if label and LABELS.index(label.group(1)) < len(row["choices"]):
+        return LABELS.index(label.group(1))
+    named = [i for i, choice in enumerate(row["choices"])
+             if re.search(rf"(?<![\w]){re.escape(choice.lower().replace('.', ''))}(?![\w])", answer)]  # fmt: skip
+    longest = [i for i in named if not any(row["choices"][i].lower() in row["choices"][j].lower() and i != j for j in named)]
+    return longest[0] if len(longest) == 1 else None
+
+
+def _loglik_labels(row: dict, config: str, tokenizer) -> list[str]:
+    return [f"{released_prompt(row, config)} Answer: ({LABELS[i]})" for i in range(len(row["choices"]))]
+
+
+def _loglik_texts(row: dict, config: str, tokenizer) -> list[str]:
+    return [f"{released_prompt(row, config)} Answer: {choice}" for choice in row["choices"]]
+
+
+# physprobe's formats before issue 10 (Table 1 wording, options ranked by log-likelihood), kept by name.
 PROMPTS = {
     "track1": "{question}\nAnswer:",
     "track2_boolean": "True/False: {question}\nAnswer:",
     "track2_mc": "{question} Options: {options}.\nAnswer:",
     "track3": "{context} {question}\nAnswer:",
 }
-SOURCE = "NEWTON paper Table 1 (prompt wording); options ranked by log-likelihood (physprobe, no upstream equivalent)"
 
 
 def prompt(row: dict, config: str) -> str:
-    """The Table 1 prompt of a row.
+    """The Table 1 prompt of the ``table1-loglik`` protocols.
 
-    >>> prompt({"question": "Which is heavier, a brick or a leaf?"}, "track1")
+    >>> prompt({"question": "Which is heavier, a brick or a leaf?", "choices": ["brick", "leaf"]}, "track1")
     'Which is heavier, a brick or a leaf?\\nAnswer:'
     """
     return PROMPTS[config].format(options=", ".join(row["choices"]), **row)
 
 
 def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> dict:
-    """Agreement-weighted accuracy per attribute (Tracks 1-2) or scenario (Track 3)."""
-    out, kept = decided(rows, predictions)
-    if not kept:
+    """Accuracy (and Track 1 agreement) per attribute or scenario tag, per polarity (Track 2, Table 9 /
+    Figure 4B) and per answer position (four-option configs, Figure 4C); Track 1 also the mean over
+    attributes (``*_macro``), which is how Table 4's Overall is computed (its human row).
+
+    An answer that names no option (``undecided``: unparsed) counts as wrong, as a paper's accuracy over
+    all questions does; ``n`` is every question.
+    """
+    out, _ = decided(rows, predictions)
+    if not rows:
         return out
-    key = "scenario" if config == "track3" else "attribute"
-    agreements = [rows[i]["agreement"] for i in kept] if config == "track1" else None
+    key = "tag" if config == "track3" else "attribute"
+    extra = {}
+    if config == "track1":
+        extra["agreements"] = [row["agreement"] for row in rows]
+    if config.startswith("track2"):
+        extra["polarities"] = [row["polarity"] for row in rows]
+    if config in ("track2_mc", "track3"):
+        extra["by_position"] = True
     out.update(load_metric("agreement_accuracy").compute(
-        predictions=[predictions[i] for i in kept], references=[int(rows[i]["label"]) for i in kept],
-        agreements=agreements, groups=[str(rows[i][key]) for i in kept]))  # fmt: skip
+        predictions=[-1 if p is None else p for p in predictions], references=[int(row["label"]) for row in rows],
+        groups=[str(row[key]) for row in rows], **extra))  # fmt: skip
+    if config == "track1":
+        groups = out["by_group"].values()
+        out["agreement_accuracy_macro"] = sum(g["agreement_accuracy"] for g in groups) / len(groups)
+        out["accuracy_macro"] = sum(g["accuracy"] for g in groups) / len(groups)
     return out
 
 
+RELEASED = "NEWTON hf_track1.py, hf_track2.py, hf_track3.py (the `prompt = f'...'` statement of each main loop)"
 EVALUATION = Evaluation(
     benchmark="newton",
     configs=("track1", "track2_boolean", "track2_mc", "track3"),
     protocols=(
+        Protocol("released-generate", "generate", lambda row, config, tokenizer: released_prompt(row, config),
+                 f"{RELEASED}; greedy as the flan/unifiedqa classes (do_sample=False); answer matched as match_answer",
+                 "released prompt (question, options (a)-(d)); greedy answer matched to a label or option text",
+                 default_for=("causal", "seq2seq"), match=match_answer, max_new_tokens=MAX_NEW_TOKENS),
+        Protocol("table1-generate", "generate", lambda row, config, tokenizer: table1_prompt(row, config),
+                 "NEWTON paper Table 1; hf_track2.py `# prompt = f'True/False: {question}'` (commented out)",
+                 "Table 1 wording for Track 2 Boolean, released prompts elsewhere; generated answer matched",
+                 match=match_answer, max_new_tokens=MAX_NEW_TOKENS),
+        Protocol("released-loglik-labels", "causal", _loglik_labels,
+                 f"{RELEASED} (prompt); option labels ranked by log-likelihood (physprobe, no upstream equivalent)",
+                 "released prompt + ' Answer: (x)'; the most likely label"),
+        Protocol("released-loglik-texts", "causal", _loglik_texts,
+                 f"{RELEASED} (prompt); option texts ranked by log-likelihood (physprobe; favours short options)",
+                 "released prompt + ' Answer: <option>'; the most likely option text (summed log-probability)"),
         Protocol("table1-loglik", "causal", lambda row, config, tokenizer: [f"{prompt(row, config)} {c}" for c in row["choices"]],
-                 SOURCE, "Table 1 prompt, then each option; highest total log-probability", default_for=("causal",)),
+                 "NEWTON paper Table 1 (prompt wording); options ranked by log-likelihood (physprobe)",
+                 "Table 1 prompt, then each option; highest total log-probability"),
         Protocol("table1-loglik-seq2seq", "seq2seq", lambda row, config, tokenizer: (prompt(row, config), list(row["choices"])),
-                 SOURCE, "Table 1 prompt as input, each option as target; highest log-probability", default_for=("seq2seq",)),
+                 "NEWTON paper Table 1 (prompt wording); options ranked by log-likelihood (physprobe)",
+                 "Table 1 prompt as input, each option as target; highest log-probability"),
     ),  # fmt: skip
     metrics=metrics,
 )

@@ -1,11 +1,21 @@
-"""Text2Afford evaluation: default configs, protocols and metric wiring (read by ``physprobe score``).
+"""Text2Afford evaluation: protocols per model family and the metric wiring (read by ``physprobe score``).
 
-The protocols here are physprobe's formats before issue 10 (paper Tables 4 and 10); the released
-probing code's encodings are yet to be declared.
+Every protocol scores the 15 classes of a sentence-object pair; ``affordance_rank`` compares them with
+the labels (pairwise, Appendix G). What differs is what the model reads and what a class's score is:
+
+- YES/NO (generative models, paper Table 10): one prompt per class. The paper maps YES to 1 and NO
+  to 0 and counts ties as wrong: the ``yes-no-*`` protocols score a class 1 when the model prefers
+  "YES" to "NO" after the prompt, else 0 (their prediction is the set of YES classes as a 15-bit
+  mask). ``yes-no-probability-*`` keep P(YES) as a continuous score instead (not the paper's).
+- MLM (paper Table 4, released ``src/probing.py``): the class words at the mask.
+- NLI (paper Table 4 and Appendix F, released ``src/multi_choice.py``): P(entailment) of a hypothesis
+  per class.
 
 >>> from physprobe.dataset_scripts.text2afford.evaluation import EVALUATION
->>> [p.name for p in EVALUATION.protocols]
-['mlm-table4', 'nli-table4', 'yes-no-flan-t5']
+>>> [p.name for p in EVALUATION.protocols][:4]
+['yes-no-flan-t5', 'yes-no-falcon', 'yes-no-llama3-released', 'yes-no-vlm-text']
+>>> yes_set([0.9, 0.2, 0.51] + [0.0] * 12), from_yes_set(5)[:4]
+(5, [1.0, 0.0, 1.0, 0.0])
 """
 
 from __future__ import annotations
@@ -14,6 +24,75 @@ from physprobe.generators import text2afford
 from physprobe.protocols import Evaluation, Protocol, load_metric
 
 CLASSES = text2afford.CLASSES
+# Class words of the released FLAN-T5 script (src/LLM/zero_shot_LLM.py, its oov_class_map); the other
+# generative prompts use the paper's phrases ("sit on", "type on", ...: CLASSES[i].phrase).
+FLAN_WORDS = {"Play": "play using", "TypeOn": "type using"}
+
+# The released LLaMA-3 script (src/LLM/zero_shot_llama-3.py): an Alpaca prompt with the script's five
+# in-context examples, the question "Can human '<affordance>' the <object>?".
+LLAMA3_PROMPT = """Below is an instruction that describes a task. Write a response that appropriately completes the request.
+
+### Instruction:
+You are an AI assistant that has strong reasoning capability. You are given a context containing an object, and you are asked to answer a question about the object based on the context. Just response 'Yes' or 'No'
+
+### Context:
+{sentence}
+
+### Object:
+{object}
+
+### Example questions and answers:
+{examples}
+
+### Question:
+Can human '{affordance}' the {object}?
+
+### Answer: """
+LLAMA3_EXAMPLES = """Example 1: can human ride bicycle? Answer: Yes
+
+Example 2: can human lift donkey? Answer: No
+
+Example 3: can human watch the tower? Answer: No
+
+Example 4: can human ride violin? Answer: No
+
+Example 5: can human write with chalk? Answer: Yes """
+
+
+def yes_no_prompts(row: dict, family: str) -> list[str]:
+    """The 15 YES/NO prompts of a pair for one prompt family (``flan-t5``, ``falcon``, ``llama3``, ``vlm``).
+
+    >>> row = {"sentence": "He rode the horse .", "object": "horse"}
+    >>> yes_no_prompts(row, "flan-t5")[6]
+    'consider He rode the horse .. Now, from this information can human play using the horse? Answer YES or NO:'
+    >>> yes_no_prompts(row, "falcon")[8].endswith("Context:He rode the horse . \\n »QUESTION« Can human sit on the horse? \\n »ANSWER«")
+    True
+    """
+    sentence, obj = row["sentence"], row["object"]
+    if family == "flan-t5":
+        return [text2afford.PROMPTS["yes_no_flan_t5"].format(sentence=sentence, object=obj,
+                affordance=FLAN_WORDS.get(c.name, c.phrase)) for c in CLASSES]  # fmt: skip
+    if family == "llama3":
+        return [LLAMA3_PROMPT.format(sentence=sentence, object=obj, examples=LLAMA3_EXAMPLES, affordance=c.phrase)
+                for c in CLASSES]  # fmt: skip
+    kind = {"falcon": "yes_no_falcon", "vlm": "yes_no_vlm"}[family]
+    return [text2afford.prompt(kind, sentence, obj, c).strip() for c in CLASSES]
+
+
+def yes_set(scores) -> int | None:
+    """The classes answered YES (P(YES) > P(NO), i.e. > 0.5) as a bit mask: the paper's YES=1 / NO=0."""
+    if any(s is None for s in scores):
+        return None
+    return sum(1 << i for i, s in enumerate(scores) if s > 0.5)
+
+
+def from_yes_set(mask: int) -> list[float]:
+    """The 15 class scores (1.0 YES, 0.0 NO) of a ``yes_set`` mask."""
+    return [float(mask >> i & 1) for i in range(len(CLASSES))]
+
+
+def _ranked(scores) -> None:
+    return None  # ranked, not predicted: the metric reads the 15 scores
 
 
 def _mlm(row: dict, config: str, tokenizer) -> tuple[str, list[str]]:
@@ -22,35 +101,57 @@ def _mlm(row: dict, config: str, tokenizer) -> tuple[str, list[str]]:
 
 
 def _nli(row: dict, config: str, tokenizer) -> list[tuple[str, str]]:
-    return [(row["sentence"], text2afford.prompt("nli_hypothesis", row["sentence"], row["object"], c)) for c in CLASSES]
-
-
-def _yes_no(row: dict, config: str, tokenizer) -> list[str]:
-    return [text2afford.prompt("yes_no_flan_t5", row["sentence"], row["object"], c) for c in CLASSES]
-
-
-def _ranked(scores) -> None:
-    return None  # ranked, not predicted: the metric reads the 15 scores
+    return [(row["sentence"], f"{row['object']} can be used for {c.mlm_word} by human") for c in CLASSES]
 
 
 def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> dict:
-    """``affordance_rank`` in both modes over the 15 class scores of each pair."""
+    """``affordance_rank`` (pairwise, ties wrong: the paper's reading) and strict, over the 15 class
+    scores of each pair; a YES/NO protocol's scores are its YES set (1/0)."""
     rank = load_metric("affordance_rank")
     refs = [list(r["labels"]) for r in rows]
-    clean = [[s if s is not None else -1e9 for s in row_scores] for row_scores in scores]
+    clean = [from_yes_set(p) if p is not None else [s if s is not None else -1e9 for s in row_scores]
+             for p, row_scores in zip(predictions, scores)]  # fmt: skip
     return {mode: rank.compute(predictions=clean, references=refs, mode=mode) for mode in ("strict", "pairwise")}
 
 
+def _yes_no(family: str):
+    return lambda row, config, tokenizer: yes_no_prompts(row, family)
+
+
+PAPER_RULE = "YES=1, NO=0, ties wrong (Appendix G)"
 EVALUATION = Evaluation(
     benchmark="text2afford",
     configs=("default",),
     protocols=(
-        Protocol("mlm-table4", "mlm", _mlm, "Text2Afford paper Table 4 (MLM prompt)",
-                 "class words at the mask after '<sentence> <sep> <object> can be used for'", default_for=("mlm",), decide=_ranked),
-        Protocol("nli-table4", "nli", _nli, "Text2Afford paper Table 4 (NLI hypothesis)",
-                 "P(entailment) of '<object> can be used for <affordance> by human'", default_for=("nli",), decide=_ranked),
-        Protocol("yes-no-flan-t5", "yes_no", _yes_no, "Text2Afford paper Table 10 (FLAN-T5 prompt)",
-                 "P(YES) / (P(YES) + P(NO)) after the FLAN-T5 prompt", default_for=("causal", "seq2seq"), decide=_ranked),
+        Protocol("yes-no-flan-t5", "yes_no", _yes_no("flan-t5"),
+                 f"Text2Afford Table 10 (FLAN-T5 prompt), class words of src/LLM/zero_shot_LLM.py; {PAPER_RULE}",
+                 "FLAN-T5 prompt per class; YES if the model prefers YES to NO", default_for=("seq2seq",),
+                 default_for_models=(r"flan",), decide=yes_set),
+        Protocol("yes-no-falcon", "yes_no", _yes_no("falcon"),
+                 f"Text2Afford Table 10 (Falcon prompt, .strip()); {PAPER_RULE}",
+                 "Falcon prompt per class; YES if the model prefers YES to NO", default_for=("causal",),
+                 default_for_models=(r"falcon",), decide=yes_set),
+        Protocol("yes-no-llama3-released", "yes_no", _yes_no("llama3"),
+                 f"src/LLM/zero_shot_llama-3.py (alpaca_prompt, its five examples; no chat template here); {PAPER_RULE}",
+                 "the released LLaMA-3 prompt per class; YES if the model prefers YES to NO",
+                 default_for_models=(r"llama",), decide=yes_set),
+        Protocol("yes-no-vlm-text", "yes_no", _yes_no("vlm"),
+                 f"Text2Afford Table 10 (I-BLIP, IDEFICS, LLaVA text prompt, without the image); {PAPER_RULE}",
+                 "VLM text prompt per class; YES if the model prefers YES to NO", decide=yes_set),
+        Protocol("yes-no-probability-flan-t5", "yes_no", _yes_no("flan-t5"),
+                 "Text2Afford Table 10 (FLAN-T5 prompt); P(YES) as a continuous score (physprobe, not the paper's)",
+                 "P(YES) / (P(YES) + P(NO)) after the FLAN-T5 prompt", decide=_ranked),
+        Protocol("yes-no-probability-falcon", "yes_no", _yes_no("falcon"),
+                 "Text2Afford Table 10 (Falcon prompt); P(YES) as a continuous score (physprobe, not the paper's)",
+                 "P(YES) / (P(YES) + P(NO)) after the Falcon prompt", decide=_ranked),
+        Protocol("mlm-table4", "mlm", _mlm,
+                 "Text2Afford Table 4 (MLM input), class words of src/probing.py (oov_class_map)",
+                 "class words at the mask after '<sentence> <sep> <object> can be used for'", default_for=("mlm",),
+                 decide=_ranked),
+        Protocol("nli-table4", "nli", _nli,
+                 "Text2Afford Table 4 / Appendix B.2.1 (hypothesis), class words of src/multi_choice.py",
+                 "P(entailment) of '<object> can be used for <word> by human' per class", default_for=("nli",),
+                 decide=_ranked),
     ),  # fmt: skip
     metrics=metrics,
     reference=lambda row: list(row["labels"]),

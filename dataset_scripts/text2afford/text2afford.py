@@ -1,12 +1,11 @@
-"""Text2Afford builder: sentence-object pairs with 15 binary affordance labels, from one of three sources.
+"""Text2Afford builder: sentence-object pairs with 15 binary affordance labels.
 
-In order of preference, in the mirror folder's ``text2afford/`` (``--source-dir``):
-
-- ``text2afford.tsv``: the authors' released table (Sentence, Object, one 0/1 column per class);
-- ``annotations.tsv``: raw annotations, one row per sentence, object and annotator with a 0-3 rating
-  per class, aggregated as the paper describes (binarise, majority of three, agreement, alpha);
-- otherwise the ten rows the paper prints (Figure 10), embedded here as ``paper_sample.tsv``, so that
-  the build works offline. The card says prominently which source built the folder.
+By default the authors' released table, ``data/final_normal_dataset.tsv`` of
+github.com/sayantan11995/Affordance at a pinned commit (2,368 pairs; downloaded and checked against its
+sha256, or read from ``--source-dir DIR/text2afford/``). Where the mirror folder holds raw annotations
+instead (``DIR/text2afford/annotations.tsv``: one row per sentence, object and annotator with a 0-3
+rating per class) they are aggregated as the paper describes (binarise, majority of three, agreement,
+Krippendorff's alpha).
 
 >>> from physprobe.dataset_scripts.text2afford.text2afford import TEXT2AFFORD
 >>> [config.name for config in TEXT2AFFORD.configs][:3]
@@ -16,6 +15,7 @@ In order of preference, in the mirror folder's ``text2afford/`` (``--source-dir`
 from __future__ import annotations
 
 import csv
+import io
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,10 +25,17 @@ import datasets
 from physprobe.builder import Benchmark, Card, Config, Generated, read_card_body
 from physprobe.errors import DataError
 from physprobe.generators import text2afford as generator
+from physprobe.sources import github_release
 
-PAPER_SAMPLE = Path(__file__).with_name("paper_sample.tsv")
-RELEASE_FILE = "text2afford.tsv"
+RELEASE_FILE = "final_normal_dataset.tsv"
 ANNOTATIONS_FILE = "annotations.tsv"
+UPSTREAM = github_release(
+    "text2afford",
+    "sayantan11995/Affordance",
+    "f8593ffc74c90af775d0282629405a3053f9f11f",
+    "data",
+    {RELEASE_FILE: "eaefa0353f145c9bddc59fcf441377eaac90c18f92f19bf8db0b1028f9c26c29"},
+)
 
 FEATURES = datasets.Features(
     {
@@ -52,36 +59,46 @@ CLASS_FEATURES = datasets.Features(
 
 
 def local_sources(mirror: Path | None) -> dict[str, Path]:
-    """The released table, else raw annotations, found in ``mirror/text2afford``; else the paper sample."""
-    folder = mirror / "text2afford" if mirror else None
-    for key, name in (("release", RELEASE_FILE), ("annotations", ANNOTATIONS_FILE)):
-        if folder and (folder / name).is_file():
-            return {key: folder / name}
-    return {"paper_sample": PAPER_SAMPLE}
+    """Raw annotations found in ``mirror/text2afford`` (they replace the pinned release); else nothing."""
+    path = mirror / "text2afford" / ANNOTATIONS_FILE if mirror else None
+    return {"annotations": path} if path is not None and path.is_file() else {}
+
+
+def _text(path: Path) -> str:
+    """The file as UTF-8 text; a byte-order mark or undecodable bytes are errors naming file and line."""
+    data = path.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise DataError(f"{path}: line 1 starts with a UTF-8 byte-order mark; save the file as UTF-8 without BOM")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise DataError(f"{path}: line {line} is not UTF-8 (byte {data[error.start]:#04x}); save the file as UTF-8") from None
 
 
 def read_tsv(path: Path, required: list[str]) -> list[dict]:
-    """Rows of a tab-separated file with a header; missing columns or ragged rows name the line."""
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
-        missing = [c for c in required if c not in (reader.fieldnames or [])]
-        if missing:
-            raise DataError(f"{path}: header lacks column(s) {', '.join(missing)}")
-        rows = []
-        for row in reader:
-            if None in row or None in row.values():
-                raise DataError(f"{path}: line {reader.line_num} has {len(reader.fieldnames)} columns expected")
-            rows.append(row)
+    """Rows of a tab-separated UTF-8 file with a header; bad encoding, missing columns, ragged rows and a
+    table with no rows are errors naming the file (and line)."""
+    reader = csv.DictReader(io.StringIO(_text(path), newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
+    missing = [c for c in required if c not in (reader.fieldnames or [])]
+    if missing:
+        raise DataError(f"{path}: header lacks column(s) {', '.join(missing)}")
+    rows = []
+    for row in reader:
+        if None in row or None in row.values():
+            raise DataError(f"{path}: line {reader.line_num} does not have the header's {len(reader.fieldnames)} columns")
+        rows.append(row)
+    if not rows:
+        raise DataError(f"{path}: the table has a header but no rows")
     return rows
 
 
-def _class_counts(rows: list[dict]) -> str:
-    counts = [sum(row["labels"][i] for row in rows) for i in range(len(generator.CLASSES))]
-    return ", ".join(f"{c.name} {n}" for c, n in zip(generator.CLASSES, counts))
+def _alpha_text(value: float | None) -> str:
+    return "undefined (a single annotator or one rating value throughout)" if value is None else f"{value:.3f}"
 
 
 def generate(paths: Mapping[str, Path]) -> Generated:
-    """Rows and card facts from whichever source ``local_sources`` found."""
+    """Rows and card facts from the pinned release or, where the mirror holds them, raw annotations."""
     ((kind, path),) = paths.items()
     if kind == "annotations":
         annotations = read_tsv(path, ["sentence", "object", "annotator", *generator.CLASS_NAMES])
@@ -90,27 +107,39 @@ def generate(paths: Mapping[str, Path]) -> Generated:
         likert = Counter(generator.agreement_category(a) for row in rows for a in row["likert_agreement"])
         source = (
             f"**Built from raw annotations** (`{path.name}`: {len(annotations):,} ratings by "
-            f"{len({a['annotator'] for a in annotations})} annotators), aggregated as the paper describes."
+            f"{len({a['annotator'] for a in annotations})} annotators), aggregated as the paper describes, "
+            "not from the authors' released table."
         )
         agreement = (
-            f"Krippendorff's alpha: {generator.alpha(annotations, 'nominal'):.3f} on the binarised votes (nominal), "
-            f"{generator.alpha(annotations, 'ordinal'):.3f} on the 0-3 ratings (ordinal); the paper reports 0.68.\n\n"
-            "Triples per agreement category (> 0.75 high, 0.4-0.75 medium, < 0.4 low): "
+            f"Krippendorff's alpha: {_alpha_text(generator.alpha(annotations, 'nominal'))} on the binarised votes "
+            f"(nominal), {_alpha_text(generator.alpha(annotations, 'ordinal'))} on the 0-3 ratings (ordinal); "
+            "the paper reports 0.68.\n\nTriples per agreement category (> 0.75 high, 0.4-0.75 medium, < 0.4 low): "
             f"binary-majority reading {dict(sorted(binary.items()))}; Likert reading {dict(sorted(likert.items()))}."
         )
     else:
         rows = generator.from_release(read_tsv(path, ["Sentence", "Object", *generator.CLASS_NAMES]), str(path))
-        if kind == "release":
-            source = f"**Built from the authors' released table** (`{path.name}`)."
-        else:
-            source = (
-                "**Built from the paper sample only: the ten sentence-object pairs printed in the paper's Figure 10, "
-                "not the 2,368-pair release.** Rebuild with `physprobe build text2afford --source-dir DIR` where "
-                "`DIR/text2afford/text2afford.tsv` is the released table."
-            )
-        agreement = "Agreement is not known for this source (the table holds majority labels only)."
-    fields = {"source": source, "agreement_summary": agreement, "class_counts": _class_counts(rows)}
+        source = (
+            f"**Built from the authors' released table** (`data/{RELEASE_FILE}` of github.com/{UPSTREAM.repository} "
+            f"at commit `{UPSTREAM.commit}`)."
+        )
+        agreement = (
+            "The release holds majority labels only: per-annotator ratings, agreement and Krippendorff's alpha "
+            "(0.68 in the paper) cannot be recomputed from it, so `agreement` and `likert_agreement` are null."
+        )
+    stats = generator.statistics(rows)
+    fields = {"source": source, "agreement_summary": agreement,
+              **{f"stat_{key}": _figure(value) for key, value in stats.items()}}  # fmt: skip
     return Generated(rows, fields)
+
+
+def _figure(value) -> str:
+    if isinstance(value, tuple):
+        return f"{value[0]} ({value[1]:,} pairs)"
+    if isinstance(value, float):
+        return f"{value:,.1f}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v:,}" for k, v in value.items())
+    return f"{value:,}"
 
 
 def _class_config(index: int) -> Config:
@@ -125,7 +154,7 @@ def _class_config(index: int) -> Config:
 
 TEXT2AFFORD = Benchmark(
     name="text2afford",
-    upstream=None,
+    upstream=UPSTREAM,
     features=FEATURES,
     configs=(
         Config("default", "one row per sentence-object pair with all 15 labels"),

@@ -15,9 +15,13 @@ _KWARGS_DESCRIPTION = """
 Args:
     predictions (`list` of `list` of `float`): one score per class for each pair (same length for all).
     references (`list` of `list` of `int`): 0/1 per class for each pair.
-    mode (`str`, default "strict"): "strict" (Section 6) counts each positive class as correct when its
-        score is higher than the score of every negative class; "pairwise" (Appendix G) counts each
-        (positive, negative) pair as correct when the positive scores higher. Ties are wrong.
+    mode (`str`, default "pairwise"): "pairwise" (Appendix G, and every released evaluation script) counts
+        each (positive, negative) class pair as correct when the positive scores higher; "strict" (one
+        reading of Section 6) counts each positive class as correct when its score is higher than the
+        score of every negative class. The paper's random baseline (Table 6, 0.18) is what pairwise gives.
+    ties (`str`, default "wrong"): "wrong" as Appendix G ("If a positive affordance's score is higher ...
+        Correct; otherwise, the Wrong count") and the released YES/NO scripts (`>`); "correct" as the
+        released masked-LM and NLI scripts (`>=`).
     average (`str`, default "micro"): "micro" divides all correct counts by all counts (Section 6: "the
         total number of correct counts by the total number of the instances"); "macro" averages the
         accuracy of each pair (Appendix G defines accuracy per sentence-object pair).
@@ -33,10 +37,19 @@ Examples:
     >>> metric.compute(predictions=scores, references=labels)
     {'accuracy': 1.0, 'map': 1.0, 'n': 2, 'skipped': 1}
 
-    A positive below one negative is wrong in strict mode; pairwise credits the negatives it beats:
+    Pairwise credits the negatives a positive beats; strict wants it above every negative:
 
-    >>> metric.compute(predictions=[[0.5, 0.9, 0.7, 0.1]], references=[[1, 0, 1, 0]], mode="pairwise")
+    >>> metric.compute(predictions=[[0.5, 0.9, 0.7, 0.1]], references=[[1, 0, 1, 0]])
     {'accuracy': 0.5, 'map': 0.5833333333333333, 'n': 1, 'skipped': 0}
+    >>> metric.compute(predictions=[[0.5, 0.9, 0.7, 0.1]], references=[[1, 0, 1, 0]], mode="strict")["accuracy"]
+    0.0
+
+    YES=1 / NO=0 answers tie often; ties are wrong unless told otherwise:
+
+    >>> metric.compute(predictions=[[1, 1, 0, 0]], references=[[1, 0, 1, 0]])["accuracy"]
+    0.25
+    >>> metric.compute(predictions=[[1, 1, 0, 0]], references=[[1, 0, 1, 0]], ties="correct")["accuracy"]
+    0.75
 """
 
 _CITATION = """
@@ -47,7 +60,8 @@ _CITATION = """
 }
 """
 
-MODES = ("strict", "pairwise")
+MODES = ("pairwise", "strict")
+TIES = ("wrong", "correct")
 AVERAGES = ("micro", "macro")
 CHUNK = 1 << 15  # pairs per block: bounds the (pairs x classes x classes) comparison arrays
 
@@ -82,16 +96,17 @@ def _matrix(name, values, dtype):
     return np.asarray(values, dtype=dtype)
 
 
-def _counts(scores, labels, mode, k):
+def _counts(scores, labels, mode, k, ties):
     """Per-pair correct and total comparison counts, and average precision (vectorised)."""
     positive = labels.astype(bool)
     negative = ~positive
+    wins = np.greater if ties == "wrong" else np.greater_equal
     if mode == "strict":
         best_negative = np.where(negative, scores, -np.inf).max(axis=1, keepdims=True)
-        correct = (positive & (scores > best_negative)).sum(axis=1)
+        correct = (positive & wins(scores, best_negative)).sum(axis=1)
         total = positive.sum(axis=1)
     else:
-        beats = scores[:, :, None] > scores[:, None, :]  # [pair, positive candidate, negative candidate]
+        beats = wins(scores[:, :, None], scores[:, None, :])  # [pair, positive candidate, negative candidate]
         correct = (beats & positive[:, :, None] & negative[:, None, :]).sum(axis=(1, 2))
         total = positive.sum(axis=1) * negative.sum(axis=1)
     # Average precision with ties handled as scikit-learn does: a class's precision counts every
@@ -135,9 +150,11 @@ class AffordanceRank(evaluate.Metric):
         _check_inputs(None if prediction is None else [prediction], None if reference is None else [reference])
         return super().add(prediction=prediction, reference=reference, **kwargs)
 
-    def _compute(self, predictions, references, mode="strict", average="micro", k=None):
+    def _compute(self, predictions, references, mode="pairwise", average="micro", k=None, ties="wrong"):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if ties not in TIES:
+            raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
         if average not in AVERAGES:
             raise ValueError(f"average must be one of {AVERAGES}, got {average!r}")
         if len(predictions) == 0:
@@ -163,7 +180,7 @@ class AffordanceRank(evaluate.Metric):
         scores, labels = scores[kept], labels[kept]
         if len(scores) == 0:
             raise ValueError("no pair has a positive class and a negative class: nothing to score")
-        parts = [_counts(scores[i : i + CHUNK], labels[i : i + CHUNK], mode, k) for i in range(0, len(scores), CHUNK)]
+        parts = [_counts(scores[i : i + CHUNK], labels[i : i + CHUNK], mode, k, ties) for i in range(0, len(scores), CHUNK)]
         correct, total, ap = (np.concatenate(column) for column in zip(*parts))
         if average == "micro":
             accuracy = correct.sum() / total.sum()

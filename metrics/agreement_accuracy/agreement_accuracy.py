@@ -21,9 +21,14 @@ Args:
     groups (`list` of `str`, optional): group per question (e.g. attribute, scenario); adds `by_group`
         with the same figures per group. The top-level figures are over all questions (micro), as the
         paper's "Overall" column.
+    polarities (`list` of `str`, optional): polarity per question ("pos" / "neg", Track 2); adds
+        `by_polarity`, the breakdown of the paper's Table 9 and Figure 4B.
+    by_position (`bool`, default False): adds `by_position`, the figures per position of the correct
+        option (0 = first), the breakdown of the paper's Figure 4C.
     reading (`str`, default "per_question"): "per_question" or "global" (see the description).
 Returns:
-    agreement_accuracy (`float`, with agreements), accuracy (`float`), n (`int`), by_group (with groups).
+    agreement_accuracy (`float`, with agreements), accuracy (`float`), n (`int`), by_group (with groups),
+    by_polarity (with polarities), by_position (with by_position=True).
 Examples:
     >>> import evaluate
     >>> metric = evaluate.load("metrics/agreement_accuracy")
@@ -37,6 +42,11 @@ Examples:
 
     >>> metric.compute(predictions=[1, 0], references=[1, 1])
     {'accuracy': 0.5, 'n': 2}
+
+    >>> result = metric.compute(predictions=[0, 1, 3, 2], references=[0, 1, 3, 0],
+    ...                         polarities=["pos", "neg", "neg", "pos"], by_position=True)
+    >>> result["by_polarity"]["pos"], result["by_position"]["0"]
+    ({'accuracy': 0.5, 'n': 2}, {'accuracy': 0.5, 'n': 2})
 """
 
 _CITATION = """
@@ -123,7 +133,8 @@ class AgreementAccuracy(evaluate.Metric):
         _check_inputs(None if prediction is None else [prediction], None if reference is None else [reference])
         return super().add(prediction=prediction, reference=reference, **kwargs)
 
-    def _compute(self, predictions, references, agreements=None, groups=None, reading="per_question"):
+    def _compute(self, predictions, references, agreements=None, groups=None, reading="per_question",
+                 polarities=None, by_position=False):
         if len(predictions) == 0:
             raise ValueError("predictions is empty: there is nothing to score")
         if len(predictions) != len(references):
@@ -147,13 +158,17 @@ class AgreementAccuracy(evaluate.Metric):
                 index = int(np.argmax(bad))
                 raise ValueError(f"agreements[{index}] = {agreements[index]} is outside [0, 1]")
         result = _figures(correct, agreements, reading)
-        if groups is not None:
-            if len(groups) != n:
-                raise ValueError(f"groups has {len(groups)} entries but there are {n} predictions")
-            _check_keys("groups", groups)
-            groups = np.asarray(groups)
-            result["by_group"] = {
-                group.item(): _figures(correct[groups == group], None if agreements is None else agreements[groups == group], reading)
-                for group in np.unique(groups)
+        breakdowns = {"by_group": ("groups", groups), "by_polarity": ("polarities", polarities),
+                      "by_position": ("references", [str(r) for r in references] if by_position else None)}  # fmt: skip
+        for key, (argument, keys) in breakdowns.items():
+            if keys is None:
+                continue
+            if len(keys) != n:
+                raise ValueError(f"{argument} has {len(keys)} entries but there are {n} predictions")
+            _check_keys(argument, keys)
+            keys = np.asarray(keys)
+            result[key] = {
+                group.item(): _figures(correct[keys == group], None if agreements is None else agreements[keys == group], reading)
+                for group in np.unique(keys)
             }
         return result

@@ -1,0 +1,100 @@
+"""Text2Afford protocols: the exact model inputs of the paper's Table 10 and the released scripts for a
+release row (strings and, with a tiny tokenizer, token ids), and the paper's decision (YES=1, NO=0, ties
+wrong, pairwise) applied to hand-made scores."""
+
+import pytest
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
+from transformers import PreTrainedTokenizerFast
+
+from physprobe.dataset_scripts.text2afford import evaluation
+from physprobe.dataset_scripts.text2afford.evaluation import EVALUATION, from_yes_set, yes_set
+
+ROW = {"sentence": "Make sure to have steaks and potatoes .", "object": "steaks",  # first row of the release
+       "labels": [1, 1, 1, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0]}  # fmt: skip
+
+
+def test_flan_t5_prompts_are_table_10s_with_the_released_class_words():
+    kind, prompts = EVALUATION.protocol("yes-no-flan-t5").build(ROW, "default", None)
+    assert kind == "yes" and len(prompts) == 15
+    assert prompts[0] == ("consider Make sure to have steaks and potatoes .. Now, from this information can human "
+                          "grasp the steaks? Answer YES or NO:")  # fmt: skip
+    # src/LLM/zero_shot_LLM.py oov_class_map: play -> "play using", siton -> "sit on", typeon -> "type using".
+    assert "can human play using the steaks?" in prompts[6] and "can human sit on the steaks?" in prompts[8]
+    assert "can human type using the steaks?" in prompts[14] and "can human look through the steaks?" in prompts[12]
+
+
+def test_falcon_and_vlm_prompts_are_table_10s():
+    falcon = EVALUATION.protocol("yes-no-falcon").build(ROW, "default", None)[1]
+    assert falcon[1] == ('You are a helpful AI assistant. Answer only "YES" or "NO" for the question based on the given '
+                         "context. Context:Make sure to have steaks and potatoes . \n \u00bbQUESTION\u00ab Can human "
+                         "lift the steaks? \n \u00bbANSWER\u00ab")  # fmt: skip
+    vlm = EVALUATION.protocol("yes-no-vlm-text").build(ROW, "default", None)[1]
+    assert vlm[2].startswith("consider the sentence Make sure to have steaks and potatoes .. Now from this information, "
+                             "can human throw the steaks? Accompanying this query is an image of the steaks.")  # fmt: skip
+    assert vlm[2].endswith('answer YES or NO whether the human can throw the steaks. Answer: "')
+
+
+def test_llama3_prompt_is_the_released_scripts():
+    prompt = EVALUATION.protocol("yes-no-llama3-released").build(ROW, "default", None)[1][13]
+    assert "### Context:\nMake sure to have steaks and potatoes .\n\n### Object:\nsteaks\n\n" in prompt
+    assert prompt.endswith("### Question:\nCan human 'write with' the steaks?\n\n### Answer: ")
+    assert "Example 5: can human write with chalk? Answer: Yes \n\n### Question:" in prompt
+
+
+def test_default_protocol_follows_the_family_and_model_name():
+    assert EVALUATION.default("seq2seq").name == "yes-no-flan-t5"
+    assert EVALUATION.default("causal").name == "yes-no-falcon"
+    assert EVALUATION.default("causal", model_name="meta-llama/Meta-Llama-3-8B-Instruct").name == "yes-no-llama3-released"
+    assert EVALUATION.default("mlm").name == "mlm-table4" and EVALUATION.default("nli").name == "nli-table4"
+
+
+def test_token_ids_of_a_flan_t5_input_worked_by_hand():
+    words = "consider Make sure to have steaks and potatoes .. Now, from this information can human grasp the steaks? Answer YES or NO:"
+    vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2, **{w: i + 3 for i, w in enumerate(dict.fromkeys(words.split()))}}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
+    prompt = EVALUATION.protocol("yes-no-flan-t5").build(ROW, "default", tokenizer)[1][0]
+    # consider=3 Make=4 sure=5 to=6 have=7 steaks=8 and=9 potatoes=10 ..=11 Now,=12 from=13 this=14
+    # information=15 can=16 human=17 grasp=18 the=19 steaks?=20 Answer=21 YES=22 or=23 NO:=24, then </s>.
+    assert tokenizer(prompt)["input_ids"] == [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
+                                              23, 24, 1]  # fmt: skip
+
+
+def test_yes_no_decision_on_hand_made_scores():
+    # P(YES) per class: YES on Grasp, Lift, Feed and Ride (0.51 > 0.5); NO elsewhere (0.5 is not YES).
+    p_yes = [0.9, 0.7, 0.1, 0.5, 0.2, 0.51, 0.3, 0.4, 0.0, 0.8, 0.1, 0.1, 0.1, 0.1, 0.1]
+    protocol = EVALUATION.protocol("yes-no-flan-t5")
+    mask = protocol.predict(p_yes, ROW)
+    assert mask == yes_set(p_yes) == 0b1000100011
+    assert from_yes_set(mask) == [1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    # Positives Grasp, Lift, Throw, Push, Watch, Feed (6); negatives 9. A (positive, negative) pair is right
+    # only when the positive is YES and the negative NO: YES positives Grasp, Lift, Feed (3) x NO negatives
+    # (all but Ride: 8) = 24 of 54; ties (YES-YES, NO-NO) are wrong.
+    out = evaluation.metrics("default", [ROW], [mask], [p_yes])
+    assert out["pairwise"]["accuracy"] == pytest.approx(24 / 54)
+    # The continuous alternative (P(YES) as the score) counts the pairs where the positive has the higher P(YES).
+    continuous = evaluation.metrics("default", [ROW], [EVALUATION.protocol("yes-no-probability-flan-t5").predict(p_yes, ROW)], [p_yes])
+    beaten = sum(p > n for p, lab in zip(p_yes, ROW["labels"]) if lab for n, nl in zip(p_yes, ROW["labels"]) if not nl)
+    assert continuous["pairwise"]["accuracy"] == pytest.approx(beaten / 54)
+
+
+def test_mlm_input_and_class_words_of_the_released_probing_code():
+    class Tok:
+        sep_token = "[SEP]"
+
+    kind, (text, words) = EVALUATION.protocol("mlm-table4").build(ROW, "default", Tok())
+    assert kind == "masked"
+    assert text == "Make sure to have steaks and potatoes . [SEP] steaks can be used for [MASK] by human"
+    # src/probing.py: class names lower-cased, oov_class_map for the two-word classes.
+    assert words == ["grasp", "lift", "throw", "push", "fix", "ride", "play", "watch", "sitting", "feed", "row",
+                     "pouring", "looking", "writing", "typing"]  # fmt: skip
+    # Ranked, not predicted: the metric reads the 15 log-probabilities.
+    assert EVALUATION.protocol("mlm-table4").predict([-1.0] * 15, ROW) is None
+
+
+def test_nli_pairs_use_the_papers_hypothesis():
+    kind, pairs = EVALUATION.protocol("nli-table4").build(ROW, "default", None)
+    assert kind == "nli" and pairs[0] == ("Make sure to have steaks and potatoes .", "steaks can be used for grasp by human")
+    assert pairs[12][1] == "steaks can be used for looking by human"

@@ -1,9 +1,11 @@
 """``physprobe score``: load a model, score a benchmark's configs with resume, write predictions and metrics.
 
 A run folder holds ``predictions.parquet`` (config, row, scores, prediction, reference), ``metrics.json``
-(the papers' breakdowns from the evaluate modules), ``run.json`` (model, method, timing) and
-``cache.sqlite``: every request's scores keyed by the model's fingerprint and the request's hash, so an
-interrupted run (Ctrl-C, crash, out-of-memory) restarts where it stopped.
+(the papers' breakdowns from the evaluate modules), ``run.json`` (model and dataset revisions, protocol,
+library versions, command line, timings, bootstrap errors: see ``physprobe.provenance``) and ``cache.sqlite``:
+every request's scores keyed by all that changes a score (model revision, dtype, device type, physprobe
+version, protocol, dataset revision) and the request's hash, so an interrupted run (Ctrl-C, crash,
+out-of-memory) restarts where it stopped, and a changed model or dataset is never served stale scores.
 """
 
 from __future__ import annotations
@@ -13,11 +15,10 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from physprobe.errors import PhysprobeError
-from physprobe import tasks
+from physprobe import hub_data, metric_modules, model_options, provenance, tasks
 
 FAMILY_CLASSES = {
     "causal": "AutoModelForCausalLM",
@@ -56,44 +57,105 @@ def default_method(benchmark: str, family: str) -> str:
 
 
 @dataclass
+class ModelPlan:
+    """What is known of a model before its weights load: checked options, config, family, revision."""
+
+    name: str
+    local: bool
+    family: str
+    revision: str  # Hub commit, or sha256 of the local folder's files
+    device: object  # torch.device
+    dtype: str
+    kwargs: dict  # for from_pretrained (gguf_file, revision, trust_remote_code, ...)
+    batch_size: int | None  # None: token budget, halved on out-of-memory
+
+
+@dataclass
 class Loaded:
     model: object
     tokenizer: object
     family: str
     fingerprint: str
     device: object
+    batching: dict = field(default_factory=dict)
 
 
-def load(model_name: str, method: str | None, device: str | None, gguf_file: str | None) -> Loaded:
-    """Load model and tokenizer through ``from_pretrained`` (a GGUF file too) for the method's family."""
-    import torch
+def plan_model(model_name: str, method: str | None, device: str | None = None, gguf_file: str | None = None,
+               model_args: dict | None = None, dtype: str | None = None, batch_size: int | None = None) -> ModelPlan:  # fmt: skip
+    """Check every model option and read the model's config (no weights): a bad option fails here, in one line."""
     import transformers
 
-    if method is not None and method not in tasks.METHODS:
-        raise tasks.TaskError(f"unknown method {method!r}; known: {', '.join(tasks.METHODS)}")
-    kwargs = {"gguf_file": gguf_file} if gguf_file else {}
-    config = transformers.AutoConfig.from_pretrained(model_name, **kwargs)
+    kwargs = dict(model_args or {})
+    if gguf_file and kwargs.get("gguf_file", gguf_file) != gguf_file:
+        raise model_options.ModelOptionError(f"--gguf-file {gguf_file} and --model-args gguf_file={kwargs['gguf_file']} disagree; give one")
+    if gguf_file:
+        kwargs["gguf_file"] = gguf_file
+    chosen = model_options.check_device(device)
+    dtype = model_options.resolve_dtype(dtype, kwargs, chosen.type)
+    kwargs.pop("dtype", None)
+    local = model_options.looks_local(model_name)
+    if local:
+        model_options.check_local_model(model_name, kwargs.get("gguf_file"))
+    config_kwargs = {k: kwargs[k] for k in ("gguf_file", "revision", "trust_remote_code", "subfolder") if k in kwargs}
+    try:
+        config = transformers.AutoConfig.from_pretrained(model_name, **config_kwargs)
+    except ImportError as error:  # e.g. gguf files need the gguf package
+        raise model_options.ModelOptionError(f"cannot read {model_name!r}: {error}".splitlines()[0] + " (pip install 'physprobe[score]')") from None
+    except (OSError, ValueError) as error:
+        from huggingface_hub import constants
+
+        where = "its folder" if local else f"the Hub ({constants.ENDPOINT})"
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise model_options.ModelOptionError(f"cannot load model {model_name!r} from {where}: {reason}; check the name, "
+                                             "or download the model and pass its folder") from None  # fmt: skip
+    try:
+        detected = detect_method(config)
+    except tasks.TaskError:
+        detected = None
     if method == "yes_no":
         family = "seq2seq" if config.is_encoder_decoder else "causal"
     else:
-        family = method or detect_method(config)
-    chosen = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    dtype = torch.bfloat16 if chosen.type == "cuda" else torch.float32
-    auto = getattr(transformers, FAMILY_CLASSES[family])
+        family = method or detected
+    if family is None:
+        raise tasks.TaskError(f"cannot tell the family of {model_name!r} from architectures={config.architectures}; pass --method")
+    if detected is not None and detected != family:
+        kind = " ".join(config.architectures or [config.model_type])
+        raise tasks.TaskError(f"{model_name} is a {detected} model ({kind}): it cannot score --method {method}; "
+                              f"leave out --method or use --method {detected}")  # fmt: skip
+    revision = provenance.model_revision(model_name, local, kwargs.get("revision"), kwargs.get("gguf_file"), kwargs.get("subfolder"))
+    return ModelPlan(model_name, local, family, revision, chosen, dtype, kwargs, batch_size)
+
+
+def load(plan: ModelPlan) -> Loaded:
+    """Load model and tokenizer through ``from_pretrained`` (a GGUF file too) for the planned family."""
+    import torch
+    import transformers
+
+    auto = getattr(transformers, FAMILY_CLASSES[plan.family])
+    kwargs = dict(plan.kwargs, dtype=plan.dtype if plan.dtype == "auto" else getattr(torch, plan.dtype))
     try:
-        model = auto.from_pretrained(model_name, dtype=dtype, attn_implementation="sdpa", **kwargs)
-    except (ValueError, ImportError):  # architectures without SDPA fall back to their default attention
-        model = auto.from_pretrained(model_name, dtype=dtype, **kwargs)
-    except OSError as error:
-        raise tasks.TaskError(f"cannot load {model_name!r} as {FAMILY_CLASSES[family]}: {error}") from None
-    tokenizer = transformers.AutoTokenizer.from_pretrained(model_name, **kwargs)
+        if "attn_implementation" in kwargs:
+            model = auto.from_pretrained(plan.name, **kwargs)
+        else:
+            try:
+                model = auto.from_pretrained(plan.name, attn_implementation="sdpa", **kwargs)
+            except (ValueError, ImportError):  # architectures without SDPA fall back to their default attention
+                model = auto.from_pretrained(plan.name, **kwargs)
+    except (OSError, ValueError, ImportError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise tasks.TaskError(f"cannot load {plan.name!r} as {FAMILY_CLASSES[plan.family]}: {reason}") from None
+    tokenizer_kwargs = {k: plan.kwargs[k] for k in ("gguf_file", "revision", "trust_remote_code", "subfolder") if k in plan.kwargs}
+    tokenizer = transformers.AutoTokenizer.from_pretrained(plan.name, **tokenizer_kwargs)
     if tokenizer.pad_token is None and tokenizer.eos_token is not None:
         tokenizer.pad_token = tokenizer.eos_token
-    model.eval().to(chosen)
-    digest = hashlib.sha256(json.dumps([model_name, gguf_file, config.to_dict()], sort_keys=True, default=str).encode())
-    for path in sorted(Path(model_name).glob("*")) if Path(model_name).is_dir() else []:
-        digest.update(f"{path.name}:{path.stat().st_size}:{path.stat().st_mtime_ns}".encode())
-    return Loaded(model, tokenizer, family, digest.hexdigest()[:16], chosen)
+    model.eval()
+    device = plan.device
+    if "device_map" in plan.kwargs:  # accelerate placed the weights; inputs go where the first ones are
+        device = next(model.parameters()).device
+    else:
+        model.to(device)
+    batching = {} if plan.batch_size is None else {"max_batch": plan.batch_size, "batch_tokens": 1 << 62}
+    return Loaded(model, tokenizer, plan.family, plan.revision, device, batching)
 
 
 class Cache:
@@ -124,20 +186,20 @@ def score_requests(loaded: Loaded, method: str, requests: list, truncate: bool, 
     """Scores of requests of one kind (see ``physprobe.tasks``), with the loaded model."""
     from physprobe import scoring
 
-    m, t, d = loaded.model, loaded.tokenizer, loaded.device
+    m, t, d, b = loaded.model, loaded.tokenizer, loaded.device, loaded.batching
     kind = requests[0][0]
     payload = [r[1] for r in requests]
     if kind == "sequences":
-        return scoring.sequence_logprobs(m, t, payload, d, truncate=truncate, progress=progress)
+        return scoring.sequence_logprobs(m, t, payload, d, truncate=truncate, progress=progress, **b)
     if kind == "masked":
-        return scoring.masked_logprobs(m, t, [p[0] for p in payload], [p[1] for p in payload], d, truncate=truncate, progress=progress)
+        return scoring.masked_logprobs(m, t, [p[0] for p in payload], [p[1] for p in payload], d, truncate=truncate, progress=progress, **b)
     if kind == "seq2seq":
-        return scoring.seq2seq_logprobs(m, t, payload, d, truncate=truncate, progress=progress)
+        return scoring.seq2seq_logprobs(m, t, payload, d, truncate=truncate, progress=progress, **b)
     flat = [item for p in payload for item in p]
     if kind == "nli":
-        values = scoring.entailment_probs(m, t, flat, d)
+        values = scoring.entailment_probs(m, t, flat, d, **b)
     else:
-        values = scoring.yes_probs(m, t, flat, d, seq2seq=loaded.family == "seq2seq")
+        values = scoring.yes_probs(m, t, flat, d, seq2seq=loaded.family == "seq2seq", **b)
     if progress is not None:
         progress.update(len(payload))
     width = len(payload[0])
@@ -157,37 +219,75 @@ def spread(n: int, limit: int | None) -> list[int]:
     return [i * n // limit for i in range(limit)]
 
 
-def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: list[str] | None = None,
-        method: str | None = None, limit: int | None = None, device: str | None = None,
-        gguf_file: str | None = None, truncate: bool = False, chunk: int = 512) -> dict:  # fmt: skip
-    """Score ``benchmark`` (built under ``data_dir``) with a model; write and return the metrics."""
-    import datasets
+def check_configs(benchmark: str, configs: list[str] | None, available: tuple[str, ...]) -> list[str]:
+    """The configs to score: the paper's by default; each named one must exist, be scorable, and come once."""
+    if configs is None:
+        return list(tasks.DEFAULT_CONFIGS[benchmark])
+    if not configs or any(not c.strip() for c in configs):
+        raise tasks.TaskError(f"--config has an empty entry ({','.join(configs)!r}); give comma-separated names such as "
+                              f"{','.join(tasks.DEFAULT_CONFIGS[benchmark])}")  # fmt: skip
+    repeated = sorted({c for c in configs if configs.count(c) > 1})
+    if repeated:
+        raise tasks.TaskError(f"--config names {', '.join(repeated)} more than once; give each config once")
+    scorable = tasks.SCORABLE_CONFIGS.get(benchmark, available)
+    for config in configs:
+        if config not in available:
+            raise tasks.TaskError(f"{benchmark} has no config {config!r}; scorable: {', '.join(c for c in available if c in scorable)}")
+        if config not in scorable:
+            raise tasks.TaskError(f"{benchmark} config {config!r} holds no questions to score; scorable: {', '.join(scorable)}")
+    return list(configs)
+
+
+def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_data.DataSource | None = None,
+        configs: list[str] | None = None, method: str | None = None, limit: int | None = None, device: str | None = None,
+        gguf_file: str | None = None, truncate: bool = False, chunk: int = 512, *, model_args: dict | None = None,
+        dtype: str | None = None, batch_size: int | None = None, bootstrap_iters: int = 200,
+        dataset_repo: str | None = None, revision: str | None = None, command: list[str] | None = None) -> dict:  # fmt: skip
+    """Score ``benchmark`` with a model; write and return the metrics.
+
+    ``data_dir`` is a local build folder, a ``hub_data.DataSource``, or None for the Hub dataset
+    ``dataset_repo`` (default ``physprobe/<benchmark>``) at ``revision``. Benchmark, configs, method, device and model options are all checked before weights load.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
     from tqdm.auto import tqdm
 
+    started_at, started = time.time(), time.perf_counter()
     if benchmark not in tasks.SUPPORTED:
         raise tasks.TaskError(f"unknown benchmark {benchmark!r}; known: {', '.join(tasks.SUPPORTED)}")
-    folder = data_dir / benchmark
-    if not (folder / "README.md").is_file():
-        raise PhysprobeError(f"{folder} is not a built benchmark; run `physprobe build {benchmark} --out {data_dir}` first")
-    loaded = load(model_name, method, device, gguf_file)
-    method = method or default_method(benchmark, loaded.family)
+    if method is not None:
+        tasks.check(benchmark, method)
+    if limit is not None and limit < 1:
+        raise tasks.TaskError(f"--limit must be at least 1, got {limit}")
+    if data_dir is None:
+        source = hub_data.hub(benchmark, dataset_repo, revision)
+    elif isinstance(data_dir, hub_data.DataSource):
+        source = data_dir
+    else:
+        source = hub_data.local(data_dir, benchmark)
+    configs = check_configs(benchmark, configs, source.config_names)
+    plan = plan_model(model_name, method, device, gguf_file, model_args, dtype, batch_size)
+    method = method or default_method(benchmark, plan.family)
     tasks.check(benchmark, method)
-    configs = configs or tasks.DEFAULT_CONFIGS[benchmark]
+    protocol = {"benchmark": benchmark, "method": method, "formats": tasks.FORMATS[benchmark]}
+    loaded = load(plan)
+    loaded_at = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     cache = Cache(out / "cache.sqlite")
-    metrics, records, started, scored_items = {}, [], time.perf_counter(), 0
+    metrics, records, scored_items, uncertainty, timings = {}, [], 0, {}, {}
+    dataset_revisions = {}
     for config in configs:
-        try:
-            dataset = datasets.load_dataset(str(folder), config, split="test")
-        except ValueError as error:
-            raise tasks.TaskError(f"{benchmark} has no config {config!r}: {error}") from None
+        config_started = time.perf_counter()
+        dataset = source.load(config)
+        dataset_revisions[config] = source.fingerprint(config)
+        key_base = provenance.cache_key(model=plan.revision, gguf_file=plan.kwargs.get("gguf_file"), dtype=plan.dtype,
+                                        device=loaded.device.type, physprobe=provenance.versions()["physprobe"],
+                                        protocol=protocol, dataset=dataset_revisions[config])  # fmt: skip
         indices = spread(len(dataset), limit)
         rows = dataset.select(indices).to_list()
         sep = loaded.tokenizer.sep_token or loaded.tokenizer.eos_token or "[SEP]"
         reqs = [tasks.request(benchmark, config, row, method, sep_token=sep) for row in rows]
-        keys = [Cache.key(loaded.fingerprint, method, r) for r in reqs]
+        keys = [Cache.key(key_base, method, r) for r in reqs]
         scores = cache.get(keys)
         missing = [i for i, k in enumerate(keys) if k not in scores]
         with tqdm(total=len(missing), desc=f"{benchmark}/{config}", unit=" q", disable=None) as progress:
@@ -201,16 +301,32 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: lis
         row_scores = [scores[k] for k in keys]
         predictions = [tasks.prediction(benchmark, method, s) for s in row_scores]
         metrics[config] = tasks.compute_metrics(benchmark, config, rows, predictions, row_scores)
+        if bootstrap_iters:
+            def resampled(idx, rows=rows, predictions=predictions, row_scores=row_scores, config=config):
+                return tasks.compute_metrics(benchmark, config, [rows[i] for i in idx], [predictions[i] for i in idx],
+                                             [row_scores[i] for i in idx])  # fmt: skip
+
+            with metric_modules.direct():
+                uncertainty[config] = provenance.bootstrap(resampled, len(rows), bootstrap_iters)
         records += [
             {"config": config, "row": indices[i], "scores": [float("nan") if s is None else s for s in row_scores[i]],
              "prediction": -1 if predictions[i] is None else predictions[i], "reference": tasks.reference(benchmark, rows[i])}
             for i in range(len(rows))
         ]  # fmt: skip
+        timings[config] = round(time.perf_counter() - config_started, 3)
     elapsed = time.perf_counter() - started
     pq.write_table(pa.Table.from_pylist(records), out / "predictions.parquet")
-    info = {"model": model_name, "gguf_file": gguf_file, "benchmark": benchmark, "method": method,
+    info = {"model": model_name, "gguf_file": plan.kwargs.get("gguf_file"), "benchmark": benchmark, "method": method,
             "family": loaded.family, "configs": configs, "limit": limit, "device": str(loaded.device),
-            "questions_scored": scored_items, "seconds": round(elapsed, 2)}  # fmt: skip
+            "questions_scored": scored_items, "seconds": round(elapsed, 2),
+            "model_revision": plan.revision, "model_args": {k: v for k, v in plan.kwargs.items() if k != "quantization_config"},
+            "dtype": plan.dtype, "batch_size": plan.batch_size or "auto",
+            "dataset": {"source": "hub" if source.on_hub else "local", "path": source.path, "revision": source.revision,
+                        "fingerprints": dataset_revisions},
+            "protocol": protocol, "versions": provenance.versions(),
+            "command": command, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
+            "timings": {"load_model_s": round(loaded_at - started, 3), "configs_s": timings, "total_s": round(elapsed, 3)},
+            "bootstrap": {"iterations": bootstrap_iters, "seed": provenance.BOOTSTRAP_SEED, "headline": uncertainty}}  # fmt: skip
     _write_json(out / "metrics.json", metrics)
     _write_json(out / "run.json", info)
     return metrics

@@ -13,7 +13,6 @@ NEWTON Table 1, Text2Afford Tables 4 and 10. A request is one of:
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 from physprobe.errors import PhysprobeError
 from physprobe.generators import cccons, text2afford
@@ -46,6 +45,11 @@ DEFAULT_CONFIGS = {
     "cccons": ["ordinary", "ccommon", "ordinary_nocontext", "ccommon_nocontext"],
     "newton": ["track1", "track2_boolean", "track2_mc", "track3"],
     "text2afford": ["default"],
+}
+# Configs a method can score where not every config can (others hold tables or one binary class each).
+SCORABLE_CONFIGS = {
+    "newton": ("track1", "track2_boolean", "track2_mc", "track3"),
+    "text2afford": ("default",),
 }
 SUPPORTED = {
     "prost": {"causal", "mlm", "seq2seq"},
@@ -117,17 +121,11 @@ def prediction(benchmark: str, method: str, scores: list[float | None]) -> int |
     return max(range(len(scores)), key=lambda i: scores[i])
 
 
-def metrics_dir() -> Path | None:
-    """The repository's ``metrics/`` folder when physprobe runs from a checkout, else None (Hub ids)."""
-    folder = Path(__file__).resolve().parents[1] / "metrics"
-    return folder if folder.is_dir() else None
-
-
 def load_metric(name: str):
-    import evaluate
+    """The installed evaluate module ``name`` (see ``physprobe.metric_modules``)."""
+    from physprobe import metric_modules
 
-    folder = metrics_dir()
-    return evaluate.load(str(folder / name) if folder else f"physprobe/{name}")
+    return metric_modules.load(name)
 
 
 def compute_metrics(benchmark: str, config: str, rows: list[dict], predictions: list, scores: list) -> dict:

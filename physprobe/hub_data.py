@@ -87,7 +87,7 @@ def hub(benchmark: str, repo_id: str | None = None, revision: str | None = None)
         raise DataSourceError(f"--dataset-repo {repo_id!r} is not ORG/NAME")
     build_hint = f"build it locally with `physprobe build {benchmark} --out build` and pass --data build"
     try:
-        commit = HfApi().dataset_info(repo_id, revision=revision).sha
+        commit = HfApi().dataset_info(repo_id, revision=revision or "main").sha
         names = get_dataset_config_names(repo_id, revision=commit)
     except RevisionNotFoundError:
         raise DataSourceError(f"dataset {repo_id} on the Hub has no revision {revision!r}; leave out --revision for the latest") from None

@@ -163,3 +163,21 @@ def check_local_model(name: str, gguf_file: str | None) -> None:
     if ggufs:
         raise ModelOptionError(f"--model {name} holds GGUF files ({', '.join(ggufs)}) but no config.json; pass --gguf-file {ggufs[0]}")
     raise ModelOptionError(f"--model {name}: no config.json in the folder; is it a saved Hugging Face model (save_pretrained)?")
+
+
+def hub_commit(name: str, revision: str | None) -> str:
+    """The commit a Hub model id resolves to at ``revision``; one clear error when it cannot be reached or found."""
+    from huggingface_hub import HfApi, constants
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    try:
+        return HfApi().model_info(name, revision=revision or "main").sha
+    except RevisionNotFoundError:
+        raise ModelOptionError(f"model {name} on the Hub has no revision {revision!r}; fix --model-args revision=") from None
+    except GatedRepoError:
+        raise ModelOptionError(f"model {name} is gated on the Hub: accept its terms and log in (hf auth login)") from None
+    except RepositoryNotFoundError:
+        raise ModelOptionError(f"there is no model {name} on the Hub (or it is private); check --model, or pass a local folder") from None
+    except Exception as error:  # connection refused, DNS, timeouts: the Hub is out of reach
+        raise ModelOptionError(f"cannot reach the Hugging Face Hub ({constants.ENDPOINT}) for model {name} ({type(error).__name__}); "
+                               "download the model where the Hub is reachable and pass its folder as --model") from None  # fmt: skip

@@ -54,7 +54,7 @@ def folder_hash(folder: str | os.PathLike) -> str:
 
 
 def model_revision(name: str, local: bool, revision: str | None, gguf_file: str | None, subfolder: str | None = None) -> str:
-    """The model's commit hash on the Hub (from the download cache's snapshot folder), or a local folder's content hash."""
+    """A local folder's content hash, or (offline) the commit of the Hub model's cached snapshot folder."""
     if local:
         return folder_hash(Path(name).expanduser())
     from huggingface_hub import hf_hub_download

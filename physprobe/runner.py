@@ -96,6 +96,7 @@ def plan_model(model_name: str, method: str | None, device: str | None = None, g
     local = model_options.looks_local(model_name)
     if local:
         model_options.check_local_model(model_name, kwargs.get("gguf_file"))
+    commit = None if local or _offline() else model_options.hub_commit(model_name, kwargs.get("revision"))
     config_kwargs = {k: kwargs[k] for k in ("gguf_file", "revision", "trust_remote_code", "subfolder") if k in kwargs}
     try:
         config = transformers.AutoConfig.from_pretrained(model_name, **config_kwargs)
@@ -122,8 +123,14 @@ def plan_model(model_name: str, method: str | None, device: str | None = None, g
         kind = " ".join(config.architectures or [config.model_type])
         raise tasks.TaskError(f"{model_name} is a {detected} model ({kind}): it cannot score --method {method}; "
                               f"leave out --method or use --method {detected}")  # fmt: skip
-    revision = provenance.model_revision(model_name, local, kwargs.get("revision"), kwargs.get("gguf_file"), kwargs.get("subfolder"))
+    revision = commit or provenance.model_revision(model_name, local, kwargs.get("revision"), kwargs.get("gguf_file"), kwargs.get("subfolder"))
     return ModelPlan(model_name, local, family, revision, chosen, dtype, kwargs, batch_size)
+
+
+def _offline() -> bool:
+    from huggingface_hub import constants
+
+    return constants.HF_HUB_OFFLINE
 
 
 def load(plan: ModelPlan) -> Loaded:

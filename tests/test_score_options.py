@@ -193,4 +193,4 @@ def test_unreachable_hub_is_one_line_with_the_local_way(models, prost_build, tmp
     args = ["--model", "nobody/no-model", "--benchmark", "prost", "--data", str(prost_build.parent)]
     result = score_cli(args, endpoint, tmp_path / "hf")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-    assert result.stderr.startswith(f"physprobe: error: cannot load model 'nobody/no-model' from the Hub ({endpoint}): ")
+    assert result.stderr.startswith(f"physprobe: error: cannot reach the Hugging Face Hub ({endpoint}) for model nobody/no-model")

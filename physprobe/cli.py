@@ -7,6 +7,7 @@
     physprobe score --model roberta-large --benchmark prost --out runs/roberta-prost
     physprobe score --model gpt2 --benchmark prost --protocol sentence-sum
     physprobe protocols
+    physprobe score --model gpt2 --benchmark newton --model-args revision=main,dtype=bfloat16 --batch-size auto
     physprobe report runs/roberta-prost runs/gpt2-prost --out report.md
 """
 
@@ -79,12 +80,20 @@ def _generate(args: argparse.Namespace) -> int:
 def _score(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from physprobe import model_options
     from physprobe.runner import run
 
+    if args.data is not None and (args.revision or args.dataset_repo):
+        raise PhysprobeError("--data reads a local build; --revision and --dataset-repo are for the Hub: give one or the other")
+    model_args = model_options.parse_model_args(args.model_args)
+    batch_size = model_options.parse_batch_size(args.batch_size)
+    configs = args.config.split(",") if args.config is not None else None
     out = Path(args.out or f"runs/{Path(args.model).name}-{args.benchmark}")
-    configs = args.config.split(",") if args.config else None
-    metrics = run(args.model, args.benchmark, out, Path(args.data), configs, args.method, args.limit, args.device,
-                  args.gguf_file, args.truncate, protocol=args.protocol)  # fmt: skip
+    data = Path(args.data) if args.data is not None else None
+    metrics = run(args.model, args.benchmark, out, data, configs, args.method, args.limit, args.device, args.gguf_file,
+                  args.truncate, model_args=model_args, dtype=args.dtype, batch_size=batch_size,
+                  bootstrap_iters=args.bootstrap_iters, dataset_repo=args.dataset_repo,
+                  revision=args.revision, command=["physprobe", *args.argv], protocol=args.protocol)  # fmt: skip
     for config, values in metrics.items():
         headline = {k: v for k, v in values.items() if isinstance(v, (int, float))}
         headline.update({f"{k}.{n}": v for k, inner in values.items() if isinstance(inner, dict)
@@ -142,18 +151,26 @@ def parser() -> argparse.ArgumentParser:
     generate_cmd.add_argument("--out", default="generated", help="output folder (default: ./generated)")
     generate_cmd.add_argument("--source-dir", help="local mirror of the upstream files")
     generate_cmd.set_defaults(run=_generate)
-    score_cmd = commands.add_parser("score", help="score a Hugging Face model on a built benchmark")
+    score_cmd = commands.add_parser("score", help="score a Hugging Face model on a benchmark (from the Hub, or a local build)")
     score_cmd.add_argument("--model", required=True, help="Hub id or local folder")
     score_cmd.add_argument("--benchmark", required=True, choices=list(_benchmarks()))
     score_cmd.add_argument("--config", help="comma-separated configs (default: those of the paper's tables)")
     score_cmd.add_argument("--method", choices=METHODS, help="default: the protocol's (see `physprobe protocols`)")
     score_cmd.add_argument("--protocol", help="a protocol of the benchmark (default: the paper's for the model's family)")
-    score_cmd.add_argument("--data", default="build", help="folder with built benchmarks (default: ./build)")
+    score_cmd.add_argument("--data", help="a local folder of built benchmarks (default: read physprobe/<benchmark> from the Hub)")
+    score_cmd.add_argument("--revision", help="Hub dataset revision to read (branch, tag or commit; default: main)")
+    score_cmd.add_argument("--dataset-repo", help="Hub dataset to read instead of physprobe/<benchmark>, e.g. a fork ORG/NAME")
     score_cmd.add_argument("--out", help="run folder (default: runs/<model>-<benchmark>)")
     score_cmd.add_argument("--limit", type=int, help="score N rows of each config, evenly spread over it")
-    score_cmd.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    score_cmd.add_argument("--device", help="cpu, cuda, cuda:1, mps (default: cuda if available)")
+    score_cmd.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"],
+                           help="weights' dtype (default: bfloat16 on CUDA, float32 otherwise)")
+    score_cmd.add_argument("--model-args", help="from_pretrained options KEY=VALUE,... (revision, trust_remote_code, "
+                           "attn_implementation, gguf_file, device_map, max_memory=0:20GiB;cpu:60GiB, load_in_8bit, ...)")
+    score_cmd.add_argument("--batch-size", default="auto", help="sequences per batch, or auto: a token budget halved on out-of-memory")
     score_cmd.add_argument("--gguf-file", help="a GGUF file inside --model's folder")
     score_cmd.add_argument("--truncate", action="store_true", help="keep the last tokens of over-long inputs instead of failing")
+    score_cmd.add_argument("--bootstrap-iters", type=int, default=200, help="bootstrap resamples for standard errors (0: none)")
     score_cmd.set_defaults(run=_score)
     protocols_cmd = commands.add_parser("protocols", help="list each benchmark's protocols and the families they are the default for")
     protocols_cmd.add_argument("benchmark", nargs="?", choices=list(_benchmarks()))
@@ -168,7 +185,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; bad input exits with status 2 and a one-line error, a failed write (full
     disk, no permission) with status 1, Ctrl-C with status 130 — each one line, partial outputs removed."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser().parse_args(argv)
+    args.argv = argv
     try:
         return args.run(args)
     except PhysprobeError as error:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from physprobe.errors import PhysprobeError
 
@@ -116,7 +115,8 @@ class Evaluation:
     ``metrics(config, rows, predictions, scores)`` returns the paper's breakdowns for one config
     (``predictions`` hold None for undecided rows); ``reference(row)`` the gold answer as a list;
     ``pooled`` names figures the paper computes over several configs at once (key -> configs),
-    written beside the configs' own when all of them were scored.
+    written beside the configs' own when all of them were scored; ``scorable`` the configs that hold
+    questions (None: all; NEWTON's attribute table and Text2Afford's one-class configs hold none).
     """
 
     benchmark: str
@@ -125,6 +125,7 @@ class Evaluation:
     metrics: Callable[[str, list[dict], list, list], dict]
     reference: Callable[[dict], list[int]] = _reference
     pooled: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    scorable: tuple[str, ...] | None = None  # configs that hold questions (None: every config)
 
     def pooled_metrics(self, outcomes: dict[str, tuple[list, list, list]]) -> dict:
         """The ``pooled`` figures whose configs are all in ``outcomes`` (config -> rows, predictions, scores)."""
@@ -172,18 +173,11 @@ def decided(rows: list[dict], predictions: list) -> tuple[dict, list[int]]:
     return {"n": len(rows), "undecided": len(rows) - len(kept)}, kept
 
 
-def metrics_dir() -> Path | None:
-    """The repository's ``metrics/`` folder when physprobe runs from a checkout, else None (Hub ids)."""
-    folder = Path(__file__).resolve().parents[1] / "metrics"
-    return folder if folder.is_dir() else None
-
-
 def load_metric(name: str):
-    """An evaluate module of physprobe: the local folder in a checkout, else ``physprobe/<name>`` on the Hub."""
-    import evaluate
+    """An evaluate module of physprobe, loaded from the installed package (see ``physprobe.metric_modules``)."""
+    from physprobe import metric_modules
 
-    folder = metrics_dir()
-    return evaluate.load(str(folder / name) if folder else f"physprobe/{name}")
+    return metric_modules.load(name)
 
 
 def first_mentioned(text: str, choices: Sequence[str]) -> int | None:

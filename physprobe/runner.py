@@ -1,9 +1,11 @@
 """``physprobe score``: load a model, score a benchmark's configs with resume, write predictions and metrics.
 
 A run folder holds ``predictions.parquet`` (config, row, scores, prediction, reference), ``metrics.json``
-(the papers' breakdowns from the evaluate modules), ``run.json`` (model, method, timing) and
-``cache.sqlite``: every request's scores (or generated text) keyed by the model's fingerprint and the request's hash, so an
-interrupted run (Ctrl-C, crash, out-of-memory) restarts where it stopped.
+(the papers' breakdowns from the evaluate modules), ``run.json`` (model and dataset revisions, protocol,
+library versions, command line, timings, bootstrap errors: see ``physprobe.provenance``) and ``cache.sqlite``:
+every request's scores (or generated text) keyed by all that changes a score (model revision, dtype, device type, physprobe
+version, protocol, dataset revision) and the request's hash, so an interrupted run (Ctrl-C, crash,
+out-of-memory) restarts where it stopped, and a changed model or dataset is never served stale scores.
 """
 
 from __future__ import annotations
@@ -14,12 +16,10 @@ import os
 import sqlite3
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from physprobe import protocols, registry
-from physprobe.errors import PhysprobeError
-from physprobe.export import read_built
+from physprobe import hub_data, metric_modules, model_options, protocols, provenance, registry
 from physprobe.paths import FolderLock, atomic_file
 
 FAMILY_CLASSES = {
@@ -52,44 +52,112 @@ def detect_method(config) -> str:
 
 
 @dataclass
+class ModelPlan:
+    """What is known of a model before its weights load: checked options, config, family, revision."""
+
+    name: str
+    local: bool
+    family: str
+    revision: str  # Hub commit, or sha256 of the local folder's files
+    device: object  # torch.device
+    dtype: str
+    kwargs: dict  # for from_pretrained (gguf_file, revision, trust_remote_code, ...)
+    batch_size: int | None  # None: token budget, halved on out-of-memory
+
+
+@dataclass
 class Loaded:
     model: object
     tokenizer: object
     family: str
     fingerprint: str
     device: object
+    batching: dict = field(default_factory=dict)
 
 
-def load(model_name: str, method: str | None, device: str | None, gguf_file: str | None) -> Loaded:
-    """Load model and tokenizer through ``from_pretrained`` (a GGUF file too) for the method's family."""
+def plan_model(model_name: str, method: str | None, device: str | None = None, gguf_file: str | None = None,
+               model_args: dict | None = None, dtype: str | None = None, batch_size: int | None = None) -> ModelPlan:  # fmt: skip
+    """Check every model option and read the model's config (no weights): a bad option fails here, in one line."""
+    import transformers
+
+    kwargs = dict(model_args or {})
+    if gguf_file and kwargs.get("gguf_file", gguf_file) != gguf_file:
+        raise model_options.ModelOptionError(f"--gguf-file {gguf_file} and --model-args gguf_file={kwargs['gguf_file']} disagree; give one")
+    if gguf_file:
+        kwargs["gguf_file"] = gguf_file
+    chosen = model_options.check_device(device)
+    dtype = model_options.resolve_dtype(dtype, kwargs, chosen.type)
+    kwargs.pop("dtype", None)
+    local = model_options.looks_local(model_name)
+    if local:
+        model_options.check_local_model(model_name, kwargs.get("gguf_file"))
+    commit = None if local or _offline() else model_options.hub_commit(model_name, kwargs.get("revision"))
+    config_kwargs = {k: kwargs[k] for k in ("gguf_file", "revision", "trust_remote_code", "subfolder") if k in kwargs}
+    try:
+        config = transformers.AutoConfig.from_pretrained(model_name, **config_kwargs)
+    except ImportError as error:  # e.g. gguf files need the gguf package
+        raise model_options.ModelOptionError(f"cannot read {model_name!r}: {error}".splitlines()[0] + " (pip install 'physprobe[score]')") from None
+    except (OSError, ValueError) as error:
+        from huggingface_hub import constants
+
+        where = "its folder" if local else f"the Hub ({constants.ENDPOINT})"
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise model_options.ModelOptionError(f"cannot load model {model_name!r} from {where}: {reason}; check the name, "
+                                             "or download the model and pass its folder") from None  # fmt: skip
+    try:
+        detected = detect_method(config)
+    except protocols.ProtocolError:
+        detected = None
+    if method is not None and method not in protocols.FAMILIES:  # yes_no, generate: the model's own family
+        family = "seq2seq" if config.is_encoder_decoder else "causal"
+    else:
+        family = method or detected
+    if family is None:
+        raise protocols.ProtocolError(f"cannot tell the family of {model_name!r} from architectures={config.architectures}; pass --method")
+    if detected is not None and detected != family:
+        kind = " ".join(config.architectures or [config.model_type])
+        raise protocols.ProtocolError(f"{model_name} is a {detected} model ({kind}): it cannot score --method {method}; "
+                              f"leave out --method or use --method {detected}")  # fmt: skip
+    revision = commit or provenance.model_revision(model_name, local, kwargs.get("revision"), kwargs.get("gguf_file"), kwargs.get("subfolder"))
+    return ModelPlan(model_name, local, family, revision, chosen, dtype, kwargs, batch_size)
+
+
+def _offline() -> bool:
+    from huggingface_hub import constants
+
+    return constants.HF_HUB_OFFLINE
+
+
+def load(plan: ModelPlan) -> Loaded:
+    """Load model and tokenizer through ``from_pretrained`` (a GGUF file too) for the planned family."""
     import torch
     import transformers
 
-    if method is not None and method not in protocols.METHODS:
-        raise protocols.ProtocolError(f"unknown method {method!r}; known: {', '.join(protocols.METHODS)}")
-    kwargs = {"gguf_file": gguf_file} if gguf_file else {}
-    config = transformers.AutoConfig.from_pretrained(model_name, **kwargs)
-    if method not in (None, *protocols.FAMILIES):  # yes_no, generate: the model's own family
-        family = "seq2seq" if config.is_encoder_decoder else "causal"
-    else:
-        family = method or detect_method(config)
-    chosen = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    dtype = torch.bfloat16 if chosen.type == "cuda" else torch.float32
-    auto = getattr(transformers, FAMILY_CLASSES[family])
+    auto = getattr(transformers, FAMILY_CLASSES[plan.family])
+    kwargs = dict(plan.kwargs, dtype=plan.dtype if plan.dtype == "auto" else getattr(torch, plan.dtype))
     try:
-        model = auto.from_pretrained(model_name, dtype=dtype, attn_implementation="sdpa", **kwargs)
-    except (ValueError, ImportError):  # architectures without SDPA fall back to their default attention
-        model = auto.from_pretrained(model_name, dtype=dtype, **kwargs)
-    except OSError as error:
-        raise protocols.ProtocolError(f"cannot load {model_name!r} as {FAMILY_CLASSES[family]}: {error}") from None
-    tokenizer = transformers.AutoTokenizer.from_pretrained(model_name, **kwargs)
+        if "attn_implementation" in kwargs:
+            model = auto.from_pretrained(plan.name, **kwargs)
+        else:
+            try:
+                model = auto.from_pretrained(plan.name, attn_implementation="sdpa", **kwargs)
+            except (ValueError, ImportError):  # architectures without SDPA fall back to their default attention
+                model = auto.from_pretrained(plan.name, **kwargs)
+    except (OSError, ValueError, ImportError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise protocols.ProtocolError(f"cannot load {plan.name!r} as {FAMILY_CLASSES[plan.family]}: {reason}") from None
+    tokenizer_kwargs = {k: plan.kwargs[k] for k in ("gguf_file", "revision", "trust_remote_code", "subfolder") if k in plan.kwargs}
+    tokenizer = transformers.AutoTokenizer.from_pretrained(plan.name, **tokenizer_kwargs)
     if tokenizer.pad_token is None and tokenizer.eos_token is not None:
         tokenizer.pad_token = tokenizer.eos_token
-    model.eval().to(chosen)
-    digest = hashlib.sha256(json.dumps([model_name, gguf_file, config.to_dict()], sort_keys=True, default=str).encode())
-    for path in sorted(Path(model_name).glob("*")) if Path(model_name).is_dir() else []:
-        digest.update(f"{path.name}:{path.stat().st_size}:{path.stat().st_mtime_ns}".encode())
-    return Loaded(model, tokenizer, family, digest.hexdigest()[:16], chosen)
+    model.eval()
+    device = plan.device
+    if "device_map" in plan.kwargs:  # accelerate placed the weights; inputs go where the first ones are
+        device = next(model.parameters()).device
+    else:
+        model.to(device)
+    batching = {} if plan.batch_size is None else {"max_batch": plan.batch_size, "batch_tokens": 1 << 62}
+    return Loaded(model, tokenizer, plan.family, plan.revision, device, batching)
 
 
 class Cache:
@@ -138,7 +206,7 @@ def score_requests(loaded: Loaded, method: str, requests: list, truncate: bool, 
     """Scores (or ``[generated text]``) of requests of one kind (see ``physprobe.protocols``)."""
     from physprobe import scoring
 
-    m, t, d = loaded.model, loaded.tokenizer, loaded.device
+    m, t, d, b = loaded.model, loaded.tokenizer, loaded.device, loaded.batching
     kind = requests[0][0]
     payload = [r[1] for r in requests]
     if kind == "generate":
@@ -149,16 +217,16 @@ def score_requests(loaded: Loaded, method: str, requests: list, truncate: bool, 
     if kind == "mean_ids":
         return scoring.mean_token_logprobs(m, t, payload, d, truncate=truncate, progress=progress)
     if kind == "sequences":
-        return scoring.sequence_logprobs(m, t, payload, d, truncate=truncate, progress=progress)
+        return scoring.sequence_logprobs(m, t, payload, d, truncate=truncate, progress=progress, **b)
     if kind == "masked":
-        return scoring.masked_logprobs(m, t, [p[0] for p in payload], [p[1] for p in payload], d, truncate=truncate, progress=progress)
+        return scoring.masked_logprobs(m, t, [p[0] for p in payload], [p[1] for p in payload], d, truncate=truncate, progress=progress, **b)
     if kind == "seq2seq":
-        return scoring.seq2seq_logprobs(m, t, payload, d, truncate=truncate, progress=progress)
+        return scoring.seq2seq_logprobs(m, t, payload, d, truncate=truncate, progress=progress, **b)
     flat = [item for p in payload for item in p]
     if kind == "nli":
-        values = scoring.entailment_probs(m, t, flat, d)
+        values = scoring.entailment_probs(m, t, flat, d, **b)
     else:
-        values = scoring.yes_probs(m, t, flat, d, seq2seq=loaded.family == "seq2seq")
+        values = scoring.yes_probs(m, t, flat, d, seq2seq=loaded.family == "seq2seq", **b)
     if progress is not None:
         progress.update(len(payload))
     width = len(payload[0])
@@ -178,63 +246,104 @@ def spread(n: int, limit: int | None) -> list[int]:
     return [i * n // limit for i in range(limit)]
 
 
-def resolve(benchmark: str, configs: list[str] | None, method: str | None, protocol: str | None):
-    """Check a run's arguments before any model loads; return its evaluation, configs and named protocol.
+def check_configs(evaluation: protocols.Evaluation, configs: list[str] | None, available: tuple[str, ...]) -> list[str]:
+    """The configs to score: the paper's by default; each named one must exist, be scorable, and come once.
 
-    >>> name = registry.names()[0]
-    >>> evaluation, configs, chosen = resolve(name, None, None, None)
-    >>> configs == list(evaluation.configs), chosen
+    >>> check_configs(registry.evaluation("prost"), ["mass", "height"], ("default", "mass", "height"))
+    ['mass', 'height']
+    """
+    defaults = list(evaluation.configs)
+    if configs is None:
+        return defaults
+    if not configs or any(not c.strip() for c in configs):
+        raise protocols.ProtocolError(f"--config has an empty entry ({','.join(configs)!r}); give comma-separated names such as "
+                                      f"{','.join(defaults)}")  # fmt: skip
+    repeated = sorted({c for c in configs if configs.count(c) > 1})
+    if repeated:
+        raise protocols.ProtocolError(f"--config names {', '.join(repeated)} more than once; give each config once")
+    scorable = [c for c in available if evaluation.scorable is None or c in evaluation.scorable]
+    for config in configs:
+        if config not in available:
+            raise protocols.ProtocolError(f"{evaluation.benchmark} has no config {config!r}; scorable: {', '.join(scorable)}")
+        if config not in scorable:
+            raise protocols.ProtocolError(f"{evaluation.benchmark} config {config!r} holds no questions to score; "
+                                          f"scorable: {', '.join(scorable)}")  # fmt: skip
+    return list(configs)
+
+
+def resolve(benchmark: str, method: str | None, protocol: str | None):
+    """Check benchmark, method and protocol before any data or model loads; return the evaluation and named protocol.
+
+    >>> evaluation, chosen = resolve(registry.names()[0], None, None)
+    >>> evaluation.benchmark == registry.names()[0], chosen
     (True, None)
     """
     evaluation = registry.evaluation(benchmark)
     if method is not None and method not in protocols.METHODS:
         raise protocols.ProtocolError(f"unknown method {method!r}; known: {', '.join(protocols.METHODS)}")
-    known = [config.name for config in registry.builder(benchmark).configs]
-    for config in configs or ():
-        if config not in known:
-            raise protocols.ProtocolError(f"{benchmark} has no config {config!r}; known: {', '.join(known)}")
     chosen = evaluation.protocol(protocol) if protocol else None
     if chosen is not None and method is not None and chosen.method != method:
         raise protocols.ProtocolError(f"protocol {chosen.name!r} uses method {chosen.method!r}, not --method {method}")
     if method is not None and not any(p.method == method for p in evaluation.protocols):
         methods = sorted({p.method for p in evaluation.protocols})
         raise protocols.ProtocolError(f"{benchmark} cannot be scored with method {method!r}; use one of {methods}")
-    return evaluation, list(configs or evaluation.configs), chosen
+    return evaluation, chosen
 
 
-def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: list[str] | None = None,
-        method: str | None = None, limit: int | None = None, device: str | None = None,
-        gguf_file: str | None = None, truncate: bool = False, chunk: int = 512, protocol: str | None = None) -> dict:  # fmt: skip
-    """Score ``benchmark`` (built under ``data_dir``) with a model and a protocol; write and return the metrics.
+def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_data.DataSource | None = None,
+        configs: list[str] | None = None, method: str | None = None, limit: int | None = None, device: str | None = None,
+        gguf_file: str | None = None, truncate: bool = False, chunk: int = 512, *, model_args: dict | None = None,
+        dtype: str | None = None, batch_size: int | None = None, bootstrap_iters: int = 200,
+        dataset_repo: str | None = None, revision: str | None = None, command: list[str] | None = None,
+        protocol: str | None = None) -> dict:  # fmt: skip
+    """Score ``benchmark`` with a model and a protocol; write and return the metrics.
 
     Without ``protocol``, the benchmark's default for the model (its name, else its family, and ``method``).
+
+    ``data_dir`` is a local build folder, a ``hub_data.DataSource``, or None for the Hub dataset
+    ``dataset_repo`` (default ``physprobe/<benchmark>``) at ``revision``. Benchmark, configs, method, device and model options are all checked before weights load.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
     from tqdm.auto import tqdm
 
-    evaluation, configs, chosen = resolve(benchmark, configs, method, protocol)
-    folder = data_dir / benchmark
-    if not (folder / "README.md").is_file():
-        raise PhysprobeError(f"{folder} is not a built benchmark; run `physprobe build {benchmark} --out {data_dir}` first")
+    started_at, started = time.time(), time.perf_counter()
+    evaluation, chosen = resolve(benchmark, method, protocol)
+    if limit is not None and limit < 1:
+        raise protocols.ProtocolError(f"--limit must be at least 1, got {limit}")
+    if data_dir is None:
+        source = hub_data.hub(benchmark, dataset_repo, revision)
+    elif isinstance(data_dir, hub_data.DataSource):
+        source = data_dir
+    else:
+        source = hub_data.local(data_dir, benchmark)
+    configs = check_configs(evaluation, configs, source.config_names)
+    plan = plan_model(model_name, method or (chosen.method if chosen else None), device, gguf_file, model_args, dtype, batch_size)
+    chosen = chosen or evaluation.default(plan.family, method, model_name)
+    if plan.family not in chosen.families:
+        raise protocols.ProtocolError(f"protocol {chosen.name!r} is for {', '.join(chosen.families)} models, not {plan.family}")
+    method = chosen.method
     out.mkdir(parents=True, exist_ok=True)
     lock = FolderLock(out).acquire()  # a second run into ``out`` fails here, naming this one
-    loaded = load(model_name, method or (chosen.method if chosen else None), device, gguf_file)
-    chosen = chosen or evaluation.default(loaded.family, method, model_name)
-    if loaded.family not in chosen.families:
-        raise protocols.ProtocolError(f"protocol {chosen.name!r} is for {', '.join(chosen.families)} models, not {loaded.family}")
-    method = chosen.method
+    loaded = load(plan)
+    loaded_at = time.perf_counter()
     cache = Cache(out / "cache.sqlite")
-    metrics, records, started, scored_items, outcomes = {}, [], time.perf_counter(), 0, {}
+    metrics, records, scored_items, uncertainty, timings, outcomes = {}, [], 0, {}, {}, {}
+    dataset_revisions = {}
     for config in configs:
-        dataset = read_built(folder, config)  # never a cached copy of an older file
+        config_started = time.perf_counter()
+        dataset = source.load(config)
+        dataset_revisions[config] = source.fingerprint(config)
+        key_base = provenance.cache_key(model=plan.revision, gguf_file=plan.kwargs.get("gguf_file"), dtype=plan.dtype,
+                                        device=loaded.device.type, physprobe=provenance.versions()["physprobe"],
+                                        protocol=chosen.name, dataset=dataset_revisions[config])  # fmt: skip
         indices = spread(len(dataset), limit)
         rows = dataset.select(indices).to_list()
         scored = [i for i, row in enumerate(rows) if not (chosen.skip and chosen.skip(row))]
         excluded = len(rows) - len(scored)
         indices, rows = [indices[i] for i in scored], [rows[i] for i in scored]
         reqs = [chosen.build(row, config, loaded.tokenizer) for row in rows]
-        keys = [Cache.key(loaded.fingerprint, method, r) for r in reqs]
+        keys = [Cache.key(key_base, method, r) for r in reqs]
         scores = cache.get(keys)
         missing = [i for i, k in enumerate(keys) if k not in scores]
         with tqdm(total=len(missing), desc=f"{benchmark}/{config}", unit=" q", disable=None) as progress:
@@ -255,12 +364,20 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: lis
             metrics[config]["unparsed"] = sum(p is None for p in predictions)
         if excluded:
             metrics[config]["excluded"] = excluded
+        if bootstrap_iters and rows:
+            def resampled(idx, rows=rows, predictions=predictions, row_scores=row_scores, config=config):
+                return evaluation.metrics(config, [rows[i] for i in idx], [predictions[i] for i in idx],
+                                          [row_scores[i] for i in idx])  # fmt: skip
+
+            with metric_modules.direct():
+                uncertainty[config] = provenance.bootstrap(resampled, len(rows), bootstrap_iters)
         records += [
             {"config": config, "row": indices[i], "scores": [float("nan") if s is None else s for s in row_scores[i]],
              "prediction": -1 if predictions[i] is None else predictions[i], "reference": evaluation.reference(rows[i]),
              "generated": generated[i]}
             for i in range(len(rows))
         ]  # fmt: skip
+        timings[config] = round(time.perf_counter() - config_started, 3)
     for name, pooled in evaluation.pooled_metrics(outcomes).items():  # figures over several configs, e.g. CConS's NoCon
         if method == "generate":
             pooled["unparsed"] = pooled["undecided"]
@@ -268,10 +385,17 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path, configs: lis
     elapsed = time.perf_counter() - started
     with atomic_file(out / "predictions.parquet") as temporary:
         pq.write_table(pa.Table.from_pylist(records), temporary)
-    info = {"model": model_name, "gguf_file": gguf_file, "benchmark": benchmark, "method": method,
-            "protocol": chosen.name, "protocol_source": chosen.source,
+    info = {"model": model_name, "gguf_file": plan.kwargs.get("gguf_file"), "benchmark": benchmark, "method": method,
             "family": loaded.family, "configs": configs, "limit": limit, "device": str(loaded.device),
-            "questions_scored": scored_items, "seconds": round(elapsed, 2)}  # fmt: skip
+            "questions_scored": scored_items, "seconds": round(elapsed, 2),
+            "model_revision": plan.revision, "model_args": {k: v for k, v in plan.kwargs.items() if k != "quantization_config"},
+            "dtype": plan.dtype, "batch_size": plan.batch_size or "auto",
+            "dataset": {"source": "hub" if source.on_hub else "local", "path": source.path, "revision": source.revision,
+                        "fingerprints": dataset_revisions},
+            "protocol": chosen.name, "protocol_source": chosen.source, "versions": provenance.versions(),
+            "command": command, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
+            "timings": {"load_model_s": round(loaded_at - started, 3), "configs_s": timings, "total_s": round(elapsed, 3)},
+            "bootstrap": {"iterations": bootstrap_iters, "seed": provenance.BOOTSTRAP_SEED, "headline": uncertainty}}  # fmt: skip
     _write_json(out / "metrics.json", metrics)
     _write_json(out / "run.json", info)
     lock.release()

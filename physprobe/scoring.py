@@ -391,7 +391,9 @@ def yes_probs(model, tokenizer, prompts: Sequence[str], device: torch.device, se
               batch_tokens: int = 16384, max_batch: int = 128, progress=None) -> list[float]:  # fmt: skip
     """P(YES) / (P(YES) + P(NO)) of the answer after each prompt, as a continuous score."""
     if seq2seq:
-        scores = seq2seq_logprobs(model, tokenizer, [(p, ["YES", "NO"]) for p in prompts], device, progress=progress)
+        scores = seq2seq_logprobs(model, tokenizer, [(p, ["YES", "NO"]) for p in prompts], device, batch_tokens=batch_tokens,
+                                  max_batch=max_batch, progress=progress)  # fmt: skip
     else:
-        scores = sequence_logprobs(model, tokenizer, [[f"{p} YES", f"{p} NO"] for p in prompts], device, progress=progress)
+        scores = sequence_logprobs(model, tokenizer, [[f"{p} YES", f"{p} NO"] for p in prompts], device, batch_tokens=batch_tokens,
+                                   max_batch=max_batch, progress=progress)  # fmt: skip
     return [float(torch.softmax(torch.tensor(pair), dim=0)[0]) for pair in scores]

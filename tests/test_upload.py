@@ -50,7 +50,7 @@ def test_dry_run_writes_seven_validated_repo_folders(hub_dir):
     for folder in (hub_dir / "spaces").iterdir():
         meta = front_matter(folder / "README.md")
         assert meta["sdk"] == "gradio" and {"evaluate", "metric"} <= set(meta["tags"])
-        assert f'evaluate.load("physprobe/{folder.name}")' in (folder / "app.py").read_text()
+        assert f'Path(__file__).with_name("{folder.name}.py")' in (folder / "app.py").read_text()  # its own module, not a Hub copy
         assert (folder / "requirements.txt").is_file() and (folder / f"{folder.name}.py").is_file()
 
 

@@ -136,6 +136,7 @@ RELEASED = "NEWTON hf_track1.py, hf_track2.py, hf_track3.py (the `prompt = f'...
 EVALUATION = Evaluation(
     benchmark="newton",
     configs=("track1", "track2_boolean", "track2_mc", "track3"),
+    scorable=("track1", "track2_boolean", "track2_mc", "track3"),  # not the attribute table
     protocols=(
         Protocol("released-generate", "generate", lambda row, config, tokenizer: released_prompt(row, config),
                  f"{RELEASED}; greedy as the flan/unifiedqa classes (do_sample=False); answer matched as match_answer",

@@ -122,6 +122,7 @@ PAPER_RULE = "YES=1, NO=0, ties wrong (Appendix G)"
 EVALUATION = Evaluation(
     benchmark="text2afford",
     configs=("default",),
+    scorable=("default",),  # the one-class configs are for training classifiers, not the paper's ranking
     protocols=(
         Protocol("yes-no-flan-t5", "yes_no", _yes_no("flan-t5"),
                  f"Text2Afford Table 10 (FLAN-T5 prompt), class words of src/LLM/zero_shot_LLM.py; {PAPER_RULE}",

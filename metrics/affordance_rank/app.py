@@ -1,5 +1,57 @@
-import evaluate
-from evaluate.utils import launch_gradio_widget
+"""The affordance_rank Space: every compute argument as a form field; the headline accuracy and mAP.
 
-module = evaluate.load("physprobe/affordance_rank")
-launch_gradio_widget(module)
+Run locally with ``python app.py`` (GRADIO_SERVER_NAME / GRADIO_SERVER_PORT choose the address).
+"""
+
+import json
+from pathlib import Path
+
+import evaluate
+import gradio as gr
+
+# The module in this folder, not a Hub copy: the Space shows what its own code computes.
+metric = evaluate.load(str(Path(__file__).with_name("affordance_rank.py")))
+
+
+def parse_rows(name, text):
+    """A JSON list of lists (one row of per-class values per sentence-object pair)."""
+    try:
+        rows = json.loads(text or "")
+    except json.JSONDecodeError as error:
+        raise gr.Error(f"{name}: not a JSON list of lists ({error})")
+    if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
+        raise gr.Error(f"{name}: expected a list of lists such as [[0.9, 0.1], [0.2, 0.8]]")
+    return rows
+
+
+def compute(predictions, references, mode, average, k):
+    kwargs = {"mode": mode, "average": average}
+    if k:
+        kwargs["k"] = int(k)
+    try:
+        result = metric.compute(predictions=parse_rows("predictions", predictions),
+                                references=parse_rows("references", references), **kwargs)  # fmt: skip
+    except (ValueError, TypeError) as error:
+        raise gr.Error(str(error))
+    result = json.loads(json.dumps(result))  # JSON keys are strings (by_position is keyed by int)
+    return result["accuracy"], result["map"], result
+
+
+with gr.Blocks(title="Affordance Rank") as demo:
+    gr.Markdown("# Affordance Rank\nText2Afford's rank-based accuracy and mAP of per-class affordance scores. One row "
+                "per sentence-object pair: `predictions` scores, `references` 0/1 labels, as JSON lists of lists.")
+    with gr.Row():
+        predictions = gr.Textbox(label="predictions", lines=3, placeholder="[[0.9, 0.5, 0.7, 0.1], [0.2, 0.8, 0.3, 0.6]]")
+        references = gr.Textbox(label="references", lines=3, placeholder="[[1, 0, 1, 0], [0, 1, 0, 0]]")
+    with gr.Row():
+        mode = gr.Dropdown(["strict", "pairwise"], value="strict", label="mode")
+        average = gr.Dropdown(["micro", "macro"], value="micro", label="average")
+        k = gr.Number(label="k (optional, mAP@k)", precision=0, value=None)
+    button = gr.Button("Compute", variant="primary")
+    with gr.Row():
+        accuracy = gr.Number(label="accuracy")
+        mean_ap = gr.Number(label="map")
+    breakdown = gr.JSON(label="all results")
+    button.click(compute, [predictions, references, mode, average, k], [accuracy, mean_ap, breakdown], api_name="compute")
+
+demo.launch(show_error=True)

@@ -1,5 +1,76 @@
-import evaluate
-from evaluate.utils import launch_gradio_widget
+"""The probe_accuracy Space: every compute argument as a form field; the headline accuracy and the breakdowns.
 
-module = evaluate.load("physprobe/probe_accuracy")
-launch_gradio_widget(module)
+Run locally with ``python app.py`` (GRADIO_SERVER_NAME / GRADIO_SERVER_PORT choose the address).
+"""
+
+import json
+from pathlib import Path
+
+import evaluate
+import gradio as gr
+
+# The module in this folder, not a Hub copy: the Space shows what its own code computes.
+metric = evaluate.load(str(Path(__file__).with_name("probe_accuracy.py")))
+
+
+def parse_list(name, text):
+    """A JSON list, or comma-separated values; empty means not given."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    if text.startswith("["):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as error:
+            raise gr.Error(f"{name}: not a JSON list ({error})")
+    items = [item.strip() for item in text.split(",")]
+    return [int(i) if i.lstrip("-").isdigit() else {"true": True, "false": False}.get(i.lower(), i) for i in items]
+
+
+def compute(predictions, references, groups, templates, positions, pairs, inverted, inverse_gap_reading, num_choices):
+    kwargs = {
+        "predictions": parse_list("predictions", predictions),
+        "references": parse_list("references", references),
+        "groups": parse_list("groups", groups),
+        "templates": parse_list("templates", templates),
+        "positions": parse_list("positions", positions),
+        "pairs": parse_list("pairs", pairs),
+        "inverted": parse_list("inverted", inverted),
+        "inverse_gap_reading": inverse_gap_reading,
+        "num_choices": int(num_choices) if num_choices else None,
+    }
+    if kwargs["predictions"] is None or kwargs["references"] is None:
+        raise gr.Error("predictions and references are required")
+    try:
+        result = metric.compute(**{k: v for k, v in kwargs.items() if v is not None})
+    except (ValueError, TypeError) as error:
+        raise gr.Error(str(error))
+    result = json.loads(json.dumps(result))  # JSON keys are strings (by_position is keyed by int)
+    return result["accuracy"], result.get("macro_accuracy"), result.get("inverse_gap"), result
+
+
+with gr.Blocks(title="Probe Accuracy") as demo:
+    gr.Markdown("# Probe Accuracy\nPROST / CConS accuracy with per-concept macro averages, position accuracy and "
+                "superlative-inverse gaps. Lists as JSON (`[0, 1, 2]`) or comma-separated (`0, 1, 2`).")
+    with gr.Row():
+        predictions = gr.Textbox(label="predictions", placeholder="[0, 1, 2, 3]")
+        references = gr.Textbox(label="references", placeholder="[0, 1, 3, 3]")
+    with gr.Row():
+        groups = gr.Textbox(label="groups (optional)", placeholder='["mass", "mass", "height", "height"]')
+        templates = gr.Textbox(label="templates (optional, needs groups)")
+        positions = gr.Textbox(label="positions (optional)", placeholder="[1, 2, 4, 4]")
+    with gr.Row():
+        pairs = gr.Textbox(label="pairs (optional, with inverted)", placeholder='["mass_1", "mass_1"]')
+        inverted = gr.Textbox(label="inverted (optional, with pairs)", placeholder="[false, true]")
+        inverse_gap_reading = gr.Dropdown(["per_pair", "pooled"], value="per_pair", label="inverse_gap_reading")
+        num_choices = gr.Number(label="num_choices (optional)", precision=0, value=None)
+    button = gr.Button("Compute", variant="primary")
+    with gr.Row():
+        accuracy = gr.Number(label="accuracy")
+        macro_accuracy = gr.Number(label="macro_accuracy")
+        inverse_gap = gr.Number(label="inverse_gap")
+    breakdown = gr.JSON(label="all results")
+    button.click(compute, [predictions, references, groups, templates, positions, pairs, inverted, inverse_gap_reading,
+                           num_choices], [accuracy, macro_accuracy, inverse_gap, breakdown], api_name="compute")
+
+demo.launch(show_error=True)

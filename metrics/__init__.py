@@ -1,0 +1,1 @@
+"""The evaluate metric modules, one folder each (also the sources of their Hub Spaces); see ``physprobe.metric_modules``."""

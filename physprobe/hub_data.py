@@ -1,0 +1,105 @@
+"""Where ``physprobe score`` reads a benchmark: the published Hub dataset (default) or a local build folder.
+
+``hub("physprobe/prost", revision)`` resolves the revision to a commit once, so every config is read at that
+commit and ``run.json`` records it; ``local("build", "prost")`` reads ``physprobe build``'s output and
+fingerprints each config's files. Either way a source that cannot be read is one ``DataSourceError`` line
+that says how to get the data.
+
+>>> local("no-such-folder", "prost")
+Traceback (most recent call last):
+...
+physprobe.hub_data.DataSourceError: no-such-folder/prost is not a built benchmark; run `physprobe build prost --out no-such-folder` first, or leave out --data to read physprobe/prost from the Hub
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from physprobe.errors import PhysprobeError
+
+ORG = "physprobe"
+
+
+class DataSourceError(PhysprobeError):
+    """A benchmark's data cannot be read: unreachable Hub, unknown repo or revision, missing local build."""
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """A benchmark's data: a Hub dataset repo at a commit (``revision``), or a local folder (``revision`` None)."""
+
+    benchmark: str
+    path: str  # "org/name" on the Hub, or the local folder holding README.md and <config>/
+    revision: str | None  # the resolved commit of a Hub repo
+    config_names: tuple[str, ...]
+
+    @property
+    def on_hub(self) -> bool:
+        return self.revision is not None
+
+    def load(self, config: str):
+        """The ``test`` split of ``config`` as a ``datasets.Dataset``."""
+        import datasets
+
+        if config not in self.config_names:
+            raise DataSourceError(f"{self.path} has no config {config!r}; it has {', '.join(self.config_names)}")
+        if not self.on_hub:  # straight from the Parquet file on disk, never a cached copy of an older one
+            from physprobe.export import read_built
+
+            return read_built(self.path, config)
+        try:
+            return datasets.load_dataset(self.path, config, split="test", revision=self.revision)
+        except Exception as error:  # network and file errors of every library below datasets
+            raise DataSourceError(f"cannot read config {config!r} of {self.describe()}: {type(error).__name__}: {error}") from None
+
+    def fingerprint(self, config: str) -> str:
+        """What identifies ``config``'s rows: the Hub commit, or a hash of the local config folder's files."""
+        if self.on_hub:
+            return self.revision
+        digest = hashlib.sha256()
+        for path in sorted((Path(self.path) / config).rglob("*")):
+            if path.is_file():
+                digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        return "sha256:" + digest.hexdigest()
+
+    def describe(self) -> str:
+        return f"{self.path}@{self.revision[:12]}" if self.on_hub else self.path
+
+
+def local(data_dir: str | os.PathLike, benchmark: str) -> DataSource:
+    """A benchmark built by ``physprobe build`` under ``data_dir``."""
+    from datasets import get_dataset_config_names
+
+    folder = Path(data_dir) / benchmark
+    if not (folder / "README.md").is_file():
+        raise DataSourceError(f"{folder} is not a built benchmark; run `physprobe build {benchmark} --out {data_dir}` first, "
+                              f"or leave out --data to read {ORG}/{benchmark} from the Hub")  # fmt: skip
+    return DataSource(benchmark, str(folder), None, tuple(get_dataset_config_names(str(folder))))
+
+
+def hub(benchmark: str, repo_id: str | None = None, revision: str | None = None) -> DataSource:
+    """``repo_id`` (default ``physprobe/<benchmark>``) at ``revision`` (default: the main branch), resolved to a commit."""
+    from datasets import get_dataset_config_names
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
+
+    repo_id = repo_id or f"{ORG}/{benchmark}"
+    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
+        raise DataSourceError(f"--dataset-repo {repo_id!r} is not ORG/NAME")
+    build_hint = f"build it locally with `physprobe build {benchmark} --out build` and pass --data build"
+    try:
+        commit = HfApi().dataset_info(repo_id, revision=revision or "main").sha
+        names = get_dataset_config_names(repo_id, revision=commit)
+    except RevisionNotFoundError:
+        raise DataSourceError(f"dataset {repo_id} on the Hub has no revision {revision!r}; leave out --revision for the latest") from None
+    except RepositoryNotFoundError:
+        raise DataSourceError(f"there is no dataset {repo_id} on the Hub (or it is private); check --dataset-repo, or {build_hint}") from None
+    except Exception as error:  # connection refused, DNS, timeouts, offline mode: the Hub is out of reach
+        from huggingface_hub import constants
+
+        raise DataSourceError(f"cannot reach the Hugging Face Hub ({constants.ENDPOINT}) for dataset {repo_id} "
+                              f"({type(error).__name__}); {build_hint}") from None  # fmt: skip
+    return DataSource(benchmark, repo_id, commit, tuple(names))

@@ -1,0 +1,115 @@
+"""What a score depends on and how sure it is: revisions, versions, the resume cache's key, bootstrap errors.
+
+``run.json`` records, like lm-evaluation-harness's results file, the versions of the libraries that computed a
+score, the model's and the dataset's revisions, the protocol, the command line and timings; and every headline
+metric gets a seeded bootstrap standard error and 95% interval.
+
+>>> headline({"n": 4, "accuracy": 0.5, "by_group": {"a": {"accuracy": 1.0}}, "strict": {"map": 0.25}})
+{'accuracy': 0.5, 'strict.map': 0.25}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from physprobe.errors import PhysprobeError
+
+BOOTSTRAP_SEED = 1234
+LIBRARIES = ("physprobe", "torch", "transformers", "datasets", "evaluate", "huggingface_hub", "accelerate", "gguf")
+
+
+def versions() -> dict[str, str | None]:
+    """Installed versions of the libraries that shape a score (None where one is not installed)."""
+    found = {}
+    for name in LIBRARIES:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def folder_hash(folder: str | os.PathLike) -> str:
+    """A content hash of every file in a folder (names and bytes), so a changed local model is a new model.
+
+    >>> import tempfile; d = tempfile.mkdtemp(); _ = Path(d, "config.json").write_text("{}")
+    >>> before = folder_hash(d); _ = Path(d, "config.json").write_text('{"n_layer": 2}')
+    >>> before.startswith("sha256:"), before == folder_hash(d)
+    (True, False)
+    """
+    digest = hashlib.sha256()
+    root = Path(folder)
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        with path.open("rb") as handle:
+            digest.update(hashlib.file_digest(handle, "sha256").digest())
+    return "sha256:" + digest.hexdigest()
+
+
+def model_revision(name: str, local: bool, revision: str | None, gguf_file: str | None, subfolder: str | None = None) -> str:
+    """A local folder's content hash, or (offline) the commit of the Hub model's cached snapshot folder."""
+    if local:
+        return folder_hash(Path(name).expanduser())
+    from huggingface_hub import hf_hub_download
+
+    filename = gguf_file or "config.json"
+    path = Path(hf_hub_download(name, filename, revision=revision, subfolder=subfolder))
+    for parent in path.parents:
+        if parent.parent.name == "snapshots":
+            return parent.name
+    raise PhysprobeError(f"cannot tell the commit of model {name!r} from its cached file {path}")
+
+
+def cache_key(**parts) -> str:
+    """The resume cache's key for everything that changes a score besides the request itself.
+
+    >>> cache_key(model="sha256:ab", dtype="float32", device="cpu") == cache_key(device="cpu", dtype="float32", model="sha256:ab")
+    True
+    """
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def headline(metrics: dict, prefix: str = "") -> dict[str, float]:
+    """The headline figures of one config's metrics: floats, one level into modes, no ``by_*`` breakdowns or counts."""
+    found = {}
+    for key, value in metrics.items():
+        if "by_" in key:
+            continue
+        if isinstance(value, float):
+            found[prefix + key] = value
+        elif isinstance(value, dict) and not prefix:
+            found.update(headline(value, f"{key}."))
+    return found
+
+
+def bootstrap(compute: Callable[[list[int]], dict], n: int, iterations: int, seed: int = BOOTSTRAP_SEED) -> dict[str, dict]:
+    """Bootstrap standard error and 95% percentile interval of each headline figure of ``compute``.
+
+    ``compute(indices)`` returns the metrics of the rows at ``indices`` (with repeats); rows are resampled
+    ``iterations`` times with a seeded generator, so the same run gives the same intervals.
+
+    The standard error of a mean of 0/1 values is close to sqrt(p (1 - p) / n) = 0.171 for p = 5/8, n = 8:
+
+    >>> values = [1, 0, 1, 1, 0, 1, 0, 1]
+    >>> out = bootstrap(lambda idx: {"accuracy": float(np.mean([values[i] for i in idx]))}, 8, 400, seed=0)
+    >>> sorted(out["accuracy"]), abs(out["accuracy"]["stderr"] - 0.171) < 0.02
+    (['ci95', 'stderr'], True)
+    """
+    rng = np.random.default_rng(seed)
+    samples: dict[str, list[float]] = {}
+    for _ in range(iterations):
+        indices = rng.integers(0, n, size=n).tolist()
+        for key, value in headline(compute(indices)).items():
+            samples.setdefault(key, []).append(value)
+    return {
+        key: {"stderr": float(np.std(values, ddof=1)), "ci95": [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))]}
+        for key, values in samples.items()
+        if len(values) > 1
+    }

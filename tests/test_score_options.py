@@ -1,0 +1,196 @@
+"""``physprobe score`` options as lm-eval users know them: every user error is one line naming the fix and is
+caught before any weight loads; Hub-first data through a Hub-compatible server; the resume cache's key and
+run.json's provenance."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from physprobe import model_options, provenance, runner
+from physprobe.cli import main
+
+from . import tiny_models
+from .olah_hub import free_port, serve
+
+TEXTS = ["The ball rolls off the table.", "A heavy brick is on the shelf.", "Which object is the [MASK]?",
+         "Put the glass on the plate. The plate is stacked under the glass."] * 20  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    return {"gpt": tiny_models.causal_lm(root / "gpt", TEXTS), "bert": tiny_models.masked_lm(root / "bert", TEXTS)}
+
+
+@pytest.fixture
+def no_weights(monkeypatch):
+    """Fail the test if a model's weights are loaded: every error below must come first."""
+
+    def loaded(plan):
+        raise AssertionError(f"weights of {plan.name} were loaded")
+
+    monkeypatch.setattr(runner, "load", loaded)
+
+
+def one_line_error(capsys, args):
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("physprobe: error: "), err
+    return err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--model", "./no/such/model"], r"--model ./no/such/model: no such folder"),
+    (["--method", "mlm"], r"is a causal model \(GPT2LMHeadModel\): it cannot score --method mlm; leave out --method or use --method causal"),
+    (["--device", "tpu9"], r"--device 'tpu9' is not a device; use cpu, cuda, cuda:N or mps"),
+    (["--limit", "0"], r"--limit must be at least 1, got 0"),
+    (["--config", "mass,,height"], r"--config has an empty entry"),
+    (["--config", "mass,height,mass"], r"--config names mass more than once"),
+    (["--config", "weight"], r"prost has no config 'weight'; scorable: bouncing, breaking, circumference, default, directions, grasping"),
+    (["--model-args", "revision"], r"--model-args entry 'revision' is not KEY=VALUE"),
+    (["--model-args", "temperature=0.5"], r"--model-args key 'temperature' is not supported"),
+    (["--model-args", "dtype=float16", "--dtype", "bfloat16"], r"--dtype bfloat16 and --model-args dtype=float16 disagree"),
+    (["--batch-size", "0"], r"--batch-size '0': give a whole number of at least 1, or auto"),
+    (["--model-args", "load_in_8bit=true"], r"need bitsandbytes: pip install bitsandbytes"),
+])  # fmt: skip
+def test_prost_option_errors_are_one_line_before_loading(models, prost_build, no_weights, capsys, extra, message):
+    import re
+
+    args = ["score", "--model", str(models["gpt"]), "--benchmark", "prost", "--data", str(prost_build.parent), *extra]
+    if extra[0] == "--model":
+        args = ["score", *extra, "--benchmark", "prost", "--data", str(prost_build.parent)]
+    if "bitsandbytes" in message and _installed("bitsandbytes"):
+        pytest.skip("bitsandbytes is installed here")
+    assert re.search(message, one_line_error(capsys, args))
+
+
+def _installed(name):
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def test_causal_on_bert_and_cuda_without_cuda(models, prost_build, no_weights, capsys):
+    base = ["score", "--benchmark", "prost", "--data", str(prost_build.parent)]
+    err = one_line_error(capsys, [*base, "--model", str(models["bert"]), "--method", "causal"])
+    assert "is a mlm model (BertForMaskedLM): it cannot score --method causal; leave out --method or use --method mlm" in err
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    err = one_line_error(capsys, [*base, "--model", str(models["gpt"]), "--device", "cuda"])
+    assert "--device cuda: CUDA is not available here" in err and "use --device cpu" in err
+
+
+def test_gguf_folder_without_gguf_file(tmp_path, prost_build, no_weights, capsys):
+    folder = tmp_path / "smol"
+    folder.mkdir()
+    (folder / "SmolLM2-135M-Q8_0.gguf").write_bytes(b"GGUF")
+    err = one_line_error(capsys, ["score", "--model", str(folder), "--benchmark", "prost", "--data", str(prost_build.parent)])
+    assert "holds GGUF files (SmolLM2-135M-Q8_0.gguf) but no config.json; pass --gguf-file SmolLM2-135M-Q8_0.gguf" in err
+
+
+@pytest.mark.parametrize("benchmark, config, scorable", [
+    ("newton", "repository", "track1, track2_boolean, track2_mc, track3"),
+    ("text2afford", "grasp", "default"),
+])  # fmt: skip
+def test_unscorable_configs(models, built_all, no_weights, capsys, benchmark, config, scorable):
+    args = ["score", "--model", str(models["gpt"]), "--benchmark", benchmark, "--config", config, "--data", str(built_all)]
+    assert f"{benchmark} config {config!r} holds no questions to score; scorable: {scorable}" in one_line_error(capsys, args)
+
+
+def test_model_args_reach_from_pretrained(models):
+    plan = runner.plan_model(str(models["gpt"]), None, "cpu", None, model_options.parse_model_args("attn_implementation=eager,dtype=float32"))
+    assert plan.kwargs == {"attn_implementation": "eager"} and plan.dtype == "float32" and plan.family == "causal"
+    loaded = runner.load(plan)
+    assert loaded.model.config._attn_implementation == "eager" and loaded.model.dtype == torch.float32
+    assert runner.load(runner.plan_model(str(models["gpt"]), None, "cpu", dtype="bfloat16")).model.dtype == torch.bfloat16
+
+
+def test_batch_size_gives_the_same_scores(models, prost_build, tmp_path):
+    common = dict(configs=["mass"], limit=12, bootstrap_iters=0)
+    auto = runner.run(str(models["gpt"]), "prost", tmp_path / "auto", prost_build.parent, **common)
+    two = runner.run(str(models["gpt"]), "prost", tmp_path / "two", prost_build.parent, batch_size=2, **common)
+    assert auto == two
+    assert json.loads((tmp_path / "two" / "run.json").read_text())["batch_size"] == 2
+
+
+def test_cache_key_changes_with_what_changes_a_score(models, prost_build, tmp_path, monkeypatch):
+    """A changed local model (same path) or another dtype must not be served the cached scores."""
+    out = tmp_path / "run"
+    args = dict(configs=["mass"], limit=8, bootstrap_iters=0)
+    runner.run(str(models["gpt"]), "prost", out, prost_build.parent, **args)
+    assert json.loads((out / "run.json").read_text())["questions_scored"] == 8
+    runner.run(str(models["gpt"]), "prost", out, prost_build.parent, **args)
+    assert json.loads((out / "run.json").read_text())["questions_scored"] == 0  # resumed: all from the cache
+    runner.run(str(models["gpt"]), "prost", out, prost_build.parent, dtype="bfloat16", **args)
+    assert json.loads((out / "run.json").read_text())["questions_scored"] == 8
+    changed = tiny_models.causal_lm(tmp_path / "gpt", TEXTS, seed=1)
+    runner.run(str(changed), "prost", out, prost_build.parent, **args)
+    first = json.loads((out / "run.json").read_text())
+    tiny_models.causal_lm(changed, TEXTS, seed=2)  # same folder, new weights
+    runner.run(str(changed), "prost", out, prost_build.parent, **args)
+    second = json.loads((out / "run.json").read_text())
+    assert second["questions_scored"] == 8 and first["model_revision"] != second["model_revision"]
+
+
+def test_run_json_provenance_and_bootstrap(models, prost_build, tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["score", "--model", str(models["gpt"]), "--benchmark", "prost", "--config", "mass", "--limit", "40",
+            "--data", str(prost_build.parent), "--out", str(out)]  # fmt: skip
+    assert main(args) == 0
+    info = json.loads((out / "run.json").read_text())
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert info["command"] == ["physprobe", *args]
+    assert {"physprobe", "torch", "transformers", "datasets"} <= {k for k, v in info["versions"].items() if v}
+    assert info["model_revision"] == provenance.folder_hash(models["gpt"])
+    assert info["dataset"]["source"] == "local" and info["dataset"]["fingerprints"]["mass"].startswith("sha256:")
+    assert info["protocol"]["method"] == "causal" and info["dtype"] == "float32"
+    assert set(info["timings"]) == {"load_model_s", "configs_s", "total_s"}
+    bands = info["bootstrap"]["headline"]["mass"]
+    assert set(bands) == set(provenance.headline(metrics["mass"])) and "accuracy" in bands
+    # A 40-question accuracy has a binomial standard error near sqrt(p (1 - p) / 40).
+    p = metrics["mass"]["accuracy"]
+    assert bands["accuracy"]["stderr"] == pytest.approx((p * (1 - p) / 40) ** 0.5, rel=0.3)
+    assert bands["accuracy"]["ci95"][0] <= p <= bands["accuracy"]["ci95"][1]
+    assert main(args) == 0 and json.loads((out / "run.json").read_text())["bootstrap"] == info["bootstrap"]  # seeded
+
+
+# --- Hub-first data, through olah on loopback ---------------------------------------------------
+def score_cli(args, endpoint, home):
+    env = {**os.environ, "HF_ENDPOINT": endpoint, "HF_HUB_OFFLINE": "0", "HF_HOME": str(home), "HF_DATASETS_OFFLINE": "0"}
+    return subprocess.run([sys.executable, "-m", "physprobe.cli", "score", *args], env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_score_reads_the_hub_dataset_by_default(models, prost_build, tmp_path):
+    with serve(tmp_path, {"physprobe/prost": prost_build, "someone/prost-fork": prost_build}) as endpoint:
+        common = ["--model", str(models["gpt"]), "--benchmark", "prost", "--config", "mass", "--limit", "8", "--bootstrap-iters", "0"]
+        hub_run = score_cli([*common, "--out", str(tmp_path / "hub")], endpoint, tmp_path / "hf")
+        assert hub_run.returncode == 0, hub_run.stderr[-2000:]
+        pinned = score_cli([*common, "--revision", "v1", "--dataset-repo", "someone/prost-fork", "--out", str(tmp_path / "fork")],
+                           endpoint, tmp_path / "hf2")  # fmt: skip
+        assert pinned.returncode == 0, pinned.stderr[-2000:]
+    head = subprocess.run(["git", "-C", str(tmp_path / "mirrors/datasets/physprobe/prost"), "rev-parse", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    info = json.loads((tmp_path / "hub" / "run.json").read_text())
+    assert info["dataset"] == {"source": "hub", "path": "physprobe/prost", "revision": head, "fingerprints": {"mass": head}}
+    fork = json.loads((tmp_path / "fork" / "run.json").read_text())["dataset"]
+    assert fork["path"] == "someone/prost-fork" and len(fork["revision"]) == 40
+    local = runner.run(str(models["gpt"]), "prost", tmp_path / "local", prost_build.parent, configs=["mass"], limit=8, bootstrap_iters=0)
+    assert json.loads((tmp_path / "hub" / "metrics.json").read_text()) == json.loads(json.dumps(local))
+
+
+@pytest.mark.slow
+def test_unreachable_hub_is_one_line_with_the_local_way(models, prost_build, tmp_path):
+    endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    result = score_cli(["--model", str(models["gpt"]), "--benchmark", "prost"], endpoint, tmp_path / "hf")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"physprobe: error: cannot reach the Hugging Face Hub ({endpoint}) for dataset physprobe/prost")
+    assert result.stderr.strip().endswith("build it locally with `physprobe build prost --out build` and pass --data build")
+    args = ["--model", "nobody/no-model", "--benchmark", "prost", "--data", str(prost_build.parent)]
+    result = score_cli(args, endpoint, tmp_path / "hf")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"physprobe: error: cannot reach the Hugging Face Hub ({endpoint}) for model nobody/no-model")

@@ -1,0 +1,157 @@
+"""The three metric Spaces start as a Space would (each folder on its own, its pinned gradio) and compute the
+papers' figures: called through gradio_client, and once through a real headless browser filling the form.
+
+Expected values are worked by hand from the metric definitions (see each case's comment).
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from importlib.metadata import version
+
+import pytest
+import yaml
+
+from .conftest import REPO
+
+METRICS = ("affordance_rank", "agreement_accuracy", "probe_accuracy")
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def front_matter(name):
+    return yaml.safe_load((REPO / "metrics" / name / "README.md").read_text().split("---\n")[1])
+
+
+@pytest.mark.parametrize("name", METRICS)
+def test_space_pins_what_the_tests_run(name):
+    """The card's gradio and the requirements are the versions these tests start the app with."""
+    meta = front_matter(name)
+    assert meta["sdk"] == "gradio" and meta["sdk_version"] == version("gradio") and meta["app_file"] == "app.py"
+    pins = dict(line.split("==") for line in (REPO / "metrics" / name / "requirements.txt").read_text().splitlines()
+                if line and not line.startswith("#"))  # fmt: skip
+    assert pins == {pkg: version(pkg) for pkg in ("evaluate", "datasets", "huggingface_hub", "numpy")}
+    assert int(pins["huggingface_hub"].split(".")[0]) >= 1 and pins["datasets"].startswith("5.")
+
+
+@pytest.fixture(scope="module")
+def spaces(tmp_path_factory):
+    """Each metric folder copied alone (as a Space holds it) and its app.py started on loopback; stops by itself."""
+    root = tmp_path_factory.mktemp("spaces")
+    servers, urls = [], {}
+    for name in METRICS:
+        folder = root / name
+        shutil.copytree(REPO / "metrics" / name, folder, ignore=shutil.ignore_patterns("__pycache__"))
+        port = free_port()
+        env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False",
+               "HF_HUB_OFFLINE": "1", "HF_HOME": str(root / "hf"), "PYTHONPATH": ""}  # fmt: skip
+        # `timeout` ends the server even if this process dies before the finaliser runs.
+        servers.append(subprocess.Popen(["timeout", "900", sys.executable, "app.py"], cwd=folder, env=env,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))  # fmt: skip
+        urls[name] = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 240
+        for server, url in zip(servers, urls.values()):
+            port = int(url.rsplit(":", 1)[1].strip("/"))
+            while True:
+                if server.poll() is not None:
+                    pytest.fail(f"{url} exited: {server.stderr.read().decode()[-2000:]}")
+                with socket.socket() as sock:
+                    if sock.connect_ex(("127.0.0.1", port)) == 0:
+                        break
+                if time.monotonic() > deadline:
+                    pytest.fail(f"{url} did not start within 240 s")
+                time.sleep(0.5)
+        yield urls
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(timeout=30)
+
+
+def client(url):
+    from gradio_client import Client
+
+    return Client(url, verbose=False)
+
+
+@pytest.mark.slow
+def test_probe_accuracy_space(spaces):
+    # Templates d1 (2 of 3 right) and d2 (1 of 1) average to 0.8333 for "dir"; m1 is 1 of 2 -> "mass" 0.5;
+    # macro = (0.8333 + 0.5) / 2; micro accuracy = 4 of 6.
+    accuracy, macro, gap, result = client(spaces["probe_accuracy"]).predict(
+        "[0, 0, 0, 1, 2, 2]", "0, 0, 1, 1, 2, 3", '["dir", "dir", "dir", "dir", "mass", "mass"]',
+        '["d1", "d1", "d1", "d2", "m1", "m1"]', "", "", "", "per_pair", None, api_name="/compute",
+    )  # fmt: skip
+    assert accuracy == pytest.approx(4 / 6) and macro == pytest.approx((5 / 6 + 0.5) / 2) and gap is None
+    assert result["by_group"]["dir"]["accuracy"] == pytest.approx(5 / 6)
+    # Pair mass_1: side a 2 of 2 right, inverted side b 1 of 2 -> gap 0.5; position 1: 1 of 2, position 2: 2 of 2.
+    accuracy, _, gap, result = client(spaces["probe_accuracy"]).predict(
+        "[0, 1, 1, 1]", "[0, 1, 0, 1]", "", "", "[1, 2, 1, 2]", '["mass_1", "mass_1", "mass_1", "mass_1"]',
+        "[false, false, true, true]", "per_pair", None, api_name="/compute",
+    )  # fmt: skip
+    assert (accuracy, gap) == (0.75, 0.5) and result["by_position"]["1"]["accuracy"] == 0.5
+
+
+@pytest.mark.slow
+def test_agreement_accuracy_space(spaces):
+    # Right on questions 1, 2, 4 with agreements 1.0, 0.75, 0.75: (1 + 0.75 + 0.75) / 4 = 0.625; "sharp": 0.75 / 2.
+    agreement, accuracy, result = client(spaces["agreement_accuracy"]).predict(
+        "[0, 2, 2, 0]", "[0, 2, 0, 0]", "[1.0, 0.75, 1.0, 0.75]", '["soft", "soft", "sharp", "sharp"]', "per_question",
+        api_name="/compute",
+    )  # fmt: skip
+    assert (agreement, accuracy) == (0.625, 0.75) and result["by_group"]["sharp"]["agreement_accuracy"] == 0.375
+
+
+@pytest.mark.slow
+def test_affordance_rank_space(spaces):
+    # Pair 1: positives 0.9 and 0.7 above both negatives (0.5, 0.1); pair 2: 0.8 above all; pair 3 has no positive.
+    accuracy, mean_ap, result = client(spaces["affordance_rank"]).predict(
+        "[[0.9, 0.5, 0.7, 0.1], [0.2, 0.8, 0.3, 0.6], [0.4, 0.4, 0.1, 0.3]]", "[[1, 0, 1, 0], [0, 1, 0, 0], [0, 0, 0, 0]]",
+        "strict", "micro", None, api_name="/compute",
+    )  # fmt: skip
+    assert (accuracy, mean_ap, result["n"], result["skipped"]) == (1.0, 1.0, 2, 1)
+    # Pairwise: positives 0.5 and 0.7 each beat the negative 0.1 but not 0.9: 2 of 4 pairs = 0.5.
+    # Ranking 0.9(-) 0.7(+) 0.5(+) 0.1(-): AP = (1/2 + 2/3) / 2.
+    accuracy, mean_ap, _ = client(spaces["affordance_rank"]).predict(
+        "[[0.5, 0.9, 0.7, 0.1]]", "[[1, 0, 1, 0]]", "pairwise", "micro", None, api_name="/compute"
+    )
+    assert accuracy == 0.5 and mean_ap == pytest.approx((1 / 2 + 2 / 3) / 2)
+
+
+def browser():
+    """Playwright's Chromium launched from Debian's chromium binary, or a skip saying why there is none."""
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"no chromium at {CHROMIUM} and none could be installed here (.ci/run installs Debian's chromium)")
+    from playwright.sync_api import sync_playwright
+
+    return sync_playwright(), dict(executable_path=CHROMIUM, headless=True, args=[
+        "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"])  # fmt: skip
+
+
+@pytest.mark.slow
+def test_agreement_accuracy_form_in_a_real_browser(spaces, tmp_path):
+    manager, options = browser()
+    with manager as playwright:
+        chromium = playwright.chromium.launch(**options)
+        page = chromium.new_page(viewport={"width": 1200, "height": 900})
+        page.goto(spaces["agreement_accuracy"], timeout=120_000)
+        page.get_by_label("predictions").fill("0, 2, 2, 0")
+        page.get_by_label("references").fill("0, 2, 0, 0")
+        page.get_by_label("agreements (optional)").fill("[1.0, 0.75, 1.0, 0.75]")
+        page.get_by_role("button", name="Compute").click()
+        shown = page.get_by_label("agreement_accuracy", exact=True)
+        page.wait_for_function("el => el.value !== ''", arg=shown.element_handle(), timeout=60_000)
+        values = (shown.input_value(), page.get_by_label("accuracy", exact=True).input_value())
+        page.screenshot(path=str(os.environ.get("PHYSPROBE_SCREENSHOT", tmp_path / "agreement_accuracy.png")), full_page=True)
+        chromium.close()
+    assert tuple(float(v) for v in values) == (0.625, 0.75)

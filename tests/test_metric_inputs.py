@@ -49,7 +49,7 @@ def test_probe_and_agreement_accuracy_reject_labels_before_the_cast(probe, agree
     "kwargs, message",
     [
         ({"predictions": [0, 1, 2], "references": [0, 1, 1], "num_choices": 2}, r"predictions\[2\] = 2 is out of range for num_choices=2"),
-        ({"predictions": [0, 1], "references": [0, 1], "positions": [1, math.nan]}, r"positions\[1\] = nan is not an integer"),
+        ({"predictions": [0, 1], "references": [0, 1], "positions": [1, math.nan], "position_reading": "question_mean"}, r"positions\[1\] = nan is not an integer"),
         ({"predictions": [0, 1], "references": [0, 1], "groups": ["a", None]}, r"groups\[1\] = None"),
         ({"predictions": [0, 1], "references": [0, 1], "groups": [1, "1"]}, r"groups\[1\] = '1': every groups entry must be a key of the same type"),
         ({"predictions": [0, 1], "references": [0, 1], "groups": ["a", "b"], "templates": ["t", "t"]},

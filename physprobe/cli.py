@@ -20,7 +20,7 @@ import sys
 from tqdm.auto import tqdm
 
 from physprobe.errors import PhysprobeError
-from physprobe.export import BuildResult, build, stream, write
+from physprobe.export import BuildResult, build
 from physprobe.paths import check_disjoint
 from physprobe.protocols import METHODS
 from physprobe.sources import resolve_source_dir
@@ -30,6 +30,12 @@ def _benchmarks():
     from physprobe.dataset_scripts import BENCHMARKS
 
     return BENCHMARKS
+
+
+def _generating() -> list[str]:
+    from physprobe import registry
+
+    return [name for name in registry.names() if registry.new_examples(name)]
 
 
 def summary(results: list[BuildResult]) -> str:
@@ -55,25 +61,11 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from physprobe import registry
+
     check_disjoint(args.out, resolve_source_dir(args.source_dir))
-    if args.benchmark == "cccons":
-        from physprobe.dataset_scripts.cccons import cccons
-
-        if args.n is None or args.n < 1:
-            raise PhysprobeError(f"generate cccons needs --n at least 1, got {args.n}")
-        paths = cccons.CCCONS.sources(args.source_dir)
-        result = write(cccons.GENERATED, cccons.generate_new(paths, args.n, args.seed), args.out)
-    else:
-        from physprobe.dataset_scripts.newton import newton
-        from physprobe.generators.newton import challenge_set
-
-        if args.spec is None:
-            raise PhysprobeError("generate newton needs --spec FILE.yaml")
-        spec = newton.read_spec(args.spec)
-        repository = newton.repository(newton.NEWTON.sources(args.source_dir))
-        rows = tqdm(challenge_set(repository, spec, args.seed), desc=spec.name, unit=" questions", disable=None)
-        result = stream(spec.name, newton.CHALLENGE_FEATURES, rows, args.out, newton.challenge_card(spec, args.seed))
-    print(summary([result]))
+    make = registry.new_examples(args.benchmark)
+    print(summary([make(n=args.n, spec=args.spec, seed=args.seed, out=args.out, source_dir=args.source_dir)]))
     return 0
 
 
@@ -104,15 +96,27 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def protocol_table(benchmarks: list[str]) -> str:
-    """Each benchmark's protocols: the model families each is the default for, its method and source."""
+    """Per benchmark and model family, the default protocol and the alternatives; then each protocol's source."""
     from physprobe import registry
+    from physprobe.protocols import FAMILIES
 
-    lines = [f"{'benchmark':<12} {'protocol':<24} {'method':<9} {'default for':<16} source"]
+    lines = []
     for name in benchmarks:
-        for p in registry.evaluation(name).protocols:
-            default = ", ".join([*p.default_for, *(f"/{m}/" for m in p.default_for_models)]) or "-"
-            lines.append(f"{name:<12} {p.name:<24} {p.method:<9} {default:<16} {p.source}")
-            lines.append(f"{'':<12} {'':<24} {p.summary}")
+        evaluation = registry.evaluation(name)
+        lines.append(f"{name}")
+        for family in FAMILIES:
+            usable = [p for p in evaluation.protocols if family in p.families]
+            if not usable:
+                continue
+            default = evaluation.default(family).name if any(family in p.default_for for p in usable) else "-"
+            others = [p.name + "".join(f" (default for names matching /{m}/)" for m in p.default_for_models)
+                      for p in usable if p.name != default]  # fmt: skip
+            lines.append(f"  {family:<8} default {default:<22} alternatives: {', '.join(others) or '-'}")
+        for p in evaluation.protocols:
+            lines.append(f"  - {p.name} [{p.method}; {', '.join(p.families)}]: {p.summary}")
+            lines.append(f"      source: {p.source}")
+            if p.skip_reason:
+                lines.append(f"      excludes: {p.skip_reason}")
     return "\n".join(lines)
 
 
@@ -144,9 +148,9 @@ def parser() -> argparse.ArgumentParser:
     )
     build_cmd.set_defaults(run=_build)
     generate_cmd = commands.add_parser("generate", help="generate new examples beyond a release")
-    generate_cmd.add_argument("benchmark", choices=["cccons", "newton"])
-    generate_cmd.add_argument("--n", type=int, help="cccons: number of new rows")
-    generate_cmd.add_argument("--spec", help="newton: challenge-set spec (YAML: context, question, conditions)")
+    generate_cmd.add_argument("benchmark", choices=_generating())
+    generate_cmd.add_argument("--n", type=int, help="number of new rows (benchmarks that generate by count)")
+    generate_cmd.add_argument("--spec", help="challenge-set spec, YAML (benchmarks that generate from a spec)")
     generate_cmd.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes)")
     generate_cmd.add_argument("--out", default="generated", help="output folder (default: ./generated)")
     generate_cmd.add_argument("--source-dir", help="local mirror of the upstream files")

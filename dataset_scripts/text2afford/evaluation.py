@@ -7,9 +7,9 @@ the labels (pairwise, Appendix G). What differs is what the model reads and what
   to 0 and counts ties as wrong: the ``yes-no-*`` protocols score a class 1 when the model prefers
   "YES" to "NO" after the prompt, else 0 (their prediction is the set of YES classes as a 15-bit
   mask). ``yes-no-probability-*`` keep P(YES) as a continuous score instead (not the paper's).
-- MLM (paper Table 4, released ``src/probing.py``): the class words at the mask.
-- NLI (paper Table 4 and Appendix F, released ``src/multi_choice.py``): P(entailment) of a hypothesis
-  per class.
+- MLM (released ``src/probing.py``; paper Table 4): the class words at the mask of a sentence pair.
+- NLI (paper Appendix F's zero-shot pipeline, multi-label; released ``src/multi_choice.py`` as an
+  option): P(entailment) of a hypothesis per class.
 
 >>> from physprobe.dataset_scripts.text2afford.evaluation import EVALUATION
 >>> [p.name for p in EVALUATION.protocols][:4]

@@ -90,15 +90,27 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def protocol_table(benchmarks: list[str]) -> str:
-    """Each benchmark's protocols: the model families each is the default for, its method and source."""
+    """Per benchmark and model family, the default protocol and the alternatives; then each protocol's source."""
     from physprobe import registry
+    from physprobe.protocols import FAMILIES
 
-    lines = [f"{'benchmark':<12} {'protocol':<24} {'method':<9} {'default for':<16} source"]
+    lines = []
     for name in benchmarks:
-        for p in registry.evaluation(name).protocols:
-            default = ", ".join([*p.default_for, *(f"/{m}/" for m in p.default_for_models)]) or "-"
-            lines.append(f"{name:<12} {p.name:<24} {p.method:<9} {default:<16} {p.source}")
-            lines.append(f"{'':<12} {'':<24} {p.summary}")
+        evaluation = registry.evaluation(name)
+        lines.append(f"{name}")
+        for family in FAMILIES:
+            usable = [p for p in evaluation.protocols if family in p.families]
+            if not usable:
+                continue
+            default = evaluation.default(family).name if any(family in p.default_for for p in usable) else "-"
+            others = [p.name + "".join(f" (default for names matching /{m}/)" for m in p.default_for_models)
+                      for p in usable if p.name != default]  # fmt: skip
+            lines.append(f"  {family:<8} default {default:<22} alternatives: {', '.join(others) or '-'}")
+        for p in evaluation.protocols:
+            lines.append(f"  - {p.name} [{p.method}; {', '.join(p.families)}]: {p.summary}")
+            lines.append(f"      source: {p.source}")
+            if p.skip_reason:
+                lines.append(f"      excludes: {p.skip_reason}")
     return "\n".join(lines)
 
 

@@ -139,7 +139,7 @@ def test_released_mlm_input_and_decision(rows, tiny):
     ours = scoring.masked_logprobs(model, tokenizer, [p[0] for p in payloads], [p[1] for p in payloads], torch.device("cpu"))
     with torch.inference_mode():
         for row, (text, words), scores in zip(picked, payloads, ours):
-            # input_pipeline.py:167-194: BERT keeps the space before the mask; option ids of ' %s'.
+            # input_pipeline.py:166-194: BERT keeps the space before the mask; option ids of ' %s'.
             upstream_text = "{context} {question}".format(context=row["context"], question=re.sub(r"(\[MASK\])", tokenizer.mask_token, row["question"]))
             encoding = tokenizer(upstream_text, padding="do_not_pad", add_special_tokens=True)
             assert tokenizer(text.replace("[MASK]", tokenizer.mask_token))["input_ids"] == encoding["input_ids"]

@@ -92,8 +92,12 @@ def test_protocols_command_lists_every_default(capsys):
     assert main(["protocols"]) == 0
     out = capsys.readouterr().out
     for name in registry.names():
-        for protocol in registry.evaluation(name).protocols:
-            assert f"{name:<12} {protocol.name:<24} {protocol.method:<9}" in out
+        evaluation = registry.evaluation(name)
+        for protocol in evaluation.protocols:
+            assert f"  - {protocol.name} [{protocol.method}; " in out and f"      source: {protocol.source}\n" in out
+        for family in {f for p in evaluation.protocols for f in p.default_for}:
+            assert f"  {family:<8} default {evaluation.default(family).name:<22} alternatives:" in out
+    assert "  seq2seq  default released-t5            alternatives: span-sum, released-unifiedqa (default for names matching /unifiedqa/)" in out
     assert main(["protocols", "prost"]) == 0
     assert "released-unifiedqa" in capsys.readouterr().out
 

@@ -231,7 +231,7 @@ EVALUATION = Evaluation(
         ),
         Protocol(
             "released-mlm", "mlm", _masked, default_for=("mlm",),
-            source=f"PROST §4 'Encoder Models', Table 2; {UPSTREAM}input_pipeline.py:167-194 (create_examples_bert/"
+            source=f"PROST §4 'Encoder Models', Table 2; {UPSTREAM}input_pipeline.py:166-262 (create_examples_bert/"
                    "roberta/albert), zs_runner.py:117-135 (softmax over the four options at the mask)",
             summary="the four options' tokens at the mask, highest probability; an option of several tokens is undecided",
         ),
@@ -252,7 +252,7 @@ EVALUATION = Evaluation(
             match=unifiedqa_match, max_new_tokens=19, reported_apart=True,
             skip=lambda row: _sliding(row) or row["ex_question"] == "",
             skip_reason="sliding and questions without ex_question (input_pipeline.py:290)",
-            source=f"PROST §4 'Finetuned Conditional LMs', Table 2; {UPSTREAM}input_pipeline.py:266-298 "
+            source=f"PROST §4 'Finetuned Conditional LMs', Table 2; {UPSTREAM}input_pipeline.py:265-301 "
                    "(create_examples_unifiedqa), zs_runner.py:80-83 (generate, default max_length 20), "
                    "unifiedqa.py:38-90 (answer matching); Table 5: outside the task average",
             summary="'ex_question \\n (A) .. (D) .. \\n context', greedy answer matched to an option as UnifiedQA scores it",

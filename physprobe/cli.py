@@ -18,7 +18,7 @@ import sys
 from tqdm.auto import tqdm
 
 from physprobe.errors import PhysprobeError
-from physprobe.export import BuildResult, build, stream, write
+from physprobe.export import BuildResult, build
 from physprobe.protocols import METHODS
 
 
@@ -26,6 +26,12 @@ def _benchmarks():
     from physprobe.dataset_scripts import BENCHMARKS
 
     return BENCHMARKS
+
+
+def _generating() -> list[str]:
+    from physprobe import registry
+
+    return [name for name in registry.names() if registry.new_examples(name)]
 
 
 def summary(results: list[BuildResult]) -> str:
@@ -50,24 +56,10 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    if args.benchmark == "cccons":
-        from physprobe.dataset_scripts.cccons import cccons
+    from physprobe import registry
 
-        if args.n is None or args.n < 1:
-            raise PhysprobeError(f"generate cccons needs --n at least 1, got {args.n}")
-        paths = cccons.CCCONS.sources(args.source_dir)
-        result = write(cccons.GENERATED, cccons.generate_new(paths, args.n, args.seed), args.out)
-    else:
-        from physprobe.dataset_scripts.newton import newton
-        from physprobe.generators.newton import challenge_set
-
-        if args.spec is None:
-            raise PhysprobeError("generate newton needs --spec FILE.yaml")
-        spec = newton.read_spec(args.spec)
-        repository = newton.repository(newton.NEWTON.sources(args.source_dir))
-        rows = tqdm(challenge_set(repository, spec, args.seed), desc=spec.name, unit=" questions", disable=None)
-        result = stream(spec.name, newton.CHALLENGE_FEATURES, rows, args.out, newton.challenge_card(spec, args.seed))
-    print(summary([result]))
+    make = registry.new_examples(args.benchmark)
+    print(summary([make(n=args.n, spec=args.spec, seed=args.seed, out=args.out, source_dir=args.source_dir)]))
     return 0
 
 
@@ -142,9 +134,9 @@ def parser() -> argparse.ArgumentParser:
     )
     build_cmd.set_defaults(run=_build)
     generate_cmd = commands.add_parser("generate", help="generate new examples beyond a release")
-    generate_cmd.add_argument("benchmark", choices=["cccons", "newton"])
-    generate_cmd.add_argument("--n", type=int, help="cccons: number of new rows")
-    generate_cmd.add_argument("--spec", help="newton: challenge-set spec (YAML: context, question, conditions)")
+    generate_cmd.add_argument("benchmark", choices=_generating())
+    generate_cmd.add_argument("--n", type=int, help="number of new rows (benchmarks that generate by count)")
+    generate_cmd.add_argument("--spec", help="challenge-set spec, YAML (benchmarks that generate from a spec)")
     generate_cmd.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes)")
     generate_cmd.add_argument("--out", default="generated", help="output folder (default: ./generated)")
     generate_cmd.add_argument("--source-dir", help="local mirror of the upstream files")

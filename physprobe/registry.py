@@ -1,5 +1,6 @@
 """Where physprobe finds a benchmark's builder and evaluation: ``physprobe.dataset_scripts.BENCHMARKS``
-registers a builder (one line), and its folder's ``evaluation.py`` declares ``EVALUATION``.
+registers a builder (one line), its folder's ``evaluation.py`` declares ``EVALUATION``, and an optional
+``new_examples.py`` offers ``generate(n, spec, seed, out, source_dir)`` for ``physprobe generate``.
 
 >>> from physprobe import registry
 >>> all(registry.evaluation(name).benchmark == name for name in registry.names())
@@ -32,6 +33,18 @@ def evaluation(name: str) -> Evaluation:
     """The ``EVALUATION`` declared in ``dataset_scripts/<name>/evaluation.py``."""
     _known(name)
     return import_module(f"physprobe.dataset_scripts.{name}.evaluation").EVALUATION
+
+
+def new_examples(name: str):
+    """The ``generate`` of ``dataset_scripts/<name>/new_examples.py``, or None when the benchmark has none."""
+    _known(name)
+    module = f"physprobe.dataset_scripts.{name}.new_examples"
+    try:
+        return import_module(module).generate
+    except ModuleNotFoundError as error:
+        if error.name != module:
+            raise
+        return None
 
 
 def _known(name: str) -> None:

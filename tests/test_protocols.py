@@ -37,7 +37,7 @@ def test_shared_modules_name_no_benchmark():
     import physprobe
 
     folder = Path(physprobe.__file__).parent
-    for module in ("protocols.py", "registry.py", "runner.py", "generation.py", "scoring.py"):
+    for module in ("protocols.py", "registry.py", "runner.py", "generation.py", "scoring.py", "cli.py"):
         text = (folder / module).read_text().lower()
         for name in registry.names():  # no benchmark as a string literal (prose may cite a paper)
             assert f'"{name}' not in text and f"'{name}" not in text, (module, name)

@@ -1,0 +1,20 @@
+"""``physprobe generate newton --spec FILE.yaml``: a challenge set streamed from the NEWTON repository."""
+
+from __future__ import annotations
+
+from tqdm.auto import tqdm
+
+from physprobe.dataset_scripts.newton import newton
+from physprobe.errors import PhysprobeError
+from physprobe.export import BuildResult, stream
+from physprobe.generators.newton import challenge_set
+
+
+def generate(n: int | None, spec: str | None, seed: int, out: str, source_dir: str | None) -> BuildResult:
+    """Write the challenge set described by the YAML ``spec`` under ``out``."""
+    if spec is None:
+        raise PhysprobeError("generate newton needs --spec FILE.yaml")
+    parsed = newton.read_spec(spec)
+    repository = newton.repository(newton.NEWTON.sources(source_dir))
+    rows = tqdm(challenge_set(repository, parsed, seed), desc=parsed.name, unit=" questions", disable=None)
+    return stream(parsed.name, newton.CHALLENGE_FEATURES, rows, out, newton.challenge_card(parsed, seed))

@@ -184,9 +184,9 @@ def statistics(rows: Sequence[Mapping]) -> dict[str, object]:
     positives = np.array([row["labels"] for row in rows], dtype=int)
     per_class = positives.sum(axis=0)
     per_pair = positives.sum(axis=1)
-    seen: dict[tuple[str, str], int] = {}
+    seen: dict[tuple[str, str], list[tuple[int, ...]]] = {}
     for row in rows:
-        seen[(row["sentence"], row["object"])] = seen.get((row["sentence"], row["object"]), 0) + 1
+        seen.setdefault((row["sentence"], row["object"]), []).append(tuple(row["labels"]))
     return {
         "pairs": len(rows),
         "classes": len(CLASSES),
@@ -201,7 +201,8 @@ def statistics(rows: Sequence[Mapping]) -> dict[str, object]:
         "pairs_with_a_positive": int((per_pair > 0).sum()),
         "pairs_without_a_negative": int((per_pair == len(CLASSES)).sum()),
         "distinct_pairs": len(seen),
-        "repeated_pairs": sum(1 for n in seen.values() if n > 1),
+        "repeated_pairs": sum(1 for labels in seen.values() if len(labels) > 1),
+        "repeated_pairs_with_different_labels": sum(1 for labels in seen.values() if len(set(labels)) > 1),
         "distinct_objects": len({row["object"] for row in rows}),
         "distinct_sentences": len({row["sentence"] for row in rows}),
     }

@@ -222,15 +222,23 @@ def score_requests(loaded: Loaded, method: str, requests: list, truncate: bool, 
         return scoring.masked_logprobs(m, t, [p[0] for p in payload], [p[1] for p in payload], d, truncate=truncate, progress=progress, **b)
     if kind == "seq2seq":
         return scoring.seq2seq_logprobs(m, t, payload, d, truncate=truncate, progress=progress, **b)
+    if kind == "masked_pair":
+        return scoring.masked_pair_logprobs(m, t, payload, d, progress=progress)
     flat = [item for p in payload for item in p]
-    if kind == "nli":
-        values = scoring.entailment_probs(m, t, flat, d, **b)
+    if kind.startswith("nli"):  # nli, nli_vs_contradiction, nli_single_label (softmax across a row's pairs)
+        reading = {"nli": "three_way", "nli_vs_contradiction": "vs_contradiction", "nli_single_label": "logit"}[kind]
+        values = scoring.entailment_probs(m, t, flat, d, reading=reading, **b)
     else:
         values = scoring.yes_probs(m, t, flat, d, seq2seq=loaded.family == "seq2seq", **b)
     if progress is not None:
         progress.update(len(payload))
     width = len(payload[0])
-    return [values[i : i + width] for i in range(0, len(values), width)]
+    rows = [values[i : i + width] for i in range(0, len(values), width)]
+    if kind == "nli_single_label":
+        import torch
+
+        rows = [torch.softmax(torch.tensor(row), dim=0).tolist() for row in rows]
+    return rows
 
 
 def spread(n: int, limit: int | None) -> list[int]:

@@ -328,6 +328,47 @@ def masked_logprobs(model, tokenizer, texts: Sequence[str], candidates: Sequence
         return run_batches(len(texts), [len(e) for e in encoded], step, batch_tokens, max_batch, progress)
 
 
+def masked_pair_logprobs(model, tokenizer, requests: Sequence[tuple[str, str, Sequence[str]]], device: torch.device,
+                         batch_tokens: int = 16384, max_batch: int = 128, truncate: bool = False,
+                         progress=None) -> list[list[float | None]]:  # fmt: skip
+    """Log-probability of candidate tokens at the ``[MASK]`` of a sentence pair ``(first, second, words)``.
+
+    The pair is encoded as one, ``tokenizer(first, second)`` (segment ids included), and each word is
+    looked up as one vocabulary entry, ``convert_tokens_to_ids(word)`` — as Text2Afford's released
+    ``src/probing.py`` does; a word outside the vocabulary gets None.
+    """
+    if tokenizer.mask_token is None:
+        raise ScoringError(f"tokenizer {tokenizer.name_or_path!r} has no mask token: it cannot score a masked-LM method")
+    limit = tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None
+    encoded, types, masks, cand = [], [], [], []
+    for first, second, words in requests:
+        if second.count("[MASK]") != 1:
+            raise ScoringError(f"masked-LM input must hold exactly one [MASK]: {second[:80]!r}")
+        pair = tokenizer(first, second.replace("[MASK]", tokenizer.mask_token), return_token_type_ids=True)
+        ids = _check_length(pair["input_ids"], limit, False, f"input {first[:60]!r}")
+        encoded.append(ids)
+        types.append(pair.get("token_type_ids"))
+        masks.append(ids.index(tokenizer.mask_token_id))
+        cand.append([tokenizer.convert_tokens_to_ids(w) for w in words])
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    unknown = tokenizer.unk_token_id
+
+    def step(batch: list[int]) -> list[list[float | None]]:
+        ids, attention = _pad_right([encoded[i] for i in batch], pad, device)
+        extra = {}
+        if types[batch[0]] is not None:
+            extra["token_type_ids"] = _pad_right([types[i] for i in batch], 0, device)[0]
+        rows = torch.arange(len(batch), device=device)
+        where = torch.tensor([masks[i] for i in batch], device=device)
+        logits = model(input_ids=ids, attention_mask=attention, **extra).logits[rows, where]
+        logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
+        return [[None if c is None or c == unknown else logprobs[row, c].item() for c in cand[i]]
+                for row, i in enumerate(batch)]  # fmt: skip
+
+    with torch.inference_mode(), _autocast(device):
+        return run_batches(len(requests), [len(e) for e in encoded], step, batch_tokens, max_batch, progress)
+
+
 # --- seq2seq: log-probability of targets ----------------------------------------------------
 def seq2seq_logprobs(model, tokenizer, questions: Sequence[tuple[str, Sequence[str]]], device: torch.device,
                      batch_tokens: int = 8192, max_batch: int = 64, truncate: bool = False,
@@ -363,6 +404,13 @@ def seq2seq_logprobs(model, tokenizer, questions: Sequence[tuple[str, Sequence[s
 
 
 # --- NLI cross-encoders and YES/NO ----------------------------------------------------------
+def _label(config, prefix: str) -> int:
+    found = [int(i) for i, name in config.id2label.items() if str(name).lower().startswith(prefix)]
+    if len(found) != 1:
+        raise ScoringError(f"cannot find a {prefix}... label in id2label={config.id2label}: this is not an NLI model")
+    return found[0]
+
+
 def entailment_label(config) -> int:
     """The index of the entailment label in ``config.id2label`` (case-insensitive, e.g. "ENTAILMENT")."""
     found = [int(i) for i, name in config.id2label.items() if str(name).lower().startswith("entail")]
@@ -372,15 +420,23 @@ def entailment_label(config) -> int:
 
 
 def entailment_probs(model, tokenizer, pairs: Sequence[tuple[str, str]], device: torch.device,
-                     batch_tokens: int = 16384, max_batch: int = 128, progress=None) -> list[float]:  # fmt: skip
-    """P(entailment) of each (premise, hypothesis) pair."""
+                     batch_tokens: int = 16384, max_batch: int = 128, progress=None,
+                     reading: str = "three_way") -> list[float]:  # fmt: skip
+    """P(entailment) of each (premise, hypothesis) pair over the model's labels (``"three_way"``); over
+    entailment and contradiction only (``"vs_contradiction"``: transformers' zero-shot pipeline with
+    ``multi_label=True``); or the raw entailment logit (``"logit"``, for a softmax across candidates)."""
     entail = entailment_label(model.config)
+    columns = [_label(model.config, "contra"), entail] if reading == "vs_contradiction" else None
     encoded = [tokenizer(p, h)["input_ids"] for p, h in pairs]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     def step(batch: list[int]) -> list[float]:
         ids, attention = _pad_right([encoded[i] for i in batch], pad, device)
         logits = model(input_ids=ids, attention_mask=attention).logits.float()
+        if reading == "logit":
+            return logits[:, entail].tolist()
+        if columns is not None:
+            return torch.softmax(logits[:, columns], dim=-1)[:, 1].tolist()
         return torch.softmax(logits, dim=-1)[:, entail].tolist()
 
     with torch.inference_mode(), _autocast(device):

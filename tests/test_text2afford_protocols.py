@@ -45,7 +45,8 @@ def test_default_protocol_follows_the_family_and_model_name():
     assert EVALUATION.default("seq2seq").name == "yes-no-flan-t5"
     assert EVALUATION.default("causal").name == "yes-no-falcon"
     assert EVALUATION.default("causal", model_name="meta-llama/Meta-Llama-3-8B-Instruct").name == "yes-no-llama3-released"
-    assert EVALUATION.default("mlm").name == "mlm-table4" and EVALUATION.default("nli").name == "nli-table4"
+    assert EVALUATION.default("mlm").name == "mlm-released-probing"
+    assert EVALUATION.default("nli").name == "nli-zero-shot-multi-label"
 
 
 def test_token_ids_of_a_flan_t5_input_worked_by_hand():
@@ -98,3 +99,86 @@ def test_nli_pairs_use_the_papers_hypothesis():
     kind, pairs = EVALUATION.protocol("nli-table4").build(ROW, "default", None)
     assert kind == "nli" and pairs[0] == ("Make sure to have steaks and potatoes .", "steaks can be used for grasp by human")
     assert pairs[12][1] == "steaks can be used for looking by human"
+
+
+def _word_tokenizer(words):
+    """A BERT-like word-level tokenizer: [CLS] A [SEP] B [SEP], segment ids 0 then 1."""
+    vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    backend.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                   sep_token="[SEP]", mask_token="[MASK]"), vocab  # fmt: skip
+
+
+def _loaded(model, tokenizer, family):
+    import torch
+
+    from physprobe.runner import Loaded
+
+    return Loaded(model, tokenizer, family, "test", torch.device("cpu"))
+
+
+def test_released_mlm_encoding_and_scores_worked_by_hand():
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    from physprobe.runner import score_requests
+
+    row = {"sentence": "he rides a horse .", "object": "horse", "labels": [0] * 5 + [1] + [0] * 9}
+    words = "he rides a horse . can be used for by human grasp lift ride sitting".split()
+    tokenizer, vocab = _word_tokenizer(words)
+    kind, payload = EVALUATION.protocol("mlm-released-probing").build(row, "default", tokenizer)
+    assert kind == "masked_pair" and EVALUATION.default("mlm").name == "mlm-released-probing"
+    # src/probing.py: encode_plus(sentence, object + " can be used for  " + mask + " by human")
+    assert payload[:2] == ("he rides a horse .", "horse can be used for  [MASK] by human")
+    encoded = tokenizer(payload[0], payload[1].replace("[MASK]", tokenizer.mask_token), return_token_type_ids=True)
+    # [CLS]=2 he=5 rides=6 a=7 horse=8 .=9 [SEP]=3 | horse=8 can=10 be=11 used=12 for=13 [MASK]=4 by=14 human=15 [SEP]=3
+    assert encoded["input_ids"] == [2, 5, 6, 7, 8, 9, 3, 8, 10, 11, 12, 13, 4, 14, 15, 3]
+    assert encoded["token_type_ids"] == [0] * 7 + [1] * 9
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                       intermediate_size=32, max_position_embeddings=64)).eval()  # fmt: skip
+    (scores,) = score_requests(_loaded(model, tokenizer, "mlm"), "mlm", [(kind, payload)], False, None)
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([encoded["input_ids"]]),
+                       token_type_ids=torch.tensor([encoded["token_type_ids"]])).logits[0, 12]  # fmt: skip
+    expected = torch.log_softmax(logits, dim=-1)
+    # convert_tokens_to_ids of each class word: grasp, lift, ride, sitting are in the vocabulary; the rest are not.
+    assert scores[0] == pytest.approx(expected[vocab["grasp"]].item(), abs=1e-5)
+    assert scores[5] == pytest.approx(expected[vocab["ride"]].item(), abs=1e-5)
+    assert scores[8] == pytest.approx(expected[vocab["sitting"]].item(), abs=1e-5)
+    assert scores[2] is None and scores[14] is None
+
+
+def test_nli_pipeline_multi_label_and_released_single_label_worked_by_hand():
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from physprobe.runner import score_requests
+
+    row = {"sentence": "he rides a horse .", "object": "horse", "labels": [0] * 15}
+    words = "he rides a horse . can be used for by human This example is".split() + [c.mlm_word for c in evaluation.CLASSES]
+    tokenizer, vocab = _word_tokenizer(words)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=64, num_labels=3,
+                        id2label={0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"})  # fmt: skip
+    model = BertForSequenceClassification(config).eval()
+    loaded = _loaded(model, tokenizer, "nli")
+    kind, pairs = EVALUATION.protocol("nli-zero-shot-multi-label").build(row, "default", tokenizer)
+    assert kind == "nli_vs_contradiction" and pairs[5] == ("he rides a horse .", "horse can be used for ride by human")
+    (scores,) = score_requests(loaded, "nli", [(kind, pairs)], False, None)
+    with torch.no_grad():
+        logits = [model(**tokenizer(p, h, return_tensors="pt")).logits[0] for p, h in pairs]
+    # The pipeline with multi_label=True: softmax over (contradiction, entailment) for each label on its own.
+    assert scores == pytest.approx([torch.softmax(l[[0, 2]], dim=0)[1].item() for l in logits], abs=1e-5)
+    kind, pairs = EVALUATION.protocol("nli-released-single-label").build(row, "default", tokenizer)
+    assert pairs[0][1] == "This example is horse can be used for grasp by human."
+    (scores,) = score_requests(loaded, "nli", [(kind, pairs)], False, None)
+    with torch.no_grad():
+        entail = torch.stack([model(**tokenizer(p, h, return_tensors="pt")).logits[0, 2] for p, h in pairs])
+    # multi_label=False: a softmax of the 15 entailment logits.
+    assert scores == pytest.approx(torch.softmax(entail, dim=0).tolist(), abs=1e-5)
+    assert sum(scores) == pytest.approx(1.0)

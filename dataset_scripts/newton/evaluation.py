@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from physprobe.protocols import Evaluation, Protocol, decided, load_metric
+from physprobe.protocols import Evaluation, Protocol, decided, first_mentioned, load_metric
 
 LABELS = "abcd"
 # The released flan/unifiedqa classes allow 128 output tokens; an answer names its label or option within
@@ -53,28 +53,28 @@ def table1_prompt(row: dict, config: str) -> str:
     return f"True/False: {row['question']}" if config == "track2_boolean" else released_prompt(row, config)
 
 
-def match_answer(text: str, row: dict) -> int | None:
+def match_answer(text: str, choices: list[str]) -> int | None:
     """The option a generated answer names, or None (unparsed).
 
-    Normalised as the released ``gpt_track*.py`` store responses (lower case, full stops removed), then,
-    in order: an option label at the start (``(b)``, ``b)``, ``b``); exactly one option text appearing
-    in the answer as whole words (the longest wins when one option holds another, e.g. ``rock`` in
-    ``rock salt``).
+    Normalised as the released ``gpt_track*.py`` store responses (lower case, full stops removed), then:
+    an option label at the start (``(b)``, ``b)``, ``b``); else the option text named first, in whole
+    words (``protocols.first_mentioned``: a longer option wins over one inside it).
 
-    >>> row = {"choices": ["rock", "rocking_chair", "pillow", "sponge"]}
-    >>> match_answer("(c) pillow", row), match_answer("Rocking_chair.", row), match_answer("d", row)
+    >>> choices = ["rock", "rocking_chair", "pillow", "sponge"]
+    >>> match_answer("(c) pillow", choices), match_answer("Rocking_chair.", choices), match_answer("d", choices)
     (2, 1, 3)
-    >>> match_answer("I am not sure", row) is None, match_answer("rock or pillow", row) is None
-    (True, True)
+    >>> match_answer("I am not sure", choices) is None, match_answer("rock or pillow", choices)
+    (True, 0)
     """
     answer = text.lower().replace(".", "").strip()
     label = re.match(r"^\(?([a-d])\)?(?:\s|$)", answer)
-    if label and LABELS.index(label.group(1)) < len(row["choices"]):
+    if label and LABELS.index(label.group(1)) < len(choices):
         return LABELS.index(label.group(1))
-    named = [i for i, choice in enumerate(row["choices"])
-             if re.search(rf"(?<![\w]){re.escape(choice.lower().replace('.', ''))}(?![\w])", answer)]  # fmt: skip
-    longest = [i for i in named if not any(row["choices"][i].lower() in row["choices"][j].lower() and i != j for j in named)]
-    return longest[0] if len(longest) == 1 else None
+    return first_mentioned(answer, [choice.lower().replace(".", "") for choice in choices])
+
+
+def _generate(prompt: str, row: dict) -> dict:
+    return {"prompt": prompt, "choices": list(row["choices"])}
 
 
 def _loglik_labels(row: dict, config: str, tokenizer) -> list[str]:
@@ -138,11 +138,11 @@ EVALUATION = Evaluation(
     configs=("track1", "track2_boolean", "track2_mc", "track3"),
     scorable=("track1", "track2_boolean", "track2_mc", "track3"),  # not the attribute table
     protocols=(
-        Protocol("released-generate", "generate", lambda row, config, tokenizer: released_prompt(row, config),
+        Protocol("released-generate", "generate", lambda row, config, tokenizer: _generate(released_prompt(row, config), row),
                  f"{RELEASED}; greedy as the flan/unifiedqa classes (do_sample=False); answer matched as match_answer",
                  "released prompt (question, options (a)-(d)); greedy answer matched to a label or option text",
                  default_for=("causal", "seq2seq"), match=match_answer, max_new_tokens=MAX_NEW_TOKENS),
-        Protocol("table1-generate", "generate", lambda row, config, tokenizer: table1_prompt(row, config),
+        Protocol("table1-generate", "generate", lambda row, config, tokenizer: _generate(table1_prompt(row, config), row),
                  "NEWTON paper Table 1; hf_track2.py `# prompt = f'True/False: {question}'` (commented out)",
                  "Table 1 wording for Track 2 Boolean, released prompts elsewhere; generated answer matched",
                  match=match_answer, max_new_tokens=MAX_NEW_TOKENS),

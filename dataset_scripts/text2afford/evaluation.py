@@ -7,9 +7,9 @@ the labels (pairwise, Appendix G). What differs is what the model reads and what
   to 0 and counts ties as wrong: the ``yes-no-*`` protocols score a class 1 when the model prefers
   "YES" to "NO" after the prompt, else 0 (their prediction is the set of YES classes as a 15-bit
   mask). ``yes-no-probability-*`` keep P(YES) as a continuous score instead (not the paper's).
-- MLM (paper Table 4, released ``src/probing.py``): the class words at the mask.
-- NLI (paper Table 4 and Appendix F, released ``src/multi_choice.py``): P(entailment) of a hypothesis
-  per class.
+- MLM (released ``src/probing.py``; paper Table 4): the class words at the mask of a sentence pair.
+- NLI (paper Appendix F's zero-shot pipeline, multi-label; released ``src/multi_choice.py`` as an
+  option): P(entailment) of a hypothesis per class.
 
 >>> from physprobe.dataset_scripts.text2afford.evaluation import EVALUATION
 >>> [p.name for p in EVALUATION.protocols][:4]
@@ -104,6 +104,17 @@ def _nli(row: dict, config: str, tokenizer) -> list[tuple[str, str]]:
     return [(row["sentence"], f"{row['object']} can be used for {c.mlm_word} by human") for c in CLASSES]
 
 
+def _mlm_released(row: dict, config: str, tokenizer) -> tuple[str, str, list[str]]:
+    # src/probing.py: encode_plus(sentence, object + " can be used for  " + mask + " by human") (two spaces).
+    return row["sentence"], f"{row['object']} can be used for  [MASK] by human", [c.mlm_word for c in CLASSES]
+
+
+def _nli_released(row: dict, config: str, tokenizer) -> list[tuple[str, str]]:
+    # src/multi_choice.py: the whole hypotheses are the pipeline's candidate labels, put into its default
+    # template "This example is {}."; single-label scoring (softmax across the 15).
+    return [(row["sentence"], f"This example is {row['object']} can be used for {c.mlm_word} by human.") for c in CLASSES]
+
+
 def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> dict:
     """``affordance_rank`` (pairwise, ties wrong: the paper's reading) and strict, over the 15 class
     scores of each pair; a YES/NO protocol's scores are its YES set (1/0)."""
@@ -145,13 +156,26 @@ EVALUATION = Evaluation(
         Protocol("yes-no-probability-falcon", "yes_no", _yes_no("falcon"),
                  "Text2Afford Table 10 (Falcon prompt); P(YES) as a continuous score (physprobe, not the paper's)",
                  "P(YES) / (P(YES) + P(NO)) after the Falcon prompt", decide=_ranked),
+        Protocol("mlm-released-probing", "mlm", _mlm_released,
+                 "Text2Afford src/probing.py (predict_affordance_proba: encode_plus of the sentence pair, "
+                 "convert_tokens_to_ids of the oov_class_map words); paper Table 4",
+                 "sentence pair '<sentence>' + '<object> can be used for  [MASK] by human'; class words at the mask",
+                 default_for=("mlm",), kind="masked_pair", decide=_ranked),
         Protocol("mlm-table4", "mlm", _mlm,
-                 "Text2Afford Table 4 (MLM input), class words of src/probing.py (oov_class_map)",
-                 "class words at the mask after '<sentence> <sep> <object> can be used for'", default_for=("mlm",),
-                 decide=_ranked),
+                 "Text2Afford Table 4 (one string with the separator), class words of src/probing.py",
+                 "class words at the mask after '<sentence> <sep> <object> can be used for'", decide=_ranked),
+        Protocol("nli-zero-shot-multi-label", "nli", _nli,
+                 "Text2Afford Appendix F (zero-shot-classification pipeline, several labels true) and Table 4 "
+                 "(hypothesis); class words of src/multi_choice.py",
+                 "P(entailment) against contradiction only, of '<object> can be used for <word> by human'",
+                 default_for=("nli",), kind="nli_vs_contradiction", decide=_ranked),
+        Protocol("nli-released-single-label", "nli", _nli_released,
+                 "Text2Afford src/multi_choice.py (pipeline default template, multi_label=False)",
+                 "'This example is <hypothesis>.' per class; softmax of the entailment logits across the 15",
+                 kind="nli_single_label", decide=_ranked),
         Protocol("nli-table4", "nli", _nli,
                  "Text2Afford Table 4 / Appendix B.2.1 (hypothesis), class words of src/multi_choice.py",
-                 "P(entailment) of '<object> can be used for <word> by human' per class", default_for=("nli",),
+                 "P(entailment) over the model's three labels of '<object> can be used for <word> by human'",
                  decide=_ranked),
     ),  # fmt: skip
     metrics=metrics,

@@ -47,7 +47,7 @@ class Generated:
 
 @dataclass(frozen=True)
 class Card:
-    """Facts for the dataset card's front matter and body."""
+    """Facts for the dataset card's front matter and body; ``license`` is ``unknown`` where upstream states none."""
 
     pretty_name: str
     license: str
@@ -56,6 +56,9 @@ class Card:
     language: tuple[str, ...] = ("en",)
     source_datasets: tuple[str, ...] = ("original",)
     task_ids: tuple[str, ...] = ()
+    arxiv: tuple[str, ...] = ()  # the paper's arXiv ids: the Hub links them as ``arxiv:<id>`` tags
+    tags: tuple[str, ...] = ()
+    paperswithcode_id: str | None = None  # only where Papers with Code lists the dataset
 
 
 @dataclass(frozen=True)

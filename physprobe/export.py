@@ -177,6 +177,8 @@ def _card(
         task_ids=list(card.task_ids) or None,
         size_categories=[size_category(max(counts.values()))],
         source_datasets=list(card.source_datasets),
+        paperswithcode_id=card.paperswithcode_id,
+        tags=[*card.tags, *(f"arxiv:{paper}" for paper in card.arxiv)] or None,
     )
     MetadataConfigs(
         {

@@ -172,6 +172,8 @@ CCCONS = Benchmark(
         pretty_name="CConS: Counter-commonsense Contextual Size comparison",
         license="mit",
         task_categories=("text-classification", "fill-mask"),
+        arxiv=("2306.02258",),
+        tags=("physical-reasoning", "commonsense", "size-comparison", "probing", "counterfactual"),
         body=read_card_body(__file__),
     ),
     generate=generate,

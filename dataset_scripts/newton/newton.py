@@ -138,8 +138,10 @@ NEWTON = Benchmark(
     configs=tuple(_config(name) for name in FEATURES),
     card=Card(
         pretty_name="NEWTON: physical reasoning over object attributes",
-        license="other",
+        license="unknown",  # the NewtonReasoning/Newton repository states no license
         task_categories=("question-answering", "multiple-choice"),
+        arxiv=("2310.07018",),
+        tags=("physical-reasoning", "object-attributes", "probing", "human-agreement"),
         body=read_card_body(__file__),
     ),
     generate=generate,

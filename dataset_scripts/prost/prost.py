@@ -132,6 +132,8 @@ PROST = Benchmark(
         license="apache-2.0",
         task_categories=("question-answering", "multiple-choice"),
         task_ids=("multiple-choice-qa", "open-domain-qa"),
+        arxiv=("2106.03634",),
+        tags=("physical-reasoning", "probing", "zero-shot", "cloze", "checklist"),
         body=read_card_body(__file__),
     ),
     generate=generate,

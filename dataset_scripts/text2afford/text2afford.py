@@ -165,6 +165,8 @@ TEXT2AFFORD = Benchmark(
         license="mit",
         task_categories=("text-classification",),
         task_ids=("multi-label-classification",),
+        arxiv=("2402.12881",),
+        tags=("affordance", "physical-reasoning", "probing", "commonsense"),
         body=read_card_body(__file__),
     ),
     generate=generate,

@@ -102,19 +102,26 @@ def export(out: Path, source_dir: str | None, only: set[str] | None = None) -> l
     return repos
 
 
-def validate(repo: RepoFolder, cache_dir: Path, allow_unknown_license: bool = False) -> None:
+def validate(repo: RepoFolder, cache_dir: Path) -> None:
     """Raise ``PublishError`` naming the folder and what is wrong, if it is not publishable."""
     if repo.repo_type == "dataset":
-        _validate_dataset(repo.folder, cache_dir, allow_unknown_license)
+        _validate_dataset(repo.folder, cache_dir)
     else:
         _validate_metric(repo.folder)
 
 
-def _validate_dataset(folder: Path, cache_dir: Path, allow_unknown_license: bool = False) -> None:
+def unknown_license(repo: RepoFolder) -> str | None:
+    """Why a dataset may not be pushed without ``--allow-unknown-license`` (its card states no license), or None."""
+    if repo.repo_type != "dataset":
+        return None
+    license_ = DatasetCard.load(repo.folder / "README.md").data.to_dict().get("license")
+    if license_ in (None, "unknown"):
+        return f"{repo.folder}: the card's license is {license_ or 'missing'!r}; state it, or pass --allow-unknown-license to publish it anyway"
+    return None
+
+
+def _validate_dataset(folder: Path, cache_dir: Path) -> None:
     card = DatasetCard.load(folder / "README.md").data.to_dict()
-    if card.get("license") in (None, "unknown") and not allow_unknown_license:
-        raise PublishError(f"{folder}: the card's license is {card.get('license') or 'missing'!r}; state it, "
-                           "or pass --allow-unknown-license to publish it anyway")  # fmt: skip
     infos = {info["config_name"]: info for info in card.get("dataset_info", [])}
     for config in card.get("configs", []):
         name = config["config_name"]
@@ -297,8 +304,12 @@ def main(argv: list[str] | None = None, api=None) -> int:
         datasets.disable_progress_bars()  # one line per validated repo instead
         with tempfile.TemporaryDirectory() as cache:
             for repo in repos:
-                validate(repo, Path(cache), args.allow_unknown_license)
+                validate(repo, Path(cache))
                 print(f"validated {repo.repo_type:<8} {repo.name:<20} {repo.folder}")
+        for problem in filter(None, map(unknown_license, repos)):
+            if args.push and not args.allow_unknown_license:
+                raise PublishError(problem)
+            print(f"note: {problem}")
         if not args.push:
             print(f"dry run: {len(repos)} repo folders in {out}; nothing pushed (use --push)")
             return 0

@@ -198,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"physprobe: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("physprobe: interrupted; partial outputs were removed, earlier outputs are intact", file=sys.stderr)
+        print("physprobe: interrupted; nothing half-written was left and earlier outputs are intact "
+              "(physprobe score resumes from its cache)", file=sys.stderr)  # fmt: skip
         return 130
     except OSError as error:
         fix = {errno.ENOSPC: "free some space or choose another --out", errno.EACCES: "choose a folder you can write",

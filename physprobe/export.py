@@ -61,12 +61,27 @@ def size_category(n: int) -> str:
     return "n>1M"
 
 
+def _check_replaceable(target: Path) -> None:
+    """Refuse to replace a folder that is not an earlier output (a README.md and Parquet files in config
+    folders): physprobe never deletes what it did not create."""
+    if not target.is_dir() or target.is_symlink():
+        return
+    foreign = sorted(
+        path.relative_to(target).as_posix()
+        for path in target.rglob("*")
+        if not path.is_dir() and not (path.relative_to(target).as_posix() == "README.md" or (path.suffix == ".parquet" and len(path.relative_to(target).parts) == 2))
+    )  # fmt: skip
+    if foreign:
+        raise DataError(f"{target} exists and is not a physprobe output (it holds {foreign[0]}); move it away or choose another --out")
+
+
 @contextlib.contextmanager
 def _staged(out_dir: Path, name: str):
     """A temporary folder in ``out_dir`` that replaces ``out_dir/name`` on success and vanishes on failure."""
     check_folder_name(name, "output name")
     out_dir = check_out_dir(out_dir)
     clean_stale(out_dir, name)
+    _check_replaceable(out_dir / name)
     staging = Path(tempfile.mkdtemp(prefix=f".{name}{STAGING}{os.getpid()}-", dir=out_dir))
     try:
         umask = os.umask(0)

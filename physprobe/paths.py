@@ -110,7 +110,7 @@ def replace_folder(staging: Path, target: Path) -> None:
         shutil.rmtree(staging)  # now holds the old version
         return
     retired = target.parent / f".{target.name}{RETIRED}{os.getpid()}-{secrets.token_hex(4)}"
-    target.rename(retired)  # a kill here is repaired by the next run (_clean_stale puts it back)
+    target.rename(retired)  # a kill here is repaired by the next run (clean_stale puts it back)
     staging.rename(target)
     shutil.rmtree(retired)
 

@@ -67,9 +67,10 @@ def test_two_builds_are_byte_identical(prost_build, upstream_dir, tmp_path):
 
 def test_rebuild_replaces_the_folder(upstream_dir, tmp_path):
     first = build(PROST, tmp_path, upstream_dir).path
-    (first / "stale.txt").write_text("from an earlier layout")
+    (first / "data").mkdir()
+    (first / "data" / "train-00000-of-00001.parquet").write_bytes(b"from an earlier layout")
     build(PROST, tmp_path, upstream_dir)
-    assert not (first / "stale.txt").exists()
+    assert not (first / "data").exists()
 
 
 def assert_nothing_written(out):

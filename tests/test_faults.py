@@ -93,6 +93,17 @@ def test_out_that_is_a_file_or_a_symlink_is_one_line(upstream_dir, tmp_path, cap
     assert list((tmp_path / "real").iterdir()) == []
 
 
+def test_a_folder_that_is_not_an_earlier_output_is_never_replaced(upstream_dir, tmp_path, capsys):
+    mine = tmp_path / "prost"
+    (mine / "mass").mkdir(parents=True)
+    (mine / "README.md").write_text("my notes")
+    (mine / "mass" / "thesis.tex").write_text("years of work")
+    before = tree_digest(tmp_path)
+    assert main(["build", "prost", "--out", str(tmp_path), "--source-dir", str(upstream_dir)]) == 2
+    assert f"physprobe: error: {mine} exists and is not a physprobe output (it holds mass/thesis.tex)" in capsys.readouterr().err
+    assert tree_digest(tmp_path) == before and sorted(p.name for p in tmp_path.iterdir()) == ["prost"]
+
+
 def test_a_full_disk_is_one_line_and_leaves_nothing(upstream_dir, tmp_path, monkeypatch, capsys):
     import errno
 
@@ -160,7 +171,8 @@ def test_a_build_killed_at_the_replace_step_keeps_a_complete_version(where, pros
     import shutil
 
     shutil.copytree(prost_build, previous)
-    (previous / "marker").write_text("old build")
+    with open(previous / "README.md", "a") as card:
+        card.write("\nAn earlier build.\n")
     old = tree_digest(previous)
     new = tree_digest(prost_build)
     script = tmp_path / "kill.py"

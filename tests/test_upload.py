@@ -192,16 +192,23 @@ def test_token_is_required_and_never_printed(hub_dir, hub, monkeypatch, capsys):
     assert not hub.repos and "create" not in hub.counts  # whoami only: nothing created or committed
 
 
-def test_a_dataset_with_an_unknown_license_is_refused_unless_allowed(hub_dir, tmp_path):
-    folder = tmp_path / "prost"
-    shutil.copytree(hub_dir / "datasets" / "prost", folder)
-    card = folder / "README.md"
-    text = card.read_text()
-    card.write_text(text.replace(f"license: {front_matter(card)['license']}", "license: unknown", 1))
-    repo = upload.RepoFolder("prost", "dataset", folder, "x")
-    with pytest.raises(upload.PublishError, match=f"{folder}: the card's license is 'unknown'; .*--allow-unknown-license"):
-        upload.validate(repo, tmp_path / "cache")
-    upload.validate(repo, tmp_path / "cache", allow_unknown_license=True)
+def test_a_dataset_with_an_unknown_license_is_refused_unless_allowed(hub_dir, hub, tmp_path, monkeypatch, capsys):
+    from huggingface_hub import HfApi
+
+    out = tmp_path / "hub"
+    shutil.copytree(hub_dir, out)
+    card = out / "datasets" / "prost" / "README.md"
+    card.write_text(card.read_text().replace(f"license: {front_matter(card)['license']}", "license: unknown", 1))
+    monkeypatch.setattr(upload, "export", lambda out_, source_dir, only: [upload.RepoFolder("prost", "dataset", out / "datasets" / "prost", "x")])
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
+    monkeypatch.setattr(upload, "HfApi", lambda: HfApi(endpoint=hub.url))
+    message = f"{card.parent}: the card's license is 'unknown'; state it, or pass --allow-unknown-license"
+    assert upload.main(["--out", str(out)]) == 0  # the dry run notes it
+    assert f"note: {message}" in capsys.readouterr().out
+    assert upload.main(["--out", str(out), "--push"]) == 2
+    assert f"upload.py: error: {message}" in capsys.readouterr().err and not hub.repos  # refused before any repo exists
+    assert upload.main(["--out", str(out), "--push", "--allow-unknown-license"]) == 0
+    assert hub.repos[("dataset", "physprobe/prost")].files["README.md"] == card.read_bytes()
 
 
 def test_only_git_tracked_metric_files_are_published(tmp_path, monkeypatch):

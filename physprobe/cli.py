@@ -5,7 +5,7 @@
     physprobe generate cccons --n 1000 --seed 0 --out generated
     physprobe generate newton --spec my_spec.yaml --out generated
     physprobe score --model roberta-large --benchmark prost --out runs/roberta-prost
-    physprobe report runs/roberta-prost runs/gpt2-prost --out report.md
+    physprobe report runs/roberta-prost runs/gpt2-prost --out report
 """
 
 from __future__ import annotations
@@ -127,8 +127,10 @@ def parser() -> argparse.ArgumentParser:
     score_cmd.add_argument("--truncate", action="store_true", help="keep the last tokens of over-long inputs instead of failing")
     score_cmd.set_defaults(run=_score)
     report_cmd = commands.add_parser("report", help="paper-style tables and plots across score runs")
-    report_cmd.add_argument("runs", nargs="+", help="run folders written by physprobe score")
-    report_cmd.add_argument("--out", default="report.md")
+    report_cmd.add_argument("runs", nargs="+", help="run folders written by physprobe score (any benchmarks)")
+    report_cmd.add_argument("--out", default="report",
+                            help="report folder to create: report.md, report.html, figures/ (default: ./report); "
+                                 "an existing one must be empty or a report written before, which is replaced")
     report_cmd.set_defaults(run=_report)
     return top
 

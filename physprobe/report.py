@@ -51,8 +51,9 @@ OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#0072B2", "#D55E00", "#CC79A7", "
 PUBLISHED_GREY = "#BBBBBB"
 INTERVALS = (
     "95% intervals are Wilson score intervals computed from each cell's value and its n (the questions behind "
-    "the cell, from metrics.json). For averaged cells (PROST's concept and macro averages, NEWTON's agreement, "
-    "Text2Afford's pair accuracy) they treat the value as a proportion of n questions: an approximation."
+    "the cell, from metrics.json). For cells that average other figures (macro averages over templates or groups, "
+    "agreement-weighted accuracy, accuracy over class pairs) they treat the value as a proportion of n questions: "
+    "an approximation."
 )
 
 

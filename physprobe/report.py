@@ -292,6 +292,16 @@ def printed_value(cell: str | None, part: int = 0) -> float | None:
     return float(match.group(1)) if match else None
 
 
+@dataclass(frozen=True)
+class Missing:
+    """Why a run's cell is empty: ``kind`` is why (physprobe does not score the column), config (the run did
+    not score that config), undecided (every question of the config was), or key (metrics.json lacks it)."""
+
+    kind: str
+    detail: str  # the column's why, the config, or the metrics key
+    run: str
+
+
 @dataclass
 class RunCell:
     """One part of a run's cell: value, n, interval, or the reason it is missing."""
@@ -299,25 +309,24 @@ class RunCell:
     value: float | None
     n: int | None
     interval: tuple[float, float] | None
-    missing: str | None
+    missing: Missing | None
 
 
 def run_cell(run: Run, column: Column, part: int) -> RunCell:
     key, n_key = column.keys[part], column.ns[part]
     if key is None:
-        return RunCell(None, None, None, column.why)
+        return RunCell(None, None, None, Missing("why", column.why, run.id))
     value = lookup(run.metrics, key)
     config = key.split(".")[0]
     if value is MISSING:
         if config not in run.metrics:
-            return RunCell(None, None, None, f"run {run.id} did not score config `{config}` "
-                                             f"(physprobe score --config {config})")  # fmt: skip
+            return RunCell(None, None, None, Missing("config", config, run.id))
         scored = run.metrics[config]
         if isinstance(scored, dict) and scored.get("n") and scored.get("undecided") == scored.get("n"):
-            return RunCell(None, None, None, f"run {run.id}: every question of `{config}` was undecided")
-        return RunCell(None, None, None, f"metrics.json of run {run.id} has no `{key}`")
+            return RunCell(None, None, None, Missing("undecided", config, run.id))
+        return RunCell(None, None, None, Missing("key", key, run.id))
     if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
-        return RunCell(None, None, None, f"metrics.json of run {run.id} holds no number at `{key}`")
+        return RunCell(None, None, None, Missing("key", key, run.id))
     n = lookup(run.metrics, n_key) if n_key else MISSING
     n = int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) and n > 0 else None
     interval = wilson(min(max(float(value), 0.0), 1.0), n) if n and column.keys[part] and n_key else None
@@ -344,7 +353,6 @@ class TableBlock:
     header: list[str]
     rows: list[list[str]]
     kinds: list[str]  # per row: published, section, run
-    caption: str
 
 
 @dataclass
@@ -381,11 +389,41 @@ class _Footnotes:
         return [f"{_mark(i + 1)} {text}" for i, text in enumerate(self.texts)]
 
 
-def _format_run_cell(cells: list[RunCell], table: Table, notes: _Footnotes) -> str:
+def missing_texts(missing: list[Missing]) -> dict[Missing, str]:
+    """One footnote per reason, naming every run it concerns; keys that differ only in some segments merge
+    into one pattern.
+
+    >>> texts = missing_texts([Missing("key", "t.by_group.a.pos", "r1"), Missing("key", "t.by_group.b.pos", "r2")])
+    >>> sorted(set(texts.values()))
+    ['metrics.json of runs r1, r2 has no `t.by_group.*.pos`']
+    """
+    groups: dict[tuple, list[Missing]] = {}
+    for m in missing:
+        group = (m.kind, m.detail.split(".")[0], m.detail.count(".")) if m.kind == "key" else (m.kind, m.detail)
+        groups.setdefault(group, []).append(m)
+    texts = {}
+    for (kind, detail, *_), members in groups.items():
+        runs = list(dict.fromkeys(m.run for m in members))
+        who = f"run{'s' if len(runs) > 1 else ''} {', '.join(runs)}"
+        if kind == "why":
+            text = detail
+        elif kind == "config":
+            text = f"{who} did not score config `{detail}` (physprobe score --config {detail})"
+        elif kind == "undecided":
+            text = f"every question of `{detail}` was undecided in {who}"
+        else:
+            segments = zip(*(m.detail.split(".") for m in members))
+            pattern = ".".join(s[0] if len(set(s)) == 1 else "*" for s in segments)
+            text = f"metrics.json of {who} has no `{pattern}`"
+        texts.update({m: text for m in members})
+    return texts
+
+
+def _format_run_cell(cells: list[RunCell], table: Table, notes: _Footnotes, texts: dict[Missing, str]) -> str:
     shown = []
     for cell in cells:
         if cell.missing is not None:
-            shown.append("—" + notes.mark(cell.missing))
+            shown.append("—" + notes.mark(texts[cell.missing]))
         elif cell.interval is not None:
             low, high = (number(x, table) for x in cell.interval)
             shown.append(f"{number(cell.value, table)} ({low}–{high})")
@@ -430,11 +468,12 @@ def table_block(table: Table, runs: list[Run], paper: PaperTables) -> tuple[Tabl
     if placed:
         rows.append(["physprobe runs", *[""] * len(table.columns)])
         kinds.append("section")
+    cells = {(run.id, c.name): [run_cell(run, c, i) for i in range(len(c.parts))] for run in placed for c in table.columns}
+    texts = missing_texts([cell.missing for parts in cells.values() for cell in parts if cell.missing])
     for run in placed:
         warning = protocol_warning(run, paper)
         label = run.id + (" ⚠" + notes.mark(warning) if warning else "")
-        cells = [_format_run_cell([run_cell(run, c, i) for i in range(len(c.parts))], table, notes) for c in table.columns]
-        rows.append([label, *cells])
+        rows.append([label, *[_format_run_cell(cells[run.id, c.name], table, notes, texts) for c in table.columns]])
         kinds.append("run")
     left_out = [r for r in runs if r not in placed]
     extra = list(table.notes)
@@ -442,9 +481,7 @@ def table_block(table: Table, runs: list[Run], paper: PaperTables) -> tuple[Tabl
         methods = ", ".join(table.methods) if table.methods else "no physprobe method"
         extra.append(f"Not placed here: {', '.join(f'{r.id} (method {r.method})' for r in left_out)}; "
                      f"this table reports {methods}.")  # fmt: skip
-    source = f"{paper.title} paper, {table.source}" if table.source else "physprobe (not a table of the paper)"
-    caption = f"{table.source or 'physprobe'}: {table.title}. Source: {source}."
-    return TableBlock(header, rows, kinds, caption), extra + notes.items()
+    return TableBlock(header, rows, kinds), extra + notes.items()
 
 
 # --- figures ------------------------------------------------------------------------------------------------
@@ -672,7 +709,7 @@ def _runs_table(runs: list[Run], paper: PaperTables) -> TableBlock:
         rows.append([run.id, str(run.info.get("model")), run.method, str(run.info.get("protocol") or "not recorded"),
                      str(paper.protocols.get(run.method, "—")), configs + (f" (limit {limit})" if limit else ""), str(run.folder)])  # fmt: skip
     header = ["Run", "Model", "Method", "Protocol", "Paper's protocol", "Configs", "Folder"]
-    return TableBlock(header, rows, ["run"] * len(rows), f"{paper.title}: the runs in this section")
+    return TableBlock(header, rows, ["run"] * len(rows))
 
 
 def document(runs: list[Run], figures_dir: Path) -> list:
@@ -687,13 +724,14 @@ def document(runs: list[Run], figures_dir: Path) -> list:
         by_benchmark.setdefault(run.info["benchmark"], []).append(run)
     for benchmark in sorted(by_benchmark):
         paper, group = paper_tables(benchmark), by_benchmark[benchmark]
-        blocks += [Heading(2, paper.title), Paragraph(f"Paper: {paper.paper}."), _runs_table(group, paper)]
+        blocks += [Heading(2, paper.title), Paragraph(f"Paper: {paper.paper}. Runs in this section:"), _runs_table(group, paper)]
         warnings = [w for w in (protocol_warning(r, paper) for r in group) if w]
         if warnings:
             blocks.append(Notes([f"⚠ {w}" for w in warnings]))
         for table in paper.tables:
             block, notes = table_block(table, group, paper)
-            blocks += [Heading(3, block.caption.split(". Source:")[0]), block]
+            source = f"the paper's {table.source}" if table.source else "physprobe; the paper prints no such table"
+            blocks += [Heading(3, f"{table.source or 'physprobe'}: {table.title}"), Paragraph(f"Source: {source}."), block]
             if notes:
                 blocks.append(Notes(notes))
         drawn = []
@@ -749,7 +787,7 @@ def to_markdown(blocks: list) -> str:
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1400px;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0;font-size:13px}th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}
 th:first-child,td:first-child{text-align:left}th{background:#f2f2f2}tr.section td{background:#fafafa;font-weight:bold;text-align:left}
-tr.run td{background:#fff4dc}.scroll{overflow-x:auto}caption{text-align:left;font-weight:bold;padding:4px 0}
+tr.run td{background:#fff4dc}.scroll{overflow-x:auto}
 ul.notes{font-size:12px;color:#444}img{max-width:100%;border:1px solid #eee;margin:.5em 0}p.note{color:#666;font-style:italic}"""
 
 
@@ -763,7 +801,7 @@ def to_html(blocks: list) -> str:
         elif isinstance(block, Paragraph):
             out.append(f'<p class="{block.css}">{_html_text(block.text)}</p>' if block.css else f"<p>{_html_text(block.text)}</p>")
         elif isinstance(block, TableBlock):
-            out.append(f'<div class="scroll"><table><caption>{_html_text(block.caption)}</caption><thead><tr>')
+            out.append('<div class="scroll"><table><thead><tr>')
             out.append("".join(f"<th>{_html_text(h)}</th>" for h in block.header) + "</tr></thead><tbody>")
             for row, kind in zip(block.rows, block.kinds):
                 if kind == "section":

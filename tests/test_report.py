@@ -119,7 +119,7 @@ def runs(built_all, tmp_path_factory):
     folders = []
     for benchmark, family, extra in RUNS:
         out = root / f"{benchmark}-{family}"
-        args = ["score", "--model", str(models[family]), "--benchmark", benchmark, "--limit", "40", "--data", str(built_all), "--out", str(out)]
+        args = ["score", "--model", str(models[family]), "--benchmark", benchmark, "--limit", "24", "--data", str(built_all), "--out", str(out)]
         assert main(args + extra) == 0
         folders.append(out)
     return folders
@@ -220,13 +220,16 @@ def test_report_html_in_a_real_browser(rendered, tmp_path):
 
 
 @pytest.mark.slow
-def test_same_runs_same_bytes_and_a_previous_report_is_replaced(rendered, runs, tmp_path):
-    again = tmp_path / "again"
-    assert main(["report", *map(str, runs), "--out", str(again)]) == 0
-    for name in ("report.md", "report.html"):
-        assert (again / name).read_bytes() == (rendered / name).read_bytes()
-    assert main(["report", str(runs[0]), "--out", str(again)]) == 0  # a report folder physprobe wrote is replaced
-    assert "## NEWTON" not in (again / "report.md").read_text() and sorted(p.name for p in tmp_path.iterdir()) == ["again"]
+def test_same_runs_same_bytes_and_a_previous_report_is_replaced(runs, tmp_path):
+    first, again = tmp_path / "first", tmp_path / "again"
+    assert main(["report", *map(str, runs[:2]), "--out", str(first)]) == 0
+    assert main(["report", *map(str, runs[:2]), "--out", str(again)]) == 0
+    for name in ("report.md", "report.html", "figures/prost-positions.png"):
+        assert (again / name).read_bytes() == (first / name).read_bytes()
+    assert main(["report", str(runs[2]), "--out", str(again)]) == 0  # a report folder physprobe wrote is replaced
+    text = (again / "report.md").read_text()
+    assert "## CConS" in text and "## PROST" not in text and not (again / "figures" / "prost-positions.png").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["again", "first"]  # no staging folder left behind
 
 
 # --- bad input: one line, exit 2, nothing left behind -------------------------------------------------------

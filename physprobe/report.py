@@ -312,16 +312,23 @@ class RunCell:
     missing: Missing | None
 
 
+def _config_names(benchmark: str) -> set[str]:
+    from physprobe.dataset_scripts import BENCHMARKS
+
+    return {config.name for config in BENCHMARKS[benchmark].configs}
+
+
 def run_cell(run: Run, column: Column, part: int) -> RunCell:
+    """One part of a run's cell for a column: its value, n and 95% interval, or why it is missing."""
     key, n_key = column.keys[part], column.ns[part]
     if key is None:
         return RunCell(None, None, None, Missing("why", column.why, run.id))
     value = lookup(run.metrics, key)
     config = key.split(".")[0]
     if value is MISSING:
-        if config not in run.metrics:
+        if config not in run.metrics and config in _config_names(run.info["benchmark"]):
             return RunCell(None, None, None, Missing("config", config, run.id))
-        scored = run.metrics[config]
+        scored = run.metrics.get(config)
         if isinstance(scored, dict) and scored.get("n") and scored.get("undecided") == scored.get("n"):
             return RunCell(None, None, None, Missing("undecided", config, run.id))
         return RunCell(None, None, None, Missing("key", key, run.id))
@@ -399,7 +406,7 @@ def missing_texts(missing: list[Missing]) -> dict[Missing, str]:
     """
     groups: dict[tuple, list[Missing]] = {}
     for m in missing:
-        group = (m.kind, m.detail.split(".")[0], m.detail.count(".")) if m.kind == "key" else (m.kind, m.detail)
+        group = (m.kind, *m.detail.split(".")[:2], m.detail.count(".")) if m.kind == "key" else (m.kind, m.detail)
         groups.setdefault(group, []).append(m)
     texts = {}
     for (kind, detail, *_), members in groups.items():
@@ -561,7 +568,9 @@ def bars_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path)
         for name in names:
             column = table.column(name)
             part = spec.get("part")
-            title = spec.get("title") or column.label
+            title = column.label
+            if spec.get("title"):  # a panel title, or a prefix when the panel spec spans several columns
+                title = spec["title"] if len(names) == 1 else f"{spec['title']}: {column.label}"
             series = _panel_series(table, [column], part, runs)
             panels.append((table, column, part, title, series))
     if not any(v is not None for *_, series in panels for s in series for v in s.values):
@@ -584,7 +593,7 @@ def bars_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path)
             value = s.values[0]
             if value is None:
                 if s.run:
-                    axis.text(full * 0.01, i, "not scored", va="center", fontsize=7, color="#777777", style="italic")
+                    axis.text(full * 0.01, i, "no value (see table)", va="center", fontsize=7, color="#777777", style="italic")
                 continue
             colour = colours[s.name] if s.run else PUBLISHED_GREY
             error = None
@@ -856,8 +865,11 @@ def render(runs: list[Path], out: Path) -> Path:
         paper_tables(run.info["benchmark"])  # unknown benchmarks fail before anything is written
     out = Path(out)
     _check_out(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    except OSError as error:
+        raise ReportError(f"cannot write the report folder {out}: {error.strerror}") from None
     try:
         (staging / "figures").mkdir()
         blocks = document(loaded, staging / "figures")

@@ -279,6 +279,16 @@ def test_bad_inputs_are_one_line_errors_leaving_nothing(tmp_path, one_run, capsy
     assert sorted(p.name for p in tmp_path.iterdir()) == ["alien", "broken", "empty", "report.md", "run", "theirs"]
 
 
+def test_a_failure_while_drawing_leaves_nothing(tmp_path, one_run, monkeypatch):
+    def broken(*args):
+        raise RuntimeError("out of memory while drawing")
+
+    monkeypatch.setitem(report.DRAW, "bars", broken)
+    with pytest.raises(RuntimeError):
+        report.render([one_run], tmp_path / "out" / "report")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
 def test_runs_of_several_benchmarks_get_one_section_each(tmp_path, one_run):
     prost = tmp_path / "prost"
     prost.mkdir()

@@ -336,7 +336,7 @@ def run_cell(run: Run, column: Column, part: int) -> RunCell:
         return RunCell(None, None, None, Missing("key", key, run.id))
     n = lookup(run.metrics, n_key) if n_key else MISSING
     n = int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) and n > 0 else None
-    interval = wilson(min(max(float(value), 0.0), 1.0), n) if n and column.keys[part] and n_key else None
+    interval = wilson(min(max(float(value), 0.0), 1.0), n) if n else None
     return RunCell(float(value), n, interval, None)
 
 
@@ -485,9 +485,8 @@ def table_block(table: Table, runs: list[Run], paper: PaperTables) -> tuple[Tabl
     left_out = [r for r in runs if r not in placed]
     extra = list(table.notes)
     if left_out:
-        methods = ", ".join(table.methods) if table.methods else "no physprobe method"
-        extra.append(f"Not placed here: {', '.join(f'{r.id} (method {r.method})' for r in left_out)}; "
-                     f"this table reports {methods}.")  # fmt: skip
+        reports = f"this table reports {', '.join(table.methods)} models" if table.methods else "physprobe does not score this table's models"
+        extra.append(f"Not placed here: {', '.join(f'{r.id} (method {r.method})' for r in left_out)}; {reports}.")
     return TableBlock(header, rows, kinds), extra + notes.items()
 
 

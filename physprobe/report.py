@@ -181,6 +181,8 @@ def paper_tables(benchmark: str) -> PaperTables:
     ids = {t.id: t for t in tables}
     figures = []
     for f in raw.get("figures", ()):
+        if f.get("kind") not in ("bars", "lines"):
+            raise DataError(f"{where} figure {f.get('id')!r}: kind must be bars or lines, got {f.get('kind')!r}")
         panels = tuple(f["panels"]) if f["kind"] == "bars" else ({"table": f["table"]},)
         for panel in panels:
             table = ids.get(panel["table"])
@@ -189,6 +191,8 @@ def paper_tables(benchmark: str) -> PaperTables:
             for name in panel.get("columns", ()):
                 if name not in {c.name for c in table.columns}:
                     raise DataError(f"{where} figure {f['id']!r}: table {table.id!r} has no column {name!r}")
+                if panel.get("part") and panel["part"] not in table.column(name).parts:
+                    raise DataError(f"{where} figure {f['id']!r}: column {name!r} has no part {panel['part']!r}")
         figures.append(Figure(f["id"], f["kind"], f["title"], panels, f.get("columns")))
     return PaperTables(benchmark, raw["paper"], raw["seed"], raw["title"], dict(raw.get("protocols", {})), tables, tuple(figures))
 

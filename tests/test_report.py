@@ -77,6 +77,16 @@ def test_spot_values_agree_with_the_papers_prose(benchmark, table_id, model, col
     assert sentence in (SEEDS / paper.seed).read_text(encoding="utf-8")
 
 
+def test_a_bad_declaration_names_the_table_and_row():
+    raw = {"id": "t9", "format": {"scale": "percent", "digits": 1}, "columns": [{"name": "A", "key": "x.a"}],
+           "rows": [{"model": "M", "cells": ["1.0", "2.0"]}]}  # fmt: skip
+    with pytest.raises(report.DataError, match=r"paper_tables.yaml table 't9' row 0 \(M\): 2 cells for 1 columns"):
+        report._table(raw, "paper_tables.yaml")
+    raw["rows"] = [{"model": "M", "cells": [None]}]
+    with pytest.raises(report.DataError, match="a null cell needs a `note`"):
+        report._table(raw, "paper_tables.yaml")
+
+
 def test_wilson_interval_matches_newcombe_1998():
     # Newcombe (1998), Statistics in Medicine 17:857, Table I, method 3 (score interval without correction)
     for (k, n), expected in {(81, 263): (0.2553, 0.3662), (15, 148): (0.0624, 0.1605), (0, 20): (0.0, 0.1611)}.items():

@@ -657,8 +657,8 @@ def lines_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path
             low = [y - e[0] if e else 0 for y, e in zip(ys, errors)]
             high = [e[1] - y if e else 0 for y, e in zip(ys, errors)]
             axis.errorbar(xs, ys, yerr=[low, high], color=colours[s.name], marker="o", linewidth=2.2, capsize=3, label=s.name)
-        else:
-            axis.plot(xs, ys, color="#999999", marker=".", linewidth=1)
+        else:  # a missing value breaks the line rather than bridging it
+            axis.plot(x, [math.nan if v is None else v for v in s.values], color="#999999", marker=".", linewidth=1)
             ends.append([ys[-1], s.name, xs[-1]])
     average = next((r for r in table.rows if r.kind == "average"), None)
     if average is not None:

@@ -8,7 +8,7 @@
     physprobe score --model gpt2 --benchmark prost --protocol sentence-sum
     physprobe protocols
     physprobe score --model gpt2 --benchmark newton --model-args revision=main,dtype=bfloat16 --batch-size auto
-    physprobe report runs/roberta-prost runs/gpt2-prost --out report.md
+    physprobe report runs/roberta-prost runs/gpt2-prost --out report
 """
 
 from __future__ import annotations
@@ -180,8 +180,10 @@ def parser() -> argparse.ArgumentParser:
     protocols_cmd.add_argument("benchmark", nargs="?", choices=list(_benchmarks()))
     protocols_cmd.set_defaults(run=_protocols)
     report_cmd = commands.add_parser("report", help="paper-style tables and plots across score runs")
-    report_cmd.add_argument("runs", nargs="+", help="run folders written by physprobe score")
-    report_cmd.add_argument("--out", default="report.md")
+    report_cmd.add_argument("runs", nargs="+", help="run folders written by physprobe score (any benchmarks)")
+    report_cmd.add_argument("--out", default="report",
+                            help="report folder to create: report.md, report.html, figures/ (default: ./report); "
+                                 "an existing one must be empty or a report written before, which is replaced")
     report_cmd.set_defaults(run=_report)
     return top
 

@@ -12,6 +12,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM,
 from physprobe import protocols, registry, runner, scoring
 from physprobe.cli import main
 from physprobe.errors import PhysprobeError
+from physprobe.report import paper_tables
 
 from . import tiny_models
 
@@ -150,9 +151,9 @@ def test_cli_scores_every_benchmark_and_reports(tiny, built_all, tmp_path, bench
     else:
         first = metrics[configs[0]]
         assert first["n"] + first.get("excluded", 0) == 12 and ("accuracy" in first or first["undecided"] == first["n"])
-    assert main(["report", str(out), "--out", str(tmp_path / "report" / "report.md")]) == 0
+    assert main(["report", str(out), "--out", str(tmp_path / "report")]) == 0
     report = (tmp_path / "report" / "report.md").read_text()
-    assert f"## {benchmark}" in report and "| model | method |" in report
+    assert f"## {paper_tables(benchmark).title}" in report and "**physprobe runs**" in report
 
 
 def test_resume_after_an_interruption(tiny, built_all, tmp_path, monkeypatch):

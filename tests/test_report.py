@@ -1,0 +1,311 @@
+"""``physprobe report``: the transcribed tables against the papers' text, and a report of two real tiny runs
+per benchmark read as a person would — its Markdown parsed, its HTML opened in headless Chromium."""
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import datasets
+import pytest
+from markdown_it import MarkdownIt
+
+from physprobe import report
+from physprobe.cli import main
+from physprobe.dataset_scripts import BENCHMARKS
+
+from . import tiny_models
+
+SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
+NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+# (rows, columns) of every declared table, counted by hand in the papers (../shared/seeds).
+SHAPES = {
+    "prost": {"table5": (22, 11), "table6": (8, 4), "table7": (22, 10)},
+    "cccons": {"table2": (10, 3), "table3": (10, 4)},
+    "newton": {"table4": (12, 9), "table5_boolean": (11, 9), "table5_mc": (11, 9), "table5_combined": (11, 9),
+               "table6": (11, 10), "table9_boolean": (10, 9), "table9_mc": (10, 9), "table9_combined": (10, 9),
+               "table10": (10, 9)},
+    "text2afford": {"table5": (10, 8), "table6_llm": (8, 2), "table6_vlm": (5, 4), "table7": (4, 2), "per_class": (0, 15)},
+}  # fmt: skip
+
+# Cells the papers' prose also states: (benchmark, table, model, column, printed cell, sentence in the seed).
+SPOT = [
+    ("prost", "table5", "ALBERT V2 XL", "Macro Average", "31.8", "ALBERT-V2-XL performs best, with an accuracy of  $31.8"),
+    ("prost", "table5", "GPT-2", "Macro Average", "23.6", "GPT-2 performs worst, with an accuracy of 23.6%"),
+    ("prost", "table5", "Task Average", "Slide", "19.9", "both with an average accuracy of 19.9%"),
+    ("prost", "table5", "UnifiedQA 3B", "Macro Average", "46.7*", "only achieving a 46.7% accuracy"),
+    ("prost", "table6", "T5", "1", "52.4", "an accuracy of 52.4% for objects at position 1"),
+    ("prost", "table6", "T5", "3", "1.9", "an accuracy of only 1.9% for objects at position 3"),
+    ("prost", "table7", "GPT-2 XL", "Macro Average", "30.6", "averaging 30.6% higher"),
+    ("cccons", "table2", "GPT-3", "Ordinary", "0.856", "yielding 85% accuracy"),
+    ("cccons", "table2", "GPT-3", "CCommon", "0.415", "(41 % accuracy)"),
+    ("newton", "table6", "GPT-4", "Overall", "87.7", "overall average of 87.7%"),
+    ("newton", "table6", "Average", "Overall", "44.5", "compared to the average of 44.5%"),
+    ("newton", "table4", "Human", "Overall", "84.4", "(50% vs. 84%)"),
+    ("text2afford", "table6_llm", "FLAN-T5-large", "Acc (zero-shot)", "0.06", "the accuracy is less than 7%"),
+]  # fmt: skip
+
+
+def numbers(cells) -> list[str]:
+    return [token for cell in cells if cell is not None for token in NUMBER.findall(cell)]
+
+
+def contains_run(tokens: list[str], run: list[str]) -> bool:
+    return any(tokens[i : i + len(run)] == run for i in range(len(tokens) - len(run) + 1))
+
+
+@pytest.mark.parametrize("benchmark", sorted(BENCHMARKS))
+def test_transcribed_tables_match_the_papers_text(benchmark):
+    paper = report.paper_tables(benchmark)
+    seed = (SEEDS / paper.seed).read_text(encoding="utf-8")
+    lines = [NUMBER.findall(line) for line in seed.splitlines()]
+    assert {t.id: (len(t.rows), len(t.columns)) for t in paper.tables} == SHAPES[benchmark]
+    for table in paper.tables:
+        for row in table.rows:
+            run = numbers(row.cells)
+            # every printed row appears in the paper's text, its numbers in order on one line
+            assert any(contains_run(tokens, run) for tokens in lines), f"{benchmark} {table.id} {row.model}: {run}"
+
+
+@pytest.mark.parametrize("benchmark, table_id, model, column, printed, sentence", SPOT)
+def test_spot_values_agree_with_the_papers_prose(benchmark, table_id, model, column, printed, sentence):
+    paper = report.paper_tables(benchmark)
+    table = paper.table(table_id)
+    row = next(r for r in table.rows if r.model == model)
+    assert row.cells[[c.name for c in table.columns].index(column)] == printed
+    assert sentence in (SEEDS / paper.seed).read_text(encoding="utf-8")
+
+
+def test_a_bad_declaration_names_the_table_and_row():
+    raw = {"id": "t9", "format": {"scale": "percent", "digits": 1}, "columns": [{"name": "A", "key": "x.a"}],
+           "rows": [{"model": "M", "cells": ["1.0", "2.0"]}]}  # fmt: skip
+    with pytest.raises(report.DataError, match=r"paper_tables.yaml table 't9' row 0 \(M\): 2 cells for 1 columns"):
+        report._table(raw, "paper_tables.yaml")
+    raw["rows"] = [{"model": "M", "cells": [None]}]
+    with pytest.raises(report.DataError, match="a null cell needs a `note`"):
+        report._table(raw, "paper_tables.yaml")
+
+
+def test_wilson_interval_matches_newcombe_1998():
+    # Newcombe (1998), Statistics in Medicine 17:857, Table I, method 3 (score interval without correction)
+    for (k, n), expected in {(81, 263): (0.2553, 0.3662), (15, 148): (0.0624, 0.1605), (0, 20): (0.0, 0.1611)}.items():
+        assert [round(x, 4) for x in report.wilson(k / n, n)] == list(expected)
+
+
+def test_protocol_warnings(tmp_path):
+    paper = report.paper_tables("prost")
+    same = report.Run(tmp_path, {"benchmark": "prost", "method": "mlm", "protocol": paper.protocols["mlm"]}, {})
+    other = report.Run(tmp_path, {"benchmark": "prost", "method": "mlm", "protocol": "whole-sentence"}, {})
+    untold = report.Run(tmp_path, {"benchmark": "prost", "method": "mlm"}, {})
+    unknown = report.Run(tmp_path, {"benchmark": "prost", "method": "nli"}, {})
+    assert report.protocol_warning(same, paper) is None
+    assert "used protocol `whole-sentence`" in report.protocol_warning(other, paper)
+    assert "does not record its protocol" in report.protocol_warning(untold, paper)
+    assert "reports no model scored that way" in report.protocol_warning(unknown, paper)
+
+
+# --- a report of real runs ---------------------------------------------------------------------------------
+
+RUNS = [  # two tiny models per benchmark; CConS's causal run also scores the paper's Easy/Hard files
+    ("prost", "causal", []), ("prost", "mlm", []),
+    ("cccons", "mlm", []), ("cccons", "causal", ["--config", "ordinary,ccommon,ordinary_easy,ordinary_hard,ccommon_easy,ccommon_hard"]),
+    ("newton", "causal", []), ("newton", "seq2seq", []),
+    ("text2afford", "nli", []), ("text2afford", "causal", []),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def runs(built_all, tmp_path_factory):
+    """Eight real run folders: ``physprobe score`` with tiny models (tests/tiny_models.py) and ``--limit``."""
+    root = tmp_path_factory.mktemp("report_runs")
+    prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test")
+    texts = [f"{r['context']} {r['question']} {r['A']} {r['B']} {r['C']} {r['D']}" for r in prost.select(range(0, 18736, 40))]
+    texts += datasets.load_dataset(str(built_all / "cccons"), "ordinary", split="test")["generative_input"]
+    texts += datasets.load_dataset(str(built_all / "newton"), "track3", split="test").select(range(200))["question"]
+    texts += datasets.load_dataset(str(built_all / "text2afford"), "default", split="test")["sentence"]
+    models = {"causal": tiny_models.causal_lm(root / "gpt", texts), "mlm": tiny_models.masked_lm(root / "bert", texts),
+              "seq2seq": tiny_models.seq2seq(root / "t5", texts), "nli": tiny_models.nli(root / "nli", texts)}  # fmt: skip
+    folders = []
+    for benchmark, family, extra in RUNS:
+        out = root / f"{benchmark}-{family}"
+        args = ["score", "--model", str(models[family]), "--benchmark", benchmark, "--limit", "24", "--data", str(built_all), "--out", str(out)]
+        assert main(args + extra) == 0
+        folders.append(out)
+    return folders
+
+
+@pytest.fixture(scope="module")
+def rendered(runs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("report") / "report"
+    assert main(["report", *map(str, runs), "--out", str(out)]) == 0
+    return out
+
+
+def markdown_tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
+    """Every table of a Markdown text as (header cells, body rows), parsed by markdown-it (GFM tables)."""
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    tables, current, row = [], None, None
+    for i, token in enumerate(tokens):
+        if token.type == "table_open":
+            current = ([], [])
+        elif token.type == "tr_open":
+            row = []
+        elif token.type in ("th_open", "td_open"):
+            row.append(tokens[i + 1].content if tokens[i + 1].type == "inline" else "")
+        elif token.type == "tr_close":
+            (current[0].extend(row) if not current[0] else current[1].append(row))
+        elif token.type == "table_close":
+            tables.append(current)
+    return tables
+
+
+@pytest.mark.slow
+def test_report_markdown_holds_every_paper_table_with_the_runs(rendered, runs):
+    text = (rendered / "report.md").read_text(encoding="utf-8")
+    tables = markdown_tables(text)
+    loaded = [report.load_run(r) for r in runs]
+    expected = []
+    for benchmark in sorted(BENCHMARKS):
+        expected.append(["Run", "Model", "Method", "Protocol", "Paper's protocol", "Configs", "Folder"])
+        expected += [["Model", *[c.name for c in t.columns]] for t in report.paper_tables(benchmark).tables]
+    assert [header for header, _ in tables] == expected  # every table, each column by its printed name
+    header = ["Model", *[c.name for c in report.paper_tables("prost").table("table5").columns]]
+    table5 = next(body for found, body in tables if found == header)
+    for run in (r for r in loaded if r.info["benchmark"] == "prost"):
+        row = next(r for r in table5 if run.id in r[0])
+        cell = dict(zip(header, row))
+        mass = run.metrics["default"]["by_group"]["mass"]
+        assert cell["Mass"].startswith(f"{100 * mass['accuracy']:.1f} (") and cell["Mass"].endswith(f"n={mass['n']}")
+        low, high = report.wilson(mass["accuracy"], mass["n"])
+        assert f"({100 * low:.1f}–{100 * high:.1f})" in cell["Mass"]
+        macro = run.metrics["default"]["macro_accuracy"]
+        assert cell["Macro Average"].startswith(f"{100 * macro:.1f}")
+    published = next(r for r in table5 if r[0] == "T5 S")
+    assert published[-1] == "27.0\\*" or published[-1] == "27.0*"  # printed as the paper prints it
+    # a column the run did not score is a dash with a footnote saying why
+    t2a = next(body for header, body in tables if header[:3] == ["Model", "Actual Acc", "Actual mAP"])
+    nli = next(r for r in t2a if "nli-" in r[0])
+    assert nli[3].startswith("—") and "not part of physprobe" in text
+    # images come after the tables, as paragraphs of their own, and exist
+    images = re.findall(r"^!\[[^\]]*\]\((figures/[^)]+\.png)\)$", text, flags=re.M)
+    assert len(images) >= 9 and all((rendered / i).is_file() for i in images)
+    for section in text.split("\n## ")[1:]:  # per benchmark: its figures follow all its tables
+        lines = section.splitlines()
+        tables_end = max(i for i, line in enumerate(lines) if line.startswith("|"))
+        assert all(i > tables_end + 1 for i, line in enumerate(lines) if line.startswith("!["))
+    assert not any("![" in cell for _, body in tables for row in body for cell in row)
+
+
+@pytest.mark.slow
+def test_report_html_in_a_real_browser(rendered, tmp_path):
+    """Headless Chromium opens report.html with no network: every table and image renders, no console error."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
+    if not Path("/usr/bin/chromium").exists():
+        pytest.skip("no browser: Debian's chromium is not installed at /usr/bin/chromium")
+    errors, requests = [], []
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])  # fmt: skip
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on("request", lambda request: requests.append(request.url))
+        page.goto((rendered / "report.html").as_uri())
+        page.wait_for_load_state("load")
+        tables = page.eval_on_selector_all("table", "ts => ts.map(t => t.rows.length)")
+        images = page.eval_on_selector_all("img", "is => is.map(i => [i.complete, i.naturalWidth, i.naturalHeight])")
+        headers = page.eval_on_selector_all("h2", "hs => hs.map(h => h.textContent)")
+        page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        browser.close()
+    expected_tables = sum(len(report.paper_tables(b).tables) + 1 for b in BENCHMARKS)
+    assert len(tables) == expected_tables and all(rows > 1 for rows in tables[:1])
+    assert len(images) >= 9 and all(complete and width > 0 and height > 0 for complete, width, height in images)
+    assert headers == [report.paper_tables(b).title for b in sorted(BENCHMARKS)]
+    assert errors == []
+    assert all(url.startswith(("file:", "data:")) for url in requests)  # self-contained: nothing fetched
+    assert (tmp_path / "report.png").stat().st_size > 10_000
+    print(f"screenshot: {tmp_path / 'report.png'}")
+
+
+@pytest.mark.slow
+def test_same_runs_same_bytes_and_a_previous_report_is_replaced(runs, tmp_path):
+    first, again = tmp_path / "first", tmp_path / "again"
+    assert main(["report", *map(str, runs[:2]), "--out", str(first)]) == 0
+    assert main(["report", *map(str, runs[:2]), "--out", str(again)]) == 0
+    for name in ("report.md", "report.html", "figures/prost-positions.png"):
+        assert (again / name).read_bytes() == (first / name).read_bytes()
+    assert main(["report", str(runs[2]), "--out", str(again)]) == 0  # a report folder physprobe wrote is replaced
+    text = (again / "report.md").read_text()
+    assert "## CConS" in text and "## PROST" not in text and not (again / "figures" / "prost-positions.png").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["again", "first"]  # no staging folder left behind
+
+
+# --- bad input: one line, exit 2, nothing left behind -------------------------------------------------------
+
+
+@pytest.fixture
+def one_run(tmp_path) -> Path:
+    """A run folder as ``physprobe score`` writes it (CConS, taken from the metric on three questions)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"benchmark": "cccons", "method": "mlm", "model": "bert-base-uncased", "configs": ["ordinary"]}))
+    (run / "metrics.json").write_text(json.dumps({"ordinary": {"accuracy": 2 / 3, "n": 3, "undecided": 0}}))
+    return run
+
+
+def fails(args, capsys, *phrases):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("physprobe: error: ") and err.count("\n") == 1, err
+    for phrase in phrases:
+        assert phrase in err, err
+
+
+def test_bad_inputs_are_one_line_errors_leaving_nothing(tmp_path, one_run, capsys):
+    out = tmp_path / "out" / "report"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    fails(["report", str(empty), "--out", str(out)], capsys, "run.json is missing")
+    broken = tmp_path / "broken"
+    shutil.copytree(one_run, broken)
+    (broken / "metrics.json").write_text('{"ordinary": {"accuracy": 0.5,')
+    fails(["report", str(broken), "--out", str(out)], capsys, "metrics.json is not valid JSON")
+    fails(["report", str(one_run), str(one_run), "--out", str(out)], capsys, "are the same run")
+    alien = tmp_path / "alien"
+    shutil.copytree(one_run, alien)
+    (alien / "run.json").write_text(json.dumps({"benchmark": "piqa", "method": "mlm"}))
+    fails(["report", str(alien), "--out", str(out)], capsys, "unknown benchmark 'piqa'")
+    assert not (tmp_path / "out").exists()
+    a_file = tmp_path / "report.md"
+    a_file.write_text("mine")
+    fails(["report", str(one_run), "--out", str(a_file)], capsys, "is not a folder")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("mine")
+    fails(["report", str(one_run), "--out", str(theirs)], capsys, "did not write")
+    assert a_file.read_text() == "mine" and [p.name for p in theirs.iterdir()] == ["notes.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alien", "broken", "empty", "report.md", "run", "theirs"]
+
+
+def test_a_failure_while_drawing_leaves_nothing(tmp_path, one_run, monkeypatch):
+    def broken(*args):
+        raise RuntimeError("out of memory while drawing")
+
+    monkeypatch.setitem(report.DRAW, "bars", broken)
+    with pytest.raises(RuntimeError):
+        report.render([one_run], tmp_path / "out" / "report")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_runs_of_several_benchmarks_get_one_section_each(tmp_path, one_run):
+    prost = tmp_path / "prost"
+    prost.mkdir()
+    (prost / "run.json").write_text(json.dumps({"benchmark": "prost", "method": "causal", "model": "gpt2"}))
+    (prost / "metrics.json").write_text(json.dumps({"default": {"by_group": {"mass": {"accuracy": 0.5, "n": 4}}, "n": 4}}))
+    out = report.render([one_run, prost], tmp_path / "report")
+    text = (out / "report.md").read_text()
+    assert text.index("## CConS") < text.index("## PROST")
+    row = next(line for line in text.splitlines() if line.startswith("| **bert-base-uncased-") and "0.667" in line)
+    assert "0.667 (0.208–0.939) n=3" in row  # Wilson for 2 of 3, worked by hand: centre 0.5731, half-width 0.3654

@@ -254,48 +254,41 @@ def spread(n: int, limit: int | None) -> list[int]:
     return [i * n // limit for i in range(limit)]
 
 
-def check_configs(evaluation: protocols.Evaluation, configs: list[str] | None, available: tuple[str, ...]) -> list[str]:
-    """The configs to score: the paper's by default; each named one must exist, be scorable, and come once.
+def resolve(benchmark: str, configs: list[str] | None, method: str | None, protocol: str | None):
+    """Check a run's arguments before any data or model loads; return its evaluation, configs and named protocol.
 
-    >>> check_configs(registry.evaluation("prost"), ["mass", "height"], ("default", "mass", "height"))
-    ['mass', 'height']
-    """
-    defaults = list(evaluation.configs)
-    if configs is None:
-        return defaults
-    if not configs or any(not c.strip() for c in configs):
-        raise protocols.ProtocolError(f"--config has an empty entry ({','.join(configs)!r}); give comma-separated names such as "
-                                      f"{','.join(defaults)}")  # fmt: skip
-    repeated = sorted({c for c in configs if configs.count(c) > 1})
-    if repeated:
-        raise protocols.ProtocolError(f"--config names {', '.join(repeated)} more than once; give each config once")
-    scorable = [c for c in available if evaluation.scorable is None or c in evaluation.scorable]
-    for config in configs:
-        if config not in available:
-            raise protocols.ProtocolError(f"{evaluation.benchmark} has no config {config!r}; scorable: {', '.join(scorable)}")
-        if config not in scorable:
-            raise protocols.ProtocolError(f"{evaluation.benchmark} config {config!r} holds no questions to score; "
-                                          f"scorable: {', '.join(scorable)}")  # fmt: skip
-    return list(configs)
+    Configs must exist, hold questions (``Evaluation.scorable``) and come once; without any, the paper's.
 
-
-def resolve(benchmark: str, method: str | None, protocol: str | None):
-    """Check benchmark, method and protocol before any data or model loads; return the evaluation and named protocol.
-
-    >>> evaluation, chosen = resolve(registry.names()[0], None, None)
-    >>> evaluation.benchmark == registry.names()[0], chosen
+    >>> name = registry.names()[0]
+    >>> evaluation, configs, chosen = resolve(name, None, None, None)
+    >>> configs == list(evaluation.configs), chosen
     (True, None)
     """
     evaluation = registry.evaluation(benchmark)
     if method is not None and method not in protocols.METHODS:
         raise protocols.ProtocolError(f"unknown method {method!r}; known: {', '.join(protocols.METHODS)}")
+    known = [config.name for config in registry.builder(benchmark).configs]
+    scorable = [c for c in known if evaluation.scorable is None or c in evaluation.scorable]
+    if configs is not None:
+        if not configs or any(not c.strip() for c in configs):
+            raise protocols.ProtocolError(f"--config has an empty entry ({','.join(configs)!r}); give comma-separated names "
+                                          f"such as {','.join(evaluation.configs)}")  # fmt: skip
+        repeated = sorted({c for c in configs if configs.count(c) > 1})
+        if repeated:
+            raise protocols.ProtocolError(f"--config names {', '.join(repeated)} more than once; give each config once")
+        for config in configs:
+            if config not in known:
+                raise protocols.ProtocolError(f"{benchmark} has no config {config!r}; known: {', '.join(scorable)}")
+            if config not in scorable:
+                raise protocols.ProtocolError(f"{benchmark} config {config!r} holds no questions to score; "
+                                              f"scorable: {', '.join(scorable)}")  # fmt: skip
     chosen = evaluation.protocol(protocol) if protocol else None
     if chosen is not None and method is not None and chosen.method != method:
         raise protocols.ProtocolError(f"protocol {chosen.name!r} uses method {chosen.method!r}, not --method {method}")
     if method is not None and not any(p.method == method for p in evaluation.protocols):
         methods = sorted({p.method for p in evaluation.protocols})
         raise protocols.ProtocolError(f"{benchmark} cannot be scored with method {method!r}; use one of {methods}")
-    return evaluation, chosen
+    return evaluation, list(configs or evaluation.configs), chosen
 
 
 def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_data.DataSource | None = None,
@@ -316,7 +309,7 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
     from tqdm.auto import tqdm
 
     started_at, started = time.time(), time.perf_counter()
-    evaluation, chosen = resolve(benchmark, method, protocol)
+    evaluation, configs, chosen = resolve(benchmark, configs, method, protocol)
     if limit is not None and limit < 1:
         raise protocols.ProtocolError(f"--limit must be at least 1, got {limit}")
     if data_dir is None:
@@ -325,7 +318,6 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
         source = data_dir
     else:
         source = hub_data.local(data_dir, benchmark)
-    configs = check_configs(evaluation, configs, source.config_names)
     plan = plan_model(model_name, method or (chosen.method if chosen else None), device, gguf_file, model_args, dtype, batch_size)
     chosen = chosen or evaluation.default(plan.family, method, model_name)
     if plan.family not in chosen.families:

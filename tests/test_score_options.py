@@ -50,7 +50,7 @@ def one_line_error(capsys, args):
     (["--limit", "0"], r"--limit must be at least 1, got 0"),
     (["--config", "mass,,height"], r"--config has an empty entry"),
     (["--config", "mass,height,mass"], r"--config names mass more than once"),
-    (["--config", "weight"], r"prost has no config 'weight'; scorable: bouncing, breaking, circumference, default, directions, grasping"),
+    (["--config", "weight"], r"prost has no config 'weight'; known: default, directions, mass"),
     (["--model-args", "revision"], r"--model-args entry 'revision' is not KEY=VALUE"),
     (["--model-args", "temperature=0.5"], r"--model-args key 'temperature' is not supported"),
     (["--model-args", "dtype=float16", "--dtype", "bfloat16"], r"--dtype bfloat16 and --model-args dtype=float16 disagree"),
@@ -147,7 +147,7 @@ def test_run_json_provenance_and_bootstrap(models, prost_build, tmp_path, capsys
     assert {"physprobe", "torch", "transformers", "datasets"} <= {k for k, v in info["versions"].items() if v}
     assert info["model_revision"] == provenance.folder_hash(models["gpt"])
     assert info["dataset"]["source"] == "local" and info["dataset"]["fingerprints"]["mass"].startswith("sha256:")
-    assert info["protocol"]["method"] == "causal" and info["dtype"] == "float32"
+    assert info["method"] == "causal" and info["protocol"] == "released-gpt" and info["dtype"] == "float32"
     assert set(info["timings"]) == {"load_model_s", "configs_s", "total_s"}
     bands = info["bootstrap"]["headline"]["mass"]
     assert set(bands) == set(provenance.headline(metrics["mass"])) and "accuracy" in bands

@@ -89,14 +89,14 @@ def test_probe_accuracy_space(spaces):
     # macro = (0.8333 + 0.5) / 2; micro accuracy = 4 of 6.
     accuracy, macro, gap, result = client(spaces["probe_accuracy"]).predict(
         "[0, 0, 0, 1, 2, 2]", "0, 0, 1, 1, 2, 3", '["dir", "dir", "dir", "dir", "mass", "mass"]',
-        '["d1", "d1", "d1", "d2", "m1", "m1"]', "", "", "", "per_pair", None, api_name="/compute",
+        '["d1", "d1", "d1", "d2", "m1", "m1"]', "", "", "", "per_pair", "template_mean", None, api_name="/compute",
     )  # fmt: skip
     assert accuracy == pytest.approx(4 / 6) and macro == pytest.approx((5 / 6 + 0.5) / 2) and gap is None
     assert result["by_group"]["dir"]["accuracy"] == pytest.approx(5 / 6)
     # Pair mass_1: side a 2 of 2 right, inverted side b 1 of 2 -> gap 0.5; position 1: 1 of 2, position 2: 2 of 2.
     accuracy, _, gap, result = client(spaces["probe_accuracy"]).predict(
         "[0, 1, 1, 1]", "[0, 1, 0, 1]", "", "", "[1, 2, 1, 2]", '["mass_1", "mass_1", "mass_1", "mass_1"]',
-        "[false, false, true, true]", "per_pair", None, api_name="/compute",
+        "[false, false, true, true]", "per_pair", "question_mean", None, api_name="/compute",
     )  # fmt: skip
     assert (accuracy, gap) == (0.75, 0.5) and result["by_position"]["1"]["accuracy"] == 0.5
 

@@ -27,7 +27,8 @@ def parse_list(name, text):
     return [int(i) if i.lstrip("-").isdigit() else {"true": True, "false": False}.get(i.lower(), i) for i in items]
 
 
-def compute(predictions, references, groups, templates, positions, pairs, inverted, inverse_gap_reading, num_choices):
+def compute(predictions, references, groups, templates, positions, pairs, inverted, inverse_gap_reading, position_reading,
+            num_choices):
     kwargs = {
         "predictions": parse_list("predictions", predictions),
         "references": parse_list("references", references),
@@ -37,6 +38,7 @@ def compute(predictions, references, groups, templates, positions, pairs, invert
         "pairs": parse_list("pairs", pairs),
         "inverted": parse_list("inverted", inverted),
         "inverse_gap_reading": inverse_gap_reading,
+        "position_reading": position_reading,
         "num_choices": int(num_choices) if num_choices else None,
     }
     if kwargs["predictions"] is None or kwargs["references"] is None:
@@ -62,7 +64,8 @@ with gr.Blocks(title="Probe Accuracy") as demo:
     with gr.Row():
         pairs = gr.Textbox(label="pairs (optional, with inverted)", placeholder='["mass_1", "mass_1"]')
         inverted = gr.Textbox(label="inverted (optional, with pairs)", placeholder="[false, true]")
-        inverse_gap_reading = gr.Dropdown(["per_pair", "pooled"], value="per_pair", label="inverse_gap_reading")
+        inverse_gap_reading = gr.Dropdown(["pooled", "per_pair"], value="pooled", label="inverse_gap_reading")
+        position_reading = gr.Dropdown(["template_mean", "question_mean"], value="template_mean", label="position_reading")
         num_choices = gr.Number(label="num_choices (optional)", precision=0, value=None)
     button = gr.Button("Compute", variant="primary")
     with gr.Row():
@@ -71,6 +74,6 @@ with gr.Blocks(title="Probe Accuracy") as demo:
         inverse_gap = gr.Number(label="inverse_gap")
     breakdown = gr.JSON(label="all results")
     button.click(compute, [predictions, references, groups, templates, positions, pairs, inverted, inverse_gap_reading,
-                           num_choices], [accuracy, macro_accuracy, inverse_gap, breakdown], api_name="compute")
+                           position_reading, num_choices], [accuracy, macro_accuracy, inverse_gap, breakdown], api_name="compute")
 
 demo.launch(show_error=True)

@@ -48,10 +48,11 @@ def test_wheel_holds_every_module_card_and_data_file(wheel):
         if top in INSTALLED_AS and "__pycache__" not in name:
             expected.add(f"{INSTALLED_AS[top]}/{rest}")
     assert expected - names == set()
-    # What the issue found missing, by name: every builder, the cards, the paper sample, the metric Spaces' files.
+    # What the issue found missing, by name: every builder with its card, protocols and published tables; the metric
+    # Spaces' files.
     for benchmark in ("cccons", "newton", "prost", "text2afford"):
-        assert {f"physprobe/dataset_scripts/{benchmark}/{benchmark}.py", f"physprobe/dataset_scripts/{benchmark}/card.md"} <= names
-    assert "physprobe/dataset_scripts/text2afford/paper_sample.tsv" in names
+        folder = f"physprobe/dataset_scripts/{benchmark}"
+        assert {f"{folder}/{benchmark}.py", f"{folder}/card.md", f"{folder}/evaluation.py", f"{folder}/paper_tables.yaml"} <= names
     for metric in ("affordance_rank", "agreement_accuracy", "probe_accuracy"):
         assert {f"physprobe/metrics/{metric}/{f}" for f in (f"{metric}.py", "README.md", "app.py", "requirements.txt")} <= names
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/", "build/")) or n == "upload.py"]

@@ -511,8 +511,8 @@ def missing_texts(missing: list[Missing]) -> dict[Missing, str]:
         elif kind == "config":
             text = f"{who} did not score config `{detail}` (physprobe score --config {detail})"
         elif kind == "pooled":
-            name, members = detail.split("|")
-            text = (f"`{name}` pools configs {', '.join(f'`{m}`' for m in members.split(','))}: {who} did not score "
+            name, pooled = detail.split("|")
+            text = (f"`{name}` pools configs {', '.join(f'`{c}`' for c in pooled.split(','))}: {who} did not score "
                     f"them all in one run")  # fmt: skip
         elif kind == "undecided":
             text = f"every question of `{detail}` was undecided in {who}"

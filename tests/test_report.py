@@ -95,7 +95,7 @@ def test_wilson_interval_matches_newcombe_1998():
 
 def test_protocol_warnings(tmp_path):
     paper = report.paper_tables("prost")
-    same = report.Run(tmp_path, {"benchmark": "prost", "method": "mlm", "protocol": paper.protocols["mlm"]}, {})
+    same = report.Run(tmp_path, {"benchmark": "prost", "method": "mlm", "protocol": "released-mlm"}, {})
     other = report.Run(tmp_path, {"benchmark": "prost", "method": "mlm", "protocol": "whole-sentence"}, {})
     untold = report.Run(tmp_path, {"benchmark": "prost", "method": "mlm"}, {})
     unknown = report.Run(tmp_path, {"benchmark": "prost", "method": "nli"}, {})
@@ -103,6 +103,76 @@ def test_protocol_warnings(tmp_path):
     assert "used protocol `whole-sentence`" in report.protocol_warning(other, paper)
     assert "does not record its protocol" in report.protocol_warning(untold, paper)
     assert "reports no model scored that way" in report.protocol_warning(unknown, paper)
+    t2a = report.paper_tables("text2afford")  # each generative LLM of the paper has its own YES/NO prompt
+    for name in ("yes-no-flan-t5", "yes-no-falcon", "yes-no-llama3-released"):
+        assert report.protocol_warning(report.Run(tmp_path, {"benchmark": "text2afford", "method": "yes_no", "protocol": name}, {}), t2a) is None
+    vlm = report.Run(tmp_path, {"benchmark": "text2afford", "method": "yes_no", "protocol": "yes-no-vlm-text"}, {})
+    assert "used `yes-no-flan-t5` or `yes-no-falcon` or `yes-no-llama3-released`" in report.protocol_warning(vlm, t2a)
+
+
+def test_paper_protocols_are_real_protocols_of_their_method():
+    """Every benchmark's declared paper protocols are in `physprobe protocols`, listed under their method, and
+    are the defaults the scorer gives the paper's model families (issue 10: the paper's protocol by default)."""
+    from physprobe import registry
+    from physprobe.protocols import ProtocolError
+
+    expected = {"prost": {"causal": ("released-gpt",), "mlm": ("released-mlm",), "seq2seq": ("released-t5",),
+                          "generate": ("released-unifiedqa",)},
+                "cccons": {"mlm": ("mask-four",), "generate": ("question-generate",)},
+                "newton": {"generate": ("released-generate",)},
+                "text2afford": {"mlm": ("mlm-released-probing",), "nli": ("nli-zero-shot-multi-label",),
+                                "yes_no": ("yes-no-flan-t5", "yes-no-falcon", "yes-no-llama3-released")}}  # fmt: skip
+    for benchmark in BENCHMARKS:
+        declared = report.paper_tables(benchmark).protocols
+        assert declared == expected[benchmark]
+        evaluation = registry.evaluation(benchmark)
+        for family in ("causal", "mlm", "seq2seq", "nli"):
+            try:
+                default = evaluation.default(family)
+            except ProtocolError:
+                continue
+            assert default.name in declared[default.method], (benchmark, family)
+    unifiedqa = registry.evaluation("prost").default("seq2seq", model_name="unifiedqa-t5-small")
+    assert unifiedqa.reported_apart and unifiedqa.name in report.paper_tables("prost").protocols["generate"]
+    with pytest.raises(report.DataError, match=r"protocols.mlm: prost has no protocol 'prost-released-mlm'; known: released-gpt"):
+        report._paper_protocols("prost", {"mlm": "prost-released-mlm"}, "paper_tables.yaml")
+    with pytest.raises(report.DataError, match=r"protocol 'released-gpt' uses method 'causal'; list it under causal"):
+        report._paper_protocols("prost", {"mlm": "released-gpt"}, "paper_tables.yaml")
+
+
+def _run(tmp_path, name, info, metrics) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "run.json").write_text(json.dumps(info))
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    return folder
+
+
+def test_exclusions_and_protocols_reported_apart_get_footnotes(tmp_path):
+    """A T5 run (sliding excluded by `released-t5`) and a UnifiedQA run (`released-unifiedqa`, reported apart):
+    the Slide cell says which protocol leaves it out and why, the Macro Average says what it is over, the
+    UnifiedQA row says the paper keeps it out of its averages; a --limit run's unsampled concept says so."""
+    groups = {"mass": {"accuracy": 0.5, "n": 4}, "rolling": {"accuracy": 0.25, "n": 4}}
+    t5 = _run(tmp_path, "t5", {"benchmark": "prost", "method": "seq2seq", "protocol": "released-t5", "model": "t5-small", "limit": 10},
+              {"default": {"by_group": groups, "macro_accuracy": 0.375, "n": 8, "undecided": 0, "excluded": 2}})
+    uqa = _run(tmp_path, "uqa", {"benchmark": "prost", "method": "generate", "protocol": "released-unifiedqa", "model": "unifiedqa-t5-small"},
+               {"default": {"n": 8, "undecided": 8, "unparsed": 8, "excluded": 2}})  # fmt: skip
+    text = (report.render([t5, uqa], tmp_path / "out") / "report.md").read_text()
+    header, body = next((h, b) for h, b in markdown_tables(text) if h[1:3] == ["Direction", "Mass"])
+    t5_row = dict(zip(header, next(r for r in body if r[0].startswith("**t5-small-"))))
+    uqa_row = next(r for r in body if r[0].startswith("**unifiedqa-t5-small-"))
+    notes = dict(re.findall(r"^- ([⁰¹²³⁴⁵⁶⁷⁸⁹]+) (.*)$", text.split("### Table 5")[1].split("### Table 6")[0], flags=re.M))
+    assert t5_row["Mass"] == "50.0 (15.0–85.0) n=4"  # Wilson for 2 of 4: centre 0.5, half-width 0.350
+    slide = notes[t5_row["Slide"].lstrip("—")]
+    assert "protocol `released-t5` leaves this column's questions out: sliding: ice and frost are not single T5 tokens" in slide
+    assert "scored no question of this column" in notes[t5_row["Direction"].lstrip("—")] and "--limit 10" in notes[t5_row["Direction"].lstrip("—")]
+    macro = re.fullmatch(r"37\.5 \(\S+\) n=8([⁰¹²³⁴⁵⁶⁷⁸⁹]+)", t5_row["Macro Average"])
+    assert macro and "leaves out 2 questions of `default` (sliding: ice and frost" in notes[macro.group(1)]
+    apart = re.search(r"([⁰¹²³⁴⁵⁶⁷⁸⁹]+)\*\*$", uqa_row[0]).group(1)
+    assert "used `released-unifiedqa`, which the paper reports apart" in notes[apart]
+    assert all(cell.startswith("—") for cell in uqa_row[1:])
+    assert "every question of `default` was undecided in run unifiedqa-t5-small" in text
+    assert "⚠" not in text  # both used the paper's protocols
 
 
 # --- a report of real runs ---------------------------------------------------------------------------------

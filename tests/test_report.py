@@ -13,6 +13,7 @@ from markdown_it import MarkdownIt
 from physprobe import report
 from physprobe.cli import main
 from physprobe.dataset_scripts import BENCHMARKS
+from physprobe.generators import cccons
 
 from . import tiny_models
 
@@ -177,12 +178,26 @@ def test_exclusions_and_protocols_reported_apart_get_footnotes(tmp_path):
 
 # --- a report of real runs ---------------------------------------------------------------------------------
 
-RUNS = [  # two tiny models per benchmark; CConS's causal run also scores the paper's Easy/Hard files
+RUNS = [  # two tiny models per benchmark, every default config. A tiny model's generated answers name no
+    # option, so CConS's causal run ranks the two answers by log-likelihood (a named alternative) to decide.
     ("prost", "causal", []), ("prost", "mlm", []),
-    ("cccons", "mlm", []), ("cccons", "causal", ["--config", "ordinary,ccommon,ordinary_easy,ordinary_hard,ccommon_easy,ccommon_hard"]),
+    ("cccons", "mlm", []), ("cccons", "causal", ["--protocol", "answer-loglik"]),
     ("newton", "causal", []), ("newton", "seq2seq", []),
     ("text2afford", "nli", []), ("text2afford", "causal", []),
 ]  # fmt: skip
+
+# Columns every run placed in a table fills (not "—") with --limit 24: the overall figures and each column
+# the 24 questions reach. Derived from the metrics wiring (which keys each config writes), not from a report.
+FILLED = {
+    "prost": {"table5": {"Mass", "Height", "Roll", "Macro Average"}, "table6": {"1", "2", "3", "4"}},
+    "cccons": {"table2": {"Ordinary", "CCommon", "NoCon"},
+               "table3": {"Ordinary Easy", "Ordinary Hard", "CCommon Easy", "CCommon Hard"}},
+    "newton": {"table4": {"Elasticity", "Softness", "Sharpness", "Overall"}, "table5_boolean": {"Overall"},
+               "table5_mc": {"Overall"}, "table5_combined": {"Elasticity", "Softness", "Overall"},
+               "table6": {"Scenario 1", "Scenario 3", "Overall"}, "table9_boolean": {"Overall"},
+               "table9_mc": {"Overall"}, "table9_combined": {"Overall"}, "table10": {"Overall"}},
+    "text2afford": {"table5": {"Actual Acc", "Actual mAP"}, "table6_llm": {"Acc (zero-shot)"}, "per_class": {"Grasp", "Lift"}},
+}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -194,6 +209,7 @@ def runs(built_all, tmp_path_factory):
     texts += datasets.load_dataset(str(built_all / "cccons"), "ordinary", split="test")["generative_input"]
     texts += datasets.load_dataset(str(built_all / "newton"), "track3", split="test").select(range(200))["question"]
     texts += datasets.load_dataset(str(built_all / "text2afford"), "default", split="test")["sentence"]
+    texts += [" ".join(cccons.MLM_CANDIDATES)] * 100  # whole words in the vocabulary: the masked LM can decide
     models = {"causal": tiny_models.causal_lm(root / "gpt", texts), "mlm": tiny_models.masked_lm(root / "bert", texts),
               "seq2seq": tiny_models.seq2seq(root / "t5", texts), "nli": tiny_models.nli(root / "nli", texts)}  # fmt: skip
     folders = []
@@ -265,6 +281,40 @@ def test_report_markdown_holds_every_paper_table_with_the_runs(rendered, runs):
         tables_end = max(i for i, line in enumerate(lines) if line.startswith("|"))
         assert all(i > tables_end + 1 for i, line in enumerate(lines) if line.startswith("!["))
     assert not any("![" in cell for _, body in tables for row in body for cell in row)
+
+
+def _cell_parts(cell: str) -> list[str]:
+    return re.sub(r" n=[\d/]+$", "", cell).split(" / ")
+
+
+@pytest.mark.slow
+def test_report_fills_every_cell_the_runs_scored(rendered, runs):
+    """Each run cell shows the figure metrics.json holds under the column's key (the scorer's real keys); a
+    "—" is only where metrics.json has none, and its footnote gives a reason other than a key the report
+    looked up in vain. The overall columns (and those the --limit sample reaches) are filled for every run."""
+    text = (rendered / "report.md").read_text(encoding="utf-8")
+    tables = iter(markdown_tables(text))
+    loaded = [report.load_run(r) for r in runs]
+    assert "has no `" not in text  # no footnote "metrics.json of run ... has no `<key>`"
+    for benchmark in sorted(BENCHMARKS):
+        next(tables)  # the runs table
+        for table in report.paper_tables(benchmark).tables:
+            header, body = next(tables)
+            placed = [r for r in loaded if r.info["benchmark"] == benchmark and (table.methods is None or r.method in table.methods)]
+            filled = set(header[1:])
+            for run in placed:
+                row = dict(zip(header, next(r for r in body if r[0].startswith(f"**{run.id}"))))
+                for column in table.columns:
+                    for key, part in zip(column.keys, _cell_parts(row[column.name])):
+                        value = None if key is None else report.lookup(run.metrics, key)
+                        if isinstance(value, (int, float)):
+                            assert part.startswith(report.number(value, table)), (run.id, table.id, column.name, part)
+                        else:
+                            assert part.startswith("—"), (run.id, table.id, column.name, part)
+                            filled.discard(column.name)
+            if placed:
+                assert FILLED[benchmark].get(table.id, set()) <= filled, (benchmark, table.id, filled)
+    assert {b for b in BENCHMARKS} == {r.info["benchmark"] for r in loaded}
 
 
 @pytest.mark.slow

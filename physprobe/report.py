@@ -309,8 +309,8 @@ def wilson(p: float, n: int, z: float = Z95) -> tuple[float, float]:
     """
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    # exact ends at p = 0 and p = 1, where rounding would leave the value a hair outside its own interval
-    return 0.0 if p <= 0 else max(0.0, centre - half), 1.0 if p >= 1 else min(1.0, centre + half)
+    # The interval holds p; clamping to it removes float error at p = 0 or 1 (e.g. a low bound of 1e-17 above 0).
+    return min(max(0.0, centre - half), p), max(min(1.0, centre + half), p)
 
 
 def number(value: float, table: Table) -> str:
@@ -723,7 +723,7 @@ def bars_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path)
             colour = colours[s.name] if s.run else PUBLISHED_GREY
             error = None
             if s.errors[0] is not None:
-                error = [[max(0.0, value - s.errors[0][0])], [max(0.0, s.errors[0][1] - value)]]  # 1e-16 below 0 at p=0 or 1
+                error = [[value - s.errors[0][0]], [s.errors[0][1] - value]]
             axis.barh(i, value, color=colour, xerr=error, ecolor="#333333", capsize=2, height=0.75,
                       edgecolor="#333333" if s.run else "none", linewidth=0.6)  # fmt: skip
             if s.run:
@@ -776,8 +776,8 @@ def lines_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path
         xs, ys = zip(*points)
         if s.run:
             errors = [s.errors[i] for i in xs]
-            low = [max(0.0, y - e[0]) if e else 0 for y, e in zip(ys, errors)]
-            high = [max(0.0, e[1] - y) if e else 0 for y, e in zip(ys, errors)]
+            low = [y - e[0] if e else 0 for y, e in zip(ys, errors)]
+            high = [e[1] - y if e else 0 for y, e in zip(ys, errors)]
             axis.errorbar(xs, ys, yerr=[low, high], color=colours[s.name], marker="o", linewidth=2.2, capsize=3, label=s.name)
         else:  # a missing value breaks the line rather than bridging it
             axis.plot(x, [math.nan if v is None else v for v in s.values], color="#999999", marker=".", linewidth=1)

@@ -4,14 +4,16 @@ This module names no benchmark. Each benchmark declares its published tables in
 ``physprobe/dataset_scripts/<benchmark>/paper_tables.yaml``:
 
 - ``paper``, ``seed`` (the paper's text in ``../shared/seeds``), ``title``;
-- ``protocols``: the protocol the paper used for each scoring method (run.json ``method`` -> ``protocol``);
+- ``protocols``: the protocol the paper used for each scoring method (run.json ``method`` -> the name, or the
+  names, of protocols in ``physprobe protocols``; checked against the benchmark's ``evaluation.py``);
 - ``tables``: ``id``, ``source`` (e.g. "Table 5"; null for a physprobe breakdown the paper does not print),
   ``title``, ``format`` (``scale``: percent or fraction, ``digits``), optional ``chance``, ``chance_label``,
   ``methods`` (the run methods the table reports; all when absent), ``notes``, ``columns`` and ``rows``.
   A column has a ``name`` (its printed header), optional ``label`` (for figures), ``key`` (a dot path into a
   run's metrics.json, a list of paths for cells printed as several ``parts``, or null with a ``why``), ``n``
   (the number of questions behind the cell, a path or list of paths), ``summary`` (an overall column, left
-  out of per-group figures) and ``chance``. A row has ``model``, ``cells`` (strings exactly as printed;
+  out of per-group figures), ``chance`` and ``excluded_by`` (protocols whose skip rule leaves the column's
+  questions out, e.g. PROST's sliding for T5: a footnote says so). A row has ``model``, ``cells`` (strings exactly as printed;
   null for a cell the paper's text lost, explained by ``note``), optional ``kind`` (model, average, human,
   baseline) and ``section``;
 - ``figures``: ``bars`` (one panel per column, published models and runs as bars) or ``lines`` (one line per
@@ -74,6 +76,7 @@ class Column:
     summary: bool
     chance: float | None
     why: str | None
+    excluded_by: tuple[str, ...] = ()  # protocols that leave this column's questions out (their skip rule)
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,7 @@ class PaperTables:
     paper: str
     seed: str
     title: str
-    protocols: dict
+    protocols: dict[str, tuple[str, ...]]  # run method -> the protocols the paper's models of that method used
     tables: tuple[Table, ...]
     figures: tuple[Figure, ...]
 
@@ -138,7 +141,7 @@ def _column(raw: dict, table_chance, where: str) -> Column:
         raise DataError(f"{where}: a column without a key needs `why` (the report's footnote)")
     chance = raw.get("chance", table_chance)
     return Column(str(raw["name"]), str(raw.get("label", raw["name"])), keys, ns if raw.get("n") is not None else (None,) * len(parts),
-                  parts, bool(raw.get("summary", False)), chance, raw.get("why"))  # fmt: skip
+                  parts, bool(raw.get("summary", False)), chance, raw.get("why"), tuple(raw.get("excluded_by", ())))  # fmt: skip
 
 
 def _table(raw: dict, where: str) -> Table:
@@ -177,7 +180,9 @@ def paper_tables(benchmark: str) -> PaperTables:
         raw = yaml.safe_load(resource.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ReportError(f"{where} is missing: {benchmark} declares no published tables") from None
+    protocols = _paper_protocols(benchmark, raw.get("protocols") or {}, where)
     tables = tuple(_table(t, where) for t in raw["tables"])
+    _check_exclusions(benchmark, tables, where)
     ids = {t.id: t for t in tables}
     figures = []
     for f in raw.get("figures", ()):
@@ -194,7 +199,40 @@ def paper_tables(benchmark: str) -> PaperTables:
                 if panel.get("part") and panel["part"] not in table.column(name).parts:
                     raise DataError(f"{where} figure {f['id']!r}: column {name!r} has no part {panel['part']!r}")
         figures.append(Figure(f["id"], f["kind"], f["title"], panels, f.get("columns")))
-    return PaperTables(benchmark, raw["paper"], raw["seed"], raw["title"], dict(raw.get("protocols", {})), tables, tuple(figures))
+    return PaperTables(benchmark, raw["paper"], raw["seed"], raw["title"], protocols, tables, tuple(figures))
+
+
+def _check_exclusions(benchmark: str, tables: tuple[Table, ...], where: str) -> None:
+    """Every ``excluded_by`` name is a protocol of the benchmark that leaves questions out (has a ``skip``)."""
+    from physprobe import registry
+
+    skipping = {p.name for p in registry.evaluation(benchmark).protocols if p.skip is not None}
+    for table in tables:
+        for column in table.columns:
+            for name in column.excluded_by:
+                if name not in skipping:
+                    raise DataError(f"{where} table {table.id!r} column {column.name!r}: excluded_by names {name!r}, "
+                                    f"not a {benchmark} protocol that leaves questions out ({', '.join(sorted(skipping)) or 'none'})")  # fmt: skip
+
+
+def _paper_protocols(benchmark: str, raw: dict, where: str) -> dict[str, tuple[str, ...]]:
+    """``protocols`` of a paper_tables.yaml: each name a protocol of the benchmark, of the method it is listed under."""
+    from physprobe import registry
+
+    evaluation = registry.evaluation(benchmark)
+    known = {p.name: p for p in evaluation.protocols}
+    out = {}
+    for method, names in raw.items():
+        names = tuple(_as_tuple(names))
+        for name in names:
+            if name not in known:
+                raise DataError(f"{where} protocols.{method}: {benchmark} has no protocol {name!r}; "
+                                f"known: {', '.join(known)} (see `physprobe protocols {benchmark}`)")  # fmt: skip
+            if known[name].method != method:
+                raise DataError(f"{where} protocols.{method}: protocol {name!r} uses method {known[name].method!r}; "
+                                f"list it under {known[name].method}")  # fmt: skip
+        out[str(method)] = names
+    return out
 
 
 # --- runs ---------------------------------------------------------------------------------------------------
@@ -300,7 +338,10 @@ def printed_value(cell: str | None, part: int = 0) -> float | None:
 @dataclass(frozen=True)
 class Missing:
     """Why a run's cell is empty: ``kind`` is why (physprobe does not score the column), config (the run did
-    not score that config), undecided (every question of the config was), or key (metrics.json lacks it)."""
+    not score that config), pooled (a figure over several configs the run did not all score), undecided
+    (every question of the config was), excluded (the run's protocol left out questions of the config, the
+    column's among them), sample (a ``--limit`` run scored no question of the column), or key (metrics.json
+    lacks it). ``detail`` is what the footnote needs; footnotes with the same kind and detail merge."""
 
     kind: str
     detail: str  # the column's why, the config, or the metrics key
@@ -323,20 +364,68 @@ def _config_names(benchmark: str) -> set[str]:
     return {config.name for config in BENCHMARKS[benchmark].configs}
 
 
+def run_protocol(run: Run):
+    """The ``Protocol`` a run's run.json names, or None (not recorded, or no longer declared)."""
+    from physprobe import registry
+    from physprobe.protocols import ProtocolError
+
+    try:
+        return registry.evaluation(run.info["benchmark"]).protocol(str(run.info.get("protocol")))
+    except ProtocolError:
+        return None
+
+
+def exclusion(run: Run, config: str) -> str | None:
+    """What a run's protocol left out of ``config`` (metrics.json ``excluded``), as a footnote; None if nothing.
+
+    The figures of that config are over the other questions (PROST Table 5 marks such averages with *).
+    """
+    scored = run.metrics.get(config)
+    count = scored.get("excluded") if isinstance(scored, dict) else None
+    if not count:
+        return None
+    protocol = run_protocol(run)
+    why = f" ({protocol.skip_reason})" if protocol is not None and protocol.skip_reason else ""
+    return (f"protocol `{run.info.get('protocol')}` leaves out {count} question{'s' if count > 1 else ''} of "
+            f"`{config}`{why}; this overall figure is over the other questions")  # fmt: skip
+
+
+COUNTS = {"n", "undecided", "unparsed", "excluded"}  # what every scored config holds, figures or not
+
+
+def _why_missing(run: Run, column: Column, key: str) -> Missing:
+    """Why metrics.json has no ``key``: the first reason that holds."""
+    from physprobe import registry
+
+    config = key.split(".")[0]
+    scored = run.metrics.get(config)
+    if not isinstance(scored, dict):
+        pooled = registry.evaluation(run.info["benchmark"]).pooled.get(config)
+        if pooled:
+            return Missing("pooled", f"{config}|{','.join(pooled)}", run.id)
+        if config in _config_names(run.info["benchmark"]):
+            return Missing("config", config, run.id)
+        return Missing("key", key, run.id)
+    figures = set(scored) - COUNTS
+    if not figures and scored.get("n") and scored.get("undecided") == scored.get("n"):
+        return Missing("undecided", config, run.id)
+    if run.info.get("protocol") in column.excluded_by:
+        protocol = run_protocol(run)
+        why = f": {protocol.skip_reason}" if protocol is not None and protocol.skip_reason else ""
+        return Missing("excluded", f"protocol `{run.info['protocol']}` leaves this column's questions out{why}", run.id)
+    if run.info.get("limit") and "." in key:
+        return Missing("sample", f"{config}|{run.info['limit']}", run.id)
+    return Missing("key", key, run.id)
+
+
 def run_cell(run: Run, column: Column, part: int) -> RunCell:
     """One part of a run's cell for a column: its value, n and 95% interval, or why it is missing."""
     key, n_key = column.keys[part], column.ns[part]
     if key is None:
         return RunCell(None, None, None, Missing("why", column.why, run.id))
     value = lookup(run.metrics, key)
-    config = key.split(".")[0]
     if value is MISSING:
-        if config not in run.metrics and config in _config_names(run.info["benchmark"]):
-            return RunCell(None, None, None, Missing("config", config, run.id))
-        scored = run.metrics.get(config)
-        if isinstance(scored, dict) and scored.get("n") and scored.get("undecided") == scored.get("n"):
-            return RunCell(None, None, None, Missing("undecided", config, run.id))
-        return RunCell(None, None, None, Missing("key", key, run.id))
+        return RunCell(None, None, None, _why_missing(run, column, key))
     if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
         return RunCell(None, None, None, Missing("key", key, run.id))
     n = lookup(run.metrics, n_key) if n_key else MISSING
@@ -421,8 +510,18 @@ def missing_texts(missing: list[Missing]) -> dict[Missing, str]:
             text = detail
         elif kind == "config":
             text = f"{who} did not score config `{detail}` (physprobe score --config {detail})"
+        elif kind == "pooled":
+            name, pooled = detail.split("|")
+            text = (f"`{name}` pools configs {', '.join(f'`{c}`' for c in pooled.split(','))}: {who} did not score "
+                    f"them all in one run")  # fmt: skip
         elif kind == "undecided":
             text = f"every question of `{detail}` was undecided in {who}"
+        elif kind == "excluded":
+            text = f"{who}: {detail}"
+        elif kind == "sample":
+            config, limit = detail.split("|")
+            text = (f"{who} scored no question of this column (or none it decided) among the --limit {limit} "
+                    f"questions of `{config}`")  # fmt: skip
         else:
             segments = zip(*(m.detail.split(".") for m in members))
             pattern = ".".join(s[0] if len(set(s)) == 1 else "*" for s in segments)
@@ -450,17 +549,35 @@ def _format_run_cell(cells: list[RunCell], table: Table, notes: _Footnotes, text
 
 def protocol_warning(run: Run, paper: PaperTables) -> str | None:
     """Why a run's numbers may not compare with the paper's, or None when its protocol is the paper's."""
-    expected = paper.protocols.get(run.method)
+    names = paper.protocols.get(run.method)
     used = run.info.get("protocol")
-    if expected is None:
+    if names is None:
         return f"run {run.id} used method `{run.method}`; the paper reports no model scored that way"
+    expected = " or ".join(f"`{name}`" for name in names)
     if used is None:
         return (f"run {run.id} does not record its protocol (run.json has no `protocol`); the paper's "
-                f"`{run.method}` models used `{expected}`")  # fmt: skip
-    if used != expected:
-        return (f"run {run.id} used protocol `{used}`; the paper's `{run.method}` models used `{expected}`: "
+                f"`{run.method}` models used {expected}")  # fmt: skip
+    if used not in names:
+        return (f"run {run.id} used protocol `{used}`; the paper's `{run.method}` models used {expected}: "
                 f"its numbers do not compare one to one with the published rows")  # fmt: skip
     return None
+
+
+def apart_note(run: Run) -> str | None:
+    """A footnote for a run whose protocol the paper reports outside its averages (``Protocol.reported_apart``)."""
+    protocol = run_protocol(run)
+    if protocol is None or not protocol.reported_apart:
+        return None
+    return (f"run {run.id} used `{protocol.name}`, which the paper reports apart: its models are left out of "
+            f"the paper's average rows")  # fmt: skip
+
+
+def _summary_marks(run: Run, column: Column, notes: "_Footnotes") -> str:
+    """Footnote marks for an overall cell whose config the run's protocol scored only in part."""
+    if not column.summary:
+        return ""
+    configs = dict.fromkeys(key.split(".")[0] for key in column.keys if key)
+    return "".join(notes.mark(f"run {run.id}: {text}") for text in (exclusion(run, c) for c in configs) if text)
 
 
 def table_block(table: Table, runs: list[Run], paper: PaperTables) -> tuple[TableBlock, list[str]]:
@@ -483,9 +600,13 @@ def table_block(table: Table, runs: list[Run], paper: PaperTables) -> tuple[Tabl
     cells = {(run.id, c.name): [run_cell(run, c, i) for i in range(len(c.parts))] for run in placed for c in table.columns}
     texts = missing_texts([cell.missing for parts in cells.values() for cell in parts if cell.missing])
     for run in placed:
-        warning = protocol_warning(run, paper)
-        label = run.id + (" ⚠" + notes.mark(warning) if warning else "")
-        rows.append([label, *[_format_run_cell(cells[run.id, c.name], table, notes, texts) for c in table.columns]])
+        warning, apart = protocol_warning(run, paper), apart_note(run)
+        label = run.id + (" ⚠" + notes.mark(warning) if warning else "") + (notes.mark(apart) if apart else "")
+        shown = []
+        for column in table.columns:
+            text = _format_run_cell(cells[run.id, column.name], table, notes, texts)
+            shown.append(text if text.startswith("—") else text + _summary_marks(run, column, notes))
+        rows.append([label, *shown])
         kinds.append("run")
     left_out = [r for r in runs if r not in placed]
     extra = list(table.notes)
@@ -720,7 +841,7 @@ def _runs_table(runs: list[Run], paper: PaperTables) -> TableBlock:
         configs = ", ".join(run.info.get("configs") or [])
         limit = run.info.get("limit")
         rows.append([run.id, str(run.info.get("model")), run.method, str(run.info.get("protocol") or "not recorded"),
-                     str(paper.protocols.get(run.method, "—")), configs + (f" (limit {limit})" if limit else ""), str(run.folder)])  # fmt: skip
+                     ", ".join(paper.protocols.get(run.method, ("—",))), configs + (f" (limit {limit})" if limit else ""), str(run.folder)])  # fmt: skip
     header = ["Run", "Model", "Method", "Protocol", "Paper's protocol", "Configs", "Folder"]
     return TableBlock(header, rows, ["run"] * len(rows))
 

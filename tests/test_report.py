@@ -13,6 +13,7 @@ from markdown_it import MarkdownIt
 from physprobe import report
 from physprobe.cli import main
 from physprobe.dataset_scripts import BENCHMARKS
+from physprobe.generators import cccons
 
 from . import tiny_models
 
@@ -95,7 +96,7 @@ def test_wilson_interval_matches_newcombe_1998():
 
 def test_protocol_warnings(tmp_path):
     paper = report.paper_tables("prost")
-    same = report.Run(tmp_path, {"benchmark": "prost", "method": "mlm", "protocol": paper.protocols["mlm"]}, {})
+    same = report.Run(tmp_path, {"benchmark": "prost", "method": "mlm", "protocol": "released-mlm"}, {})
     other = report.Run(tmp_path, {"benchmark": "prost", "method": "mlm", "protocol": "whole-sentence"}, {})
     untold = report.Run(tmp_path, {"benchmark": "prost", "method": "mlm"}, {})
     unknown = report.Run(tmp_path, {"benchmark": "prost", "method": "nli"}, {})
@@ -103,16 +104,100 @@ def test_protocol_warnings(tmp_path):
     assert "used protocol `whole-sentence`" in report.protocol_warning(other, paper)
     assert "does not record its protocol" in report.protocol_warning(untold, paper)
     assert "reports no model scored that way" in report.protocol_warning(unknown, paper)
+    t2a = report.paper_tables("text2afford")  # each generative LLM of the paper has its own YES/NO prompt
+    for name in ("yes-no-flan-t5", "yes-no-falcon", "yes-no-llama3-released"):
+        assert report.protocol_warning(report.Run(tmp_path, {"benchmark": "text2afford", "method": "yes_no", "protocol": name}, {}), t2a) is None
+    vlm = report.Run(tmp_path, {"benchmark": "text2afford", "method": "yes_no", "protocol": "yes-no-vlm-text"}, {})
+    assert "used `yes-no-flan-t5` or `yes-no-falcon` or `yes-no-llama3-released`" in report.protocol_warning(vlm, t2a)
+
+
+def test_paper_protocols_are_real_protocols_of_their_method():
+    """Every benchmark's declared paper protocols are in `physprobe protocols`, listed under their method, and
+    are the defaults the scorer gives the paper's model families (issue 10: the paper's protocol by default)."""
+    from physprobe import registry
+    from physprobe.protocols import ProtocolError
+
+    expected = {"prost": {"causal": ("released-gpt",), "mlm": ("released-mlm",), "seq2seq": ("released-t5",),
+                          "generate": ("released-unifiedqa",)},
+                "cccons": {"mlm": ("mask-four",), "generate": ("question-generate",)},
+                "newton": {"generate": ("released-generate",)},
+                "text2afford": {"mlm": ("mlm-released-probing",), "nli": ("nli-zero-shot-multi-label",),
+                                "yes_no": ("yes-no-flan-t5", "yes-no-falcon", "yes-no-llama3-released")}}  # fmt: skip
+    for benchmark in BENCHMARKS:
+        declared = report.paper_tables(benchmark).protocols
+        assert declared == expected[benchmark]
+        evaluation = registry.evaluation(benchmark)
+        for family in ("causal", "mlm", "seq2seq", "nli"):
+            try:
+                default = evaluation.default(family)
+            except ProtocolError:
+                continue
+            assert default.name in declared[default.method], (benchmark, family)
+    unifiedqa = registry.evaluation("prost").default("seq2seq", model_name="unifiedqa-t5-small")
+    assert unifiedqa.reported_apart and unifiedqa.name in report.paper_tables("prost").protocols["generate"]
+    with pytest.raises(report.DataError, match=r"protocols.mlm: prost has no protocol 'prost-released-mlm'; known: released-gpt"):
+        report._paper_protocols("prost", {"mlm": "prost-released-mlm"}, "paper_tables.yaml")
+    with pytest.raises(report.DataError, match=r"protocol 'released-gpt' uses method 'causal'; list it under causal"):
+        report._paper_protocols("prost", {"mlm": "released-gpt"}, "paper_tables.yaml")
+
+
+def _run(tmp_path, name, info, metrics) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "run.json").write_text(json.dumps(info))
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    return folder
+
+
+def test_exclusions_and_protocols_reported_apart_get_footnotes(tmp_path):
+    """A T5 run (sliding excluded by `released-t5`) and a UnifiedQA run (`released-unifiedqa`, reported apart):
+    the Slide cell says which protocol leaves it out and why, the Macro Average says what it is over, the
+    UnifiedQA row says the paper keeps it out of its averages; a --limit run's unsampled concept says so."""
+    groups = {"mass": {"accuracy": 0.5, "n": 4}, "rolling": {"accuracy": 0.25, "n": 4}}
+    t5 = _run(tmp_path, "t5", {"benchmark": "prost", "method": "seq2seq", "protocol": "released-t5", "model": "t5-small", "limit": 10},
+              {"default": {"by_group": groups, "macro_accuracy": 0.375, "n": 8, "undecided": 0, "excluded": 2}})
+    uqa = _run(tmp_path, "uqa", {"benchmark": "prost", "method": "generate", "protocol": "released-unifiedqa", "model": "unifiedqa-t5-small"},
+               {"default": {"n": 8, "undecided": 8, "unparsed": 8, "excluded": 2}})  # fmt: skip
+    text = (report.render([t5, uqa], tmp_path / "out") / "report.md").read_text()
+    header, body = next((h, b) for h, b in markdown_tables(text) if h[1:3] == ["Direction", "Mass"])
+    t5_row = dict(zip(header, next(r for r in body if r[0].startswith("**t5-small-"))))
+    uqa_row = next(r for r in body if r[0].startswith("**unifiedqa-t5-small-"))
+    notes = dict(re.findall(r"^- ([⁰¹²³⁴⁵⁶⁷⁸⁹]+) (.*)$", text.split("### Table 5")[1].split("### Table 6")[0], flags=re.M))
+    assert t5_row["Mass"] == "50.0 (15.0–85.0) n=4"  # Wilson for 2 of 4: centre 0.5, half-width 0.350
+    slide = notes[t5_row["Slide"].lstrip("—")]
+    assert "protocol `released-t5` leaves this column's questions out: sliding: ice and frost are not single T5 tokens" in slide
+    assert "scored no question of this column" in notes[t5_row["Direction"].lstrip("—")] and "--limit 10" in notes[t5_row["Direction"].lstrip("—")]
+    macro = re.fullmatch(r"37\.5 \(\S+\) n=8([⁰¹²³⁴⁵⁶⁷⁸⁹]+)", t5_row["Macro Average"])
+    assert macro and "leaves out 2 questions of `default` (sliding: ice and frost" in notes[macro.group(1)]
+    apart = re.search(r"([⁰¹²³⁴⁵⁶⁷⁸⁹]+)\*\*$", uqa_row[0]).group(1)
+    assert "used `released-unifiedqa`, which the paper reports apart" in notes[apart]
+    assert all(cell.startswith("—") for cell in uqa_row[1:])
+    assert "every question of `default` was undecided in run unifiedqa-t5-small" in text
+    assert "⚠" not in text  # both used the paper's protocols
 
 
 # --- a report of real runs ---------------------------------------------------------------------------------
 
-RUNS = [  # two tiny models per benchmark; CConS's causal run also scores the paper's Easy/Hard files
+RUNS = [  # two tiny models per benchmark, every default config. A tiny model's generated answers name no
+    # option, so CConS's causal run ranks the two answers by log-likelihood (a named alternative) to decide.
     ("prost", "causal", []), ("prost", "mlm", []),
-    ("cccons", "mlm", []), ("cccons", "causal", ["--config", "ordinary,ccommon,ordinary_easy,ordinary_hard,ccommon_easy,ccommon_hard"]),
+    ("cccons", "mlm", []), ("cccons", "causal", ["--protocol", "answer-loglik"]),
     ("newton", "causal", []), ("newton", "seq2seq", []),
     ("text2afford", "nli", []), ("text2afford", "causal", []),
 ]  # fmt: skip
+
+# Columns every run placed in a table fills (not "—") with --limit 24: the overall figures and each column
+# the 24 questions reach. Derived from the metrics wiring (which keys each config writes), not from a report.
+FILLED = {
+    "prost": {"table5": {"Mass", "Height", "Roll", "Macro Average"}, "table6": {"1", "2", "3", "4"}},
+    "cccons": {"table2": {"Ordinary", "CCommon", "NoCon"},
+               "table3": {"Ordinary Easy", "Ordinary Hard", "CCommon Easy", "CCommon Hard"}},
+    "newton": {"table4": {"Elasticity", "Softness", "Sharpness", "Overall"}, "table5_boolean": {"Overall"},
+               "table5_mc": {"Overall"}, "table5_combined": {"Elasticity", "Softness", "Overall"},
+               "table6": {"Scenario 1", "Scenario 3", "Overall"}, "table9_boolean": {"Overall"},
+               "table9_mc": {"Overall"}, "table9_combined": {"Overall"}, "table10": {"Overall"}},
+    "text2afford": {"table5": {"Actual Acc", "Actual mAP"}, "table6_llm": {"Acc (zero-shot)"}, "per_class": {"Grasp", "Lift"}},
+}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +209,7 @@ def runs(built_all, tmp_path_factory):
     texts += datasets.load_dataset(str(built_all / "cccons"), "ordinary", split="test")["generative_input"]
     texts += datasets.load_dataset(str(built_all / "newton"), "track3", split="test").select(range(200))["question"]
     texts += datasets.load_dataset(str(built_all / "text2afford"), "default", split="test")["sentence"]
+    texts += [" ".join(cccons.MLM_CANDIDATES)] * 100  # whole words in the vocabulary: the masked LM can decide
     models = {"causal": tiny_models.causal_lm(root / "gpt", texts), "mlm": tiny_models.masked_lm(root / "bert", texts),
               "seq2seq": tiny_models.seq2seq(root / "t5", texts), "nli": tiny_models.nli(root / "nli", texts)}  # fmt: skip
     folders = []
@@ -195,6 +281,40 @@ def test_report_markdown_holds_every_paper_table_with_the_runs(rendered, runs):
         tables_end = max(i for i, line in enumerate(lines) if line.startswith("|"))
         assert all(i > tables_end + 1 for i, line in enumerate(lines) if line.startswith("!["))
     assert not any("![" in cell for _, body in tables for row in body for cell in row)
+
+
+def _cell_parts(cell: str) -> list[str]:
+    return re.sub(r" n=[\d/]+$", "", cell).split(" / ")
+
+
+@pytest.mark.slow
+def test_report_fills_every_cell_the_runs_scored(rendered, runs):
+    """Each run cell shows the figure metrics.json holds under the column's key (the scorer's real keys); a
+    "—" is only where metrics.json has none, and its footnote gives a reason other than a key the report
+    looked up in vain. The overall columns (and those the --limit sample reaches) are filled for every run."""
+    text = (rendered / "report.md").read_text(encoding="utf-8")
+    tables = iter(markdown_tables(text))
+    loaded = [report.load_run(r) for r in runs]
+    assert "has no `" not in text  # no footnote "metrics.json of run ... has no `<key>`"
+    for benchmark in sorted(BENCHMARKS):
+        next(tables)  # the runs table
+        for table in report.paper_tables(benchmark).tables:
+            header, body = next(tables)
+            placed = [r for r in loaded if r.info["benchmark"] == benchmark and (table.methods is None or r.method in table.methods)]
+            filled = set(header[1:])
+            for run in placed:
+                row = dict(zip(header, next(r for r in body if r[0].startswith(f"**{run.id}"))))
+                for column in table.columns:
+                    for key, part in zip(column.keys, _cell_parts(row[column.name])):
+                        value = None if key is None else report.lookup(run.metrics, key)
+                        if isinstance(value, (int, float)):
+                            assert part.startswith(report.number(value, table)), (run.id, table.id, column.name, part)
+                        else:
+                            assert part.startswith("—"), (run.id, table.id, column.name, part)
+                            filled.discard(column.name)
+            if placed:
+                assert FILLED[benchmark].get(table.id, set()) <= filled, (benchmark, table.id, filled)
+    assert {b for b in BENCHMARKS} == {r.info["benchmark"] for r in loaded}
 
 
 @pytest.mark.slow

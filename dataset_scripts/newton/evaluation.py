@@ -105,8 +105,10 @@ def prompt(row: dict, config: str) -> str:
 
 def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> dict:
     """Accuracy (and Track 1 agreement) per attribute or scenario tag, per polarity (Track 2, Table 9 /
-    Figure 4B) and per answer position (four-option configs, Figure 4C); Track 1 also the mean over
-    attributes (``*_macro``), which is how Table 4's Overall is computed (its human row).
+    Figure 4B: overall and within each attribute) and per answer position (four-option configs, Figure
+    4C); Track 1 also the mean over attributes (``*_macro``), which is how Table 4's Overall is computed
+    (its human row). ``track2`` is Table 5's Combined: Boolean and Multiple Choice questions pooled
+    (``EVALUATION.pooled``), with the same breakdowns.
 
     An answer that names no option (``undecided``: unparsed) counts as wrong, as a paper's accuracy over
     all questions does; ``n`` is every question.
@@ -122,9 +124,14 @@ def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> d
         extra["polarities"] = [row["polarity"] for row in rows]
     if config in ("track2_mc", "track3"):
         extra["by_position"] = True
-    out.update(load_metric("agreement_accuracy").compute(
-        predictions=[-1 if p is None else p for p in predictions], references=[int(row["label"]) for row in rows],
-        groups=[str(row[key]) for row in rows], **extra))  # fmt: skip
+    metric = load_metric("agreement_accuracy")
+    answers = {"predictions": [-1 if p is None else p for p in predictions], "references": [int(row["label"]) for row in rows]}
+    out.update(metric.compute(**answers, groups=[str(row[key]) for row in rows], **extra))
+    if config.startswith("track2"):  # Table 9: each attribute per polarity, in one pass over attribute|polarity
+        split = metric.compute(**answers, groups=[f"{row['attribute']}|{row['polarity']}" for row in rows])
+        for group, figures in split["by_group"].items():
+            attribute, polarity = group.rsplit("|", 1)
+            out["by_group"][attribute].setdefault("by_polarity", {})[polarity] = figures
     if config == "track1":
         groups = out["by_group"].values()
         out["agreement_accuracy_macro"] = sum(g["agreement_accuracy"] for g in groups) / len(groups)
@@ -136,6 +143,7 @@ RELEASED = "NEWTON hf_track1.py, hf_track2.py, hf_track3.py (the `prompt = f'...
 EVALUATION = Evaluation(
     benchmark="newton",
     configs=("track1", "track2_boolean", "track2_mc", "track3"),
+    pooled={"track2": ("track2_boolean", "track2_mc")},  # Table 5 Combined: both kinds of question together
     scorable=("track1", "track2_boolean", "track2_mc", "track3"),  # not the attribute table
     protocols=(
         Protocol("released-generate", "generate", lambda row, config, tokenizer: _generate(released_prompt(row, config), row),

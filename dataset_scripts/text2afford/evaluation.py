@@ -117,12 +117,14 @@ def _nli_released(row: dict, config: str, tokenizer) -> list[tuple[str, str]]:
 
 def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> dict:
     """``affordance_rank`` (pairwise, ties wrong: the paper's reading) and strict, over the 15 class
-    scores of each pair; a YES/NO protocol's scores are its YES set (1/0)."""
+    scores of each pair, each with ``by_class`` (the comparisons of each positive class: the report's
+    per-class accuracy); a YES/NO protocol's scores are its YES set (1/0)."""
     rank = load_metric("affordance_rank")
     refs = [list(r["labels"]) for r in rows]
     clean = [from_yes_set(p) if p is not None else [s if s is not None else -1e9 for s in row_scores]
              for p, row_scores in zip(predictions, scores)]  # fmt: skip
-    return {mode: rank.compute(predictions=clean, references=refs, mode=mode) for mode in ("strict", "pairwise")}
+    return {mode: rank.compute(predictions=clean, references=refs, mode=mode, class_names=text2afford.CLASS_NAMES)
+            for mode in ("strict", "pairwise")}  # fmt: skip
 
 
 def _yes_no(family: str):

@@ -26,9 +26,13 @@ Args:
         total number of correct counts by the total number of the instances"); "macro" averages the
         accuracy of each pair (Appendix G defines accuracy per sentence-object pair).
     k (`int`, optional): mAP@k; by default k is the number of classes.
+    class_names (`list` of `str`, optional): one name per class; adds `by_class` (see below).
 Returns:
     accuracy (`float`), map (`float`), n (`int`, pairs scored), skipped (`int`, pairs with no positive or
     no negative class: nothing to rank, left out of every figure in every mode and average).
+    by_class (with class_names): per class, `accuracy` over the comparisons the chosen mode counts with
+    that class on the positive side, and `n` (pairs where it is positive); a class positive in no
+    scored pair is left out. The comparisons of all classes together are the overall figure's.
 Examples:
     >>> import evaluate
     >>> metric = evaluate.load("metrics/affordance_rank")
@@ -43,6 +47,12 @@ Examples:
     {'accuracy': 0.5, 'map': 0.5833333333333333, 'n': 1, 'skipped': 0}
     >>> metric.compute(predictions=[[0.5, 0.9, 0.7, 0.1]], references=[[1, 0, 1, 0]], mode="strict")["accuracy"]
     0.0
+
+    Per class: each positive class with the comparisons it makes (here 1 of 2 each):
+
+    >>> metric.compute(predictions=[[0.5, 0.9, 0.7, 0.1]], references=[[1, 0, 1, 0]],
+    ...                class_names=["grasp", "lift", "throw", "push"])["by_class"]
+    {'grasp': {'accuracy': 0.5, 'n': 1}, 'throw': {'accuracy': 0.5, 'n': 1}}
 
     YES=1 / NO=0 answers tie often; ties are wrong unless told otherwise:
 
@@ -119,6 +129,45 @@ def _counts(scores, labels, mode, k, ties):
     return correct, total, ap
 
 
+# --- by_class: the overall accuracy broken down by positive class ----------------------------------------
+# Self-contained: `_compute` calls `_by_class` once, after the overall figures, on the same kept pairs.
+
+
+def _class_counts(scores, labels, mode, ties):
+    """Per pair and class, the comparisons won and made with that class on the positive side (0 and 0 where
+    it is negative): summed over classes they are `_counts`' correct and total."""
+    positive = labels.astype(bool)
+    negative = ~positive
+    wins = np.greater if ties == "wrong" else np.greater_equal
+    if mode == "strict":
+        best_negative = np.where(negative, scores, -np.inf).max(axis=1, keepdims=True)
+        return (positive & wins(scores, best_negative)).astype(np.int64), positive.astype(np.int64)
+    beats = wins(scores[:, :, None], scores[:, None, :])  # [pair, positive candidate, negative candidate]
+    correct = (beats & positive[:, :, None] & negative[:, None, :]).sum(axis=2)
+    return correct, positive * negative.sum(axis=1, keepdims=True)
+
+
+def _by_class(scores, labels, class_names, mode, average, ties):
+    """Accuracy and n (pairs where the class is positive) per named class, in `average`'s way."""
+    if len(class_names) != scores.shape[1]:
+        raise ValueError(f"class_names has {len(class_names)} names but there are {scores.shape[1]} classes")
+    if len(set(class_names)) != len(class_names):
+        raise ValueError(f"class_names repeats a name: {list(class_names)}")
+    parts = [_class_counts(scores[i : i + CHUNK], labels[i : i + CHUNK], mode, ties) for i in range(0, len(scores), CHUNK)]
+    correct, total = (np.concatenate(column) for column in zip(*parts))
+    out = {}
+    for index, name in enumerate(class_names):
+        made = total[:, index] > 0
+        if not made.any():
+            continue
+        if average == "micro":
+            accuracy = correct[made, index].sum() / total[made, index].sum()
+        else:
+            accuracy = np.mean(correct[made, index] / total[made, index])
+        out[str(name)] = {"accuracy": float(accuracy), "n": int(made.sum())}
+    return out
+
+
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class AffordanceRank(evaluate.Metric):
     def _info(self):
@@ -150,7 +199,7 @@ class AffordanceRank(evaluate.Metric):
         _check_inputs(None if prediction is None else [prediction], None if reference is None else [reference])
         return super().add(prediction=prediction, reference=reference, **kwargs)
 
-    def _compute(self, predictions, references, mode="pairwise", average="micro", k=None, ties="wrong"):
+    def _compute(self, predictions, references, mode="pairwise", average="micro", k=None, ties="wrong", class_names=None):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if ties not in TIES:
@@ -186,4 +235,7 @@ class AffordanceRank(evaluate.Metric):
             accuracy = correct.sum() / total.sum()
         else:
             accuracy = np.mean(correct / np.maximum(total, 1))
-        return {"accuracy": float(accuracy), "map": float(ap.mean()), "n": int(len(scores)), "skipped": int((~kept).sum())}
+        result = {"accuracy": float(accuracy), "map": float(ap.mean()), "n": int(len(scores)), "skipped": int((~kept).sum())}
+        if class_names is not None:
+            result["by_class"] = _by_class(scores, labels, class_names, mode, average, ties)
+        return result

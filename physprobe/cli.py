@@ -9,6 +9,7 @@
     physprobe protocols
     physprobe score --model gpt2 --benchmark newton --model-args revision=main,dtype=bfloat16 --batch-size auto
     physprobe report runs/roberta-prost runs/gpt2-prost --out report
+    physprobe export lm-eval --out lm_eval_tasks [--data build]
 """
 
 from __future__ import annotations
@@ -136,6 +137,16 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from physprobe.lm_eval_export import export
+
+    names = export(Path(args.out), Path(args.data) if args.data else None)
+    print(f"{len(names)} lm-eval tasks -> {args.out} (lm_eval --include_path {args.out} --tasks physprobe_prost ...)")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser of the ``physprobe`` command."""
     top = argparse.ArgumentParser(prog="physprobe", description=__doc__.splitlines()[0])
@@ -185,6 +196,12 @@ def parser() -> argparse.ArgumentParser:
                             help="report folder to create: report.md, report.html, figures/ (default: ./report); "
                                  "an existing one must be empty or a report written before, which is replaced")
     report_cmd.set_defaults(run=_report)
+    export_cmd = commands.add_parser("export", help="write physprobe's benchmarks as tasks of another evaluation tool")
+    export_cmd.add_argument("tool", choices=["lm-eval"], help="lm-eval: an EleutherAI lm-evaluation-harness 0.4 task folder")
+    export_cmd.add_argument("--out", required=True, help="task folder to write (pass it to lm_eval --include_path)")
+    export_cmd.add_argument("--data", help="a local build (physprobe build) whose Parquet files the tasks read "
+                            "(default: physprobe/<benchmark> on the Hub)")
+    export_cmd.set_defaults(run=_export)
     return top
 
 

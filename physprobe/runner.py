@@ -152,12 +152,22 @@ def load(plan: ModelPlan) -> Loaded:
         tokenizer.pad_token = tokenizer.eos_token
     model.eval()
     device = plan.device
-    if "device_map" in plan.kwargs:  # accelerate placed the weights; inputs go where the first ones are
-        device = next(model.parameters()).device
+    if "device_map" in plan.kwargs:  # accelerate placed the weights (and hooks that move activations between them)
+        device = input_device(model)
     else:
         model.to(device)
     batching = {} if plan.batch_size is None else {"max_batch": plan.batch_size, "batch_tokens": 1 << 62}
     return Loaded(model, tokenizer, plan.family, plan.revision, device, batching)
+
+
+def input_device(model):
+    """Where a model dispatched by accelerate (``device_map``) takes its inputs: accelerate's main device,
+    the first device in ``hf_device_map`` that is neither ``cpu`` nor ``disk``; offloaded layers (to ``cpu``
+    or ``disk``, whose parameters sit on the meta device) run there too, so caches stay with their layers."""
+    import torch
+
+    placed = [d for d in getattr(model, "hf_device_map", {}).values() if d not in ("cpu", "disk")]
+    return torch.device(placed[0]) if placed else torch.device("cpu")
 
 
 class Cache:

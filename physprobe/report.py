@@ -271,7 +271,8 @@ def wilson(p: float, n: int, z: float = Z95) -> tuple[float, float]:
     """
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # The interval holds p; clamping to it removes float error at p = 0 or 1 (e.g. a low bound of 1e-17 above 0).
+    return min(max(0.0, centre - half), p), max(min(1.0, centre + half), p)
 
 
 def number(value: float, table: Table) -> str:

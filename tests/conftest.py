@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import datasets
+import evaluate
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,3 +68,21 @@ def built_all(upstream_dir, tmp_path_factory) -> Path:
     for benchmark in BENCHMARKS.values():
         build(benchmark, out, upstream_dir)
     return out
+
+
+@pytest.fixture(scope="module")
+def probe():
+    """The probe_accuracy module loaded from the checkout."""
+    return evaluate.load(str(REPO / "metrics" / "probe_accuracy"))
+
+
+@pytest.fixture(scope="module")
+def agreement():
+    """The agreement_accuracy module loaded from the checkout."""
+    return evaluate.load(str(REPO / "metrics" / "agreement_accuracy"))
+
+
+@pytest.fixture(scope="module")
+def rank():
+    """The affordance_rank module loaded from the checkout."""
+    return evaluate.load(str(REPO / "metrics" / "affordance_rank"))

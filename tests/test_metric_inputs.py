@@ -4,25 +4,8 @@ group and template keys never merge."""
 
 import math
 
-import evaluate
 import pytest
 
-from .conftest import REPO
-
-
-@pytest.fixture(scope="module")
-def probe():
-    return evaluate.load(str(REPO / "metrics" / "probe_accuracy"))
-
-
-@pytest.fixture(scope="module")
-def agreement():
-    return evaluate.load(str(REPO / "metrics" / "agreement_accuracy"))
-
-
-@pytest.fixture(scope="module")
-def rank():
-    return evaluate.load(str(REPO / "metrics" / "affordance_rank"))
 
 
 LABEL_CASES = [

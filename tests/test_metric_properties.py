@@ -1,29 +1,12 @@
 """Property-based tests: the three metric modules against independent reference implementations written
 as plain loops over the definitions (random shapes, ties, empty groups, all-positive rows)."""
 
-import evaluate
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from .conftest import REPO
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-
-@pytest.fixture(scope="module")
-def probe():
-    return evaluate.load(str(REPO / "metrics" / "probe_accuracy"))
-
-
-@pytest.fixture(scope="module")
-def agreement():
-    return evaluate.load(str(REPO / "metrics" / "agreement_accuracy"))
-
-
-@pytest.fixture(scope="module")
-def rank():
-    return evaluate.load(str(REPO / "metrics" / "affordance_rank"))
 
 
 def mean(values):

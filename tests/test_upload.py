@@ -6,14 +6,13 @@ import importlib.util
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
 
+from . import olah_hub
 from .conftest import REPO
 from .fake_hub import FakeHub
 
@@ -170,7 +169,7 @@ def test_transient_errors_are_retried_with_backoff(hub_dir, hub):
 def test_a_closed_endpoint_is_a_network_error_not_a_rejected_token(hub_dir, upstream_dir, monkeypatch, capsys):
     monkeypatch.setattr(upload, "RETRY_DELAYS", (0.0,))
     monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
-    closed = f"http://127.0.0.1:{free_port()}"
+    closed = f"http://127.0.0.1:{olah_hub.free_port()}"
     from huggingface_hub import HfApi
 
     monkeypatch.setattr(upload, "HfApi", lambda: HfApi(endpoint=closed))
@@ -229,74 +228,27 @@ def test_only_git_tracked_metric_files_are_published(tmp_path, monkeypatch):
     assert repo.folder.stat().st_mode & 0o777 == 0o755
 
 
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_every_config_loads_by_hub_id_through_olah(hub_dir, tmp_path):
-    olah = shutil.which("olah-cli", path=os.path.dirname(sys.executable)) or shutil.which("olah-cli")
-    assert olah, "olah-cli is not installed (it is in the dev extra)"
-    mirrors = tmp_path / "mirrors"
+    repos = {f"physprobe/{folder.name}": folder for folder in sorted((hub_dir / "datasets").iterdir())}
     expected = {}
-    for folder in sorted((hub_dir / "datasets").iterdir()):
-        repo = mirrors / "datasets" / "physprobe" / folder.name
-        shutil.copytree(folder, repo)
-        git = ["git", "-C", str(repo), "-c", "user.name=physprobe", "-c", "user.email=ci@physprobe.invalid"]
-        subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-        subprocess.run([*git, "add", "-A"], check=True)
-        subprocess.run([*git, "commit", "-q", "-m", "export"], check=True)
+    for repo_id, folder in repos.items():
         meta = front_matter(folder / "README.md")
-        expected[folder.name] = {i["config_name"]: i["splits"][0]["num_examples"] for i in meta["dataset_info"]}
-    port, dead = free_port(), free_port()
-    config = tmp_path / "olah.toml"
-    config.write_text(f"""[basic]
-host = "127.0.0.1"
-port = {port}
-ssl-key = ""
-ssl-cert = ""
-repos-path = "{tmp_path / 'repos'}"
-cache-size-limit = ""
-cache-clean-strategy = "LRU"
-hf-scheme = "http"
-hf-netloc = "127.0.0.1:{dead}"
-hf-lfs-netloc = "127.0.0.1:{dead}"
-mirror-scheme = "http"
-mirror-netloc = "127.0.0.1:{port}"
-mirror-lfs-netloc = "127.0.0.1:{port}"
-mirrors-path = ["{mirrors}"]
-
-[accessibility]
-offline = true
-""")
-    server = subprocess.Popen([olah, "-c", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.3)
-        else:
-            pytest.fail("olah did not start within 60 s")
-        script = (
-            "import json, sys, datasets\n"
-            "datasets.disable_progress_bars()\n"
-            "expected = json.loads(sys.argv[1])\n"
-            "seen = {}\n"
-            "for name, configs in expected.items():\n"
-            "    assert sorted(datasets.get_dataset_config_names(f'physprobe/{name}')) == sorted(configs)\n"
-            "    for config in configs:\n"
-            "        seen.setdefault(name, {})[config] = datasets.load_dataset(f'physprobe/{name}', config, split='test', cache_dir=sys.argv[2]).num_rows\n"
-            "print(json.dumps(seen))\n"
-        )
-        env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HUB_OFFLINE": "0", "HF_HOME": str(tmp_path / "hf")}
+        expected[repo_id.split("/")[1]] = {i["config_name"]: i["splits"][0]["num_examples"] for i in meta["dataset_info"]}
+    script = (
+        "import json, sys, datasets\n"
+        "datasets.disable_progress_bars()\n"
+        "expected = json.loads(sys.argv[1])\n"
+        "seen = {}\n"
+        "for name, configs in expected.items():\n"
+        "    assert sorted(datasets.get_dataset_config_names(f'physprobe/{name}')) == sorted(configs)\n"
+        "    for config in configs:\n"
+        "        seen.setdefault(name, {})[config] = datasets.load_dataset(f'physprobe/{name}', config, split='test', cache_dir=sys.argv[2]).num_rows\n"
+        "print(json.dumps(seen))\n"
+    )
+    with olah_hub.serve(tmp_path, repos) as endpoint:
+        env = {**os.environ, "HF_ENDPOINT": endpoint, "HF_HUB_OFFLINE": "0", "HF_HOME": str(tmp_path / "hf")}
         result = subprocess.run([sys.executable, "-c", script, json.dumps(expected), str(tmp_path / "cache")],
                                 env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
-        assert result.returncode == 0, result.stderr[-3000:]
-        assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == expected

@@ -7,7 +7,7 @@ single-process run takes). The ranks' scores are then gathered; rank 0 alone wri
 is the one a single process writes. Outside ``accelerate launch`` there is one rank and nothing changes.
 
 >>> owners([5, 1, 4, 2, 3], 2)
-[0, 1, 1, 0, 1]
+[0, 0, 1, 0, 1]
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@
     physprobe protocols
     physprobe score --model gpt2 --benchmark newton --model-args revision=main,dtype=bfloat16 --batch-size auto
     physprobe report runs/roberta-prost runs/gpt2-prost --out report
+    physprobe export lm-eval --out lm_eval_tasks [--data build]
 """
 
 from __future__ import annotations
@@ -75,6 +76,16 @@ def _score(args: argparse.Namespace) -> int:
     from physprobe import model_options
     from physprobe.runner import run
 
+    if args.num_processes is not None:
+        if args.num_processes < 1:
+            raise PhysprobeError(f"--num-processes must be at least 1, got {args.num_processes}")
+        if args.num_processes > 1:
+            from physprobe import parallel
+
+            rest = [a for i, a in enumerate(args.argv) if a != "--num-processes" and (i == 0 or args.argv[i - 1] != "--num-processes")]
+            rest = [a for a in rest if not a.startswith("--num-processes=")]
+            return parallel.launch(rest, args.num_processes, cpu=args.device == "cpu")
+
     if args.data is not None and (args.revision or args.dataset_repo):
         raise PhysprobeError("--data reads a local build; --revision and --dataset-repo are for the Hub: give one or the other")
     model_args = model_options.parse_model_args(args.model_args)
@@ -136,6 +147,16 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from physprobe.lm_eval_export import export
+
+    names = export(Path(args.out), Path(args.data) if args.data else None)
+    print(f"{len(names)} lm-eval tasks -> {args.out} (lm_eval --include_path {args.out} --tasks physprobe_prost ...)")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser of the ``physprobe`` command."""
     top = argparse.ArgumentParser(prog="physprobe", description=__doc__.splitlines()[0])
@@ -175,6 +196,8 @@ def parser() -> argparse.ArgumentParser:
     score_cmd.add_argument("--gguf-file", help="a GGUF file inside --model's folder")
     score_cmd.add_argument("--truncate", action="store_true", help="keep the last tokens of over-long inputs instead of failing")
     score_cmd.add_argument("--bootstrap-iters", type=int, default=200, help="bootstrap resamples for standard errors (0: none)")
+    score_cmd.add_argument("--num-processes", type=int, help="score in N processes (accelerate launch; data parallel): "
+                           "requests split by token count, rank 0 writes the run folder")
     score_cmd.set_defaults(run=_score)
     protocols_cmd = commands.add_parser("protocols", help="list each benchmark's protocols and the families they are the default for")
     protocols_cmd.add_argument("benchmark", nargs="?", choices=list(_benchmarks()))
@@ -185,6 +208,12 @@ def parser() -> argparse.ArgumentParser:
                             help="report folder to create: report.md, report.html, figures/ (default: ./report); "
                                  "an existing one must be empty or a report written before, which is replaced")
     report_cmd.set_defaults(run=_report)
+    export_cmd = commands.add_parser("export", help="write physprobe's benchmarks as tasks of another evaluation tool")
+    export_cmd.add_argument("tool", choices=["lm-eval"], help="lm-eval: an EleutherAI lm-evaluation-harness 0.4 task folder")
+    export_cmd.add_argument("--out", required=True, help="task folder to write (pass it to lm_eval --include_path)")
+    export_cmd.add_argument("--data", help="a local build (physprobe build) whose Parquet files the tasks read "
+                            "(default: physprobe/<benchmark> on the Hub)")
+    export_cmd.set_defaults(run=_export)
     return top
 
 

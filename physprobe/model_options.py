@@ -20,7 +20,7 @@ from physprobe.errors import PhysprobeError
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 BOOLEAN_ARGS = ("trust_remote_code", "load_in_8bit", "load_in_4bit", "low_cpu_mem_usage")
-STRING_ARGS = ("revision", "dtype", "attn_implementation", "gguf_file", "device_map", "subfolder")
+STRING_ARGS = ("revision", "dtype", "attn_implementation", "gguf_file", "device_map", "subfolder", "offload_folder")
 MODEL_ARGS = (*STRING_ARGS, *BOOLEAN_ARGS, "max_memory")
 
 

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from physprobe import hub_data, metric_modules, model_options, protocols, provenance, registry
+from physprobe import hub_data, metric_modules, model_options, parallel, protocols, provenance, registry
 from physprobe.paths import FolderLock, atomic_file
 
 FAMILY_CLASSES = {
@@ -152,12 +152,22 @@ def load(plan: ModelPlan) -> Loaded:
         tokenizer.pad_token = tokenizer.eos_token
     model.eval()
     device = plan.device
-    if "device_map" in plan.kwargs:  # accelerate placed the weights; inputs go where the first ones are
-        device = next(model.parameters()).device
+    if "device_map" in plan.kwargs:  # accelerate placed the weights (and hooks that move activations between them)
+        device = input_device(model)
     else:
         model.to(device)
     batching = {} if plan.batch_size is None else {"max_batch": plan.batch_size, "batch_tokens": 1 << 62}
     return Loaded(model, tokenizer, plan.family, plan.revision, device, batching)
+
+
+def input_device(model):
+    """Where a model dispatched by accelerate (``device_map``) takes its inputs: accelerate's main device,
+    the first device in ``hf_device_map`` that is neither ``cpu`` nor ``disk``; offloaded layers (to ``cpu``
+    or ``disk``, whose parameters sit on the meta device) run there too, so caches stay with their layers."""
+    import torch
+
+    placed = [d for d in getattr(model, "hf_device_map", {}).values() if d not in ("cpu", "disk")]
+    return torch.device(placed[0]) if placed else torch.device("cpu")
 
 
 class Cache:
@@ -324,10 +334,11 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
         raise protocols.ProtocolError(f"protocol {chosen.name!r} is for {', '.join(chosen.families)} models, not {plan.family}")
     method = chosen.method
     out.mkdir(parents=True, exist_ok=True)
-    lock = FolderLock(out).acquire()  # a second run into ``out`` fails here, naming this one
+    ranks = parallel.current()  # processes of `accelerate launch`: each scores its share (physprobe.parallel)
+    lock = FolderLock(out, ranks.lock_name).acquire()  # a second run into ``out`` fails here, naming this one
     loaded = load(plan)
     loaded_at = time.perf_counter()
-    cache = Cache(out / "cache.sqlite")
+    cache = Cache(out / ranks.cache_name)
     metrics, records, scored_items, uncertainty, timings, outcomes = {}, [], 0, {}, {}, {}
     dataset_revisions = {}
     for config in configs:
@@ -345,7 +356,7 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
         reqs = [chosen.build(row, config, loaded.tokenizer) for row in rows]
         keys = [Cache.key(key_base, method, r) for r in reqs]
         scores = cache.get(keys)
-        missing = [i for i, k in enumerate(keys) if k not in scores]
+        missing = [i for i in ranks.share(reqs, loaded.tokenizer) if keys[i] not in scores]
         with tqdm(total=len(missing), desc=f"{benchmark}/{config}", unit=" q", disable=None) as progress:
             for start in range(0, len(missing), chunk):
                 part = missing[start : start + chunk]
@@ -353,7 +364,11 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
                 fresh = {keys[i]: v for i, v in zip(part, values)}
                 cache.put(fresh)
                 scores.update(fresh)
-        scored_items += len(missing)
+        scored_items += ranks.total(len(missing))
+        if ranks.world > 1:
+            scores = ranks.gather(scores)
+            if ranks.main:  # a later single-process run into ``out`` resumes from every rank's scores
+                cache.put({k: scores[k] for k in keys})
         results = [scores[k] for k in keys]
         predictions = [chosen.predict(result, req[1]) for result, req in zip(results, reqs)]
         generated = [result[0] for result in results] if method == "generate" else [None] * len(rows)
@@ -364,7 +379,7 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
             metrics[config]["unparsed"] = sum(p is None for p in predictions)
         if excluded:
             metrics[config]["excluded"] = excluded
-        if bootstrap_iters and rows:
+        if bootstrap_iters and rows and ranks.main:
             def resampled(idx, rows=rows, predictions=predictions, row_scores=row_scores, config=config):
                 return evaluation.metrics(config, [rows[i] for i in idx], [predictions[i] for i in idx],
                                           [row_scores[i] for i in idx])  # fmt: skip
@@ -383,6 +398,9 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
             pooled["unparsed"] = pooled["undecided"]
         metrics[name] = pooled
     elapsed = time.perf_counter() - started
+    if not ranks.main:  # rank 0 writes the run folder
+        lock.release()
+        return metrics
     with atomic_file(out / "predictions.parquet") as temporary:
         pq.write_table(pa.Table.from_pylist(records), temporary)
     info = {"model": model_name, "gguf_file": plan.kwargs.get("gguf_file"), "benchmark": benchmark, "method": method,

@@ -1,0 +1,8 @@
+"""``python -m physprobe``: the command line (so ``accelerate launch -m physprobe score ...`` works)."""
+
+import sys
+
+from physprobe.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+"""physprobe benchmarks as EleutherAI lm-evaluation-harness (0.4.x) tasks: ``physprobe export lm-eval --out DIR``.
+
+One source of truth: the exported tasks hold no prompt of their own. Each task's ``utils.py`` builds a
+``Task`` that imports the benchmark's ``dataset_scripts/<bench>/evaluation.py`` and calls the same protocol
+``request`` the scorer calls, per row, in ``process_docs``; ``process_results`` decides with the protocol's
+own ``decide``/``match``, and the ``paper`` metric hands the decided rows to the benchmark's own metric
+wiring (``Evaluation.metrics``), so PROST's macro over concepts, NEWTON Track 1's agreement weighting and
+Text2Afford's pairwise accuracy are the scorer's, not a re-implementation. So lm-eval needs physprobe
+installed in its environment.
+
+What lm-eval can express (per request kind): ``sequences`` (whole texts, summed log-probability after
+BOS: lm-eval ``multiple_choice`` with an empty context, which lm-eval scores after the BOS token),
+``seq2seq`` with text targets (input as context, targets as continuations), ``yes`` (one lm-eval doc per
+class: the prompt + " YES" / " NO"), ``generate`` (``generate_until``). Not expressible: ``mean_ids``
+(PROST ``released-gpt``: mean log-probability over explicit token ids with EOS; lm-eval's results carry
+no token count), token-id targets (PROST ``released-t5``), masked LM and NLI (lm-eval scores causal and
+seq2seq LMs only). Where a family's default protocol is not expressible, the first expressible protocol
+of the family is exported and the folder's README.md says so.
+
+>>> row = {"context": "A coin and an egg fall.", "question": "The [MASK] is heavier.", "A": "coin", "B": "egg",
+...        "C": "leaf", "D": "brick", "label": 0, "name": "mass_1", "group": "mass", "ex_question": "Which is heavier?"}
+>>> [task[:3] for task in export_plan("prost", {"default": row})]
+[('default', 'causal', 'sentence-sum'), ('default', 'seq2seq', 'span-sum')]
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from physprobe import hub_data, registry
+from physprobe.errors import PhysprobeError
+from physprobe.protocols import GENERATIVE, KINDS
+
+EXPRESSIBLE = {"sequences", "seq2seq", "yes", "generate"}
+# The headline figure of a config's metrics.json, where present (the first found).
+HEADLINE = ("macro_accuracy", "agreement_accuracy", "accuracy")
+
+
+class ExportError(PhysprobeError):
+    """An lm-eval export that cannot be written."""
+
+
+def _kind(protocol) -> str:
+    return protocol.kind or KINDS[protocol.method]
+
+
+class _NeedsTokenizer(Exception):
+    pass
+
+
+class _NoTokenizer:
+    """Stands in for a tokenizer while probing a protocol: a request that reads it is model-specific."""
+
+    def __getattr__(self, name):
+        raise _NeedsTokenizer
+
+    def __call__(self, *args, **kwargs):
+        raise _NeedsTokenizer
+
+
+def _expressible(protocol, family: str, config: str, row: dict) -> bool:
+    """Whether lm-eval can ask ``family`` models what the protocol asks, from text alone (no token ids)."""
+    if family not in protocol.families or _kind(protocol) not in EXPRESSIBLE:
+        return False
+    if protocol.method == "seq2seq" and family != "seq2seq":
+        return False
+    try:
+        payload = protocol.request(row, config, _NoTokenizer())
+    except _NeedsTokenizer:
+        return False
+    texts = payload[1] if _kind(protocol) == "seq2seq" else payload.get("choices", []) if isinstance(payload, dict) else payload
+    return all(isinstance(t, str) for t in texts)
+
+
+def export_plan(benchmark: str, first_rows: dict[str, dict]) -> list[tuple[str, str, str, str]]:
+    """``(config, family, protocol, note)`` of each task exported for a benchmark: per family (causal,
+    seq2seq) the default protocol, or the first expressible one of the family when lm-eval cannot express
+    the default; one task per config and distinct protocol. ``first_rows``: a row of each config (probe)."""
+    evaluation = registry.evaluation(benchmark)
+    plan, seen = [], set()
+    for family in GENERATIVE:
+        for config in evaluation.configs:
+            row = first_rows[config]
+            try:
+                default = evaluation.default(family)
+            except PhysprobeError:
+                continue
+            chosen, note = default, ""
+            if not _expressible(default, family, config, row):
+                usable = [p for p in evaluation.protocols if _expressible(p, family, config, row)]
+                if not usable:
+                    continue
+                chosen = usable[0]
+                note = f"default {default.name!r} ({_kind(default)}, reads token ids) is not expressible in lm-eval; exported {chosen.name!r}"
+            if (config, chosen.name, _form(chosen, family)) not in seen:
+                seen.add((config, chosen.name, _form(chosen, family)))
+                plan.append((config, family, chosen.name, note))
+    return plan
+
+
+def _form(protocol, family: str) -> str:
+    """How the requests read in lm-eval: a generate protocol reads the same for both families."""
+    return "any" if protocol.method == "generate" else family
+
+
+def task_name(benchmark: str, config: str, family: str, protocol: str) -> str:
+    return f"physprobe_{benchmark}_{config}_{protocol.replace('-', '_')}" + ("_seq2seq" if family == "seq2seq" else "")
+
+
+class Task:
+    """The runtime of one exported task (imported by the task folder's ``utils.py``).
+
+    ``process_docs`` turns benchmark rows into lm-eval docs (``query``, ``choices``, ``gold``; a ``yes``
+    protocol gives one doc per class); ``process_results`` gives per-doc ``acc`` and the ``paper`` item;
+    ``paper`` aggregates items through the benchmark's own ``Evaluation.metrics``.
+    """
+
+    def __init__(self, benchmark: str, config: str, family: str, protocol: str):
+        self.evaluation = registry.evaluation(benchmark)
+        self.protocol = self.evaluation.protocol(protocol)
+        self.config, self.family, self.kind = config, family, _kind(self.protocol)
+        self.rows: dict[int, dict] = {}
+
+    def docs(self, row_index: int, row: dict) -> list[dict]:
+        payload = self.protocol.request(row, self.config, None)
+        gold = self.evaluation.reference(row)[0] if self.kind != "yes" else 0
+        if self.kind == "generate":
+            return [{"row": row_index, "part": 0, "query": payload["prompt"], "choices": list(payload["choices"]), "gold": gold}]
+        if self.kind == "sequences":  # empty context: lm-eval scores each text after the BOS token, as physprobe
+            return [{"row": row_index, "part": 0, "query": "", "choices": list(payload), "gold": gold}]
+        if self.kind == "seq2seq":
+            source, targets = payload
+            return [{"row": row_index, "part": 0, "query": source, "choices": list(targets), "gold": gold}]
+        labels = list(row.get("labels") or [])  # yes: one doc per prompt; gold YES (0) where the class is labelled 1
+        if self.family == "seq2seq":
+            return [{"row": row_index, "part": i, "query": p, "choices": ["YES", "NO"], "gold": 0 if labels and labels[i] else 1}
+                    for i, p in enumerate(payload)]  # fmt: skip
+        return [{"row": row_index, "part": i, "query": "", "choices": [f"{p} YES", f"{p} NO"], "gold": 0 if labels and labels[i] else 1}
+                for i, p in enumerate(payload)]  # fmt: skip
+
+    def process_docs(self, dataset):
+        import datasets
+
+        out = []
+        for index, row in enumerate(dataset):
+            if self.protocol.skip and self.protocol.skip(row):
+                continue
+            self.rows[index] = row
+            out += self.docs(index, row)
+        return datasets.Dataset.from_list(out)
+
+    def result(self, results) -> list:
+        """Scores as physprobe's request kind gives them (log-probabilities; ``[text]`` for generate)."""
+        if self.kind == "generate":
+            return [results[0]]
+        return [float(r[0]) if isinstance(r, (tuple, list)) else float(r) for r in results]
+
+    def process_results(self, doc: dict, results) -> dict:
+        result = self.result(results)
+        if self.kind == "yes":
+            p_yes = 1.0 / (1.0 + math.exp(result[1] - result[0]))  # softmax over (YES, NO), as scoring.yes_probs
+            return {"acc": float((p_yes > 0.5) == (doc["gold"] == 0)), "paper": (doc["row"], doc["part"], p_yes)}
+        prediction = self.protocol.predict(result, {"choices": doc["choices"]})
+        return {"acc": float(prediction == doc["gold"]), "paper": (doc["row"], prediction, None if self.kind == "generate" else result)}
+
+    def decisions(self, items: list) -> tuple[list[int], list, list]:
+        """Row indices, predictions and scores of complete rows, in row order."""
+        if self.kind != "yes":
+            ordered = sorted(items, key=lambda item: item[0])
+            return [i[0] for i in ordered], [i[1] for i in ordered], [i[2] if i[2] is not None else [] for i in ordered]
+        classes: dict[int, dict[int, float]] = {}
+        for row, part, p_yes in items:
+            classes.setdefault(row, {})[part] = p_yes
+        width = len(self.protocol.request(next(iter(self.rows.values())), self.config, None)) if self.rows else 0
+        rows = sorted(r for r, parts in classes.items() if len(parts) == width)  # a --limit may cut a row's classes
+        scores = [[classes[r][i] for i in range(width)] for r in rows]
+        return rows, [self.protocol.decide(s) for s in scores], scores
+
+    def paper(self, items: list) -> float:
+        """The config's headline figure (metrics.json's ``macro_accuracy``, ``agreement_accuracy``, or
+        ``accuracy``; Text2Afford: ``pairwise.accuracy``) from the benchmark's own metric wiring."""
+        indices, predictions, scores = self.decisions(items)
+        values = self.evaluation.metrics(self.config, [self.rows[i] for i in indices], predictions, scores)
+        return headline(values)
+
+
+def headline(values: dict) -> float:
+    """The headline number of a config's metrics (see ``Task.paper``); NaN when none was computed.
+
+    >>> headline({"accuracy": 0.5, "macro_accuracy": 0.4}), headline({"pairwise": {"accuracy": 0.7}})
+    (0.4, 0.7)
+    """
+    for key in HEADLINE:
+        if isinstance(values.get(key), (int, float)):
+            return float(values[key])
+    if isinstance(values.get("pairwise"), dict):
+        return headline(values["pairwise"])
+    return float("nan")
+
+
+def _dataset_lines(benchmark: str, config: str, data: Path | None) -> list[str]:
+    if data is None:
+        return [f"dataset_path: physprobe/{benchmark}", f"dataset_name: {config}"]
+    folder = (data / benchmark / config).resolve()
+    files = sorted(folder.glob("*.parquet"))
+    if not files:
+        raise ExportError(f"--data {data}: no Parquet files in {folder}; run `physprobe build {benchmark} --out {data}` first")
+    return ["dataset_path: parquet", "dataset_kwargs:", "  data_files:", "    test:",
+            *[f"      - {f}" for f in files]]  # fmt: skip
+
+
+def _yaml(name: str, kind: str, function: str, config: str, protocol, family: str, dataset: list[str]) -> str:
+    lines = [f"task: {name}", *dataset, "test_split: test", f"process_docs: !function utils.{function}_docs"]
+    if kind == "generate":
+        until = list(protocol.stop)
+        lines += ["output_type: generate_until", 'doc_to_text: "{{query}}"', "doc_to_target: gold",
+                  "generation_kwargs:", f"  until: {until!r}" if until else "  until: []",
+                  f"  max_gen_toks: {protocol.max_new_tokens}", "  do_sample: false"]  # fmt: skip
+    else:
+        lines += ["output_type: multiple_choice", 'doc_to_text: "{{query}}"', 'doc_to_choice: "{{choices}}"', "doc_to_target: gold",
+                  'target_delimiter: ""']  # fmt: skip
+    lines += [f"process_results: !function utils.{function}_results", "metric_list:",
+              "  - metric: acc", "    aggregation: mean", "    higher_is_better: true",
+              "  - metric: paper", f"    aggregation: !function utils.{function}_paper", "    higher_is_better: true",
+              "metadata:", "  version: 1.0", f"  physprobe_config: {config}",
+              f"  physprobe_protocol: {protocol.name}", f"  family: {family}"]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def export(out: Path, data: Path | None = None, benchmarks: list[str] | None = None) -> list[str]:
+    """Write one lm-eval task folder per benchmark under ``out`` (YAML + ``utils.py``, a group per benchmark
+    and family) and ``out/README.md`` listing each task's protocol; return the task names.
+
+    ``data``: a local build (``physprobe build``) the tasks read; else ``physprobe/<benchmark>`` on the Hub
+    (read here for one row per config, which tells which protocols lm-eval can express).
+
+        physprobe export lm-eval --out lm_eval_tasks --data build
+    """
+    from physprobe.paths import atomic_file
+
+    out = Path(out)
+    names, readme = [], ["# physprobe tasks for lm-evaluation-harness", "",
+                         "Run: `lm_eval --model hf --model_args pretrained=MODEL --include_path THIS_FOLDER --tasks physprobe_prost`",
+                         "(physprobe must be installed where lm-eval runs: the prompts and metrics are physprobe's).", "",
+                         "| task | protocol | family | note |", "|---|---|---|---|"]  # fmt: skip
+    for benchmark in benchmarks or registry.names():
+        folder = out / benchmark
+        folder.mkdir(parents=True, exist_ok=True)
+        utils = ['"""Generated by `physprobe export lm-eval`: each task calls physprobe\'s own protocol and metrics."""', "",
+                 "from physprobe.lm_eval_export import Task", ""]  # fmt: skip
+        groups: dict[str, list[str]] = {}
+        source = hub_data.local(data, benchmark) if data is not None else hub_data.hub(benchmark)
+        first_rows = {config: source.load(config)[0] for config in registry.evaluation(benchmark).configs}
+        for config, family, protocol_name, note in export_plan(benchmark, first_rows):
+            protocol = registry.evaluation(benchmark).protocol(protocol_name)
+            name = task_name(benchmark, config, family, protocol_name)
+            function = name.removeprefix("physprobe_")
+            utils += [f"_{function} = Task({benchmark!r}, {config!r}, {family!r}, {protocol_name!r})",
+                      f"{function}_docs = _{function}.process_docs", f"{function}_results = _{function}.process_results",
+                      f"{function}_paper = _{function}.paper", ""]  # fmt: skip
+            with atomic_file(folder / f"{name}.yaml") as temporary:
+                temporary.write_text(_yaml(name, _kind(protocol), function, config, protocol, family, _dataset_lines(benchmark, config, data)))
+            group = f"physprobe_{benchmark}" + ("_seq2seq" if family == "seq2seq" else "")
+            groups.setdefault(group, []).append(name)
+            names.append(name)
+            readme.append(f"| {name} | {protocol_name} | {family if _form(protocol, family) != 'any' else 'causal, seq2seq'} | {note} |")
+        with atomic_file(folder / "utils.py") as temporary:
+            temporary.write_text("\n".join(utils))
+        for group, members in groups.items():
+            # The configs' headline figures side by side, unweighted: the papers report each config apart.
+            text = "\n".join([f"group: {group}", "task:", *[f"  - {m}" for m in members], "aggregate_metric_list:",
+                              "  - metric: acc", "    aggregation: mean", "    weight_by_size: false",
+                              "  - metric: paper", "    aggregation: mean", "    weight_by_size: false",
+                              "metadata:", "  version: 1.0"]) + "\n"  # fmt: skip
+            with atomic_file(folder / f"_{group}.yaml") as temporary:
+                temporary.write_text(text)
+    with atomic_file(out / "README.md") as temporary:
+        temporary.write_text("\n".join(readme) + "\n")
+    return names

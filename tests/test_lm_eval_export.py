@@ -1,0 +1,168 @@
+"""``physprobe export lm-eval``: the exported tasks, run by lm-evaluation-harness itself on a tiny GPT-2,
+decide every question as ``physprobe score`` does with the same protocol, and report the same figures."""
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from physprobe import registry
+from physprobe.cli import main
+from physprobe.lm_eval_export import export, export_plan, headline
+from tests import tiny_models
+
+pytest.importorskip("lm_eval")
+ROWS = {"prost": 40, "cccons": 12, "newton": 12, "text2afford": 3}
+
+
+def _small_build(built: Path, out: Path) -> Path:
+    """The first rows of each default config (PROST: rows spread over its concepts), as a local build."""
+    for benchmark, n in ROWS.items():
+        (out / benchmark).mkdir(parents=True)
+        shutil.copy(built / benchmark / "README.md", out / benchmark / "README.md")
+        for config in registry.builder(benchmark).configs:
+            source = built / benchmark / config.name / "test-00000-of-00001.parquet"
+            table = pq.read_table(source)
+            step = max(1, table.num_rows // n) if benchmark == "prost" else 1
+            (out / benchmark / config.name).mkdir()
+            pq.write_table(table.take(list(range(0, table.num_rows, step))[:n]), out / benchmark / config.name / source.name)
+    return out
+
+
+def _tiny_gpt2(folder: Path, data: Path) -> Path:
+    from tokenizers import processors
+    from transformers import AutoTokenizer
+
+    texts = [" ".join(map(str, row.values())) for parquet in sorted(data.rglob("*.parquet")) for row in pq.read_table(parquet).to_pylist()]
+    tiny_models.causal_lm(folder, texts)
+    # lm-eval's add_bos_token=True asks the tokenizer for its special tokens: give it BOS, as physprobe prepends it.
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    bos = tokenizer.bos_token_id
+    tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", bos)])
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _lm_eval(model: Path, tasks: list[str], include: Path, out: Path, add_bos: bool) -> tuple[dict, dict]:
+    command = [sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args", f"pretrained={model},add_bos_token={add_bos}",
+               "--include_path", str(include), "--tasks", ",".join(tasks), "--device", "cpu", "--batch_size", "1",
+               "--log_samples", "--output_path", str(out)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, cwd=out.parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(next(out.rglob("results_*.json")).read_text())["results"]
+    samples = {}
+    for path in out.rglob("samples_*.jsonl"):
+        task = path.name.removeprefix("samples_").rsplit("_", 1)[0]
+        samples[task] = [json.loads(line) for line in path.read_text().splitlines()]
+    return results, samples
+
+
+@pytest.mark.slow
+def test_exported_tasks_in_lm_eval_decide_as_physprobe_score(built_all, tmp_path):
+    data = _small_build(built_all, tmp_path / "data")
+    model = _tiny_gpt2(tmp_path / "gpt2", data)
+    tasks_dir = tmp_path / "tasks"
+    assert main(["export", "lm-eval", "--out", str(tasks_dir), "--data", str(data)]) == 0
+    causal = {}
+    for benchmark in ROWS:
+        for path in sorted((tasks_dir / benchmark).glob("physprobe_*.yaml")):
+            spec = yaml.safe_load(path.read_text().replace("!function", ""))
+            if spec["metadata"]["family"] == "causal":
+                causal[spec["task"]] = (benchmark, path.stem, spec)
+    # Every benchmark has causal tasks; each names a protocol the scorer knows, for the default configs.
+    assert {b for b, _, _ in causal.values()} == set(ROWS)
+    generate = [t for t, (_, _, s) in causal.items() if s["output_type"] == "generate_until"]
+    choice = [t for t, (_, _, s) in causal.items() if s["output_type"] == "multiple_choice"]
+    assert generate and choice
+
+    results, samples = _lm_eval(model, choice, tasks_dir, tmp_path / "mc", add_bos=False)
+    generated_results, generated_samples = _lm_eval(model, generate, tasks_dir, tmp_path / "gen", add_bos=True)
+    results.update(generated_results)
+    samples.update(generated_samples)
+
+    runs = {}
+    for task, (benchmark, _, spec) in causal.items():
+        config = spec["metadata"]["physprobe_config"]
+        protocol = spec["metadata"]["physprobe_protocol"]
+        key = (benchmark, protocol)
+        if key not in runs:
+            out = tmp_path / "runs" / f"{benchmark}-{protocol}"
+            assert main(["score", "--model", str(model), "--benchmark", benchmark, "--data", str(data), "--out", str(out),
+                         "--protocol", protocol, "--device", "cpu", "--bootstrap-iters", "0"]) == 0  # fmt: skip
+            runs[key] = (pq.read_table(out / "predictions.parquet").to_pylist(), json.loads((out / "metrics.json").read_text()))
+        predictions, metrics = runs[key]
+        ours = {r["row"]: r for r in predictions if r["config"] == config}
+        logged = samples[task]
+        assert logged, task
+        if spec["output_type"] == "generate_until":
+            for sample in logged:
+                row = ours[sample["doc"]["row"]]
+                assert sample["filtered_resps"][0] == row["generated"], (task, sample["doc"]["row"])
+                assert sample["paper"][1] == (None if row["prediction"] == -1 else row["prediction"])
+            assert len(logged) == len(ours)
+        elif any(s["doc"]["part"] for s in logged):  # YES/NO: one lm-eval doc per class; the row's YES set
+            yes = {}
+            for sample in logged:
+                ll = [float(r[0]) for r in sample["filtered_resps"]]
+                yes.setdefault(sample["doc"]["row"], {})[sample["doc"]["part"]] = ll[0] > ll[1]
+            assert set(yes) == set(ours)
+            for row, classes in yes.items():
+                assert sum(1 << i for i, y in classes.items() if y) == ours[row]["prediction"], (task, row)
+        else:
+            for sample in logged:
+                ll = [float(r[0]) for r in sample["filtered_resps"]]
+                row = ours[sample["doc"]["row"]]
+                assert ll.index(max(ll)) == row["prediction"], (task, sample["doc"]["row"])
+                # physprobe scores after the options' shared prefix (it cancels): compare the differences.
+                assert [x - ll[0] for x in ll] == pytest.approx([x - row["scores"][0] for x in row["scores"]], abs=1e-3)
+            assert len(logged) == len(ours)
+        # The aggregate: lm-eval's "paper" figure is physprobe's metrics.json headline for the config.
+        figure = results[task]["paper,none"]
+        expected = headline(metrics[config])
+        assert (math.isnan(figure) and math.isnan(expected)) or figure == pytest.approx(expected, abs=1e-9), task
+
+
+def test_export_plan_follows_the_scorers_defaults_and_says_what_it_replaced(built_all):
+    import datasets
+
+    rows = {config: datasets.Dataset.from_parquet(str(built_all / "prost" / config / "test-00000-of-00001.parquet"))[0]
+            for config in registry.evaluation("prost").configs}  # fmt: skip
+    plan = export_plan("prost", rows)
+    assert [(c, f, p) for c, f, p, _ in plan] == [("default", "causal", "sentence-sum"), ("default", "seq2seq", "span-sum")]
+    assert "released-gpt" in plan[0][3] and "released-t5" in plan[1][3]
+
+
+def test_export_of_a_missing_build_is_a_one_line_error(tmp_path, capsys):
+    assert main(["export", "lm-eval", "--out", str(tmp_path / "tasks"), "--data", str(tmp_path / "nothing")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("physprobe: error:") and "physprobe build" in error and error.count("\n") == 1
+
+
+def test_lm_evals_builtin_prost_task_reads_our_build_as_its_own_data(built_all, tmp_path):
+    """lm-eval's own ``prost`` task (a different prompt from every physprobe protocol) pointed at our build:
+    the paper's 18,736 questions, and its gold answers and choices are our reference and options."""
+    import lm_eval.tasks
+    from physprobe.dataset_scripts.prost.evaluation import EVALUATION
+
+    builtin = Path(lm_eval.tasks.__file__).parent / "prost" / "corypaik_prost.yaml"
+    spec = builtin.read_text()
+    parquet = built_all / "prost" / "default" / "test-00000-of-00001.parquet"
+    spec = spec.replace("task: prost", "task: prost_on_physprobe_build").replace("dataset_path: json", "dataset_path: parquet")
+    spec = spec.replace("hf://datasets/corypaik/prost/data/default.jsonl", str(parquet))
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "prost_local.yaml").write_text(spec)
+    task = lm_eval.tasks.TaskManager(include_path=str(tmp_path / "tasks")).load_task_or_group(["prost_on_physprobe_build"])
+    task = task["prost_on_physprobe_build"]
+    docs = list(task.test_docs())
+    rows = pq.read_table(parquet).to_pylist()
+    assert len(docs) == len(rows) == 18736  # PROST paper: 18,736 questions
+    for doc, row in zip(docs[::997], rows[::997]):
+        assert task.doc_to_target(doc) == EVALUATION.reference(row)[0]
+        assert task.doc_to_choice(doc) == [row[o] for o in "ABCD"]

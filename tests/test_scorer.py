@@ -176,6 +176,14 @@ def test_resume_after_an_interruption(tiny, built_all, tmp_path, monkeypatch):
     fresh = runner.run(str(tiny["causal"]), "prost", tmp_path / "fresh", built_all, limit=20, chunk=8)
     assert first == fresh
 
+    def no_weights(*args, **kwargs):
+        raise AssertionError("a fully cached run loaded the model")
+
+    monkeypatch.setattr(runner, "load", no_weights)  # everything is cached now: the tokenizer suffices
+    again = runner.run(str(tiny["causal"]), "prost", out, built_all, limit=20, chunk=8)
+    info = json.loads((out / "run.json").read_text())
+    assert again == first and info["questions_scored"] == 0 and info["model_loaded"] is False
+
 
 def test_unknown_config_is_a_clear_error(tiny, built_all, tmp_path):
     with pytest.raises(PhysprobeError, match="prost has no config 'weight'"):

@@ -239,7 +239,8 @@ def main() -> None:
                 tokens, head_rows = minimal_work(tokenizer, fmt, questions)
                 table[fmt]["limit"].append(per_token * tokens + per_row * head_rows)
                 counts[(fmt, "limit")] = tokens
-            print(f"run {run + 1}/{args.runs} done", flush=True)
+            done = {fmt: {tool: round(times[-1], 2) for tool, times in tools.items() if times} for fmt, tools in table.items()}
+            print(f"run {run + 1}/{args.runs} seconds: {done}", flush=True)
     size = sum(p.numel() for p in model.parameters()) / 1e6
     print(f"\n{size:.0f}M-parameter random {args.model_size} model, {args.dtype}, {args.device}; {args.limit} PROST questions; "
           f"{args.runs} runs, tools interleaved; scoring phase only (model loaded); min/median/max")  # fmt: skip

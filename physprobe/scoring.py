@@ -13,8 +13,10 @@
 - ``entailment_probs``: NLI entailment probability of (premise, hypothesis) pairs.
 - ``yes_probs``: P(YES) / (P(YES) + P(NO)) of the answer after a prompt.
 
-All run under ``torch.inference_mode``, in length-sorted batches, with bf16 autocast on CUDA, and halve
-the batch on out-of-memory.
+All run under ``torch.inference_mode``, with bf16 autocast on CUDA, and halve a batch on out-of-memory.
+The causal, masked-LM and NLI engines feed no padding (batches hold sequences of one length) and apply the
+vocabulary head only at scored positions; ``benchmarks/score_vs_lm_eval.py`` compares them with the
+token-minimal limit.
 """
 
 from __future__ import annotations
@@ -500,7 +502,7 @@ def entailment_probs(model, tokenizer, pairs: Sequence[tuple[str, str]], device:
     ``multi_label=True``); or the raw entailment logit (``"logit"``, for a softmax across candidates)."""
     entail = entailment_label(model.config)
     columns = [_label(model.config, "contra"), entail] if reading == "vs_contradiction" else None
-    encoded = [tokenizer(p, h)["input_ids"] for p, h in pairs]
+    encoded = tokenizer([p for p, _ in pairs], [h for _, h in pairs])["input_ids"] if pairs else []
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     def step(batch: list[int]) -> list[float]:
@@ -513,7 +515,9 @@ def entailment_probs(model, tokenizer, pairs: Sequence[tuple[str, str]], device:
         return torch.softmax(logits, dim=-1)[:, entail].tolist()
 
     with torch.inference_mode(), _autocast(device):
-        return run_batches(len(pairs), [len(e) for e in encoded], step, batch_tokens, max_batch, progress)
+        lengths = [len(e) for e in encoded]
+        return run_batches(len(pairs), lengths, step, batch_tokens, max_batch, progress,
+                           batches=exact_batches(lengths, batch_tokens, max_batch))  # fmt: skip
 
 
 def yes_probs(model, tokenizer, prompts: Sequence[str], device: torch.device, seq2seq: bool = False,

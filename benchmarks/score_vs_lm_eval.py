@@ -1,25 +1,35 @@
-"""physprobe's scorer against EleutherAI lm-evaluation-harness on the same local causal model and PROST questions.
+"""physprobe's causal scoring against its token-minimal limit and EleutherAI lm-evaluation-harness, side by side.
 
-    python benchmarks/score_vs_lm_eval.py --data build --limit 400 [--device cpu|cuda] [--batch-size 32]
+    python benchmarks/score_vs_lm_eval.py --data build --limit 200 --runs 3
+    python benchmarks/score_vs_lm_eval.py --device cuda --dtype bfloat16 --model-size 1b --lm-eval-batch-size auto
 
-Needs ``pip install "lm-eval[hf]==0.4.13"`` (in its own environment if you like) and a built PROST
-(``physprobe build prost --out build``). The model is a random-initialised GPT-2-small architecture with
-a byte-level BPE tokenizer trained on PROST text, saved to disk and loaded from its path by both tools.
-Two comparisons, each run one after the other in this process:
+The model is randomly initialised (weights do not change throughput), built from a config and saved to disk:
+``small`` is GPT-2-small's shape (124M, its 50,257-row vocabulary), ``1b`` a Llama-architecture model of
+TinyLlama-1.1B's shape; the tokenizer is a byte-level BPE trained on PROST text. Formats, all on the same PROST
+questions (evenly spread):
 
-1. lm-eval's own prost prompt ("{context}\\nQuestion: {ex_question}\\nAnswer:" + " A/B/C/D" option),
-2. the PROST paper's causal format (the whole sentence with each option in place of [MASK]) as an lm-eval
-   task: context = the text before [MASK], each choice = option + the rest of the sentence.
+- ``paper``: the PROST paper's causal format, the whole sentence with each option in place of [MASK], scored as
+  the sum of its log-probabilities (protocol ``sentence-sum``, ``scoring.sequence_logprobs``); as an lm-eval task,
+  context = the text before [MASK], each choice = option + the rest of the sentence;
+- ``lm-eval prompt``: lm-eval's own prost task, "{context}\\nQuestion: {ex_question}\\nAnswer:" with the four
+  option words as the choices (``doc_to_choice: "{{[A, B, C, D]}}"``), joined with a space;
+- ``released-gpt``: PROST's released GPT code, the mean token log-probability of BOS + sentence + EOS
+  (``scoring.mean_token_logprobs``, whole sequences; no lm-eval counterpart).
 
-Printed: wall time of the whole run and of the scoring phase for both tools and their ratio, tokens per
-second, the share of identical predictions, and physprobe's throughput as a fraction of a bare forward
-loop over the same tensors.
+The token-minimal limit is computed in the same run from measured unit costs: the trunk's seconds per token
+(the model without its vocabulary head on dense, unpadded rows) and the head's seconds per row (vocabulary
+projection + log-softmax), times the tokens and scored rows that the format needs at the least (each question's
+shared prefix once and every option's own tokens; one head row per scored token, the prefix's last row serving
+every option's first token). "tokens fed" counts the ids given to the model, padding included. Every tool
+runs in the same process, interleaved run by run (min / median / max over ``--runs``); lm-eval's rows need
+``pip install "lm-eval[hf]==0.4.13"`` (skipped when it is not importable).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -27,33 +37,41 @@ from pathlib import Path
 import datasets
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import PreTrainedTokenizerFast
 
 from physprobe import scoring
 
 
-def make_model(folder: Path, texts: list[str]) -> Path:
+def make_model(folder: Path, texts: list[str], size: str) -> Path:
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=8000, special_tokens=["<|endoftext|>"],
                                                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))  # fmt: skip
+    # No BOS token, as GPT-2's: neither tool prepends one, so both condition on the same tokens.
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
     torch.manual_seed(0)
-    # GPT-2-small's own shape, vocabulary size included (50,257 rows; the trained tokenizer uses the first 8,000).
-    GPT2LMHeadModel(GPT2Config(vocab_size=50257, bos_token_id=fast.eos_token_id, eos_token_id=fast.eos_token_id)).save_pretrained(folder)
+    special = {"bos_token_id": fast.eos_token_id, "eos_token_id": fast.eos_token_id}
+    if size == "small":
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=50257, **special))
+    else:  # TinyLlama-1.1B's shape
+        model = LlamaForCausalLM(LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+                                             num_attention_heads=32, num_key_value_heads=4, max_position_embeddings=2048,
+                                             **special))  # fmt: skip
+    model.save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
 
 
 def formats(rows: list[dict]) -> dict[str, list[tuple[str, list[str]]]]:
-    """(context, continuations) per question for the two comparisons; lm-eval joins them with a space."""
-    lm_eval_prompt = [(f"{r['context']}\nQuestion: {r['ex_question']}\nAnswer:", [r[k] for k in "ABCD"]) for r in rows]
+    """(context, continuations) per question; both tools join them with a space."""
+    prompt = [(f"{r['context']}\nQuestion: {r['ex_question']}\nAnswer:", [r[k] for k in "ABCD"]) for r in rows]
     paper = []
     for r in rows:
         before, after = f"{r['context']} {r['question']}".split("[MASK]")
         paper.append((before.rstrip(), [f"{r[k]}{after}" for k in "ABCD"]))
-    return {"lm-eval prost prompt": lm_eval_prompt, "PROST paper causal format": paper}
+    return {"paper": paper, "lm-eval prompt": prompt, "released-gpt": paper}
 
 
 def write_task(folder: Path, name: str, questions: list[tuple[str, list[str]]], labels: list[int]) -> None:
@@ -68,20 +86,39 @@ def write_task(folder: Path, name: str, questions: list[tuple[str, list[str]]], 
     )
 
 
-def run_lm_eval(model_dir: Path, task_dir: Path, name: str, device: str, batch_size: int):
+class FedTokens:
+    """Counts the token ids given to a model's forward (padding included)."""
+
+    def __init__(self, model):
+        self.count = 0
+        model.register_forward_pre_hook(self._hook, with_kwargs=True)
+
+    def _hook(self, module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        self.count += ids.numel() if ids is not None else 0
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def run_lm_eval(model_dir: Path, task_dir: Path, name: str, device: str, dtype: str, batch_size: str):
+    """lm-eval's predictions, scoring seconds (its ``loglikelihood``) and tokens fed to the model."""
     import lm_eval
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
 
-    start = time.perf_counter()
-    lm = HFLM(pretrained=str(model_dir), device=device, batch_size=batch_size)
-    scoring_time = [0.0]
+    lm = HFLM(pretrained=str(model_dir), device=device, batch_size=batch_size, dtype=dtype)
+    fed = FedTokens(lm.model)
+    seconds = [0.0]
     original = lm.loglikelihood
 
     def timed(requests, *args, **kwargs):
-        t = time.perf_counter()
+        start = time.perf_counter()
         out = original(requests, *args, **kwargs)
-        scoring_time[0] += time.perf_counter() - t
+        synchronize(device)
+        seconds[0] += time.perf_counter() - start
         return out
 
     lm.loglikelihood = timed
@@ -89,100 +126,142 @@ def run_lm_eval(model_dir: Path, task_dir: Path, name: str, device: str, batch_s
                                       log_samples=True, verbosity="ERROR")  # fmt: skip
     samples = sorted(results["samples"][name], key=lambda s: s["doc_id"])
     predictions = [max(range(len(s["filtered_resps"])), key=lambda i: s["filtered_resps"][i][0]) for s in samples]
-    return predictions, time.perf_counter() - start, scoring_time[0]
+    return predictions, seconds[0], fed.count
 
 
-def run_physprobe(model_dir: Path, questions, device: str):
-    start = time.perf_counter()
-    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa").eval().to(device)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+def physprobe_scores(model, tokenizer, fmt: str, questions, device: str):
     texts = [[f"{context} {c}" for c in choices] for context, choices in questions]
-    t = time.perf_counter()
-    scores = scoring.sequence_logprobs(model, tokenizer, texts, torch.device(device))
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    scoring_seconds = time.perf_counter() - t
-    predictions = [max(range(len(s)), key=lambda i: s[i]) for s in scores]
-    return predictions, time.perf_counter() - start, scoring_seconds, model, tokenizer, texts
+    if fmt == "released-gpt":
+        eos = tokenizer.eos_token_id  # PROST's released GPT code: <|endoftext|> before and after the sentence
+        ids = [[[eos, *tokenizer(t, add_special_tokens=False)["input_ids"], eos] for t in options] for options in texts]
+        return scoring.mean_token_logprobs(model, tokenizer, ids, torch.device(device))
+    return scoring.sequence_logprobs(model, tokenizer, texts, torch.device(device))
 
 
-def bare_loop(model, tokenizer, texts, device: str) -> float:
-    """The same forward passes as physprobe (each prefix once, then option k of every question on the shared
-    cache, cropped back after each), on pre-built tensors, with no tokenization, log-softmax or bookkeeping."""
-    groups = [scoring.tokenize_options(tokenizer, t) for t in texts]
-    pad = tokenizer.pad_token_id
-    prepared = []
-    for batch_index in scoring.batched([max(len(s) for s in g) * len(g) for g in groups], 8192, 64):
-        batch = [groups[i] for i in batch_index]
-        lengths = [scoring.common_prefix(g) for g in batch]
-        width = max(lengths)
-        ids = torch.full((len(batch), width), pad)
-        mask = torch.zeros_like(ids)
-        for row, (g, n) in enumerate(zip(batch, lengths)):
-            ids[row, width - n :] = torch.tensor(g[0][:n])
-            mask[row, width - n :] = 1
-        passes = []
-        for k in range(len(batch[0])):
-            tails = [g[k][n:][:-1] for g, n in zip(batch, lengths)]
-            if not any(tails):
-                continue
-            t_ids = torch.full((len(batch), max(len(t) for t in tails)), pad)
-            t_mask = torch.zeros_like(t_ids)
-            for row, t in enumerate(tails):
-                if t:
-                    t_ids[row, : len(t)] = torch.tensor(t)
-                    t_mask[row, : len(t)] = 1
-            passes.append((t_ids.to(device), t_mask.to(device)))
-        prepared.append((ids.to(device), mask.to(device), width, passes))
-    start = time.perf_counter()
-    with torch.inference_mode():
-        for ids, mask, width, passes in prepared:
-            positions = (mask.cumsum(-1) - 1).clamp(min=0)
-            out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
-            cache = out.past_key_values
-            for t_ids, t_mask in passes:
-                model(input_ids=t_ids, attention_mask=torch.cat([mask, t_mask], dim=1),
-                      position_ids=positions[:, -1:] + t_mask.cumsum(-1), past_key_values=cache)  # fmt: skip
-                cache.crop(-(cache.get_seq_length() - width))
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
+def minimal_work(tokenizer, fmt: str, questions) -> tuple[int, int]:
+    """Tokens and head rows the format needs at the least."""
+    texts = [[f"{context} {c}" for c in choices] for context, choices in questions]
+    tokens = rows = 0
+    for options in texts:
+        ids = scoring.tokenize_options(tokenizer, options)
+        if fmt == "released-gpt":  # whole sequences, <|endoftext|> first and last: n + 2 tokens, n + 1 scored
+            tokens += sum(len(s) + 2 for s in ids)
+            rows += sum(len(s) + 1 for s in ids)
+            continue
+        n = scoring.common_prefix(ids)
+        tokens += n + sum(len(s) - n - 1 for s in ids)
+        rows += 1 + sum(len(s) - n - 1 for s in ids)
+    return tokens, rows
+
+
+def unit_costs(model, device: str, width: int = 32, rows: int = 32, repeats: int = 4) -> tuple[float, float]:
+    """Seconds per token of the trunk (dense causal rows of ``width`` tokens) and per row of the head
+    (projection to the vocabulary + log-softmax)."""
+    trunk, head = model.base_model, model.get_output_embeddings()
+    ids = torch.randint(0, 1000, (rows, width), device=device)
+    with torch.inference_mode(), scoring._autocast(torch.device(device)):
+        hidden = trunk(input_ids=ids).last_hidden_state  # warm-up
+        synchronize(device)
+        start = time.perf_counter()
+        for _ in range(repeats):
+            hidden = trunk(input_ids=ids).last_hidden_state
+        synchronize(device)
+        per_token = (time.perf_counter() - start) / (repeats * rows * width)
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        targets = ids.reshape(-1)
+        start = time.perf_counter()
+        for _ in range(repeats):
+            scoring._token_logprobs(head(flat), targets)
+        synchronize(device)
+        per_row = (time.perf_counter() - start) / (repeats * flat.shape[0])
+    return per_token, per_row
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.2f}/{statistics.median(values):.2f}/{max(values):.2f}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="build", help="folder holding the built prost benchmark")
-    parser.add_argument("--limit", type=int, default=400, help="questions (evenly spread over PROST)")
+    parser.add_argument("--limit", type=int, default=200, help="questions (evenly spread over PROST)")
+    parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--batch-size", type=int, default=32, help="lm-eval's batch size")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--model-size", default="small", choices=["small", "1b"])
+    parser.add_argument("--lm-eval-batch-size", default="32", help="lm-eval's --batch_size (a number or auto)")
+    parser.add_argument("--formats", default="paper,lm-eval prompt,released-gpt")
     args = parser.parse_args()
+    try:
+        import lm_eval  # noqa: F401
+
+        have_lm_eval = True
+    except ImportError:
+        have_lm_eval = False
     datasets.disable_progress_bars()
     prost = datasets.load_dataset(str(Path(args.data) / "prost"), "default", split="test")
-    rows = prost.select(range(0, len(prost), max(1, len(prost) // args.limit))).select(range(args.limit)).to_list()
+    rows = [prost[i * len(prost) // args.limit] for i in range(args.limit)]
     labels = [r["label"] for r in rows]
+    chosen = [f.strip() for f in args.formats.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        model_dir = make_model(tmp / "gpt2-small-random", [f"{r['context']} {r['question']} {r['ex_question']}" for r in prost])
-        print(f"model: random GPT-2-small architecture, {sum(p.numel() for p in GPT2LMHeadModel.from_pretrained(model_dir).parameters()) / 1e6:.0f}M parameters; "
-              f"{len(rows)} PROST questions; device {args.device}")  # fmt: skip
-        for index, (title, questions) in enumerate(formats(rows).items()):
-            name = f"physprobe_bench_{index}"
-            write_task(tmp, name, questions, labels)
-            theirs, their_total, their_scoring = run_lm_eval(model_dir, tmp, name, args.device, args.batch_size)
-            ours, our_total, our_scoring, model, tokenizer, texts = run_physprobe(model_dir, questions, args.device)
-            # Warm comparison with a bare loop: both run again, after the first (cold) timed run.
-            t = time.perf_counter()
-            scoring.sequence_logprobs(model, tokenizer, texts, torch.device(args.device))
-            warm = time.perf_counter() - t
-            bare = bare_loop(model, tokenizer, texts, args.device)
-            tokens = sum(len(s) for t in texts for s in scoring.tokenize_options(tokenizer, t))
-            same = sum(a == b for a, b in zip(theirs, ours)) / len(ours)
-            print(f"\n== {title}")
-            print(f"whole run:     lm-eval {their_total:7.1f} s   physprobe {our_total:7.1f} s   ratio {their_total / our_total:5.2f}x")
-            print(f"scoring phase: lm-eval {their_scoring:7.1f} s   physprobe {our_scoring:7.1f} s   ratio {their_scoring / our_scoring:5.2f}x")
-            print(f"tokens/s (all option tokens): lm-eval {tokens / their_scoring:,.0f}   physprobe {tokens / our_scoring:,.0f}")
-            print(f"identical predictions: {100 * same:.1f}%")
-            print(f"physprobe vs a bare forward loop over the same tensors (both warm): {bare / warm:.2f} of its throughput")
+        texts = [f"{r['context']} {r['question']} {r['ex_question']}" for r in prost]
+        model_dir = make_model(tmp / "model", texts, args.model_size)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa", dtype=getattr(torch, args.dtype))
+        model = model.eval().to(args.device)
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        fed = FedTokens(model)
+        every = formats(rows)
+        for index, fmt in enumerate(chosen):
+            if fmt != "released-gpt":
+                write_task(tmp, f"bench_{index}", every[fmt], labels)
+        table = {fmt: {"physprobe": [], "limit": [], "lm-eval": []} for fmt in chosen}
+        counts: dict = {}
+        agreement: dict = {}
+        for run in range(args.runs):
+            for index, fmt in enumerate(chosen):
+                questions = every[fmt]
+                if have_lm_eval and fmt != "released-gpt":
+                    theirs, seconds, their_tokens = run_lm_eval(model_dir, tmp, f"bench_{index}", args.device, args.dtype,
+                                                                args.lm_eval_batch_size)  # fmt: skip
+                    table[fmt]["lm-eval"].append(seconds)
+                    counts[(fmt, "lm-eval")] = their_tokens
+                fed.count = 0
+                start = time.perf_counter()
+                scores = physprobe_scores(model, tokenizer, fmt, questions, args.device)
+                synchronize(args.device)
+                table[fmt]["physprobe"].append(time.perf_counter() - start)
+                counts[(fmt, "physprobe")] = fed.count
+                ours = [max(range(len(s)), key=lambda i: s[i]) for s in scores]
+                if have_lm_eval and fmt != "released-gpt":
+                    agreement[fmt] = sum(a == b for a, b in zip(ours, theirs)) / len(ours)
+                per_token, per_row = unit_costs(model, args.device)
+                tokens, head_rows = minimal_work(tokenizer, fmt, questions)
+                table[fmt]["limit"].append(per_token * tokens + per_row * head_rows)
+                counts[(fmt, "limit")] = tokens
+            done = {fmt: {tool: round(times[-1], 2) for tool, times in tools.items() if times} for fmt, tools in table.items()}
+            print(f"run {run + 1}/{args.runs} seconds: {done}", flush=True)
+    size = sum(p.numel() for p in model.parameters()) / 1e6
+    print(f"\n{size:.0f}M-parameter random {args.model_size} model, {args.dtype}, {args.device}; {args.limit} PROST questions; "
+          f"{args.runs} runs, tools interleaved; scoring phase only (model loaded); min/median/max")  # fmt: skip
+    header = f"{'format':<15} {'tool':<10} {'tokens fed':>10} {'tokens/s':>9} {'wall s':>17} {'/ limit':>16} {'/ lm-eval':>16}"
+    print(header)
+    for fmt in chosen:
+        limit = table[fmt]["limit"]
+        peer = table[fmt]["lm-eval"]
+        for tool in ("physprobe", "lm-eval", "limit"):
+            times = table[fmt][tool]
+            if not times:
+                continue
+            tokens = counts[(fmt, tool)]
+            to_limit = spread([t / l for t, l in zip(times, limit)])
+            to_peer = spread([t / p for t, p in zip(times, peer)]) if peer else "-"
+            print(f"{fmt:<15} {tool:<10} {tokens:>10,} {tokens / statistics.median(times):>9,.0f} {spread(times):>17} "
+                  f"{to_limit:>16} {to_peer:>16}")  # fmt: skip
+        if fmt in agreement:
+            print(f"{fmt:<15} identical predictions physprobe / lm-eval: {100 * agreement[fmt]:.1f}%")
+    if not have_lm_eval:
+        print("lm-eval is not importable here: its rows are left out (pip install 'lm-eval[hf]==0.4.13')")
 
 
 if __name__ == "__main__":

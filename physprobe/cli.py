@@ -16,27 +16,40 @@ from __future__ import annotations
 
 import argparse
 import errno
+import importlib.util
 import sys
-
-from tqdm.auto import tqdm
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from physprobe.errors import PhysprobeError
-from physprobe.export import BuildResult, build
-from physprobe.paths import check_disjoint
 from physprobe.protocols import METHODS
-from physprobe.sources import resolve_source_dir
+
+if TYPE_CHECKING:
+    from physprobe.export import BuildResult
+
+# Start-up: ``physprobe --help`` and argument errors must not import datasets, torch or transformers
+# (about a second), so the parser reads the benchmark names from the package's folders and every
+# command imports what it needs when it runs.
 
 
-def _benchmarks():
-    from physprobe.dataset_scripts import BENCHMARKS
+def _scripts() -> Path:
+    """The folder of ``physprobe.dataset_scripts``, found without importing it (its builders import datasets)."""
+    return Path(importlib.util.find_spec("physprobe.dataset_scripts").submodule_search_locations[0])
 
-    return BENCHMARKS
+
+def _benchmarks() -> list[str]:
+    """The registered benchmarks' names (``registry.names()``: one sub-package with an evaluation per benchmark).
+
+    >>> from physprobe import registry
+    >>> _benchmarks() == registry.names()
+    True
+    """
+    return sorted(p.parent.name for p in _scripts().glob("*/evaluation.py"))
 
 
 def _generating() -> list[str]:
-    from physprobe import registry
-
-    return [name for name in registry.names() if registry.new_examples(name)]
+    """The benchmarks with a ``new_examples.py`` (``physprobe generate``)."""
+    return [name for name in _benchmarks() if (_scripts() / name / "new_examples.py").is_file()]
 
 
 def summary(results: list[BuildResult]) -> str:
@@ -50,7 +63,13 @@ def summary(results: list[BuildResult]) -> str:
 
 
 def _build(args: argparse.Namespace) -> int:
-    benchmarks = _benchmarks()
+    from tqdm.auto import tqdm
+
+    from physprobe.dataset_scripts import BENCHMARKS as benchmarks
+    from physprobe.export import build
+    from physprobe.paths import check_disjoint
+    from physprobe.sources import resolve_source_dir
+
     names = list(benchmarks) if args.benchmark == "all" else [args.benchmark]
     check_disjoint(args.out, resolve_source_dir(args.source_dir))
     results = [
@@ -63,6 +82,8 @@ def _build(args: argparse.Namespace) -> int:
 
 def _generate(args: argparse.Namespace) -> int:
     from physprobe import registry
+    from physprobe.paths import check_disjoint
+    from physprobe.sources import resolve_source_dir
 
     check_disjoint(args.out, resolve_source_dir(args.source_dir))
     make = registry.new_examples(args.benchmark)
@@ -71,8 +92,6 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from physprobe import model_options
     from physprobe.runner import run
 
@@ -139,8 +158,6 @@ def _protocols(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from physprobe.report import render
 
     print(f"-> {render([Path(r) for r in args.runs], Path(args.out))}")
@@ -178,7 +195,7 @@ def parser() -> argparse.ArgumentParser:
     generate_cmd.set_defaults(run=_generate)
     score_cmd = commands.add_parser("score", help="score a Hugging Face model on a benchmark (from the Hub, or a local build)")
     score_cmd.add_argument("--model", required=True, help="Hub id or local folder")
-    score_cmd.add_argument("--benchmark", required=True, choices=list(_benchmarks()))
+    score_cmd.add_argument("--benchmark", required=True, choices=_benchmarks())
     score_cmd.add_argument("--config", help="comma-separated configs (default: those of the paper's tables)")
     score_cmd.add_argument("--method", choices=METHODS, help="default: the protocol's (see `physprobe protocols`)")
     score_cmd.add_argument("--protocol", help="a protocol of the benchmark (default: the paper's for the model's family)")
@@ -200,7 +217,7 @@ def parser() -> argparse.ArgumentParser:
                            "requests split by token count, rank 0 writes the run folder")
     score_cmd.set_defaults(run=_score)
     protocols_cmd = commands.add_parser("protocols", help="list each benchmark's protocols and the families they are the default for")
-    protocols_cmd.add_argument("benchmark", nargs="?", choices=list(_benchmarks()))
+    protocols_cmd.add_argument("benchmark", nargs="?", choices=_benchmarks())
     protocols_cmd.set_defaults(run=_protocols)
     report_cmd = commands.add_parser("report", help="paper-style tables and plots across score runs")
     report_cmd.add_argument("runs", nargs="+", help="run folders written by physprobe score (any benchmarks)")

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from physprobe import hub_data, metric_modules, model_options, parallel, protocols, provenance, registry
+from physprobe import hub_data, model_options, parallel, protocols, provenance, registry
 from physprobe.paths import FolderLock, atomic_file
 
 FAMILY_CLASSES = {
@@ -128,28 +128,42 @@ def _offline() -> bool:
     return constants.HF_HUB_OFFLINE
 
 
-def load(plan: ModelPlan) -> Loaded:
-    """Load model and tokenizer through ``from_pretrained`` (a GGUF file too) for the planned family."""
-    import torch
+def load_tokenizer(plan: ModelPlan):
+    """The planned model's tokenizer (enough to build requests and look them up in the cache)."""
     import transformers
 
-    auto = getattr(transformers, FAMILY_CLASSES[plan.family])
-    kwargs = dict(plan.kwargs, dtype=plan.dtype if plan.dtype == "auto" else getattr(torch, plan.dtype))
-    try:
-        if "attn_implementation" in kwargs:
-            model = auto.from_pretrained(plan.name, **kwargs)
-        else:
-            try:
-                model = auto.from_pretrained(plan.name, attn_implementation="sdpa", **kwargs)
-            except (ValueError, ImportError):  # architectures without SDPA fall back to their default attention
-                model = auto.from_pretrained(plan.name, **kwargs)
-    except (OSError, ValueError, ImportError) as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise protocols.ProtocolError(f"cannot load {plan.name!r} as {FAMILY_CLASSES[plan.family]}: {reason}") from None
     tokenizer_kwargs = {k: plan.kwargs[k] for k in ("gguf_file", "revision", "trust_remote_code", "subfolder") if k in plan.kwargs}
     tokenizer = transformers.AutoTokenizer.from_pretrained(plan.name, **tokenizer_kwargs)
     if tokenizer.pad_token is None and tokenizer.eos_token is not None:
         tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load(plan: ModelPlan, tokenizer=None) -> Loaded:
+    """Load model and tokenizer through ``from_pretrained`` (a GGUF file too) for the planned family.
+
+    A one-line progress indicator shows while the weights load (a GGUF file can take minutes).
+    """
+    import torch
+    import transformers
+    from tqdm.auto import tqdm
+
+    auto = getattr(transformers, FAMILY_CLASSES[plan.family])
+    kwargs = dict(plan.kwargs, dtype=plan.dtype if plan.dtype == "auto" else getattr(torch, plan.dtype))
+    with tqdm(total=1, desc=f"loading {plan.name} ({plan.family}, {plan.dtype})", bar_format="{desc}: {elapsed}",
+              disable=None):  # fmt: skip
+        try:
+            if "attn_implementation" in kwargs:
+                model = auto.from_pretrained(plan.name, **kwargs)
+            else:
+                try:
+                    model = auto.from_pretrained(plan.name, attn_implementation="sdpa", **kwargs)
+                except (ValueError, ImportError):  # architectures without SDPA fall back to their default attention
+                    model = auto.from_pretrained(plan.name, **kwargs)
+        except (OSError, ValueError, ImportError) as error:
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise protocols.ProtocolError(f"cannot load {plan.name!r} as {FAMILY_CLASSES[plan.family]}: {reason}") from None
+    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(plan)
     model.eval()
     device = plan.device
     if "device_map" in plan.kwargs:  # accelerate placed the weights (and hooks that move activations between them)
@@ -336,8 +350,10 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
     out.mkdir(parents=True, exist_ok=True)
     ranks = parallel.current()  # processes of `accelerate launch`: each scores its share (physprobe.parallel)
     lock = FolderLock(out, ranks.lock_name).acquire()  # a second run into ``out`` fails here, naming this one
-    loaded = load(plan)
-    loaded_at = time.perf_counter()
+    # Cache first: the tokenizer builds the requests; the model loads only when one is not cached, so a
+    # fully cached (resumed) run never loads the weights.
+    tokenizer = load_tokenizer(plan)
+    loaded, load_seconds = None, 0.0
     cache = Cache(out / ranks.cache_name)
     metrics, records, scored_items, uncertainty, timings, outcomes = {}, [], 0, {}, {}, {}
     dataset_revisions = {}
@@ -346,17 +362,21 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
         dataset = source.load(config)
         dataset_revisions[config] = source.fingerprint(config)
         key_base = provenance.cache_key(model=plan.revision, gguf_file=plan.kwargs.get("gguf_file"), dtype=plan.dtype,
-                                        device=loaded.device.type, physprobe=provenance.versions()["physprobe"],
+                                        device=plan.device.type, physprobe=provenance.versions()["physprobe"],
                                         protocol=chosen.name, dataset=dataset_revisions[config])  # fmt: skip
         indices = spread(len(dataset), limit)
         rows = dataset.select(indices).to_list()
         scored = [i for i, row in enumerate(rows) if not (chosen.skip and chosen.skip(row))]
         excluded = len(rows) - len(scored)
         indices, rows = [indices[i] for i in scored], [rows[i] for i in scored]
-        reqs = [chosen.build(row, config, loaded.tokenizer) for row in rows]
+        reqs = [chosen.build(row, config, tokenizer) for row in rows]
         keys = [Cache.key(key_base, method, r) for r in reqs]
         scores = cache.get(keys)
-        missing = [i for i in ranks.share(reqs, loaded.tokenizer) if keys[i] not in scores]
+        missing = [i for i in ranks.share(reqs, tokenizer) if keys[i] not in scores]
+        if missing and loaded is None:
+            load_started = time.perf_counter()
+            loaded = load(plan, tokenizer)
+            load_seconds = time.perf_counter() - load_started
         with tqdm(total=len(missing), desc=f"{benchmark}/{config}", unit=" q", disable=None) as progress:
             for start in range(0, len(missing), chunk):
                 part = missing[start : start + chunk]
@@ -384,8 +404,7 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
                 return evaluation.metrics(config, [rows[i] for i in idx], [predictions[i] for i in idx],
                                           [row_scores[i] for i in idx])  # fmt: skip
 
-            with metric_modules.direct():
-                uncertainty[config] = provenance.bootstrap(resampled, len(rows), bootstrap_iters)
+            uncertainty[config] = provenance.bootstrap(resampled, len(rows), bootstrap_iters)
         records += [
             {"config": config, "row": indices[i], "scores": [float("nan") if s is None else s for s in row_scores[i]],
              "prediction": -1 if predictions[i] is None else predictions[i], "reference": evaluation.reference(rows[i]),
@@ -404,7 +423,8 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
     with atomic_file(out / "predictions.parquet") as temporary:
         pq.write_table(pa.Table.from_pylist(records), temporary)
     info = {"model": model_name, "gguf_file": plan.kwargs.get("gguf_file"), "benchmark": benchmark, "method": method,
-            "family": loaded.family, "configs": configs, "limit": limit, "device": str(loaded.device),
+            "family": plan.family, "configs": configs, "limit": limit,
+            "device": str(loaded.device if loaded else plan.device), "model_loaded": loaded is not None,
             "questions_scored": scored_items, "seconds": round(elapsed, 2),
             "model_revision": plan.revision, "model_args": {k: v for k, v in plan.kwargs.items() if k != "quantization_config"},
             "dtype": plan.dtype, "batch_size": plan.batch_size or "auto",
@@ -412,7 +432,7 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
                         "fingerprints": dataset_revisions},
             "protocol": chosen.name, "protocol_source": chosen.source, "versions": provenance.versions(),
             "command": command, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
-            "timings": {"load_model_s": round(loaded_at - started, 3), "configs_s": timings, "total_s": round(elapsed, 3)},
+            "timings": {"load_model_s": round(load_seconds, 3), "configs_s": timings, "total_s": round(elapsed, 3)},
             "bootstrap": {"iterations": bootstrap_iters, "seed": provenance.BOOTSTRAP_SEED, "headline": uncertainty}}  # fmt: skip
     _write_json(out / "metrics.json", metrics)
     _write_json(out / "run.json", info)

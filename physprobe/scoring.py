@@ -13,8 +13,10 @@
 - ``entailment_probs``: NLI entailment probability of (premise, hypothesis) pairs.
 - ``yes_probs``: P(YES) / (P(YES) + P(NO)) of the answer after a prompt.
 
-All run under ``torch.inference_mode``, in length-sorted batches, with bf16 autocast on CUDA, and halve
-the batch on out-of-memory.
+All run under ``torch.inference_mode``, with bf16 autocast on CUDA, and halve a batch on out-of-memory.
+The causal, masked-LM and NLI engines feed no padding (batches hold sequences of one length) and apply the
+vocabulary head only at scored positions; ``benchmarks/score_vs_lm_eval.py`` compares them with the
+token-minimal limit.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 
+import numpy as np
 import torch
 
 from physprobe.errors import PhysprobeError
@@ -55,11 +58,28 @@ def batched(lengths: Sequence[int], batch_tokens: int, max_batch: int) -> Iterat
         yield batch
 
 
+def exact_batches(lengths: Sequence[int], batch_tokens: int, max_batch: int) -> list[list[int]]:
+    """Indices grouped into batches of one length each (no padding at all), longest first, within a token budget.
+
+    >>> exact_batches([3, 5, 3, 5, 3], batch_tokens=6, max_batch=8)
+    [[1], [3], [0, 2], [4]]
+    """
+    batches: list[list[int]] = []
+    for index in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        last = batches[-1] if batches else None
+        if last and lengths[last[0]] == lengths[index] and len(last) < max_batch and (len(last) + 1) * lengths[index] <= batch_tokens:
+            last.append(index)
+        else:
+            batches.append([index])
+    return batches
+
+
 def run_batches(n_items: int, lengths: Sequence[int], step: Callable[[list[int]], list], batch_tokens: int,
-                max_batch: int, progress=None) -> list:  # fmt: skip
-    """Apply ``step`` to length-sorted batches; on CUDA out-of-memory halve the budget and retry."""
+                max_batch: int, progress=None, batches: list[list[int]] | None = None) -> list:  # fmt: skip
+    """Apply ``step`` to length-sorted batches (or the ``batches`` given); on CUDA out-of-memory halve a
+    batch and retry."""
     results: list = [None] * n_items
-    pending = list(batched(lengths, batch_tokens, max_batch))
+    pending = list(batched(lengths, batch_tokens, max_batch)) if batches is None else list(batches)
     while pending:
         batch = pending.pop(0)
         try:
@@ -129,9 +149,10 @@ def _mask_window(ids: list[int], mask_at: int, limit: int | None, truncate: bool
 
 # --- causal LM: shared-prefix sequence log-probabilities ------------------------------------
 def tokenize_options(tokenizer, texts: Sequence[str]) -> list[list[int]]:
-    """Token ids of each text, with the model's BOS token first when it has one (so the first word is scored)."""
+    """Token ids of each text (one batched tokenizer call), with the model's BOS token first when it has one
+    (so the first word is scored)."""
     bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
-    return [bos + tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
+    return [bos + ids for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]] if texts else []
 
 
 def common_prefix(sequences: Sequence[Sequence[int]]) -> int:
@@ -147,102 +168,149 @@ def common_prefix(sequences: Sequence[Sequence[int]]) -> int:
     return max(n, 1)
 
 
+def _token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log_softmax(logits)[targets] without materialising the log-softmax over the vocabulary."""
+    logits = logits.float()
+    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+
+def _as_tensor(rows: Sequence[Sequence[int]], device: torch.device) -> torch.Tensor:
+    """Equal-length token rows as one tensor (one numpy conversion, no tensor per row)."""
+    return torch.from_numpy(np.asarray(rows, dtype=np.int64)).to(device)
+
+
 def sequence_logprobs(model, tokenizer, questions: Sequence[Sequence[str]], device: torch.device,
                       batch_tokens: int = 8192, max_batch: int = 64, truncate: bool = False,
                       progress=None) -> list[list[float]]:  # fmt: skip
-    """Total log-probability of every option text of every question (tokens after the first)."""
+    """Total log-probability of every option text of every question (tokens after the first).
+
+    No token is padding and the vocabulary head runs at scored positions only: questions are grouped by
+    the exact length of their shared prefix, which runs once (head at its last position: it predicts
+    every option's first own token); then the options' remaining tokens, grouped by exact length across
+    the batch, run on their question's prefix cache (left-padded in the *keys* only, masked), with the
+    head at every fed position, each of which predicts a scored token.
+    """
     limit = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
-    tokenized = []
+    flat = tokenize_options(tokenizer, [text for texts in questions for text in texts])
+    tokenized, at = [], 0
     for texts in questions:
-        ids = [_check_length(s, limit, truncate, f"option text {t[:60]!r}") for s, t in zip(tokenize_options(tokenizer, texts), texts)]
-        tokenized.append(ids)
-    lengths = [max(len(s) for s in ids) * len(ids) for ids in tokenized]
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        tokenized.append([_check_length(ids, limit, truncate, f"option text {text[:60]!r}")
+                          for ids, text in zip(flat[at : at + len(texts)], texts)])  # fmt: skip
+        at += len(texts)
+    prefixes = [common_prefix(ids) for ids in tokenized]
+    costs = [n + sum(len(ids) - n - 1 for ids in options) for n, options in zip(prefixes, tokenized)]
+    batches = _prefix_sorted_batches(prefixes, costs, batch_tokens, max_batch)
 
     def step(batch: list[int]) -> list[list[float]]:
-        return _shared_prefix_batch(model, [tokenized[i] for i in batch], pad, device)
+        return _shared_prefix_batch(model, [tokenized[i] for i in batch], [prefixes[i] for i in batch], device, batch_tokens)
 
     with torch.inference_mode(), _autocast(device):
-        return run_batches(len(questions), lengths, step, batch_tokens, max_batch, progress)
+        return run_batches(len(questions), costs, step, batch_tokens, max_batch, progress, batches=batches)
 
 
-def _shared_prefix_batch(model, groups: list[list[list[int]]], pad: int, device: torch.device) -> list[list[float]]:
-    prefix_lengths = [common_prefix(options) for options in groups]
-    width = max(prefix_lengths)
-    # Prefixes, left-padded so that every prefix ends at the same column.
-    prefix_ids = torch.full((len(groups), width), pad, dtype=torch.long)
-    prefix_mask = torch.zeros((len(groups), width), dtype=torch.long)
-    for row, (options, n) in enumerate(zip(groups, prefix_lengths)):
-        prefix_ids[row, width - n :] = torch.tensor(options[0][:n])
-        prefix_mask[row, width - n :] = 1
-    prefix_ids, prefix_mask = prefix_ids.to(device), prefix_mask.to(device)
-    positions = (prefix_mask.cumsum(-1) - 1).clamp(min=0)
-    out = _forward(model, 1, input_ids=prefix_ids, attention_mask=prefix_mask, position_ids=positions, use_cache=True)
-    first_next = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # predicts each option's first own token
-    counts = [len(options) for options in groups]
-    # The question of every option row (questions may have different option counts).
-    index = torch.repeat_interleave(torch.arange(len(groups), device=device), torch.tensor(counts, device=device))
-    cache = out.past_key_values
-    suffixes = [options_seq[n:] for options, n in zip(groups, prefix_lengths) for options_seq in options]
-    # Each option's first own token is predicted by the prefix's last position: for one-token options
-    # (e.g. " A" ... " D") no further pass is needed at all.
-    first = torch.tensor([s[0] for s in suffixes], device=device)
-    totals = first_next[index].gather(-1, first.unsqueeze(-1)).squeeze(-1)
-    longer = [row for row, s in enumerate(suffixes) if len(s) > 1]
-    if longer and len(set(counts)) == 1:
-        # Same number of options everywhere (one config): run option k of every question on the shared
-        # prefix cache, then crop the cache back — no copy of the prefix per option.
-        k_options = counts[0]
-        for k in range(k_options):
-            rows = [q * k_options + k for q in range(len(groups))]
-            if all(len(suffixes[r]) == 1 for r in rows):
-                continue
-            totals[torch.tensor(rows, device=device)] += _remaining(model, cache, [suffixes[r] for r in rows], prefix_mask,
-                                                                     positions, pad, device)  # fmt: skip
-            cache.crop(-(cache.get_seq_length() - width))
-    elif longer:
-        # Ragged option counts: repeat each question's cache for its longer options.
-        selected = index[torch.tensor(longer, device=device)]
-        cache.batch_select_indices(selected)
-        totals[torch.tensor(longer, device=device)] += _remaining(model, cache, [suffixes[r] for r in longer],
-                                                                  prefix_mask[selected], positions[selected], pad, device)  # fmt: skip
-    totals = totals.tolist()
-    scores, start = [], 0
-    for count in counts:
-        scores.append(totals[start : start + count])
-        start += count
-    return scores
+def _prefix_sorted_batches(prefixes: Sequence[int], costs: Sequence[int], batch_tokens: int, max_batch: int) -> list[list[int]]:
+    """Questions in order of prefix length, cut into batches of at most ``max_batch`` and ``batch_tokens`` fed tokens.
 
-
-def _remaining(model, cache, suffixes: list[list[int]], prefix_mask, positions, pad: int, device) -> torch.Tensor:
-    """Log-probability of each suffix's tokens after its first, on top of ``cache`` (one row per suffix).
-
-    All but the last suffix token are fed; a one-token suffix gets an empty, fully masked row.
+    >>> _prefix_sorted_batches([5, 3, 5, 4], [9, 4, 8, 6], batch_tokens=15, max_batch=8)
+    [[0], [2, 3], [1]]
     """
-    width = max(len(s) - 1 for s in suffixes)
-    ids = torch.full((len(suffixes), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(suffixes), width), dtype=torch.long)
-    targets = torch.zeros((len(suffixes), width), dtype=torch.long)
-    for row, suffix in enumerate(suffixes):
-        n = len(suffix) - 1
-        if n:
-            ids[row, :n] = torch.tensor(suffix[:-1])
-            mask[row, :n] = 1
-            targets[row, :n] = torch.tensor(suffix[1:])
-    ids, mask, targets = ids.to(device), mask.to(device), targets.to(device)
-    full_mask = torch.cat([prefix_mask, mask], dim=1)
-    logits = model(input_ids=ids, attention_mask=full_mask, position_ids=positions[:, -1:] + mask.cumsum(-1),
-                   past_key_values=cache).logits  # fmt: skip
-    logprobs = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    return (logprobs * mask).sum(-1)
+    batches: list[list[int]] = []
+    used = 0
+    for index in sorted(range(len(prefixes)), key=lambda i: -prefixes[i]):
+        if batches and len(batches[-1]) < max_batch and used + costs[index] <= batch_tokens:
+            batches[-1].append(index)
+            used += costs[index]
+        else:
+            batches.append([index])
+            used = costs[index]
+    return batches
 
 
-def _forward(model, keep: int, **inputs):
-    """A forward pass computing vocabulary logits for the last ``keep`` positions only, where the model allows."""
+def _shared_prefix_batch(model, groups: list[list[list[int]]], prefixes: list[int], device: torch.device,
+                         batch_tokens: int) -> list[list[float]]:  # fmt: skip
+    width = max(prefixes)
+    n_questions = len(groups)
+    keys: list[torch.Tensor] | None = None
+    values: list[torch.Tensor] | None = None
+    totals = [[0.0] * len(options) for options in groups]
+    # 1. Prefixes, one pass per exact prefix length; their keys/values go, left-padded, into one table per layer.
+    for rows in exact_batches(prefixes, batch_tokens, n_questions):
+        n = prefixes[rows[0]]
+        out = _forward(model, 1, input_ids=_as_tensor([groups[q][0][:n] for q in rows], device), use_cache=True)
+        first_next = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # predicts each option's first own token
+        firsts = [[options[n] for options in groups[q]] for q in rows]
+        for row, (q, tokens) in enumerate(zip(rows, firsts)):
+            totals[q] = first_next[row, tokens].tolist()
+        layers = _cache_layers(out.past_key_values)
+        if layers is None:  # a cache this engine cannot rearrange: score each option whole instead
+            return _whole_sequences(model, groups, prefixes, device, batch_tokens)
+        if keys is None:
+            keys = [k.new_zeros((n_questions, k.shape[1], width, k.shape[3])) for k, _ in layers]
+            values = [v.new_zeros((n_questions, v.shape[1], width, v.shape[3])) for _, v in layers]
+        where = torch.tensor(rows, device=device)
+        for layer, (k, v) in enumerate(layers):
+            keys[layer][where, :, width - n :] = k
+            values[layer][where, :, width - n :] = v
+    # 2. Every option's tokens after its first, grouped by exact count across the batch (no padded queries).
+    suffixes = [(q, o, options[prefixes[q] :]) for q, options in enumerate(groups) for o, options in enumerate(options)]
+    longer = [item for item in suffixes if len(item[2]) > 1]
+    for rows in exact_batches([len(item[2]) - 1 for item in longer], batch_tokens, len(longer)):
+        items = [longer[r] for r in rows]
+        m = len(items[0][2]) - 1
+        questions = [q for q, _, _ in items]
+        select = torch.tensor(questions, device=device)
+        start = torch.tensor([prefixes[q] for q in questions], device=device)
+        key_mask = (torch.arange(width, device=device) >= (width - start)[:, None]).long()
+        cache = _cache_from([(k[select], v[select]) for k, v in zip(keys, values)])
+        ids = _as_tensor([suffix[:-1] for _, _, suffix in items], device)
+        targets = _as_tensor([suffix[1:] for _, _, suffix in items], device)
+        logits = model(input_ids=ids, attention_mask=torch.cat([key_mask, key_mask.new_ones((len(items), m))], dim=1),
+                       position_ids=start[:, None] + torch.arange(m, device=device), past_key_values=cache).logits  # fmt: skip
+        extra = _token_logprobs(logits, targets).sum(-1).tolist()
+        for (q, o, _), value in zip(items, extra):
+            totals[q][o] += value
+    return totals
+
+
+def _cache_layers(cache) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+    """(keys, values) per layer of a transformers ``DynamicCache`` of plain layers; None for any other cache."""
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+
+    if type(cache) is not DynamicCache or any(type(layer) is not DynamicLayer for layer in cache.layers):
+        return None
+    return [(layer.keys, layer.values) for layer in cache.layers]
+
+
+def _cache_from(layers: list[tuple[torch.Tensor, torch.Tensor]]):
+    from transformers.cache_utils import DynamicCache
+
+    return DynamicCache(ddp_cache_data=layers)
+
+
+def _whole_sequences(model, groups, prefixes, device, batch_tokens) -> list[list[float]]:
+    """Fallback of ``_shared_prefix_batch``: every option sequence run whole (same-length rows together)."""
+    flat = [(q, o, options) for q, group in enumerate(groups) for o, options in enumerate(group)]
+    totals = [[0.0] * len(group) for group in groups]
+    for rows in exact_batches([len(item[2]) for item in flat], batch_tokens, len(flat)):
+        items = [flat[r] for r in rows]
+        ids = _as_tensor([sequence for _, _, sequence in items], device)
+        logprobs = _token_logprobs(model(input_ids=ids).logits[:, :-1], ids[:, 1:])
+        for row, (q, o, _) in enumerate(items):
+            totals[q][o] = logprobs[row, prefixes[q] - 1 :].sum().item()
+    return totals
+
+
+def _forward(model, keep, **inputs):
+    """A forward pass computing vocabulary logits for the last ``keep`` positions (or the positions in the
+    tensor ``keep``) only, where the model allows."""
     try:
-        return model(**inputs, logits_to_keep=keep)
+        out = model(**inputs, logits_to_keep=keep)
     except TypeError:  # architectures without logits_to_keep compute them all
-        return model(**inputs)
+        out = model(**inputs)
+    wanted = keep if isinstance(keep, int) else len(keep)
+    if out.logits.shape[1] != wanted:  # the model ignored logits_to_keep
+        out.logits = out.logits[:, -keep:] if isinstance(keep, int) else out.logits[:, keep]
+    return out
 
 
 # --- causal LM: mean token log-probability of whole sequences --------------------------------
@@ -252,21 +320,22 @@ def mean_token_logprobs(model, tokenizer, questions: Sequence[Sequence[Sequence[
     """Mean log-probability of tokens 2..n of every option's token ids (special tokens as given).
 
     Kept apart from ``sequence_logprobs``: no shared prefix, every sequence runs whole, as the
-    reference protocols that average a sequence's token losses do.
+    reference protocols that average a sequence's token losses do. Sequences of one length run together
+    (no padding), and the vocabulary head skips the last position, which predicts nothing scored.
     """
     limit = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
     flat = [_check_length(ids, limit, truncate, f"token sequence of {len(ids)} ids") for options in questions for ids in options]
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    lengths = [len(s) for s in flat]
 
     def step(batch: list[int]) -> list[float]:
-        ids, mask = _pad_right([flat[i] for i in batch], pad, device)
-        logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
-        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-        predicted = mask[:, 1:]
-        return ((logprobs * predicted).sum(-1) / predicted.sum(-1)).tolist()
+        ids = _as_tensor([flat[i] for i in batch], device)
+        scored = torch.arange(ids.shape[1] - 1, device=device)
+        logprobs = _token_logprobs(_forward(model, scored, input_ids=ids).logits, ids[:, 1:])
+        return logprobs.mean(-1).tolist()
 
     with torch.inference_mode(), _autocast(device):
-        values = run_batches(len(flat), [len(s) for s in flat], step, batch_tokens, max_batch)
+        values = run_batches(len(flat), lengths, step, batch_tokens, max_batch,
+                             batches=exact_batches(lengths, batch_tokens, max_batch))  # fmt: skip
     if progress is not None:
         progress.update(len(questions))
     out, at = [], 0
@@ -300,15 +369,17 @@ def masked_logprobs(model, tokenizer, texts: Sequence[str], candidates: Sequence
         raise ScoringError(f"tokenizer {tokenizer.name_or_path!r} has no mask token: it cannot score a masked-LM method")
     limit = length_limit(model, tokenizer)
     special = set(tokenizer.all_special_ids) - {tokenizer.mask_token_id}
-    encoded, masks, cand = [], [], []
-    for text, words in zip(texts, candidates):
+    for text in texts:
         if text.count("[MASK]") != 1:
             raise ScoringError(f"masked-LM input must hold exactly one [MASK]: {text[:80]!r}")
-        ids = tokenizer(text.replace("[MASK]", tokenizer.mask_token))["input_ids"]
+    encoded, masks = [], []
+    for text, ids in zip(texts, tokenizer([t.replace("[MASK]", tokenizer.mask_token) for t in texts])["input_ids"] if texts else []):
         ids = _mask_window(ids, ids.index(tokenizer.mask_token_id), limit, truncate, special, f"input {text[:60]!r}")
         encoded.append(ids)
         masks.append(ids.index(tokenizer.mask_token_id))
-        cand.append([candidate_ids(tokenizer, w) for w in words])
+    words = sorted({w for ws in candidates for w in ws})
+    word_ids = dict(zip(words, tokenizer([" " + w for w in words], add_special_tokens=False)["input_ids"] if words else []))
+    cand = [[word_ids[w] for w in ws] for ws in candidates]
     head = _mlm_head(model)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
@@ -324,8 +395,10 @@ def masked_logprobs(model, tokenizer, texts: Sequence[str], candidates: Sequence
         logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
         return [[logprobs[row, c[0]].item() if len(c) == 1 else None for c in cand[i]] for row, i in enumerate(batch)]
 
+    lengths = [len(e) for e in encoded]
     with torch.inference_mode(), _autocast(device):
-        return run_batches(len(texts), [len(e) for e in encoded], step, batch_tokens, max_batch, progress)
+        return run_batches(len(texts), lengths, step, batch_tokens, max_batch, progress,
+                           batches=exact_batches(lengths, batch_tokens, max_batch))  # fmt: skip
 
 
 def masked_pair_logprobs(model, tokenizer, requests: Sequence[tuple[str, str, Sequence[str]]], device: torch.device,
@@ -365,8 +438,10 @@ def masked_pair_logprobs(model, tokenizer, requests: Sequence[tuple[str, str, Se
         return [[None if c is None or c == unknown else logprobs[row, c].item() for c in cand[i]]
                 for row, i in enumerate(batch)]  # fmt: skip
 
+    lengths = [len(e) for e in encoded]
     with torch.inference_mode(), _autocast(device):
-        return run_batches(len(requests), [len(e) for e in encoded], step, batch_tokens, max_batch, progress)
+        return run_batches(len(requests), lengths, step, batch_tokens, max_batch, progress,
+                           batches=exact_batches(lengths, batch_tokens, max_batch))  # fmt: skip
 
 
 # --- seq2seq: log-probability of targets ----------------------------------------------------
@@ -427,7 +502,7 @@ def entailment_probs(model, tokenizer, pairs: Sequence[tuple[str, str]], device:
     ``multi_label=True``); or the raw entailment logit (``"logit"``, for a softmax across candidates)."""
     entail = entailment_label(model.config)
     columns = [_label(model.config, "contra"), entail] if reading == "vs_contradiction" else None
-    encoded = [tokenizer(p, h)["input_ids"] for p, h in pairs]
+    encoded = tokenizer([p for p, _ in pairs], [h for _, h in pairs])["input_ids"] if pairs else []
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     def step(batch: list[int]) -> list[float]:
@@ -440,7 +515,9 @@ def entailment_probs(model, tokenizer, pairs: Sequence[tuple[str, str]], device:
         return torch.softmax(logits, dim=-1)[:, entail].tolist()
 
     with torch.inference_mode(), _autocast(device):
-        return run_batches(len(pairs), [len(e) for e in encoded], step, batch_tokens, max_batch, progress)
+        lengths = [len(e) for e in encoded]
+        return run_batches(len(pairs), lengths, step, batch_tokens, max_batch, progress,
+                           batches=exact_batches(lengths, batch_tokens, max_batch))  # fmt: skip
 
 
 def yes_probs(model, tokenizer, prompts: Sequence[str], device: torch.device, seq2seq: bool = False,

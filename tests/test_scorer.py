@@ -176,6 +176,14 @@ def test_resume_after_an_interruption(tiny, built_all, tmp_path, monkeypatch):
     fresh = runner.run(str(tiny["causal"]), "prost", tmp_path / "fresh", built_all, limit=20, chunk=8)
     assert first == fresh
 
+    def no_weights(*args, **kwargs):
+        raise AssertionError("a fully cached run loaded the model")
+
+    monkeypatch.setattr(runner, "load", no_weights)  # everything is cached now: the tokenizer suffices
+    again = runner.run(str(tiny["causal"]), "prost", out, built_all, limit=20, chunk=8)
+    info = json.loads((out / "run.json").read_text())
+    assert again == first and info["questions_scored"] == 0 and info["model_loaded"] is False
+
 
 def test_unknown_config_is_a_clear_error(tiny, built_all, tmp_path):
     with pytest.raises(PhysprobeError, match="prost has no config 'weight'"):
@@ -217,3 +225,69 @@ def test_a_trained_tiny_lm_is_scored_right(built_all, tmp_path):
     scores = scoring.sequence_logprobs(model, tokenizer, questions, torch.device("cpu"))
     correct = sum(protocols.argmax(s) == r["label"] for s, r in zip(scores, held_out))
     assert correct / len(held_out) >= 0.8
+
+
+def _fed_and_head_rows(model):
+    seen = {"fed": 0, "head": 0}
+
+    def count(module, args, kwargs, out):
+        seen["fed"] += kwargs.get("input_ids", args[0] if args else None).numel()
+        seen["head"] += out.logits.shape[0] * out.logits.shape[1]
+
+    model.register_forward_hook(count, with_kwargs=True)
+    return seen
+
+
+def test_no_padding_and_head_only_at_scored_tokens(tiny, built_all, tmp_path):
+    """Fed tokens are exactly each prefix once plus every option's own tokens; one head row per scored token
+    (the prefix's last row serves every option's first token) — on GPT-2 and on a Llama with its own cache."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
+    torch.manual_seed(0)
+    llama = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, bos_token_id=tokenizer.bos_token_id)  # fmt: skip
+    LlamaForCausalLM(llama).save_pretrained(tmp_path / "llama")
+    prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 997))
+    sentence_sum = registry.evaluation("prost").protocol("sentence-sum")
+    questions = [sentence_sum.build(row, "default", tokenizer)[1] for row in prost]
+    questions.append(["Short.", "A much longer option with many more tokens in it."])
+    ids = [scoring.tokenize_options(tokenizer, q) for q in questions]
+    prefixes = [scoring.common_prefix(options) for options in ids]
+    own = sum(len(s) - n - 1 for options, n in zip(ids, prefixes) for s in options)
+    for folder in (tiny["causal"], tmp_path / "llama"):
+        model = AutoModelForCausalLM.from_pretrained(folder).eval()
+        seen = _fed_and_head_rows(model)
+        fast = scoring.sequence_logprobs(model, tokenizer, questions, torch.device("cpu"), batch_tokens=400, max_batch=8)
+        assert seen == {"fed": sum(prefixes) + own, "head": len(questions) + own}
+        with torch.inference_mode():
+            reference = [naive_logprobs(model, tokenizer, q) for q in questions]
+        assert max(abs(a - b) for f, r in zip(fast, reference) for a, b in zip(f, r)) <= 1e-4
+
+
+def test_mean_token_logprobs_unpadded_equals_one_sequence_at_a_time(tiny):
+    model = AutoModelForCausalLM.from_pretrained(tiny["causal"]).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
+    texts = [["The egg is the most likely to break.", "The ball breaks.", "A pillow."], ["Stack the books.", "Stack the eggs."]]
+    ids = [scoring.tokenize_options(tokenizer, q) for q in texts]
+    seen = _fed_and_head_rows(model)
+    scores = scoring.mean_token_logprobs(model, tokenizer, ids, torch.device("cpu"), batch_tokens=40)
+    assert seen == {"fed": sum(len(s) for q in ids for s in q), "head": sum(len(s) - 1 for q in ids for s in q)}
+    with torch.inference_mode():
+        for options, row in zip(ids, scores):
+            for sequence, score in zip(options, row):
+                logprobs = torch.log_softmax(model(torch.tensor([sequence])).logits[0, :-1], -1)
+                assert score == pytest.approx(logprobs.gather(-1, torch.tensor(sequence[1:])[:, None]).mean().item(), abs=1e-5)
+
+
+def test_masked_lm_batches_hold_one_length_and_equal_one_text_at_a_time(tiny):
+    model = AutoModelForMaskedLM.from_pretrained(tiny["mlm"]).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny["mlm"])
+    widths = []
+    model.base_model.register_forward_hook(lambda m, args, kwargs, out: widths.append(kwargs["attention_mask"].all().item()), with_kwargs=True)
+    texts = ["A person is trying to stack [MASK].", "The [MASK] is the easiest to roll.", "[MASK] breaks.", "Roll the [MASK] down the hill."]
+    words = [["books", "eggs"], ["apple", "ball"], ["glass", "egg"], ["ball", "can"]]
+    together = scoring.masked_logprobs(model, tokenizer, texts, words, torch.device("cpu"))
+    alone = [scoring.masked_logprobs(model, tokenizer, [t], [w], torch.device("cpu"))[0] for t, w in zip(texts, words)]
+    assert all(widths)  # no padding anywhere
+    assert max(abs(a - b) for x, y in zip(together, alone) for a, b in zip(x, y) if a is not None) <= 1e-5

@@ -1,0 +1,25 @@
+"""Start-up: ``physprobe --help`` and argument errors import none of the heavy libraries (datasets, torch,
+transformers, evaluate), which take about a second; ``benchmarks/startup.py`` prints the times."""
+
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("torch", "transformers", "datasets", "evaluate", "pyarrow", "pandas", "tqdm")
+PROBE = ("import sys\nfrom physprobe.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit as e:\n    code = e.code\n"
+         "print('LOADED', sorted(m for m in {heavy!r} if m in sys.modules), code)")  # fmt: skip
+
+
+@pytest.mark.parametrize("argv, code", [(["--help"], 0), (["score", "--help"], 0), (["score", "--model", "x", "--benchmark", "nope"], 2),
+                                        (["build", "--help"], 0), (["generate", "--help"], 0)])  # fmt: skip
+def test_help_and_argument_errors_import_nothing_heavy(argv, code):
+    result = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=HEAVY)], capture_output=True, text=True, check=True)
+    assert result.stdout.strip().splitlines()[-1] == f"LOADED [] {code}", result.stdout + result.stderr
+
+
+def test_parser_lists_the_registered_benchmarks():
+    from physprobe import cli, registry
+
+    assert cli._benchmarks() == registry.names()
+    assert cli._generating() == [name for name in registry.names() if registry.new_examples(name)]

@@ -70,7 +70,6 @@ class Loaded:
     model: object
     tokenizer: object
     family: str
-    fingerprint: str
     device: object
     batching: dict = field(default_factory=dict)
 
@@ -171,7 +170,7 @@ def load(plan: ModelPlan, tokenizer=None) -> Loaded:
     else:
         model.to(device)
     batching = {} if plan.batch_size is None else {"max_batch": plan.batch_size, "batch_tokens": 1 << 62}
-    return Loaded(model, tokenizer, plan.family, plan.revision, device, batching)
+    return Loaded(model, tokenizer, plan.family, device, batching)
 
 
 def input_device(model):
@@ -210,8 +209,9 @@ class Cache:
         return db
 
     @staticmethod
-    def key(fingerprint: str, method: str, req) -> str:
-        return hashlib.sha256(json.dumps([fingerprint, method, req]).encode()).hexdigest()
+    def key(base: str, method: str, req) -> str:
+        """The cache key of one request, under ``base`` (``provenance.cache_key``: all that changes a score)."""
+        return hashlib.sha256(json.dumps([base, method, req]).encode()).hexdigest()
 
     def get(self, keys: list[str]) -> dict[str, list]:
         found = {}

@@ -16,15 +16,10 @@ import pytest
 import yaml
 
 from .conftest import REPO
+from .olah_hub import free_port
 
 METRICS = ("affordance_rank", "agreement_accuracy", "probe_accuracy")
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def front_matter(name):

@@ -117,7 +117,7 @@ def _loaded(model, tokenizer, family):
 
     from physprobe.runner import Loaded
 
-    return Loaded(model, tokenizer, family, "test", torch.device("cpu"))
+    return Loaded(model, tokenizer, family, torch.device("cpu"))
 
 
 def test_released_mlm_encoding_and_scores_worked_by_hand():

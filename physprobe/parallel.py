@@ -1,13 +1,22 @@
 """Data-parallel scoring: the processes of ``accelerate launch -m physprobe score ...`` split a run's requests.
 
-Each rank scores its share of every config's requests (shares balanced by token count, fixed by the
-requests alone, so a restarted rank gets the same share), keeps its own resume cache
-(``cache.rank<r>.sqlite``; rank 0 ``cache.sqlite``) and its own lock (rank 0 holds ``run.lock``, the lock a
-single-process run takes). The ranks' scores are then gathered; rank 0 alone writes the run folder, which
-is the one a single process writes. Outside ``accelerate launch`` there is one rank and nothing changes.
+A config's requests are cut, in row order, into chunks of a fixed size that does not depend on the number
+of processes (``chunks``); a chunk is one engine call and one cache commit, so its batches, and hence its
+float sums, are the same in any number of processes: two processes write the single process's bytes at
+any batch size. Ranks own whole chunks, balanced by token count (``owners`` over the chunks' token
+totals, fixed by the requests alone, so a restarted rank owns the same chunks and finds them in its own
+cache ``cache.rank<r>.sqlite``; rank 0 keeps ``cache.sqlite`` and ``run.lock``, a single-process run's).
+Before scoring, the ranks agree on who supplies each chunk (``suppliers``): a chunk some rank's cache
+holds whole is read from it, the rest is scored whole by its owner. The chunks are then gathered; rank 0
+alone writes the run folder, the one a single process writes, and stores every chunk in ``cache.sqlite``.
+Outside ``accelerate launch`` there is one rank and nothing changes.
 
 >>> owners([5, 1, 4, 2, 3], 2)
 [0, 0, 1, 0, 1]
+>>> [list(c) for c in chunks(5, 2)]
+[[0, 1], [2, 3], [4]]
+>>> suppliers(owner=[0, 1, 1], held=[[True, True, False], [False, False, False]])
+[0, 0, 1]
 """
 
 from __future__ import annotations
@@ -30,6 +39,18 @@ def owners(lengths: list[int], world: int) -> list[int]:
         owner[index] = rank
         load[rank] += lengths[index]
     return owner
+
+
+def chunks(count: int, size: int) -> list[range]:
+    """``count`` requests cut in row order into chunks of ``size`` (the last may be shorter)."""
+    return [range(start, min(start + size, count)) for start in range(0, count, size)]
+
+
+def suppliers(owner: list[int], held: list[list[bool]]) -> list[int]:
+    """The rank that supplies each chunk: its owner, unless only other ranks' caches hold it whole (then the
+    lowest of those). ``held[r][c]``: rank ``r``'s cache holds chunk ``c`` whole. The owner scores a chunk
+    that no cache holds whole."""
+    return [o if held[o][c] else next((r for r in range(len(held)) if held[r][c]), o) for c, o in enumerate(owner)]
 
 
 def request_tokens(request, tokenizer) -> int:
@@ -73,31 +94,33 @@ class Ranks:
     def lock_name(self) -> str:
         return "run.lock" if self.main else f"run.rank{self.rank}.lock"
 
-    def share(self, requests: list, tokenizer) -> list[int]:
-        """Indices of the requests this rank scores (all of them with one rank)."""
+    def suppliers(self, cuts: list[range], requests: list, tokenizer, held: list[bool]) -> list[int]:
+        """The rank that supplies each chunk (see ``suppliers``), the same on every rank; ``held``: whether
+        this rank's cache holds each chunk whole."""
         if self.world == 1:
-            return list(range(len(requests)))
-        owner = owners([request_tokens(r, tokenizer) for r in requests], self.world)
-        return [i for i, r in enumerate(owner) if r == self.rank]
+            return [0] * len(cuts)
+        tokens = [request_tokens(r, tokenizer) for r in requests]
+        owner = owners([sum(tokens[i] for i in cut) for cut in cuts], self.world)
+        return suppliers(owner, self.everyone(held))
 
-    def gather(self, scores: dict) -> dict:
-        """Every rank's scores merged (each rank gets them all)."""
+    def everyone(self, value) -> list:
+        """Each rank's ``value``, in rank order (every rank gets them all)."""
         if self.world == 1:
-            return scores
+            return [value]
         from accelerate.utils import gather_object
 
+        return gather_object([value])
+
+    def gather(self, parts: dict) -> dict:
+        """Every rank's ``parts`` (dicts with distinct keys) merged; every rank gets them all."""
         merged: dict = {}
-        for part in gather_object([scores]):
+        for part in self.everyone(parts):
             merged.update(part)
         return merged
 
     def total(self, count: int) -> int:
         """The sum over ranks of a count."""
-        if self.world == 1:
-            return count
-        from accelerate.utils import gather_object
-
-        return sum(gather_object([count]))
+        return sum(self.everyone(count))
 
 
 def current() -> Ranks:

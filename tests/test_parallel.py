@@ -1,69 +1,145 @@
 """Data-parallel scoring (``physprobe score --num-processes 2``, accelerate + gloo on CPU): the same run folder
-as one process, and a rank that lost its work resumes from its own cache."""
+as one process for every model family at the default batch size, and a rank killed mid-run resumes from its
+own cache."""
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 
+import psutil
 import pyarrow.parquet as pq
 import pytest
 
-from physprobe.parallel import Ranks, owners
+from physprobe.parallel import chunks, owners, request_tokens, suppliers
 from tests import tiny_models
 
 
-def test_shares_cover_every_request_once_and_balance_tokens():
+def test_chunks_are_balanced_over_ranks_and_supplied_by_whoever_holds_them():
     lengths = [17, 3, 9, 30, 2, 2, 11, 25, 8, 5]
     owner = owners(lengths, 3)
     loads = [sum(n for n, r in zip(lengths, owner) if r == rank) for rank in range(3)]
     # By hand, longest first to the lightest rank: 30->0, 25->1, 17->2, 11->2, 9->1, 8->2, 5->0, 3->1, 2->0, 2->2.
     assert loads == [37, 37, 38]
+    assert [list(c) for c in chunks(7, 3)] == [[0, 1, 2], [3, 4, 5], [6]] and chunks(0, 3) == []
+
+    # Chunk 0: its owner (rank 1) holds it. Chunk 1: only ranks 0 and 2 hold it: the lowest supplies it.
+    # Chunk 2: nobody holds it: its owner scores it.
+    held = [[False, True, False], [True, False, False], [True, True, False]]
+    assert suppliers([1, 1, 2], held) == [1, 0, 2]
 
     class Words:  # a tokenizer that counts words
         def __call__(self, texts, add_special_tokens=False):
             return {"input_ids": [t.split() for t in texts]}
 
     requests = [("sequences", ["a b c", "a b d e"]), ("mean_ids", [[1, 2, 3], [1, 2]]), ("masked", ("a [MASK]", ["x", "y"]))]
-    shares = [Ranks(rank, 2).share(requests, Words()) for rank in range(2)]
-    assert sorted(shares[0] + shares[1]) == [0, 1, 2] and not set(shares[0]) & set(shares[1])
-    assert shares == [[0], [1, 2]]  # 7 tokens to rank 0; 5 ids and then 4 tokens to the lighter rank 1
+    assert [request_tokens(r, Words()) for r in requests] == [7, 5, 4]
 
 
-def _score(model, data, out, *extra):
-    env = dict(os.environ, OMP_NUM_THREADS="1")  # one thread per process in both runs: the same float sums
-    command = [sys.executable, "-m", "physprobe", "score", "--model", str(model), "--benchmark", "prost", "--data", str(data),
-               "--out", str(out), "--limit", "24", "--device", "cpu", "--bootstrap-iters", "0", "--batch-size", "1", *extra]  # fmt: skip
+def _score(model, data, out, benchmark, limit, *extra, check=True):
+    # One thread per process in both runs: accelerate gives each worker OMP_NUM_THREADS=1, and a CPU
+    # kernel's float sums may split differently over another number of threads.
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    command = [sys.executable, "-m", "physprobe", "score", "--model", str(model), "--benchmark", benchmark, "--data", str(data),
+               "--out", str(out), "--limit", str(limit), "--device", "cpu", "--bootstrap-iters", "0", *extra]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads((out / "run.json").read_text())
+    if check:
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads((out / "run.json").read_text())
+    return done
+
+
+def _keys(cache) -> set[str]:
+    db = sqlite3.connect(f"file:{cache}?mode=ro", uri=True)
+    try:
+        return {k for (k,) in db.execute("SELECT key FROM scores")}
+    finally:
+        db.close()
+
+
+def _texts(build, benchmark):
+    rows = pq.read_table(build / benchmark / "default" / "test-00000-of-00001.parquet").to_pylist()[::20]
+    return [" ".join(str(v) for v in row.values()) for row in rows]
+
+
+FAMILIES = [  # 600 PROST questions: chunks of 256, 256, 88; 300 Text2Afford rows of 15 pairs: 256, 44
+    (tiny_models.causal_lm, "prost", "sentence-sum", 600),
+    (tiny_models.masked_lm, "prost", "released-mlm", 600),
+    (tiny_models.seq2seq, "prost", "released-t5", 600),
+    (tiny_models.nli, "text2afford", "nli-zero-shot-multi-label", 300),
+]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("make", "protocol"), [(tiny_models.causal_lm, "sentence-sum"), (tiny_models.masked_lm, "released-mlm")])
-def test_two_processes_write_the_single_process_run_folder_and_a_rank_resumes(prost_build, tmp_path, make, protocol):
-    rows = pq.read_table(prost_build / "default" / "test-00000-of-00001.parquet").to_pylist()[:300]
-    model = make(tmp_path / "model", [f"{r['context']} {r['question']} {r['A']} {r['B']} {r['C']} {r['D']}" for r in rows])
-    data = prost_build.parent
-    single = _score(model, data, tmp_path / "single", "--protocol", protocol)
-    parallel_run = tmp_path / "parallel"
-    two = _score(model, data, parallel_run, "--protocol", protocol, "--num-processes", "2")
-    assert (parallel_run / "predictions.parquet").read_bytes() == (tmp_path / "single" / "predictions.parquet").read_bytes()
-    assert json.loads((parallel_run / "metrics.json").read_text()) == json.loads((tmp_path / "single" / "metrics.json").read_text())
-    assert two["questions_scored"] == single["questions_scored"] == 24
-    assert (parallel_run / "cache.rank1.sqlite").is_file()  # rank 1 kept its own resume cache
+@pytest.mark.parametrize(("make", "benchmark", "protocol", "limit"), FAMILIES, ids=[f[2] for f in FAMILIES])
+def test_two_processes_write_the_single_process_run_folder(built_all, tmp_path, make, benchmark, protocol, limit):
+    model = make(tmp_path / "model", _texts(built_all, benchmark))
+    single = _score(model, built_all, tmp_path / "single", benchmark, limit, "--protocol", protocol)
+    two = _score(model, built_all, tmp_path / "parallel", benchmark, limit, "--protocol", protocol, "--num-processes", "2")
+    assert (tmp_path / "parallel" / "predictions.parquet").read_bytes() == (tmp_path / "single" / "predictions.parquet").read_bytes()
+    assert json.loads((tmp_path / "parallel" / "metrics.json").read_text()) == json.loads((tmp_path / "single" / "metrics.json").read_text())
+    assert two["questions_scored"] == single["questions_scored"] == pq.read_metadata(tmp_path / "single" / "predictions.parquet").num_rows
+    # Both ranks worked, each keeping its own resume cache; rank 0 stores every chunk.
+    rank0, rank1 = _keys(tmp_path / "parallel" / "cache.sqlite"), _keys(tmp_path / "parallel" / "cache.rank1.sqlite")
+    assert rank1 and rank1 < rank0 and len(rank0) == len(_keys(tmp_path / "single" / "cache.sqlite"))
 
-    # Rank 1 loses half its work (as if killed mid-run); the next run rescores only that, on rank 1.
-    db = sqlite3.connect(parallel_run / "cache.rank1.sqlite")
-    keys = [k for (k,) in db.execute("SELECT key FROM scores ORDER BY key")]
-    assert 0 < len(keys) < 24
-    lost = keys[: len(keys) // 2]
-    db.executemany("DELETE FROM scores WHERE key = ?", [(k,) for k in lost])
-    db.commit()
-    db.close()
-    for name in ("predictions.parquet", "metrics.json", "run.json"):
-        (parallel_run / name).unlink()
-    resumed = _score(model, data, parallel_run, "--protocol", protocol, "--num-processes", "2")
-    assert resumed["questions_scored"] == len(lost)
-    assert (parallel_run / "predictions.parquet").read_bytes() == (tmp_path / "single" / "predictions.parquet").read_bytes()
+
+def _launch(model, data, out):
+    command = [sys.executable, "-m", "physprobe", "score", "--model", str(model), "--benchmark", "prost", "--data", str(data),
+               "--out", str(out), "--limit", "1024", "--device", "cpu", "--bootstrap-iters", "0", "--protocol", "sentence-sum"]  # fmt: skip
+    return command, dict(os.environ, OMP_NUM_THREADS="1")
+
+
+def _rank_process(launcher: psutil.Process, rank: int) -> psutil.Process | None:
+    for child in launcher.children(recursive=True):
+        try:
+            if child.environ().get("RANK") == str(rank) and "physprobe" in child.cmdline():
+                return child
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return None
+
+
+@pytest.mark.slow
+def test_a_rank_killed_mid_run_resumes_from_its_own_cache(prost_build, tmp_path):
+    # A GPT-2 large enough that a chunk of 256 questions takes a few seconds: the kill lands mid-run.
+    model = tiny_models.causal_lm(tmp_path / "model", _texts(prost_build.parent, "prost"), layers=4, width=256)
+    data = prost_build.parent
+    command, env = _launch(model, data, tmp_path / "single")
+    assert subprocess.run(command, capture_output=True, env=env).returncode == 0
+
+    out = tmp_path / "parallel"
+    command, env = _launch(model, data, out)
+    launcher = psutil.Popen([*command, "--num-processes", "2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    killed = None
+    deadline = time.monotonic() + 300
+    while killed is None and launcher.poll() is None and time.monotonic() < deadline:
+        cache = out / "cache.rank1.sqlite"
+        if cache.is_file() and _keys(cache):  # rank 1 committed its first chunk (commits are whole chunks)
+            killed = _rank_process(launcher, 1)
+            killed.send_signal(signal.SIGKILL)
+        time.sleep(0.05)
+    stderr = launcher.communicate(timeout=120)[1].decode()
+    assert killed is not None, stderr[-3000:]
+    assert launcher.returncode != 0  # the launch fails with its rank ...
+    assert not (out / "predictions.parquet").exists() and not (out / "metrics.json").exists()  # ... and writes nothing
+    cached = _keys(out / "cache.sqlite") | _keys(out / "cache.rank1.sqlite")
+    assert 256 <= len(cached) < 1024 and len(_keys(out / "cache.rank1.sqlite")) % 256 == 0
+
+    resumed = subprocess.run([*command, "--num-processes", "2"], capture_output=True, text=True, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    info = json.loads((out / "run.json").read_text())
+    assert info["questions_scored"] == 1024 - len(cached)  # the chunks in either rank's cache are not rescored
+    # A resumed chunk is scored whole, as in one process: the same bytes.
+    assert (out / "predictions.parquet").read_bytes() == (tmp_path / "single" / "predictions.parquet").read_bytes()
+
+    # Two processes into the single-process run's folder: rank 0's cache supplies rank 1's chunks too.
+    command, env = _launch(model, data, tmp_path / "single")
+    again = subprocess.run([*command, "--num-processes", "2"], capture_output=True, text=True, env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    info = json.loads((tmp_path / "single" / "run.json").read_text())
+    assert info["questions_scored"] == 0 and info["model_loaded"] is False
+    assert (tmp_path / "single" / "predictions.parquet").read_bytes() == (out / "predictions.parquet").read_bytes()

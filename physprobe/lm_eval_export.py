@@ -15,7 +15,10 @@ class: the prompt + " YES" / " NO"), ``generate`` (``generate_until``). Not expr
 (PROST ``released-gpt``: mean log-probability over explicit token ids with EOS; lm-eval's results carry
 no token count), token-id targets (PROST ``released-t5``), masked LM and NLI (lm-eval scores causal and
 seq2seq LMs only). Where a family's default protocol is not expressible, the first expressible protocol
-of the family is exported and the folder's README.md says so.
+of the family is exported and the folder's README.md says so. One difference lm-eval imposes on seq2seq
+models: it encodes a choice without special tokens, so it scores the target without the end-of-sequence
+token that physprobe's engine keeps where the tokenizer appends one (every T5 tokenizer: ``</s>``); with
+such a model a close call can be decided otherwise (the README says so per task).
 
 >>> row = {"context": "A coin and an egg fall.", "question": "The [MASK] is heavier.", "A": "coin", "B": "egg",
 ...        "C": "leaf", "D": "brick", "label": 0, "name": "mass_1", "group": "mass", "ex_question": "Which is heavier?"}
@@ -35,6 +38,10 @@ from physprobe.protocols import GENERATIVE, KINDS
 EXPRESSIBLE = {"sequences", "seq2seq", "yes", "generate"}
 # The headline figure of a config's metrics.json, where present (the first found).
 HEADLINE = ("macro_accuracy", "agreement_accuracy", "accuracy")
+
+
+SEQ2SEQ_EOS = ("lm-eval scores each target without the end-of-sequence token a T5 tokenizer appends (physprobe "
+               "scores it with): a close call can be decided otherwise")
 
 
 class ExportError(PhysprobeError):
@@ -254,6 +261,8 @@ def export(out: Path, data: Path | None = None, benchmarks: list[str] | None = N
         first_rows = {config: source.load(config)[0] for config in registry.evaluation(benchmark).configs}
         for config, family, protocol_name, note in export_plan(benchmark, first_rows):
             protocol = registry.evaluation(benchmark).protocol(protocol_name)
+            if family == "seq2seq" and _kind(protocol) != "generate":
+                note = "; ".join(filter(None, [note, SEQ2SEQ_EOS]))
             name = task_name(benchmark, config, family, protocol_name)
             function = name.removeprefix("physprobe_")
             utils += [f"_{function} = Task({benchmark!r}, {config!r}, {family!r}, {protocol_name!r})",

@@ -1,5 +1,5 @@
-"""``physprobe export lm-eval``: the exported tasks, run by lm-evaluation-harness itself on a tiny GPT-2,
-decide every question as ``physprobe score`` does with the same protocol, and report the same figures."""
+"""``physprobe export lm-eval``: the exported tasks, run by lm-evaluation-harness itself on a tiny GPT-2 and a
+tiny T5, decide every question as ``physprobe score`` does with the same protocol, and report the same figures."""
 
 import json
 import math
@@ -15,7 +15,7 @@ import yaml
 
 from physprobe import registry
 from physprobe.cli import main
-from physprobe.lm_eval_export import export, export_plan, headline
+from physprobe.lm_eval_export import SEQ2SEQ_EOS, export, export_plan, headline
 from tests import tiny_models
 
 pytest.importorskip("lm_eval")
@@ -50,8 +50,8 @@ def _tiny_gpt2(folder: Path, data: Path) -> Path:
     return folder
 
 
-def _lm_eval(model: Path, tasks: list[str], include: Path, out: Path, add_bos: bool) -> tuple[dict, dict]:
-    command = [sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args", f"pretrained={model},add_bos_token={add_bos}",
+def _lm_eval(model: Path, tasks: list[str], include: Path, out: Path, model_args: str) -> tuple[dict, dict]:
+    command = [sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args", f"pretrained={model},{model_args}",
                "--include_path", str(include), "--tasks", ",".join(tasks), "--device", "cpu", "--batch_size", "1",
                "--log_samples", "--output_path", str(out)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, cwd=out.parent)
@@ -82,18 +82,23 @@ def test_exported_tasks_in_lm_eval_decide_as_physprobe_score(built_all, tmp_path
     choice = [t for t, (_, _, s) in causal.items() if s["output_type"] == "multiple_choice"]
     assert generate and choice
 
-    results, samples = _lm_eval(model, choice, tasks_dir, tmp_path / "mc", add_bos=False)
-    generated_results, generated_samples = _lm_eval(model, generate, tasks_dir, tmp_path / "gen", add_bos=True)
+    results, samples = _lm_eval(model, choice, tasks_dir, tmp_path / "mc", "add_bos_token=False")
+    generated_results, generated_samples = _lm_eval(model, generate, tasks_dir, tmp_path / "gen", "add_bos_token=True")
     results.update(generated_results)
     samples.update(generated_samples)
+    _assert_decided_as_physprobe_score(causal, results, samples, model, data, tmp_path / "runs")
 
+
+def _assert_decided_as_physprobe_score(tasks: dict, results: dict, samples: dict, model: Path, data: Path, runs_dir: Path):
+    """Each task's logged choices are ``physprobe score``'s predictions with its protocol on the same rows,
+    and its ``paper`` figure is the config's metrics.json headline."""
     runs = {}
-    for task, (benchmark, _, spec) in causal.items():
+    for task, (benchmark, _, spec) in tasks.items():
         config = spec["metadata"]["physprobe_config"]
         protocol = spec["metadata"]["physprobe_protocol"]
         key = (benchmark, protocol)
         if key not in runs:
-            out = tmp_path / "runs" / f"{benchmark}-{protocol}"
+            out = runs_dir / f"{benchmark}-{protocol}"
             assert main(["score", "--model", str(model), "--benchmark", benchmark, "--data", str(data), "--out", str(out),
                          "--protocol", protocol, "--device", "cpu", "--bootstrap-iters", "0"]) == 0  # fmt: skip
             runs[key] = (pq.read_table(out / "predictions.parquet").to_pylist(), json.loads((out / "metrics.json").read_text()))
@@ -128,6 +133,39 @@ def test_exported_tasks_in_lm_eval_decide_as_physprobe_score(built_all, tmp_path
         expected = headline(metrics[config])
         assert (math.isnan(figure) and math.isnan(expected)) or figure == pytest.approx(expected, abs=1e-9), task
 
+
+
+@pytest.mark.slow
+def test_exported_seq2seq_tasks_in_lm_eval_decide_as_physprobe_score(built_all, tmp_path):
+    """lm-eval's seq2seq backend (``backend=seq2seq``: the task's text to the encoder, each choice scored in
+    the decoder) on the exported seq2seq tasks, with a tiny random T5.
+
+    What is exported: PROST ``span-sum`` (its default ``released-t5`` scores fixed token ids: not expressible)
+    and Text2Afford ``yes-no-flan-t5`` (one lm-eval doc per class); CConS and NEWTON have no seq2seq task
+    of their own (their generate protocols are one task for both families, run by the causal test). The
+    tiny T5's tokenizer appends no end-of-sequence token, so the targets physprobe scores are the tokens
+    lm-eval scores (a real T5 tokenizer appends ``</s>``, which lm-eval leaves off: see the export's README).
+    """
+    data = _small_build(built_all, tmp_path / "data")
+    texts = [" ".join(map(str, row.values())) for parquet in sorted(data.rglob("*.parquet")) for row in pq.read_table(parquet).to_pylist()]
+    model = tiny_models.seq2seq(tmp_path / "t5", texts)
+    tasks_dir = tmp_path / "tasks"
+    assert main(["export", "lm-eval", "--out", str(tasks_dir), "--data", str(data)]) == 0
+    seq2seq = {}
+    for benchmark in ROWS:
+        for path in sorted((tasks_dir / benchmark).glob("physprobe_*.yaml")):
+            spec = yaml.safe_load(path.read_text().replace("!function", ""))
+            if spec["metadata"]["family"] == "seq2seq":
+                seq2seq[spec["task"]] = (benchmark, path.stem, spec)
+    protocols = sorted((b, s["metadata"]["physprobe_protocol"], s["output_type"]) for b, _, s in seq2seq.values())
+    assert protocols == [("prost", "span-sum", "multiple_choice"), ("text2afford", "yes-no-flan-t5", "multiple_choice")]
+    readme = [line for line in (tasks_dir / "README.md").read_text().splitlines() if line.startswith("| physprobe_")]
+    assert all(SEQ2SEQ_EOS in line for line in readme if "_seq2seq |" in line) and not any(SEQ2SEQ_EOS in line for line in readme if "_seq2seq |" not in line)
+
+    results, samples = _lm_eval(model, list(seq2seq), tasks_dir, tmp_path / "lm", "backend=seq2seq")
+    assert len(samples["physprobe_prost_default_span_sum_seq2seq"]) == ROWS["prost"]
+    assert len(samples["physprobe_text2afford_default_yes_no_flan_t5_seq2seq"]) == ROWS["text2afford"] * 15  # a doc per class
+    _assert_decided_as_physprobe_score(seq2seq, results, samples, model, data, tmp_path / "runs")
 
 def test_export_plan_follows_the_scorers_defaults_and_says_what_it_replaced(built_all):
     import datasets

@@ -2,6 +2,7 @@
 as one process for every model family at the default batch size, and a rank killed mid-run resumes from its
 own cache."""
 
+import contextlib
 import json
 import os
 import signal
@@ -56,6 +57,8 @@ def _keys(cache) -> set[str]:
     db = sqlite3.connect(f"file:{cache}?mode=ro", uri=True)
     try:
         return {k for (k,) in db.execute("SELECT key FROM scores")}
+    except sqlite3.OperationalError:  # created a moment ago, its table not yet
+        return set()
     finally:
         db.close()
 
@@ -115,14 +118,20 @@ def test_a_rank_killed_mid_run_resumes_from_its_own_cache(prost_build, tmp_path)
     command, env = _launch(model, data, out)
     launcher = psutil.Popen([*command, "--num-processes", "2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     killed = None
-    deadline = time.monotonic() + 300
-    while killed is None and launcher.poll() is None and time.monotonic() < deadline:
-        cache = out / "cache.rank1.sqlite"
-        if cache.is_file() and _keys(cache):  # rank 1 committed its first chunk (commits are whole chunks)
-            killed = _rank_process(launcher, 1)
-            killed.send_signal(signal.SIGKILL)
-        time.sleep(0.05)
-    stderr = launcher.communicate(timeout=120)[1].decode()
+    try:
+        deadline = time.monotonic() + 300
+        while killed is None and launcher.poll() is None and time.monotonic() < deadline:
+            cache = out / "cache.rank1.sqlite"
+            if cache.is_file() and _keys(cache):  # rank 1 committed its first chunk (commits are whole chunks)
+                killed = _rank_process(launcher, 1)
+                if killed is not None:
+                    killed.send_signal(signal.SIGKILL)
+            time.sleep(0.05)
+        stderr = launcher.communicate(timeout=120)[1].decode()
+    finally:  # a failed check leaves no process of this run behind
+        for process in [*launcher.children(recursive=True), launcher] if launcher.poll() is None else []:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
     assert killed is not None, stderr[-3000:]
     assert launcher.returncode != 0  # the launch fails with its rank ...
     assert not (out / "predictions.parquet").exists() and not (out / "metrics.json").exists()  # ... and writes nothing

@@ -8,14 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from physprobe import registry
 from physprobe.cli import main
-from physprobe.lm_eval_export import SEQ2SEQ_EOS, export, export_plan, headline
+from physprobe.lm_eval_export import SEQ2SEQ_EOS, export_plan, headline
 from tests import tiny_models
 
 pytest.importorskip("lm_eval")

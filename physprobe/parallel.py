@@ -3,7 +3,7 @@
 A config's requests are cut, in row order, into chunks of a fixed size that does not depend on the number
 of processes (``chunks``); a chunk is one engine call and one cache commit, so its batches, and hence its
 float sums, are the same in any number of processes: two processes write the single process's bytes at
-any batch size. Ranks own whole chunks, balanced by token count (``owners`` over the chunks' token
+any batch size (given the same number of threads per process). Ranks own whole chunks, balanced by token count (``owners`` over the chunks' token
 totals, fixed by the requests alone, so a restarted rank owns the same chunks and finds them in its own
 cache ``cache.rank<r>.sqlite``; rank 0 keeps ``cache.sqlite`` and ``run.lock``, a single-process run's).
 Before scoring, the ranks agree on who supplies each chunk (``suppliers``): a chunk some rank's cache
@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 
 def owners(lengths: list[int], world: int) -> list[int]:
-    """The rank of each request: longest first, each to the least-loaded rank (lowest rank on ties).
+    """The rank of each item (a chunk of requests) from its load in tokens: heaviest first, each to the
+    least-loaded rank (lowest rank on ties).
 
     Greedy longest-processing-time scheduling: within 4/3 of the best balance, and deterministic.
     """

@@ -1,22 +1,23 @@
 """Data-parallel scoring: the processes of ``accelerate launch -m physprobe score ...`` split a run's requests.
 
 A config's requests are cut, in row order, into chunks of a fixed size that does not depend on the number
-of processes (``chunks``); a chunk is one engine call and one cache commit, so its batches, and hence its
-float sums, are the same in any number of processes: two processes write the single process's bytes at
-any batch size (given the same number of threads per process). Ranks own whole chunks, balanced by token count (``owners`` over the chunks' token
-totals, fixed by the requests alone, so a restarted rank owns the same chunks and finds them in its own
-cache ``cache.rank<r>.sqlite``; rank 0 keeps ``cache.sqlite`` and ``run.lock``, a single-process run's).
-Before scoring, the ranks agree on who supplies each chunk (``suppliers``): a chunk some rank's cache
-holds whole is read from it, the rest is scored whole by its owner. The chunks are then gathered; rank 0
-alone writes the run folder, the one a single process writes, and stores every chunk in ``cache.sqlite``.
-Outside ``accelerate launch`` there is one rank and nothing changes.
+of processes (``chunks``). Ranks own whole chunks, balanced by token count (``owners`` over the chunks'
+token totals, fixed by the requests alone, so a restarted rank owns the same chunks). First the ranks pool
+what their caches hold (``Ranks.merged``: rank ``r`` keeps ``cache.rank<r>.sqlite``, rank 0 ``cache.sqlite``
+and ``run.lock``, a single-process run's), so no cached request is rescored; then each rank scores the
+uncached requests of its chunks, one engine call and one cache commit per chunk. A fresh chunk is one
+engine call in any number of processes, so its batches, and hence its float sums, are the same: two
+processes write the single process's bytes at any batch size (given the same number of threads per
+process). The scores are pooled again; rank 0 alone writes the run folder, the one a single process
+writes, and stores every score in ``cache.sqlite``. Outside ``accelerate launch`` there is one rank and
+nothing changes.
 
 >>> owners([5, 1, 4, 2, 3], 2)
 [0, 0, 1, 0, 1]
 >>> [list(c) for c in chunks(5, 2)]
 [[0, 1], [2, 3], [4]]
->>> suppliers(owner=[0, 1, 1], held=[[True, True, False], [False, False, False]])
-[0, 0, 1]
+>>> Ranks().merged({"key": [0.5]})
+{'key': [0.5]}
 """
 
 from __future__ import annotations
@@ -45,13 +46,6 @@ def owners(lengths: list[int], world: int) -> list[int]:
 def chunks(count: int, size: int) -> list[range]:
     """``count`` requests cut in row order into chunks of ``size`` (the last may be shorter)."""
     return [range(start, min(start + size, count)) for start in range(0, count, size)]
-
-
-def suppliers(owner: list[int], held: list[list[bool]]) -> list[int]:
-    """The rank that supplies each chunk: its owner, unless only other ranks' caches hold it whole (then the
-    lowest of those). ``held[r][c]``: rank ``r``'s cache holds chunk ``c`` whole. The owner scores a chunk
-    that no cache holds whole."""
-    return [o if held[o][c] else next((r for r in range(len(held)) if held[r][c]), o) for c, o in enumerate(owner)]
 
 
 def request_tokens(request, tokenizer) -> int:
@@ -95,14 +89,13 @@ class Ranks:
     def lock_name(self) -> str:
         return "run.lock" if self.main else f"run.rank{self.rank}.lock"
 
-    def suppliers(self, cuts: list[range], requests: list, tokenizer, held: list[bool]) -> list[int]:
-        """The rank that supplies each chunk (see ``suppliers``), the same on every rank; ``held``: whether
-        this rank's cache holds each chunk whole."""
+    def owners(self, cuts: list[range], requests: list, tokenizer) -> list[int]:
+        """The rank that owns each chunk of ``requests`` (``owners`` over the chunks' token totals), the same
+        on every rank and in every run over the same requests."""
         if self.world == 1:
             return [0] * len(cuts)
         tokens = [request_tokens(r, tokenizer) for r in requests]
-        owner = owners([sum(tokens[i] for i in cut) for cut in cuts], self.world)
-        return suppliers(owner, self.everyone(held))
+        return owners([sum(tokens[i] for i in cut) for cut in cuts], self.world)
 
     def everyone(self, value) -> list:
         """Each rank's ``value``, in rank order (every rank gets them all)."""
@@ -112,10 +105,11 @@ class Ranks:
 
         return gather_object([value])
 
-    def gather(self, parts: dict) -> dict:
-        """Every rank's ``parts`` (dicts with distinct keys) merged; every rank gets them all."""
+    def merged(self, scores: dict) -> dict:
+        """Every rank's ``scores`` (key -> value) in one dict, the lowest rank's value where ranks share a key;
+        every rank gets it."""
         merged: dict = {}
-        for part in self.everyone(parts):
+        for part in reversed(self.everyone(scores)):
             merged.update(part)
         return merged
 

@@ -377,26 +377,28 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
         indices, rows = [indices[i] for i in scored], [rows[i] for i in scored]
         reqs = [chosen.build(row, config, tokenizer) for row in rows]
         keys = [Cache.key(key_base, method, r) for r in reqs]
-        # Chunks of the requests in row order, whatever the number of processes: a chunk is one engine call
-        # (its batches, hence its float sums, are the same in one process or many) and one cache commit.
+        # Chunks of the requests in row order, whatever the number of processes: a chunk's missing requests
+        # are one engine call (its batches, hence its float sums, are the same in one process or many) and one
+        # cache commit. A request any rank's cache holds is never rescored.
         cuts = parallel.chunks(len(reqs), chunk)
-        cached = cache.get(keys)
-        held = [all(keys[i] in cached for i in cut) for cut in cuts]
-        supplier = ranks.suppliers(cuts, reqs, tokenizer, held)  # every rank agrees who supplies each chunk
-        mine = [c for c, rank in enumerate(supplier) if rank == ranks.rank]
-        parts = {c: [cached[keys[i]] for i in cuts[c]] for c in mine if held[c]}
-        todo = [c for c in mine if not held[c]]  # scored whole, even where a cache holds some of its requests
+        known = ranks.merged(cache.get(keys))
+        owner = ranks.owners(cuts, reqs, tokenizer)
+        todo = [[i for i in cuts[c] if keys[i] not in known] for c in range(len(cuts)) if owner[c] == ranks.rank]
+        todo = [part for part in todo if part]
         if todo and loaded is None:
             load_started = time.perf_counter()
             loaded = load(plan, tokenizer)
             load_seconds = time.perf_counter() - load_started
-        with tqdm(total=sum(len(cuts[c]) for c in todo), desc=f"{benchmark}/{config}", unit=" q", disable=None) as progress:
-            for c in todo:
-                parts[c] = score_requests(loaded, method, [reqs[i] for i in cuts[c]], truncate, progress)
-                cache.put({keys[i]: v for i, v in zip(cuts[c], parts[c])})
-        scored_items += ranks.total(sum(len(cuts[c]) for c in todo))
-        parts = ranks.gather(parts)
-        results = [value for c in range(len(cuts)) for value in parts[c]]
+        fresh: dict = {}
+        with tqdm(total=sum(map(len, todo)), desc=f"{benchmark}/{config}", unit=" q", disable=None) as progress:
+            for part in todo:
+                values = score_requests(loaded, method, [reqs[i] for i in part], truncate, progress)
+                scored_now = {keys[i]: v for i, v in zip(part, values)}
+                cache.put(scored_now)
+                fresh.update(scored_now)
+        scored_items += ranks.total(sum(map(len, todo)))
+        known.update(ranks.merged(fresh))
+        results = [known[k] for k in keys]
         if ranks.world > 1 and ranks.main:  # a later single-process run into ``out`` resumes from every rank's scores
             cache.put(dict(zip(keys, results)))
         predictions = [chosen.predict(result, req[1]) for result, req in zip(results, reqs)]

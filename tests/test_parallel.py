@@ -15,11 +15,11 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 
-from physprobe.parallel import chunks, owners, request_tokens, suppliers
+from physprobe.parallel import Ranks, chunks, owners, request_tokens
 from tests import tiny_models
 
 
-def test_chunks_are_balanced_over_ranks_and_supplied_by_whoever_holds_them():
+def test_chunks_are_balanced_over_ranks_and_caches_are_pooled():
     lengths = [17, 3, 9, 30, 2, 2, 11, 25, 8, 5]
     owner = owners(lengths, 3)
     loads = [sum(n for n, r in zip(lengths, owner) if r == rank) for rank in range(3)]
@@ -27,10 +27,12 @@ def test_chunks_are_balanced_over_ranks_and_supplied_by_whoever_holds_them():
     assert loads == [37, 37, 38]
     assert [list(c) for c in chunks(7, 3)] == [[0, 1, 2], [3, 4, 5], [6]] and chunks(0, 3) == []
 
-    # Chunk 0: its owner (rank 1) holds it. Chunk 1: only ranks 0 and 2 hold it: the lowest supplies it.
-    # Chunk 2: nobody holds it: its owner scores it.
-    held = [[False, True, False], [True, False, False], [True, True, False]]
-    assert suppliers([1, 1, 2], held) == [1, 0, 2]
+    class TwoRanks(Ranks):  # what accelerate's gather hands each rank: every rank's cached scores, in rank order
+        def everyone(self, value):
+            return [{"a": [1.0], "b": [2.0]}, {"b": [2.5], "c": [3.0]}]
+
+    # Every request some rank's cache holds is known to all; where two hold it, the lowest rank's value.
+    assert TwoRanks(1, 2).merged({}) == {"a": [1.0], "b": [2.0], "c": [3.0]}
 
     class Words:  # a tokenizer that counts words
         def __call__(self, texts, add_special_tokens=False):
@@ -142,10 +144,11 @@ def test_a_rank_killed_mid_run_resumes_from_its_own_cache(prost_build, tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     info = json.loads((out / "run.json").read_text())
     assert info["questions_scored"] == 1024 - len(cached)  # the chunks in either rank's cache are not rescored
-    # A resumed chunk is scored whole, as in one process: the same bytes.
+    # Rank 1's lost chunks were never committed (a commit is a whole chunk): rescored whole, as in one process,
+    # they give the same bytes.
     assert (out / "predictions.parquet").read_bytes() == (tmp_path / "single" / "predictions.parquet").read_bytes()
 
-    # Two processes into the single-process run's folder: rank 0's cache supplies rank 1's chunks too.
+    # Two processes into the single-process run's folder: rank 0's cache holds rank 1's chunks too.
     command, env = _launch(model, data, tmp_path / "single")
     again = subprocess.run([*command, "--num-processes", "2"], capture_output=True, text=True, env=env)
     assert again.returncode == 0, again.stderr[-3000:]

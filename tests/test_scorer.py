@@ -184,6 +184,13 @@ def test_resume_after_an_interruption(tiny, built_all, tmp_path, monkeypatch):
     info = json.loads((out / "run.json").read_text())
     assert again == first and info["questions_scored"] == 0 and info["model_loaded"] is False
 
+    # Another --limit cuts other chunks; the questions the first runs cached are still not rescored.
+    monkeypatch.undo()  # the model may load again
+    total = pq.read_metadata(built_all / "prost" / "default" / "test-00000-of-00001.parquet").num_rows
+    overlap = {i * total // 20 for i in range(20)} & {i * total // 30 for i in range(30)}  # rows both samples hold
+    runner.run(str(tiny["causal"]), "prost", out, built_all, limit=30, chunk=8)
+    assert json.loads((out / "run.json").read_text())["questions_scored"] == 30 - len(overlap) < 30
+
 
 def test_unknown_config_is_a_clear_error(tiny, built_all, tmp_path):
     with pytest.raises(PhysprobeError, match="prost has no config 'weight'"):

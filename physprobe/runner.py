@@ -291,7 +291,7 @@ def resolve(benchmark: str, configs: list[str] | None, method: str | None, proto
     evaluation = registry.evaluation(benchmark)
     if method is not None and method not in protocols.METHODS:
         raise protocols.ProtocolError(f"unknown method {method!r}; known: {', '.join(protocols.METHODS)}")
-    known = [config.name for config in registry.builder(benchmark).configs]
+    known = registry.config_names(benchmark)
     scorable = [c for c in known if evaluation.scorable is None or c in evaluation.scorable]
     if configs is not None:
         if not configs or any(not c.strip() for c in configs):
@@ -328,12 +328,12 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
     ``data_dir`` is a local build folder, a ``hub_data.DataSource``, or None for the Hub dataset
     ``dataset_repo`` (default ``physprobe/<benchmark>``) at ``revision``. Benchmark, configs, method, device and model options are all checked before weights load.
     """
+    started_at, started = time.time(), time.perf_counter()
+    evaluation, configs, chosen = resolve(benchmark, configs, method, protocol)  # before any heavy import: a bad argument fails at once
     import pyarrow as pa
     import pyarrow.parquet as pq
     from tqdm.auto import tqdm
 
-    started_at, started = time.time(), time.perf_counter()
-    evaluation, configs, chosen = resolve(benchmark, configs, method, protocol)
     if limit is not None and limit < 1:
         raise protocols.ProtocolError(f"--limit must be at least 1, got {limit}")
     if data_dir is None:

@@ -24,10 +24,16 @@ def test_help_and_argument_errors_import_nothing_heavy(argv, code):
     assert result.stdout.strip().splitlines()[-1] == f"LOADED [] {code}", result.stdout + result.stderr
 
 
-def test_parser_lists_the_registered_benchmarks():
+def test_every_benchmark_folder_is_registered():
+    """A folder with an ``evaluation.py`` is a benchmark: ``NAMES`` (what the parser offers) lists them all."""
+    import importlib.util
+    from pathlib import Path
+
     from physprobe import cli, registry
 
-    assert cli._benchmarks() == registry.names()
+    folder = Path(importlib.util.find_spec("physprobe.dataset_scripts").submodule_search_locations[0])
+    assert registry.names() == sorted(p.parent.name for p in folder.glob("*/evaluation.py"))
+    assert cli._generating() == [name for name in registry.names() if registry.new_examples(name)]
     assert cli._generating() == [name for name in registry.names() if registry.new_examples(name)]
 
 

@@ -14,13 +14,14 @@ questions (evenly spread):
 - ``lm-eval prompt``: lm-eval's own prost task, "{context}\\nQuestion: {ex_question}\\nAnswer:" with the four
   option words as the choices (``doc_to_choice: "{{[A, B, C, D]}}"``), joined with a space;
 - ``released-gpt``: PROST's released GPT code, the mean token log-probability of BOS + sentence + EOS
-  (``scoring.mean_token_logprobs``, whole sequences; no lm-eval counterpart).
+  (``scoring.mean_token_logprobs``, each question's shared prefix run once; no lm-eval counterpart).
 
 The token-minimal limit is computed in the same run from measured unit costs: the trunk's seconds per token
 (the model without its vocabulary head on dense, unpadded rows) and the head's seconds per row (vocabulary
-projection + log-softmax), times the tokens and scored rows that the format needs at the least (each question's
+projection + log-softmax), times the tokens and scored rows that the format needs at the least: each question's
 shared prefix once and every option's own tokens; one head row per scored token, the prefix's last row serving
-every option's first token). "tokens fed" counts the ids given to the model, padding included. Every tool
+every option's first token (for ``released-gpt``, whose mean counts the prefix's tokens after the first too, one
+head row per prefix token as well, so head rows = tokens). "tokens fed" counts the ids given to the model, padding included. Every tool
 runs in the same process, interleaved run by run (min / median / max over ``--runs``); lm-eval's rows need
 ``pip install "lm-eval[hf]==0.4.13"`` (skipped when it is not importable).
 """
@@ -129,28 +130,32 @@ def run_lm_eval(model_dir: Path, task_dir: Path, name: str, device: str, dtype: 
     return predictions, seconds[0], fed.count
 
 
-def physprobe_scores(model, tokenizer, fmt: str, questions, device: str):
+def token_ids(tokenizer, fmt: str, questions) -> list[list[list[int]]]:
+    """The token ids of every option sequence, as the format scores them."""
     texts = [[f"{context} {c}" for c in choices] for context, choices in questions]
     if fmt == "released-gpt":
         eos = tokenizer.eos_token_id  # PROST's released GPT code: <|endoftext|> before and after the sentence
-        ids = [[[eos, *tokenizer(t, add_special_tokens=False)["input_ids"], eos] for t in options] for options in texts]
-        return scoring.mean_token_logprobs(model, tokenizer, ids, torch.device(device))
+        return [[[eos, *tokenizer(t, add_special_tokens=False)["input_ids"], eos] for t in options] for options in texts]
+    return [scoring.tokenize_options(tokenizer, options) for options in texts]
+
+
+def physprobe_scores(model, tokenizer, fmt: str, questions, device: str):
+    if fmt == "released-gpt":
+        return scoring.mean_token_logprobs(model, tokenizer, token_ids(tokenizer, fmt, questions), torch.device(device))
+    texts = [[f"{context} {c}" for c in choices] for context, choices in questions]
     return scoring.sequence_logprobs(model, tokenizer, texts, torch.device(device))
 
 
 def minimal_work(tokenizer, fmt: str, questions) -> tuple[int, int]:
-    """Tokens and head rows the format needs at the least."""
-    texts = [[f"{context} {c}" for c in choices] for context, choices in questions]
+    """Tokens and head rows the format needs at the least: each question's shared prefix once and every
+    option's own tokens; a head row per scored token (released-gpt scores the prefix's tokens after the
+    first too: one row per fed token)."""
     tokens = rows = 0
-    for options in texts:
-        ids = scoring.tokenize_options(tokenizer, options)
-        if fmt == "released-gpt":  # whole sequences, <|endoftext|> first and last: n + 2 tokens, n + 1 scored
-            tokens += sum(len(s) + 2 for s in ids)
-            rows += sum(len(s) + 1 for s in ids)
-            continue
+    for ids in token_ids(tokenizer, fmt, questions):
         n = scoring.common_prefix(ids)
-        tokens += n + sum(len(s) - n - 1 for s in ids)
-        rows += 1 + sum(len(s) - n - 1 for s in ids)
+        own = sum(len(s) - n - 1 for s in ids)
+        tokens += n + own
+        rows += (n if fmt == "released-gpt" else 1) + own
     return tokens, rows
 
 

@@ -28,28 +28,20 @@ if TYPE_CHECKING:
     from physprobe.export import BuildResult
 
 # Start-up: ``physprobe --help`` and argument errors must not import datasets, torch or transformers
-# (about a second), so the parser reads the benchmark names from the package's folders and every
-# command imports what it needs when it runs.
-
-
-def _scripts() -> Path:
-    """The folder of ``physprobe.dataset_scripts``, found without importing it (its builders import datasets)."""
-    return Path(importlib.util.find_spec("physprobe.dataset_scripts").submodule_search_locations[0])
+# (about a second), so the parser reads the registered names (``physprobe.dataset_scripts.NAMES``, its
+# builders not imported) and every command imports what it needs when it runs.
 
 
 def _benchmarks() -> list[str]:
-    """The registered benchmarks' names (``registry.names()``: one sub-package with an evaluation per benchmark).
+    """The registered benchmarks' names (``registry.names()``)."""
+    from physprobe import registry
 
-    >>> from physprobe import registry
-    >>> _benchmarks() == registry.names()
-    True
-    """
-    return sorted(p.parent.name for p in _scripts().glob("*/evaluation.py"))
+    return registry.names()
 
 
 def _generating() -> list[str]:
-    """The benchmarks with a ``new_examples.py`` (``physprobe generate``)."""
-    return [name for name in _benchmarks() if (_scripts() / name / "new_examples.py").is_file()]
+    """The benchmarks with a ``new_examples.py`` (``physprobe generate``), found without importing it."""
+    return [name for name in _benchmarks() if importlib.util.find_spec(f"physprobe.dataset_scripts.{name}.new_examples")]
 
 
 def summary(results: list[BuildResult]) -> str:

@@ -1,6 +1,7 @@
-"""Where physprobe finds a benchmark's builder and evaluation: ``physprobe.dataset_scripts.BENCHMARKS``
-registers a builder (one line), its folder's ``evaluation.py`` declares ``EVALUATION``, and an optional
-``new_examples.py`` offers ``generate(n, spec, seed, out, source_dir)`` for ``physprobe generate``.
+"""Where physprobe finds a benchmark's builder and evaluation: ``physprobe.dataset_scripts.NAMES``
+registers a benchmark (one word), its folder's ``<name>.py`` declares the builder, ``configs.py`` its config
+names, ``evaluation.py`` its ``EVALUATION``, and an optional ``new_examples.py`` offers
+``generate(n, spec, seed, out, source_dir)`` for ``physprobe generate``.
 
 >>> from physprobe import registry
 >>> all(registry.evaluation(name).benchmark == name for name in registry.names())
@@ -16,9 +17,9 @@ from physprobe.protocols import Evaluation, ProtocolError
 
 def names() -> list[str]:
     """The registered benchmarks, in registration order."""
-    from physprobe.dataset_scripts import BENCHMARKS
+    from physprobe.dataset_scripts import NAMES
 
-    return list(BENCHMARKS)
+    return list(NAMES)
 
 
 def builder(name: str):
@@ -27,6 +28,17 @@ def builder(name: str):
 
     _known(name)
     return BENCHMARKS[name]
+
+
+def config_names(name: str) -> list[str]:
+    """The config names of a registered benchmark, as its builder declares them, read without importing the
+    builder (``dataset_scripts/<name>/configs.py``).
+
+    >>> all(config_names(name) == [config.name for config in builder(name).configs] for name in names())
+    True
+    """
+    _known(name)
+    return list(import_module(f"physprobe.dataset_scripts.{name}.configs").CONFIGS)
 
 
 def evaluation(name: str) -> Evaluation:

@@ -291,7 +291,7 @@ def resolve(benchmark: str, configs: list[str] | None, method: str | None, proto
     evaluation = registry.evaluation(benchmark)
     if method is not None and method not in protocols.METHODS:
         raise protocols.ProtocolError(f"unknown method {method!r}; known: {', '.join(protocols.METHODS)}")
-    known = [config.name for config in registry.builder(benchmark).configs]
+    known = registry.config_names(benchmark)
     scorable = [c for c in known if evaluation.scorable is None or c in evaluation.scorable]
     if configs is not None:
         if not configs or any(not c.strip() for c in configs):
@@ -334,12 +334,12 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
     chunk (measured on all of PROST with a benchmark-trained BPE tokenizer: ``sentence-sum`` makes 472
     prefix forward passes with 256, 416 with 512, 314 in one chunk; ``released-gpt`` 1,294 / 1,254 / 1,197).
     """
+    started_at, started = time.time(), time.perf_counter()
+    evaluation, configs, chosen = resolve(benchmark, configs, method, protocol)  # before any heavy import: a bad argument fails at once
     import pyarrow as pa
     import pyarrow.parquet as pq
     from tqdm.auto import tqdm
 
-    started_at, started = time.time(), time.perf_counter()
-    evaluation, configs, chosen = resolve(benchmark, configs, method, protocol)
     if limit is not None and limit < 1:
         raise protocols.ProtocolError(f"--limit must be at least 1, got {limit}")
     if data_dir is None:

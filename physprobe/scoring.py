@@ -7,14 +7,15 @@
   the ranking is that of the whole sentence's log-probability (PROST's "highest total probability").
 - ``masked_logprobs``: log-probabilities of candidate words at the mask, one forward pass per text, the
   vocabulary projection applied at the mask position only.
-- ``seq2seq_logprobs``: log-probability of each target (text or token ids) given its input (T5-style).
-- ``mean_token_logprobs``: mean log-probability of the tokens of whole token-id sequences (each
-  token after the first predicted), as PROST's released GPT code averages token losses.
+- ``seq2seq_logprobs``: log-probability of each target (text or token ids) given its input (T5-style),
+  the encoder once per question.
+- ``mean_token_logprobs``: mean log-probability of the tokens of token-id sequences (each token after the
+  first predicted), as PROST's released GPT code averages token losses; the shared prefix runs once too.
 - ``entailment_probs``: NLI entailment probability of (premise, hypothesis) pairs.
 - ``yes_probs``: P(YES) / (P(YES) + P(NO)) of the answer after a prompt.
 
 All run under ``torch.inference_mode``, with bf16 autocast on CUDA, and halve a batch on out-of-memory.
-The causal, masked-LM and NLI engines feed no padding (batches hold sequences of one length) and apply the
+The causal, masked-LM, seq2seq and NLI engines feed no padding (batches hold sequences of one length) and apply the
 vocabulary head only at scored positions; ``benchmarks/score_vs_lm_eval.py`` compares them with the
 token-minimal limit.
 """
@@ -197,15 +198,23 @@ def sequence_logprobs(model, tokenizer, questions: Sequence[Sequence[str]], devi
         tokenized.append([_check_length(ids, limit, truncate, f"option text {text[:60]!r}")
                           for ids, text in zip(flat[at : at + len(texts)], texts)])  # fmt: skip
         at += len(texts)
+    return _prefix_shared_totals(model, tokenized, device, batch_tokens, max_batch, progress, count_prefix=False)
+
+
+def _prefix_shared_totals(model, tokenized: list[list[list[int]]], device: torch.device, batch_tokens: int, max_batch: int,
+                          progress, count_prefix: bool) -> list[list[float]]:  # fmt: skip
+    """Summed log-probabilities of every option's tokens from its first own token on (``count_prefix``:
+    from its second token on, the shared prefix's tokens included), each question's prefix run once."""
     prefixes = [common_prefix(ids) for ids in tokenized]
     costs = [n + sum(len(ids) - n - 1 for ids in options) for n, options in zip(prefixes, tokenized)]
     batches = _prefix_sorted_batches(prefixes, costs, batch_tokens, max_batch)
 
     def step(batch: list[int]) -> list[list[float]]:
-        return _shared_prefix_batch(model, [tokenized[i] for i in batch], [prefixes[i] for i in batch], device, batch_tokens)
+        return _shared_prefix_batch(model, [tokenized[i] for i in batch], [prefixes[i] for i in batch], device, batch_tokens,
+                                    count_prefix)  # fmt: skip
 
     with torch.inference_mode(), _autocast(device):
-        return run_batches(len(questions), costs, step, batch_tokens, max_batch, progress, batches=batches)
+        return run_batches(len(tokenized), costs, step, batch_tokens, max_batch, progress, batches=batches)
 
 
 def _prefix_sorted_batches(prefixes: Sequence[int], costs: Sequence[int], batch_tokens: int, max_batch: int) -> list[list[int]]:
@@ -227,7 +236,7 @@ def _prefix_sorted_batches(prefixes: Sequence[int], costs: Sequence[int], batch_
 
 
 def _shared_prefix_batch(model, groups: list[list[list[int]]], prefixes: list[int], device: torch.device,
-                         batch_tokens: int) -> list[list[float]]:  # fmt: skip
+                         batch_tokens: int, count_prefix: bool) -> list[list[float]]:  # fmt: skip
     width = max(prefixes)
     n_questions = len(groups)
     keys: list[torch.Tensor] | None = None
@@ -236,14 +245,17 @@ def _shared_prefix_batch(model, groups: list[list[list[int]]], prefixes: list[in
     # 1. Prefixes, one pass per exact prefix length; their keys/values go, left-padded, into one table per layer.
     for rows in exact_batches(prefixes, batch_tokens, n_questions):
         n = prefixes[rows[0]]
-        out = _forward(model, 1, input_ids=_as_tensor([groups[q][0][:n] for q in rows], device), use_cache=True)
-        first_next = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # predicts each option's first own token
-        firsts = [[options[n] for options in groups[q]] for q in rows]
-        for row, (q, tokens) in enumerate(zip(rows, firsts)):
-            totals[q] = first_next[row, tokens].tolist()
+        ids = _as_tensor([groups[q][0][:n] for q in rows], device)
+        # The head at the last prefix position (it predicts each option's first own token), or at every
+        # prefix position when the prefix's own tokens after the first are scored too.
+        out = _forward(model, n if count_prefix else 1, input_ids=ids, use_cache=True)
         layers = _cache_layers(out.past_key_values)
         if layers is None:  # a cache this engine cannot rearrange: score each option whole instead
-            return _whole_sequences(model, groups, prefixes, device, batch_tokens)
+            return _whole_sequences(model, groups, prefixes, device, batch_tokens, count_prefix)
+        first_next = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
+        shared = _token_logprobs(out.logits[:, :-1], ids[:, 1:]).sum(-1).tolist() if count_prefix else [0.0] * len(rows)
+        for row, q in enumerate(rows):
+            totals[q] = [shared[row] + value for value in first_next[row, [options[n] for options in groups[q]]].tolist()]
         if keys is None:
             keys = [k.new_zeros((n_questions, k.shape[1], width, k.shape[3])) for k, _ in layers]
             values = [v.new_zeros((n_questions, v.shape[1], width, v.shape[3])) for _, v in layers]
@@ -287,7 +299,7 @@ def _cache_from(layers: list[tuple[torch.Tensor, torch.Tensor]]):
     return DynamicCache(ddp_cache_data=layers)
 
 
-def _whole_sequences(model, groups, prefixes, device, batch_tokens) -> list[list[float]]:
+def _whole_sequences(model, groups, prefixes, device, batch_tokens, count_prefix) -> list[list[float]]:
     """Fallback of ``_shared_prefix_batch``: every option sequence run whole (same-length rows together)."""
     flat = [(q, o, options) for q, group in enumerate(groups) for o, options in enumerate(group)]
     totals = [[0.0] * len(group) for group in groups]
@@ -296,7 +308,7 @@ def _whole_sequences(model, groups, prefixes, device, batch_tokens) -> list[list
         ids = _as_tensor([sequence for _, _, sequence in items], device)
         logprobs = _token_logprobs(model(input_ids=ids).logits[:, :-1], ids[:, 1:])
         for row, (q, o, _) in enumerate(items):
-            totals[q][o] = logprobs[row, prefixes[q] - 1 :].sum().item()
+            totals[q][o] = logprobs[row, 0 if count_prefix else prefixes[q] - 1 :].sum().item()
     return totals
 
 
@@ -317,32 +329,21 @@ def _forward(model, keep, **inputs):
 def mean_token_logprobs(model, tokenizer, questions: Sequence[Sequence[Sequence[int]]], device: torch.device,
                         batch_tokens: int = 8192, max_batch: int = 64, truncate: bool = False,
                         progress=None) -> list[list[float]]:  # fmt: skip
-    """Mean log-probability of tokens 2..n of every option's token ids (special tokens as given).
+    """Mean log-probability of tokens 2..n of every option's token ids (special tokens as given), as the
+    reference protocols that average a sequence's token losses do.
 
-    Kept apart from ``sequence_logprobs``: no shared prefix, every sequence runs whole, as the
-    reference protocols that average a sequence's token losses do. Sequences of one length run together
-    (no padding), and the vocabulary head skips the last position, which predicts nothing scored.
+    Equal to running each sequence whole (tests check ≤ 1e-4 in float32), but the options of a question
+    share their token prefix, which runs once, its own tokens scored once, as ``sequence_logprobs`` does:
+    the mean is (the prefix's tokens after the first + the option's own tokens) / (n - 1).
     """
     limit = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
-    flat = [_check_length(ids, limit, truncate, f"token sequence of {len(ids)} ids") for options in questions for ids in options]
-    lengths = [len(s) for s in flat]
-
-    def step(batch: list[int]) -> list[float]:
-        ids = _as_tensor([flat[i] for i in batch], device)
-        scored = torch.arange(ids.shape[1] - 1, device=device)
-        logprobs = _token_logprobs(_forward(model, scored, input_ids=ids).logits, ids[:, 1:])
-        return logprobs.mean(-1).tolist()
-
-    with torch.inference_mode(), _autocast(device):
-        values = run_batches(len(flat), lengths, step, batch_tokens, max_batch,
-                             batches=exact_batches(lengths, batch_tokens, max_batch))  # fmt: skip
-    if progress is not None:
-        progress.update(len(questions))
-    out, at = [], 0
-    for options in questions:
-        out.append(values[at : at + len(options)])
-        at += len(options)
-    return out
+    tokenized = [[_check_length(ids, limit, truncate, f"token sequence of {len(ids)} ids") for ids in options] for options in questions]
+    for options in tokenized:
+        for ids in options:
+            if len(ids) < 2:
+                raise ScoringError(f"token sequence {ids} has {len(ids)} id(s): a mean token log-probability needs at least 2")
+    totals = _prefix_shared_totals(model, tokenized, device, batch_tokens, max_batch, progress, count_prefix=True)
+    return [[total / (len(ids) - 1) for total, ids in zip(row, options)] for row, options in zip(totals, tokenized)]
 
 
 # --- masked LM: candidates at the mask ------------------------------------------------------
@@ -445,37 +446,43 @@ def masked_pair_logprobs(model, tokenizer, requests: Sequence[tuple[str, str, Se
 
 
 # --- seq2seq: log-probability of targets ----------------------------------------------------
-def seq2seq_logprobs(model, tokenizer, questions: Sequence[tuple[str, Sequence[str]]], device: torch.device,
+def seq2seq_logprobs(model, tokenizer, questions: Sequence[tuple[str, Sequence[str | list[int]]]], device: torch.device,
                      batch_tokens: int = 8192, max_batch: int = 64, truncate: bool = False,
                      progress=None) -> list[list[float]]:  # fmt: skip
-    """Log-probability of each target text given the question's input; the encoder runs once per question."""
+    """Log-probability of each target (text, or token ids) given the question's input.
+
+    No token is padding: questions are batched by the exact length of their input, whose encoder runs
+    once; the targets of a batch, grouped by exact length, run through the decoder on their question's
+    encoder output (indexed per target). Every decoder position then predicts a real target token, so the
+    vocabulary head runs only where a score is read.
+    """
     limit = length_limit(model, tokenizer)
-    inputs = [_check_length(tokenizer(text)["input_ids"], limit, truncate, f"input {text[:60]!r}") for text, _ in questions]
+    texts = [text for text, _ in questions]
+    inputs = [_check_length(ids, limit, truncate, f"input {text[:60]!r}")
+              for text, ids in zip(texts, tokenizer(texts)["input_ids"] if texts else [])]  # fmt: skip
     # A target is text, or token ids when a protocol fixes them (e.g. PROST's T5 span: sentinel, option's first token).
     targets = [[t if isinstance(t, list) else tokenizer(t)["input_ids"] for t in options] for _, options in questions]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     start = model.config.decoder_start_token_id if model.config.decoder_start_token_id is not None else pad
 
     def step(batch: list[int]) -> list[list[float]]:
-        ids, attention = _pad_right([inputs[i] for i in batch], pad, device)
-        encoded = model.get_encoder()(input_ids=ids, attention_mask=attention).last_hidden_state
-        counts = [len(targets[i]) for i in batch]
-        index = torch.repeat_interleave(torch.arange(len(batch), device=device), torch.tensor(counts, device=device))
-        flat = [t for i in batch for t in targets[i]]
-        labels, t_mask = _pad_right(flat, pad, device)
-        decoder_input = torch.cat([torch.full((len(flat), 1), start, device=device), labels[:, :-1]], dim=1)
-        out = model(encoder_outputs=(encoded[index],), attention_mask=attention[index], decoder_input_ids=decoder_input)
-        logprobs = torch.log_softmax(out.logits.float(), dim=-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
-        totals = (logprobs * t_mask).sum(-1).tolist()
-        result, at = [], 0
-        for count in counts:
-            result.append(totals[at : at + count])
-            at += count
-        return result
+        encoded = model.get_encoder()(input_ids=_as_tensor([inputs[i] for i in batch], device)).last_hidden_state
+        flat = [(row, o, target) for row, i in enumerate(batch) for o, target in enumerate(targets[i])]
+        totals = [[0.0] * len(targets[i]) for i in batch]
+        for group in exact_batches([len(target) for _, _, target in flat], batch_tokens, len(flat)):
+            items = [flat[g] for g in group]
+            labels = _as_tensor([target for _, _, target in items], device)
+            decoder_input = torch.cat([labels.new_full((len(items), 1), start), labels[:, :-1]], dim=1)
+            index = torch.tensor([row for row, _, _ in items], device=device)
+            logits = model(encoder_outputs=(encoded[index],), decoder_input_ids=decoder_input).logits
+            for (row, o, _), value in zip(items, _token_logprobs(logits, labels).sum(-1).tolist()):
+                totals[row][o] = value
+        return totals
 
+    lengths = [len(ids) for ids in inputs]
     with torch.inference_mode(), _autocast(device):
-        lengths = [len(inputs[i]) * len(targets[i]) for i in range(len(questions))]
-        return run_batches(len(questions), lengths, step, batch_tokens, max_batch, progress)
+        return run_batches(len(questions), lengths, step, batch_tokens, max_batch, progress,
+                           batches=exact_batches(lengths, batch_tokens, max_batch))  # fmt: skip
 
 
 # --- NLI cross-encoders and YES/NO ----------------------------------------------------------

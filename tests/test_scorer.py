@@ -7,7 +7,7 @@ import datasets
 import pyarrow.parquet as pq
 import pytest
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from physprobe import protocols, registry, runner, scoring
 from physprobe.cli import main
@@ -245,16 +245,20 @@ def _fed_and_head_rows(model):
     return seen
 
 
-def test_no_padding_and_head_only_at_scored_tokens(tiny, built_all, tmp_path):
-    """Fed tokens are exactly each prefix once plus every option's own tokens; one head row per scored token
-    (the prefix's last row serves every option's first token) — on GPT-2 and on a Llama with its own cache."""
+def _tiny_llama(tokenizer, folder):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
     torch.manual_seed(0)
     llama = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                         num_attention_heads=4, num_key_value_heads=2, bos_token_id=tokenizer.bos_token_id)  # fmt: skip
-    LlamaForCausalLM(llama).save_pretrained(tmp_path / "llama")
+    LlamaForCausalLM(llama).save_pretrained(folder)
+    return folder
+
+
+def test_no_padding_and_head_only_at_scored_tokens(tiny, built_all, tmp_path):
+    """Fed tokens are exactly each prefix once plus every option's own tokens; one head row per scored token
+    (the prefix's last row serves every option's first token) — on GPT-2 and on a Llama with its own cache."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
     prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 997))
     sentence_sum = registry.evaluation("prost").protocol("sentence-sum")
     questions = [sentence_sum.build(row, "default", tokenizer)[1] for row in prost]
@@ -262,7 +266,7 @@ def test_no_padding_and_head_only_at_scored_tokens(tiny, built_all, tmp_path):
     ids = [scoring.tokenize_options(tokenizer, q) for q in questions]
     prefixes = [scoring.common_prefix(options) for options in ids]
     own = sum(len(s) - n - 1 for options, n in zip(ids, prefixes) for s in options)
-    for folder in (tiny["causal"], tmp_path / "llama"):
+    for folder in (tiny["causal"], _tiny_llama(tokenizer, tmp_path / "llama")):
         model = AutoModelForCausalLM.from_pretrained(folder).eval()
         seen = _fed_and_head_rows(model)
         fast = scoring.sequence_logprobs(model, tokenizer, questions, torch.device("cpu"), batch_tokens=400, max_batch=8)
@@ -272,19 +276,77 @@ def test_no_padding_and_head_only_at_scored_tokens(tiny, built_all, tmp_path):
         assert max(abs(a - b) for f, r in zip(fast, reference) for a, b in zip(f, r)) <= 1e-4
 
 
-def test_mean_token_logprobs_unpadded_equals_one_sequence_at_a_time(tiny):
-    model = AutoModelForCausalLM.from_pretrained(tiny["causal"]).eval()
+def _mean_token_questions(tokenizer, built_all):
+    """PROST's released-gpt payloads, plus options of different lengths, an option that is a prefix of
+    another, and a question with one option."""
+    prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 1499))
+    released = registry.evaluation("prost").protocol("released-gpt")
+    questions = [released.build(row, "default", tokenizer)[1] for row in prost]
+    bos = tokenizer.bos_token_id
+    said = tokenizer("A person drops an egg, a ball and a glass on the floor. The", add_special_tokens=False)["input_ids"]
+    words = [tokenizer(w, add_special_tokens=False)["input_ids"] for w in (" egg", " ball bounces", " glass is the most likely to break")]
+    questions.append([[bos, *said, *w, bos] for w in words])  # own tokens of 1..7 ids
+    questions.append([[bos, *said], [bos, *said, *words[0]], [bos, *said, *words[0], bos]])  # each a prefix of the next
+    questions.append([[bos, *said, *words[2]]])  # one option
+    return questions
+
+
+def test_mean_token_logprobs_share_the_prefix_and_equal_whole_sequences(tiny, built_all, tmp_path, monkeypatch):
+    """Each prefix runs once (its tokens scored once), each option's own tokens after it; the mean equals
+    running every sequence whole to 1e-4, with the same decisions — GPT-2, a Llama, and the fallback for
+    caches that cannot be rearranged."""
     tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
-    texts = [["The egg is the most likely to break.", "The ball breaks.", "A pillow."], ["Stack the books.", "Stack the eggs."]]
-    ids = [scoring.tokenize_options(tokenizer, q) for q in texts]
-    seen = _fed_and_head_rows(model)
-    scores = scoring.mean_token_logprobs(model, tokenizer, ids, torch.device("cpu"), batch_tokens=40)
-    assert seen == {"fed": sum(len(s) for q in ids for s in q), "head": sum(len(s) - 1 for q in ids for s in q)}
+    questions = _mean_token_questions(tokenizer, built_all)
+    prefixes = [scoring.common_prefix(options) for options in questions]
+    needed = sum(n + sum(len(s) - n - 1 for s in options) for options, n in zip(questions, prefixes))
+    assert needed < sum(len(s) for options in questions for s in options) * 0.6  # the sharing is worth testing
+    for folder in (tiny["causal"], _tiny_llama(tokenizer, tmp_path / "llama")):
+        model = AutoModelForCausalLM.from_pretrained(folder).eval()
+        with torch.inference_mode():
+            whole = [[torch.log_softmax(model(torch.tensor([s])).logits[0, :-1].float(), -1)
+                      .gather(-1, torch.tensor(s[1:])[:, None]).mean().item() for s in options] for options in questions]  # fmt: skip
+        seen = _fed_and_head_rows(model)
+        for batch_tokens in (60, 100_000):  # many small batches, and one mixing prefix lengths
+            seen.update(fed=0, head=0)
+            fast = scoring.mean_token_logprobs(model, tokenizer, questions, torch.device("cpu"), batch_tokens=batch_tokens)
+            assert seen == {"fed": needed, "head": needed}
+            assert max(abs(a - b) for f, w in zip(fast, whole) for a, b in zip(f, w)) <= 1e-4
+            assert [max(range(len(f)), key=f.__getitem__) for f in fast] == [max(range(len(w)), key=w.__getitem__) for w in whole]
+    monkeypatch.setattr(scoring, "_cache_layers", lambda cache: None)
+    fallback = scoring.mean_token_logprobs(model, tokenizer, questions, torch.device("cpu"))
+    assert max(abs(a - b) for f, w in zip(fallback, whole) for a, b in zip(f, w)) <= 1e-4
+
+
+def test_mean_token_logprobs_needs_two_tokens(tiny):
+    model = AutoModelForCausalLM.from_pretrained(tiny["causal"]).eval()
+    with pytest.raises(scoring.ScoringError, match="at least 2"):
+        scoring.mean_token_logprobs(model, None, [[[5, 6], [5]]], torch.device("cpu"))
+
+
+def test_seq2seq_feeds_no_padding_and_equals_one_target_at_a_time(tiny, built_all):
+    """Encoder inputs and decoder targets of several lengths, text and token ids (PROST's released-t5
+    [sentinel, token] targets): each input encoded once, each target decoded once, nothing padded; the
+    scores equal one (input, target) pair at a time to 1e-4, with the same decisions."""
+    model = AutoModelForSeq2SeqLM.from_pretrained(tiny["seq2seq"]).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny["seq2seq"])
+    prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 1499))
+    released = registry.evaluation("prost").protocol("released-t5")
+    questions = [released.build(row, "default", tokenizer)[1] for row in prost]
+    questions += [("A person drops an egg and a ball.", ["The egg breaks.", "The ball bounces off the floor twice.", "YES"]),
+                  ("Stack them.", ["books", [7, 8, 9, 10], "NO"]), ("Stack the books.", ["books"]), ("Roll the can.", ["YES", "NO"])]  # fmt: skip
+    inputs = [tokenizer(text)["input_ids"] for text, _ in questions]
+    targets = [[t if isinstance(t, list) else tokenizer(t)["input_ids"] for t in options] for _, options in questions]
+    assert len({len(i) for i in inputs}) > 3 and len({len(t) for ts in targets for t in ts}) > 3
+    fed = {"encoder": 0, "decoder": 0}
+    model.get_encoder().register_forward_pre_hook(lambda m, a, k: fed.update(encoder=fed["encoder"] + k["input_ids"].numel()), with_kwargs=True)
+    model.get_decoder().register_forward_pre_hook(lambda m, a, k: fed.update(decoder=fed["decoder"] + k["input_ids"].numel()), with_kwargs=True)
+    fast = scoring.seq2seq_logprobs(model, tokenizer, questions, torch.device("cpu"), batch_tokens=60)
+    assert fed == {"encoder": sum(len(i) for i in inputs), "decoder": sum(len(t) for ts in targets for t in ts)}
     with torch.inference_mode():
-        for options, row in zip(ids, scores):
-            for sequence, score in zip(options, row):
-                logprobs = torch.log_softmax(model(torch.tensor([sequence])).logits[0, :-1], -1)
-                assert score == pytest.approx(logprobs.gather(-1, torch.tensor(sequence[1:])[:, None]).mean().item(), abs=1e-5)
+        alone = [[torch.log_softmax(model(input_ids=torch.tensor([ids]), labels=torch.tensor([t])).logits[0].float(), -1)
+                  .gather(-1, torch.tensor(t)[:, None]).sum().item() for t in ts] for ids, ts in zip(inputs, targets)]  # fmt: skip
+    assert max(abs(a - b) for f, r in zip(fast, alone) for a, b in zip(f, r)) <= 1e-4
+    assert [max(range(len(f)), key=f.__getitem__) for f in fast] == [max(range(len(r)), key=r.__getitem__) for r in alone]
 
 
 def test_masked_lm_batches_hold_one_length_and_equal_one_text_at_a_time(tiny):

@@ -7,19 +7,38 @@ import sys
 import pytest
 
 HEAVY = ("torch", "transformers", "datasets", "evaluate", "pyarrow", "pandas", "tqdm")
-PROBE = ("import sys\nfrom physprobe.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit as e:\n    code = e.code\n"
+PROBE = ("import sys\nfrom physprobe.cli import main\ntry:\n    code = main({argv!r})\nexcept SystemExit as e:\n    code = e.code\n"
          "print('LOADED', sorted(m for m in {heavy!r} if m in sys.modules), code)")  # fmt: skip
 
 
+CONFIG_ERRORS = [["score", "--model", "x", "--benchmark", name, "--config", config]
+                 for name, config in [("prost", "nope"), ("cccons", "ordinary,ordinary"), ("newton", "repository"), ("text2afford", "")]]  # fmt: skip
+
+
 @pytest.mark.parametrize("argv, code", [(["--help"], 0), (["score", "--help"], 0), (["score", "--model", "x", "--benchmark", "nope"], 2),
-                                        (["build", "--help"], 0), (["generate", "--help"], 0)])  # fmt: skip
+                                        (["build", "--help"], 0), (["generate", "--help"], 0),
+                                        *((argv, 2) for argv in CONFIG_ERRORS)])  # fmt: skip
 def test_help_and_argument_errors_import_nothing_heavy(argv, code):
+    """Argument errors that need a benchmark's config names (unknown, repeated, unscorable, empty) too."""
     result = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=HEAVY)], capture_output=True, text=True, check=True)
     assert result.stdout.strip().splitlines()[-1] == f"LOADED [] {code}", result.stdout + result.stderr
 
 
-def test_parser_lists_the_registered_benchmarks():
+def test_every_benchmark_folder_is_registered():
+    """A folder with an ``evaluation.py`` is a benchmark: ``NAMES`` (what the parser offers) lists them all."""
+    import importlib.util
+    from pathlib import Path
+
     from physprobe import cli, registry
 
-    assert cli._benchmarks() == registry.names()
+    folder = Path(importlib.util.find_spec("physprobe.dataset_scripts").submodule_search_locations[0])
+    assert registry.names() == sorted(p.parent.name for p in folder.glob("*/evaluation.py"))
     assert cli._generating() == [name for name in registry.names() if registry.new_examples(name)]
+    assert cli._generating() == [name for name in registry.names() if registry.new_examples(name)]
+
+
+@pytest.mark.parametrize("name", ["cccons", "newton", "prost", "text2afford"])
+def test_config_names_read_cheaply_are_the_builders(name):
+    from physprobe import registry
+
+    assert registry.config_names(name) == [config.name for config in registry.builder(name).configs]

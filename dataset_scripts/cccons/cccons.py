@@ -15,6 +15,7 @@ from pathlib import Path
 import datasets
 
 from physprobe.builder import Benchmark, Card, Config, Generated, keep, read_card_body
+from physprobe.dataset_scripts.cccons.configs import CONFIGS
 from physprobe.errors import DataError
 from physprobe.generators import cccons as generator
 from physprobe.sources import github_release
@@ -47,17 +48,6 @@ FILES = {
     "ordinary_nocontext": ("normal_auto_nocontext_new.csv", "ordinary", None),
     "ccommon_nocontext": ("adversarial_auto_nocontext_new.csv", "ccommon", None),
 }
-DESCRIPTIONS = {
-    "ordinary": "contexts whose size relation agrees with commonsense (Ordinary)",
-    "ccommon": "contexts whose size relation contradicts commonsense (CCommon)",
-    "ordinary_easy": "Ordinary rows whose template has a preposition hint such as in/into (Easy)",
-    "ordinary_hard": "Ordinary rows without such a hint (Hard)",
-    "ccommon_easy": "CCommon rows with a preposition hint (Easy)",
-    "ccommon_hard": "CCommon rows without a preposition hint (Hard)",
-    "ordinary_nocontext": "the Ordinary pairs with no context",
-    "ccommon_nocontext": "the CCommon pairs with no context",
-}
-
 FEATURES = datasets.Features(
     {
         "context": datasets.Value("string"),
@@ -160,14 +150,14 @@ def card_fields(by_config: Mapping[str, list[dict]], induced: generator.Inductio
 
 
 def _config(name: str) -> Config:
-    return Config(name, DESCRIPTIONS[name], keep(lambda row: row["config"] == name))
+    return Config(name, CONFIGS[name], keep(lambda row: row["config"] == name))
 
 
 CCCONS = Benchmark(
     name="cccons",
     upstream=UPSTREAM,
     features=FEATURES,
-    configs=tuple(_config(name) for name in FILES),
+    configs=tuple(_config(name) for name in CONFIGS),
     card=Card(
         pretty_name="CConS: Counter-commonsense Contextual Size comparison",
         license="mit",

@@ -16,6 +16,7 @@ import datasets
 import yaml
 
 from physprobe.builder import Benchmark, Card, Config, Generated, keep, read_card_body
+from physprobe.dataset_scripts.newton.configs import CONFIGS
 from physprobe.dataset_scripts.newton.published import TABLE_6_COLUMNS
 from physprobe.errors import DataError, TemplateError
 from physprobe.generators import newton as generator
@@ -118,24 +119,15 @@ def card_fields(configs: Mapping[str, list[dict]], repo: generator.Repository) -
     }
 
 
-DESCRIPTIONS = {
-    "repository": "one row per object-attribute pair: polarity (low/high) and annotator agreement",
-    "track1": "foundational attribute questions exactly as annotated, three options",
-    "track2_boolean": "True/False statements about one object or a pair (explicit application)",
-    "track2_mc": "which object is the most/least <attribute>, four options (explicit application)",
-    "track3": "the nine implicit scenarios, four options",
-}
-
-
 def _config(name: str) -> Config:
-    return Config(name, DESCRIPTIONS[name], keep(lambda row: row["config"] == name), FEATURES[name])
+    return Config(name, CONFIGS[name], keep(lambda row: row["config"] == name), FEATURES[name])
 
 
 NEWTON = Benchmark(
     name="newton",
     upstream=UPSTREAM,
     features=FEATURES["track1"],
-    configs=tuple(_config(name) for name in FEATURES),
+    configs=tuple(_config(name) for name in CONFIGS),
     card=Card(
         pretty_name="NEWTON: physical reasoning over object attributes",
         license="unknown",  # the NewtonReasoning/Newton repository states no license

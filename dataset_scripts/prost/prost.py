@@ -16,6 +16,7 @@ import datasets
 import yaml
 
 from physprobe.builder import Benchmark, Card, Config, Generated, keep, read_card_body
+from physprobe.dataset_scripts.prost.configs import CONFIGS
 from physprobe.errors import DataError, PhysprobeError
 from physprobe.generators import prost as generator
 from physprobe.sources import github_release
@@ -63,20 +64,6 @@ FEATURES = datasets.Features(
     }
 )
 
-CONCEPTS = {
-    "directions": "direction after turns and of a thrown or dropped ball (16 questions)",
-    "mass": "heaviest/lightest of four objects (1,440)",
-    "height": "tallest/shortest of four objects (1,440)",
-    "circumference": "largest/smallest circumference of four objects (1,440)",
-    "stacking": "the one stackable (or not stackable) object among four (2,400)",
-    "rolling": "the one rollable (or not rollable) object among four (2,400)",
-    "grasping": "the one graspable (or not graspable) pile among four (2,400)",
-    "breaking": "the one breakable (or unbreakable) object among four (2,400)",
-    "sliding": "the one slippery (or non-slippery) surface among four (2,400)",
-    "bouncing": "the one bouncy (or non-bouncy) surface among four (2,400)",
-}
-
-
 def _concept(concept: str):
     return keep(lambda row: row["group"] == concept)
 
@@ -123,10 +110,7 @@ PROST = Benchmark(
     name="prost",
     upstream=UPSTREAM,
     features=FEATURES,
-    configs=(
-        Config("default", "all 18,736 questions"),
-        *(Config(concept, description, _concept(concept)) for concept, description in CONCEPTS.items()),
-    ),
+    configs=tuple(Config(name, description, None if name == "default" else _concept(name)) for name, description in CONFIGS.items()),
     card=Card(
         pretty_name="PROST: Physical Reasoning about Objects through Space and Time",
         license="apache-2.0",

@@ -23,6 +23,7 @@ from pathlib import Path
 import datasets
 
 from physprobe.builder import Benchmark, Card, Config, Generated, read_card_body
+from physprobe.dataset_scripts.text2afford.configs import CONFIGS
 from physprobe.errors import DataError
 from physprobe.generators import text2afford as generator
 from physprobe.sources import github_release
@@ -146,7 +147,7 @@ def _class_config(index: int) -> Config:
     affordance = generator.CLASSES[index]
     return Config(
         affordance.config,
-        f"can a human {affordance.phrase} the object? one row per pair",
+        CONFIGS[affordance.config],
         select=lambda rows: generator.per_class(rows, index),
         features=CLASS_FEATURES,
     )
@@ -157,7 +158,7 @@ TEXT2AFFORD = Benchmark(
     upstream=UPSTREAM,
     features=FEATURES,
     configs=(
-        Config("default", "one row per sentence-object pair with all 15 labels"),
+        Config("default", CONFIGS["default"]),
         *(_class_config(i) for i in range(len(generator.CLASSES))),
     ),
     card=Card(

@@ -49,11 +49,27 @@ class DataSource:
         if not self.on_hub:  # straight from the Parquet file on disk, never a cached copy of an older one
             from physprobe.export import read_built
 
-            return read_built(self.path, config)
-        try:
-            return datasets.load_dataset(self.path, config, split="test", revision=self.revision)
-        except Exception as error:  # network and file errors of every library below datasets
-            raise DataSourceError(f"cannot read config {config!r} of {self.describe()}: {type(error).__name__}: {error}") from None
+            dataset = read_built(self.path, config)
+        else:
+            try:
+                dataset = datasets.load_dataset(self.path, config, split="test", revision=self.revision)
+            except Exception as error:  # network and file errors of every library below datasets
+                raise DataSourceError(f"cannot read config {config!r} of {self.describe()}: {type(error).__name__}: {error}") from None
+        self._check_columns(config, dataset.column_names)
+        return dataset
+
+    def _check_columns(self, config: str, columns: list[str]) -> None:
+        """Fail, naming the fix, when ``config`` lacks a column this physprobe's builder declares (data built
+        or published by another version)."""
+        from physprobe import registry
+
+        builder = registry.builder(self.benchmark)
+        missing = [name for name in (builder.config(config).features or builder.features) if name not in columns]
+        if missing:
+            fix = (f"rebuild it: physprobe build {self.benchmark} --out {Path(self.path).parent}" if not self.on_hub
+                   else "pass the --revision this physprobe version was published with, or build it locally (--data)")  # fmt: skip
+            raise DataSourceError(f"config {config!r} of {self.describe()} lacks column(s) {', '.join(missing)} that this "
+                                  f"physprobe reads (made by another version); {fix}")  # fmt: skip
 
     def fingerprint(self, config: str) -> str:
         """What identifies ``config``'s rows: the Hub commit, or a hash of the local config folder's files."""

@@ -1,5 +1,5 @@
 """Fault injection for ``physprobe score``: two runs into one folder, a corrupted resume cache, a corrupted
-Parquet file in --data, a replaced data file, over-long inputs limited by the model config, and
+Parquet file in --data, a build missing a column, a replaced data file, over-long inputs limited by the model config, and
 ``--truncate`` keeping the [MASK]."""
 
 import json
@@ -112,6 +112,18 @@ def test_a_corrupted_parquet_file_in_data_is_named(causal, data, tmp_path, capsy
     assert main(score_args(causal, copy, tmp_path / "run")) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("physprobe:")]
     assert len(errors) == 1 and errors[0].startswith(f"physprobe: error: {broken} is not a readable Parquet file")
+
+
+def test_a_build_missing_a_column_this_version_reads_is_named_with_the_fix(causal, data, tmp_path, capsys):
+    copy = tmp_path / "data"
+    shutil.copytree(data / "prost", copy / "prost")
+    stale = copy / "prost" / data_file("mass", "test")
+    pq.write_table(pq.read_table(stale).drop_columns(["group"]), stale)  # as an older physprobe might have built it
+    assert main(score_args(causal, copy, tmp_path / "run")) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("physprobe:")]
+    assert errors == [f"physprobe: error: config 'mass' of {copy / 'prost'} lacks column(s) group that this physprobe reads "
+                      f"(made by another version); rebuild it: physprobe build prost --out {copy}"]  # fmt: skip
+    assert not (tmp_path / "run" / "predictions.parquet").exists()
 
 
 def test_a_replaced_data_file_is_read_afresh_even_with_the_same_size_and_time(tmp_path):

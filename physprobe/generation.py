@@ -19,12 +19,14 @@ from physprobe.scoring import _autocast, _check_length, run_batches
 
 
 def cut(text: str, stop: Sequence[str]) -> str:
-    """``text`` up to (not including) the earliest of the ``stop`` strings.
+    """``text`` up to (not including) the earliest of the ``stop`` strings after its leading whitespace: an
+    answer that opens with a blank line, as completion models' answers often do, is not cut to nothing.
 
-    >>> cut("yes. And more", [".", "\\n"]), cut("no stop here", [])
-    ('yes', 'no stop here')
+    >>> cut("yes. And more", [".", "\\n"]), cut("no stop here", []), cut("\\n\\nA box.\\nQ: next", ["\\n"])
+    ('yes', 'no stop here', '\\n\\nA box.')
     """
-    ends = [text.find(s) for s in stop if s and s in text]
+    start = len(text) - len(text.lstrip())
+    ends = [end for end in (text.find(s, start) for s in stop if s) if end >= 0]
     return text[: min(ends)] if ends else text
 
 

@@ -159,8 +159,10 @@ class Task:
 
     def result(self, results) -> list:
         """Scores as physprobe's request kind gives them (log-probabilities; ``[text]`` for generate)."""
-        if self.kind == "generate":
-            return [results[0]]
+        if self.kind == "generate":  # cut as physprobe cuts (lm-eval's until would cut a leading newline's answer away)
+            from physprobe.generation import cut
+
+            return [cut(results[0], self.protocol.stop)]
         return [float(r[0]) if isinstance(r, (tuple, list)) else float(r) for r in results]
 
     def process_results(self, doc: dict, results) -> dict:
@@ -220,9 +222,8 @@ def _dataset_lines(benchmark: str, config: str, data: Path | None) -> list[str]:
 def _yaml(name: str, kind: str, function: str, config: str, protocol, family: str, dataset: list[str]) -> str:
     lines = [f"task: {name}", *dataset, "test_split: test", f"process_docs: !function utils.{function}_docs"]
     if kind == "generate":
-        until = list(protocol.stop)
         lines += ["output_type: generate_until", 'doc_to_text: "{{query}}"', "doc_to_target: gold",
-                  "generation_kwargs:", f"  until: {until!r}" if until else "  until: []",
+                  "generation_kwargs:", "  until: []",  # the protocol's stop strings are applied in process_results
                   f"  max_gen_toks: {protocol.max_new_tokens}", "  do_sample: false"]  # fmt: skip
     else:
         lines += ["output_type: multiple_choice", 'doc_to_text: "{{query}}"', 'doc_to_choice: "{{choices}}"', "doc_to_target: gold",

@@ -14,6 +14,7 @@ import yaml
 
 from physprobe import registry
 from physprobe.cli import main
+from physprobe.generation import cut
 from physprobe.lm_eval_export import SEQ2SEQ_EOS, export_plan, headline
 from tests import tiny_models
 
@@ -108,7 +109,8 @@ def _assert_decided_as_physprobe_score(tasks: dict, results: dict, samples: dict
         if spec["output_type"] == "generate_until":
             for sample in logged:
                 row = ours[sample["doc"]["row"]]
-                assert sample["filtered_resps"][0] == row["generated"], (task, sample["doc"]["row"])
+                # lm-eval logs the whole answer; the task cuts it at the protocol's stop strings, as physprobe does.
+                assert cut(sample["filtered_resps"][0], registry.evaluation(benchmark).protocol(protocol).stop) == row["generated"], (task, sample["doc"]["row"])
                 assert sample["paper"][1] == (None if row["prediction"] == -1 else row["prediction"])
             assert len(logged) == len(ours)
         elif any(s["doc"]["part"] for s in logged):  # YES/NO: one lm-eval doc per class; the row's YES set

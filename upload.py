@@ -80,7 +80,7 @@ def export(out: Path, source_dir: str | None, only: set[str] | None = None) -> l
         if only and name not in only:
             continue
         result = build(benchmark, out / "datasets", source_dir)
-        source = f"{benchmark.upstream.repository}@{benchmark.upstream.commit[:12]}" if benchmark.upstream else "paper sample"
+        source = f"{benchmark.upstream.repository}@{benchmark.upstream.commit[:12]}"
         repos.append(RepoFolder(name, "dataset", result.path, source))
     for name in METRICS:
         if only and name not in only:

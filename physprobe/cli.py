@@ -24,6 +24,9 @@ from typing import TYPE_CHECKING
 from physprobe.errors import PhysprobeError
 from physprobe.protocols import METHODS
 
+# The packages of the ``score`` extra (setup.cfg): a command that needs one a plain install lacks says how to get it.
+SCORE_EXTRA = {"torch", "transformers", "accelerate", "gguf", "matplotlib"}
+
 if TYPE_CHECKING:
     from physprobe.export import BuildResult
 
@@ -236,6 +239,12 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except PhysprobeError as error:
         print(f"physprobe: error: {error}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as error:
+        if error.name not in SCORE_EXTRA:
+            raise
+        print(f"physprobe: error: {args.command} needs {error.name}, which is not installed: "
+              f"pip install 'physprobe[score]'", file=sys.stderr)  # fmt: skip
         return 2
     except KeyboardInterrupt:
         print("physprobe: interrupted; nothing half-written was left and earlier outputs are intact "

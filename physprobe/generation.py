@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-from physprobe.scoring import _autocast, _check_length, run_batches
+from physprobe.scoring import _autocast, _check_length, positions, run_batches
 
 
 def cut(text: str, stop: Sequence[str]) -> str:
@@ -51,7 +51,7 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
         limit = tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None
         encoded = [tokenizer(r["prompt"])["input_ids"] for r in requests]
     else:
-        limit = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
+        limit = positions(model)
         bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
         encoded = [bos + tokenizer(r["prompt"], add_special_tokens=False)["input_ids"] for r in requests]
     encoded = [  # a causal model's prompt leaves room for the answer

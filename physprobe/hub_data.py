@@ -1,6 +1,6 @@
 """Where ``physprobe score`` reads a benchmark: the published Hub dataset (default) or a local build folder.
 
-``hub("physprobe/prost", revision)`` resolves the revision to a commit once, so every config is read at that
+``hub("prost", revision=...)`` resolves the revision to a commit once, so every config is read at that
 commit and ``run.json`` records it; ``local("build", "prost")`` reads ``physprobe build``'s output and
 fingerprints each config's files. Either way a source that cannot be read is one ``DataSourceError`` line
 that says how to get the data.
@@ -13,7 +13,6 @@ physprobe.hub_data.DataSourceError: no-such-folder/prost is not a built benchmar
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,11 +74,9 @@ class DataSource:
         """What identifies ``config``'s rows: the Hub commit, or a hash of the local config folder's files."""
         if self.on_hub:
             return self.revision
-        digest = hashlib.sha256()
-        for path in sorted((Path(self.path) / config).rglob("*")):
-            if path.is_file():
-                digest.update(path.name.encode() + b"\0" + path.read_bytes())
-        return "sha256:" + digest.hexdigest()
+        from physprobe.provenance import folder_hash
+
+        return folder_hash(Path(self.path) / config)
 
     def describe(self) -> str:
         return f"{self.path}@{self.revision[:12]}" if self.on_hub else self.path

@@ -44,6 +44,7 @@ from pathlib import Path
 
 import yaml
 
+from physprobe import registry
 from physprobe.errors import DataError, PhysprobeError
 
 MANIFEST = "physprobe-report.json"  # marks a folder as a report physprobe wrote, listing its files
@@ -170,10 +171,8 @@ def paper_tables(benchmark: str) -> PaperTables:
     >>> prost.table("table5").rows[0].model, prost.table("table5").rows[0].cells[0]
     ('GPT', '46.7')
     """
-    from physprobe.dataset_scripts import BENCHMARKS
-
-    if benchmark not in BENCHMARKS:
-        raise ReportError(f"unknown benchmark {benchmark!r}; known: {', '.join(sorted(BENCHMARKS))}")
+    if benchmark not in registry.names():
+        raise ReportError(f"unknown benchmark {benchmark!r}; known: {', '.join(sorted(registry.names()))}")
     resource = importlib.resources.files(f"physprobe.dataset_scripts.{benchmark}") / "paper_tables.yaml"
     where = f"physprobe/dataset_scripts/{benchmark}/paper_tables.yaml"
     try:
@@ -359,9 +358,7 @@ class RunCell:
 
 
 def _config_names(benchmark: str) -> set[str]:
-    from physprobe.dataset_scripts import BENCHMARKS
-
-    return {config.name for config in BENCHMARKS[benchmark].configs}
+    return set(registry.config_names(benchmark))
 
 
 def run_protocol(run: Run):

@@ -236,10 +236,10 @@ def score_requests(loaded: Loaded, method: str, requests: list, truncate: bool, 
     if kind == "generate":
         from physprobe import generation
 
-        texts = generation.generate(m, t, payload, d, seq2seq=loaded.family == "seq2seq", truncate=truncate, progress=progress)
+        texts = generation.generate(m, t, payload, d, seq2seq=loaded.family == "seq2seq", truncate=truncate, progress=progress, **b)
         return [[text] for text in texts]
     if kind == "mean_ids":
-        return scoring.mean_token_logprobs(m, t, payload, d, truncate=truncate, progress=progress)
+        return scoring.mean_token_logprobs(m, t, payload, d, truncate=truncate, progress=progress, **b)
     if kind == "sequences":
         return scoring.sequence_logprobs(m, t, payload, d, truncate=truncate, progress=progress, **b)
     if kind == "masked":
@@ -247,7 +247,7 @@ def score_requests(loaded: Loaded, method: str, requests: list, truncate: bool, 
     if kind == "seq2seq":
         return scoring.seq2seq_logprobs(m, t, payload, d, truncate=truncate, progress=progress, **b)
     if kind == "masked_pair":
-        return scoring.masked_pair_logprobs(m, t, payload, d, progress=progress)
+        return scoring.masked_pair_logprobs(m, t, payload, d, progress=progress, **b)
     flat = [item for p in payload for item in p]
     if kind.startswith("nli"):  # nli, nli_vs_contradiction, nli_single_label (softmax across a row's pairs)
         reading = {"nli": "three_way", "nli_vs_contradiction": "vs_contradiction", "nli_single_label": "logit"}[kind]

@@ -7,6 +7,8 @@
   the ranking is that of the whole sentence's log-probability (PROST's "highest total probability").
 - ``masked_logprobs``: log-probabilities of candidate words at the mask, one forward pass per text, the
   vocabulary projection applied at the mask position only.
+- ``masked_pair_logprobs``: the same at the ``[MASK]`` of a sentence pair, each word one vocabulary entry
+  (Text2Afford's released probing).
 - ``seq2seq_logprobs``: log-probability of each target (text or token ids) given its input (T5-style),
   the encoder once per question.
 - ``mean_token_logprobs``: mean log-probability of the tokens of token-id sequences (each token after the
@@ -116,14 +118,19 @@ def _check_length(ids: Sequence[int], limit: int | None, truncate: bool, what: s
     return list(ids)[-limit:]
 
 
+def positions(model) -> int | None:
+    """The length of the model's position table (``max_position_embeddings`` or GPT-2's ``n_positions``), if any."""
+    return getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
+
+
 def length_limit(model, tokenizer) -> int | None:
     """The longest input the model takes: the tokenizer's ``model_max_length`` and the model config's
     position table (less RoBERTa-style position offsets), whichever is smaller; None when neither says."""
     limits = [tokenizer.model_max_length] if tokenizer.model_max_length < 1e9 else []
-    positions = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
-    if positions:
+    table = positions(model)
+    if table:
         offset = getattr(getattr(model.base_model, "embeddings", None), "padding_idx", None)  # RoBERTa counts from pad + 1
-        limits.append(positions - (offset + 1 if isinstance(offset, int) else 0))
+        limits.append(table - (offset + 1 if isinstance(offset, int) else 0))
     return min(limits) if limits else None
 
 
@@ -191,7 +198,7 @@ def sequence_logprobs(model, tokenizer, questions: Sequence[Sequence[str]], devi
     the batch, run on their question's prefix cache (left-padded in the *keys* only, masked), with the
     head at every fed position, each of which predicts a scored token.
     """
-    limit = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
+    limit = positions(model)
     flat = tokenize_options(tokenizer, [text for texts in questions for text in texts])
     tokenized, at = [], 0
     for texts in questions:
@@ -312,16 +319,14 @@ def _whole_sequences(model, groups, prefixes, device, batch_tokens, count_prefix
     return totals
 
 
-def _forward(model, keep, **inputs):
-    """A forward pass computing vocabulary logits for the last ``keep`` positions (or the positions in the
-    tensor ``keep``) only, where the model allows."""
+def _forward(model, keep: int, **inputs):
+    """A forward pass computing vocabulary logits for the last ``keep`` positions only, where the model allows."""
     try:
         out = model(**inputs, logits_to_keep=keep)
     except TypeError:  # architectures without logits_to_keep compute them all
         out = model(**inputs)
-    wanted = keep if isinstance(keep, int) else len(keep)
-    if out.logits.shape[1] != wanted:  # the model ignored logits_to_keep
-        out.logits = out.logits[:, -keep:] if isinstance(keep, int) else out.logits[:, keep]
+    if out.logits.shape[1] != keep:  # the model ignored logits_to_keep
+        out.logits = out.logits[:, -keep:]
     return out
 
 
@@ -336,7 +341,7 @@ def mean_token_logprobs(model, tokenizer, questions: Sequence[Sequence[Sequence[
     share their token prefix, which runs once, its own tokens scored once, as ``sequence_logprobs`` does:
     the mean is (the prefix's tokens after the first + the option's own tokens) / (n - 1).
     """
-    limit = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
+    limit = positions(model)
     tokenized = [[_check_length(ids, limit, truncate, f"token sequence of {len(ids)} ids") for ids in options] for options in questions]
     for options in tokenized:
         for ids in options:
@@ -486,19 +491,17 @@ def seq2seq_logprobs(model, tokenizer, questions: Sequence[tuple[str, Sequence[s
 
 
 # --- NLI cross-encoders and YES/NO ----------------------------------------------------------
-def _label(config, prefix: str) -> int:
+def _label(config, prefix: str, what: str) -> int:
+    """The index of the one label of ``config.id2label`` starting with ``prefix`` (case-insensitive)."""
     found = [int(i) for i, name in config.id2label.items() if str(name).lower().startswith(prefix)]
     if len(found) != 1:
-        raise ScoringError(f"cannot find a {prefix}... label in id2label={config.id2label}: this is not an NLI model")
+        raise ScoringError(f"cannot find the {what} label in id2label={config.id2label}: this is not an NLI model")
     return found[0]
 
 
 def entailment_label(config) -> int:
     """The index of the entailment label in ``config.id2label`` (case-insensitive, e.g. "ENTAILMENT")."""
-    found = [int(i) for i, name in config.id2label.items() if str(name).lower().startswith("entail")]
-    if len(found) != 1:
-        raise ScoringError(f"cannot find the entailment label in id2label={config.id2label}: this is not an NLI model")
-    return found[0]
+    return _label(config, "entail", "entailment")
 
 
 def entailment_probs(model, tokenizer, pairs: Sequence[tuple[str, str]], device: torch.device,
@@ -508,7 +511,7 @@ def entailment_probs(model, tokenizer, pairs: Sequence[tuple[str, str]], device:
     entailment and contradiction only (``"vs_contradiction"``: transformers' zero-shot pipeline with
     ``multi_label=True``); or the raw entailment logit (``"logit"``, for a softmax across candidates)."""
     entail = entailment_label(model.config)
-    columns = [_label(model.config, "contra"), entail] if reading == "vs_contradiction" else None
+    columns = [_label(model.config, "contra", "contradiction"), entail] if reading == "vs_contradiction" else None
     encoded = tokenizer([p for p, _ in pairs], [h for _, h in pairs])["input_ids"] if pairs else []
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 

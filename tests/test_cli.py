@@ -1,5 +1,7 @@
 """The physprobe command line: build, its summary, and errors as exit status 2."""
 
+import sys
+
 import datasets
 
 from physprobe.cli import main
@@ -39,3 +41,12 @@ def test_generate_cccons_writes_a_loadable_dataset(upstream_dir, tmp_path, capsy
 def test_generate_rejects_a_non_positive_n(upstream_dir, tmp_path, capsys):
     assert main(["generate", "cccons", "--n", "0", "--out", str(tmp_path), "--source-dir", str(upstream_dir)]) == 2
     assert "generate cccons needs --n at least 1, got 0" in capsys.readouterr().err
+
+
+def test_score_without_the_score_extra_names_the_install(prost_build, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "transformers", None)  # as in a plain `pip install physprobe`
+    args = ["score", "--model", str(tmp_path / "model"), "--benchmark", "prost", "--data", str(prost_build.parent),
+            "--out", str(tmp_path / "run"), "--limit", "2"]  # fmt: skip
+    assert main(args) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "physprobe: error: score needs transformers, which is not installed: pip install 'physprobe[score]'")

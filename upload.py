@@ -208,7 +208,7 @@ def publish(repo: RepoFolder, api, org: str, token: str, log=print) -> str:
 def tag_all(repos: list[RepoFolder], api, org: str, token: str, tag: str, log=print) -> None:
     """Tag the head of every repository (those already tagged there are left); refuses a tag that names
     another commit, so a release never mixes versions."""
-    heads = {}
+    heads, already = {}, set()
     for repo in repos:
         repo_id = repo.repo_id(org)
         heads[repo_id] = with_retries(lambda: api.repo_info(repo_id, repo_type=repo.repo_type, token=token).sha, repo_id, log)
@@ -216,10 +216,11 @@ def tag_all(repos: list[RepoFolder], api, org: str, token: str, tag: str, log=pr
         existing = {ref.name: ref.target_commit for ref in refs.tags}
         if tag in existing and existing[tag] != heads[repo_id]:
             raise PublishError(f"tag {tag} of {repo_id} names commit {existing[tag][:12]}, not the published {heads[repo_id][:12]}; choose a new --tag")
+        if tag in existing:
+            already.add(repo_id)
     for repo in repos:
         repo_id = repo.repo_id(org)
-        refs = with_retries(lambda: api.list_repo_refs(repo_id, repo_type=repo.repo_type, token=token), repo_id, log)
-        if tag in {ref.name for ref in refs.tags}:
+        if repo_id in already:
             log(f"tagged     {repo_id} (already {tag})")
             continue
         with_retries(lambda: api.create_tag(repo_id, tag=tag, revision=heads[repo_id], repo_type=repo.repo_type, token=token), repo_id, log)

@@ -13,8 +13,9 @@ questions (evenly spread):
   context = the text before [MASK], each choice = option + the rest of the sentence;
 - ``lm-eval prompt``: lm-eval's own prost task, "{context}\\nQuestion: {ex_question}\\nAnswer:" with the four
   option words as the choices (``doc_to_choice: "{{[A, B, C, D]}}"``), joined with a space;
-- ``released-gpt``: PROST's released GPT code, the mean token log-probability of BOS + sentence + EOS
-  (``scoring.mean_token_logprobs``, each question's shared prefix run once; no lm-eval counterpart).
+- ``released-gpt``: PROST's released GPT code, the mean token log-probability of [BOS] + sentence + EOS, the
+  token ids built by the protocol itself (``released_gpt_ids``; this tokenizer has no BOS) and scored by
+  ``scoring.mean_token_logprobs``, each question's shared prefix run once; no lm-eval counterpart.
 
 The token-minimal limit is computed in the same run from measured unit costs: the trunk's seconds per token
 (the model without its vocabulary head on dense, unpadded rows) and the head's seconds per row (vocabulary
@@ -42,6 +43,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LM
 from transformers import PreTrainedTokenizerFast
 
 from physprobe import scoring
+from physprobe.dataset_scripts.prost.evaluation import released_gpt_ids
 
 
 def make_model(folder: Path, texts: list[str], size: str) -> Path:
@@ -65,14 +67,15 @@ def make_model(folder: Path, texts: list[str], size: str) -> Path:
     return folder
 
 
-def formats(rows: list[dict]) -> dict[str, list[tuple[str, list[str]]]]:
-    """(context, continuations) per question; both tools join them with a space."""
+def formats(rows: list[dict], tokenizer) -> dict[str, list]:
+    """(context, continuations) per question, both tools joining them with a space; for ``released-gpt`` the
+    option token ids that PROST's ``released-gpt`` protocol builds (``released_gpt_ids``)."""
     prompt = [(f"{r['context']}\nQuestion: {r['ex_question']}\nAnswer:", [r[k] for k in "ABCD"]) for r in rows]
     paper = []
     for r in rows:
         before, after = f"{r['context']} {r['question']}".split("[MASK]")
         paper.append((before.rstrip(), [f"{r[k]}{after}" for k in "ABCD"]))
-    return {"paper": paper, "lm-eval prompt": prompt, "released-gpt": paper}
+    return {"paper": paper, "lm-eval prompt": prompt, "released-gpt": [released_gpt_ids(r, tokenizer) for r in rows]}
 
 
 def write_task(folder: Path, name: str, questions: list[tuple[str, list[str]]], labels: list[int]) -> None:
@@ -132,16 +135,14 @@ def run_lm_eval(model_dir: Path, task_dir: Path, name: str, device: str, dtype: 
 
 def token_ids(tokenizer, fmt: str, questions) -> list[list[list[int]]]:
     """The token ids of every option sequence, as the format scores them."""
-    texts = [[f"{context} {c}" for c in choices] for context, choices in questions]
-    if fmt == "released-gpt":
-        eos = tokenizer.eos_token_id  # PROST's released GPT code: <|endoftext|> before and after the sentence
-        return [[[eos, *tokenizer(t, add_special_tokens=False)["input_ids"], eos] for t in options] for options in texts]
-    return [scoring.tokenize_options(tokenizer, options) for options in texts]
+    if fmt == "released-gpt":  # token ids already
+        return questions
+    return [scoring.tokenize_options(tokenizer, [f"{context} {c}" for c in choices]) for context, choices in questions]
 
 
 def physprobe_scores(model, tokenizer, fmt: str, questions, device: str):
     if fmt == "released-gpt":
-        return scoring.mean_token_logprobs(model, tokenizer, token_ids(tokenizer, fmt, questions), torch.device(device))
+        return scoring.mean_token_logprobs(model, tokenizer, questions, torch.device(device))
     texts = [[f"{context} {c}" for c in choices] for context, choices in questions]
     return scoring.sequence_logprobs(model, tokenizer, texts, torch.device(device))
 
@@ -216,7 +217,7 @@ def main() -> None:
         model = model.eval().to(args.device)
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         fed = FedTokens(model)
-        every = formats(rows)
+        every = formats(rows, tokenizer)
         for index, fmt in enumerate(chosen):
             if fmt != "released-gpt":
                 write_task(tmp, f"bench_{index}", every[fmt], labels)

@@ -160,8 +160,6 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from physprobe.lm_eval_export import export
 
     names = export(Path(args.out), Path(args.data) if args.data else None)

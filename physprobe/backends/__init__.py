@@ -1,0 +1,58 @@
+"""Model backends: the registry of names ``--backend`` accepts, and how a run's backend is chosen.
+
+A backend is one module under ``physprobe/backends/`` holding a ``physprobe.backends.base.Backend``
+subclass, registered by one line in ``REGISTRY`` (name -> ``"module:Class"``, imported only when chosen,
+so ``physprobe --help`` imports no backend). ``docs/adding_a_backend.md`` walks through one.
+
+>>> resolve(None, {}), resolve("hf", {"revision": "main"})
+('hf', 'hf')
+>>> resolve("tpu", {})
+Traceback (most recent call last):
+physprobe.backends.base.BackendError: unknown --backend 'tpu'; known: hf
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from physprobe.backends.base import Backend, BackendError, Settings
+
+REGISTRY = {
+    "hf": "physprobe.backends.hf:HFBackend",
+}
+SERVER_ARGS = ("base_url",)  # --model-args keys that name a server: they imply the server backend
+SERVER_BACKEND = "openai"
+
+
+def resolve(name: str | None, model_args: dict) -> str:
+    """The backend of a run: ``name`` (``--backend``), else ``openai`` when ``--model-args`` names a
+    ``base_url``, else ``hf``; a name not in ``REGISTRY`` is a one-line error listing the known ones."""
+    server = [key for key in SERVER_ARGS if key in model_args]
+    chosen = name or (SERVER_BACKEND if server else "hf")
+    if chosen not in REGISTRY:
+        raise BackendError(f"unknown --backend {chosen!r}; known: {', '.join(REGISTRY)}")
+    if server and chosen == "hf":
+        raise BackendError(f"--model-args {server[0]}=... names a server, which --backend hf does not use; "
+                           f"use --backend {SERVER_BACKEND}, or drop {server[0]}")  # fmt: skip
+    return chosen
+
+
+def backend_class(name: str) -> type[Backend]:
+    """The class registered as ``name`` (imported now)."""
+    module, _, attribute = REGISTRY[name].partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def create(name: str, settings: Settings) -> Backend:
+    """The backend ``name`` made with ``settings`` (options checked; no weights loaded, no request sent)."""
+    return backend_class(name)(settings)
+
+
+def serving(request_type: type) -> list[str]:
+    """The registered backends that serve ``request_type``.
+
+    >>> from physprobe.requests import Masked
+    >>> serving(Masked)
+    ['hf']
+    """
+    return [name for name in REGISTRY if request_type in backend_class(name).serves]

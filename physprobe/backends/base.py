@@ -1,0 +1,166 @@
+"""The backend seam: what a model backend serves, how it scores requests, and how it names itself.
+
+A backend answers ``physprobe.requests`` objects. ``score(requests, progress)`` takes a list of requests
+of ONE type (one chunk of a protocol's requests) and returns one result per request, in order, each a
+JSON-ready list (the resume cache stores it as is):
+
+- ``Choice(context, continuations)`` -> one float per continuation: log P(continuation | context), up to
+  a constant shared by the request's continuations (so only the ranking and differences are meaningful).
+  The ``hf`` backend encodes each ``context + continuation`` whole (BOS first where the tokenizer has one)
+  and sums the log-probabilities of the tokens after the options' shared token prefix; a server backend
+  may echo ``context + continuation`` and sum the continuation's token log-probabilities.
+- ``MeanTokens(options, specials)`` -> one float per option: the mean log-probability of tokens 2..n of
+  the option's token sequence (its segments encoded apart, framed as ``specials`` says).
+- ``Masked(text, candidates)`` -> one float or None per candidate: log P(candidate) at the mask; None
+  when ``" candidate"`` is not one token of the vocabulary.
+- ``MaskedPair(first, second, words, token_type_ids)`` -> one float or None per word: log P(word) at the
+  mask of the pair; None when the word is not one vocabulary entry.
+- ``Seq2Seq(source, targets, first_token_after)`` -> one float per target: its summed log-probability.
+- ``Entailment(pairs, reading)`` -> one float per pair, read as ``reading`` says.
+- ``YesNo(prompts)`` -> one float per prompt: P(YES) / (P(YES) + P(NO)).
+- ``Generate(prompt, choices, max_new_tokens, stop, first_token_choices)`` -> ``[text]``: the greedy answer,
+  cut before the first stop string (``physprobe.backends.hf.generation.cut``); with ``first_token_choices``
+  ``[text, choice, ...]``, the choices as the backend resolved them.
+
+A backend that cannot serve a request type leaves it out of ``serves``; the runner then stops before
+scoring with a one-line error naming the protocol, the backend and the backends that serve it.
+
+Chat templates. ``Settings.chat`` (``Chat``: ``mode`` ``"auto"``/``"on"``/``"off"``, a named
+``template``, a ``system_instruction``) reaches the backend when it is made; the backend alone applies
+it, and only to the requests that read a prompt: ``Generate`` (the prompt), ``Choice`` (the context) and
+``YesNo`` (each prompt). ``chat_applied(request_type)`` says whether it does: ``"on"`` always (an error
+if the model has no template), ``"off"`` never, ``"auto"`` for ``Generate`` when the model has a template
+(instruct models answer in their own format) and never for scored text (the papers scored raw text). The
+prompt becomes the user message, after a system message holding ``system_instruction`` if given; with no
+template applied, a system instruction precedes the prompt, followed by a blank line. Other request types
+ignore ``"auto"``; an explicit ``"on"`` with them is an error.
+
+Identity. ``identity(request_type)`` is a JSON-ready dict of all that changes a result besides the
+request (model revision, dtype, device type, a server's URL and served model id, the chat setting
+applied and its template's sha256); the runner puts it in the cache key, ``run.json`` and
+``metrics.json``. ``info()`` adds what ``run.json`` records of the run (device, load time, options).
+
+>>> from physprobe.requests import Generate
+>>> chat = Chat(mode="auto", system_instruction="Answer briefly.")
+>>> chat.applies(Generate, has_template=True), chat.applies(Generate, has_template=False)
+(True, False)
+>>> prompt_text("Which is bigger?", chat, templated=False)
+'Answer briefly.\\n\\nWhich is bigger?'
+>>> messages("Which is bigger?", chat)
+[{'role': 'system', 'content': 'Answer briefly.'}, {'role': 'user', 'content': 'Which is bigger?'}]
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from physprobe.errors import PhysprobeError
+from physprobe.requests import Choice, Generate, YesNo
+
+CHAT_MODES = ("auto", "on", "off")
+PROMPTED = (Generate, Choice, YesNo)  # the request types a chat template applies to
+
+
+class BackendError(PhysprobeError):
+    """A backend that does not exist, cannot serve a protocol, or cannot reach or load its model."""
+
+
+@dataclass(frozen=True)
+class Chat:
+    """The chat setting of a run: ``--apply-chat-template [NAME]`` (``mode="on"``, ``template=NAME``),
+    ``--no-chat-template`` (``"off"``), neither (``"auto"``), and ``--system-instruction``."""
+
+    mode: str = "auto"
+    template: str | None = None  # a named template of the tokenizer's (None: its default one)
+    system_instruction: str | None = None
+
+    def __post_init__(self):
+        if self.mode not in CHAT_MODES:
+            raise BackendError(f"chat mode {self.mode!r} is not one of {', '.join(CHAT_MODES)}")
+
+    def applies(self, request_type: type, has_template: bool) -> bool:
+        """Whether a model (with a template or not) reads ``request_type``'s prompts through its chat template.
+
+        >>> Chat("on").applies(Choice, True), Chat("auto").applies(Choice, True), Chat("off").applies(Generate, True)
+        (True, False, False)
+        """
+        if self.mode == "off" or request_type not in PROMPTED:
+            return False
+        if self.mode == "on":
+            return True
+        return request_type is Generate and has_template
+
+
+def messages(prompt: str, chat: Chat) -> list[dict]:
+    """The chat messages of a prompt: a system message when ``chat`` has an instruction, then the prompt."""
+    head = [{"role": "system", "content": chat.system_instruction}] if chat.system_instruction else []
+    return head + [{"role": "user", "content": prompt}]
+
+
+def prompt_text(prompt: str, chat: Chat, templated: bool) -> str:
+    """A prompt as a backend without a chat template applied reads it: the system instruction, a blank
+    line, then the prompt (``templated``: the template renders the instruction; the prompt is unchanged)."""
+    if templated or not chat.system_instruction:
+        return prompt
+    return f"{chat.system_instruction}\n\n{prompt}"
+
+
+def template_hash(template: str | None) -> str | None:
+    """The sha256 of a chat template's text (None: no template).
+
+    >>> template_hash("{{ messages }}")[:12]
+    '2ce2d0da5f86'
+    """
+    return None if template is None else hashlib.sha256(template.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What ``physprobe score`` gives a backend: the model, ``--model-args`` and the options a backend may
+    refuse (``device``, ``dtype``, ``batch_size``, ``gguf_file``: a server backend has none of these)."""
+
+    model: str
+    model_args: dict = field(default_factory=dict)
+    device: str | None = None
+    dtype: str | None = None
+    batch_size: int | None = None
+    gguf_file: str | None = None
+    truncate: bool = False
+    chat: Chat = Chat()
+
+
+class Backend(abc.ABC):
+    """The base of every backend: subclasses set ``name`` and ``serves`` and implement the methods below.
+
+    Making one (``Backend(settings)``) checks every option and reads what is cheap (a config, a server's
+    model list), so a bad option fails before any weight loads; ``family`` is then the model's family
+    (``causal``, ``mlm``, ``seq2seq``, ``nli``: what picks the paper's protocol). Weights load, or a
+    connection opens, on the first ``score`` call; a fully cached run never makes one.
+    """
+
+    name: ClassVar[str]
+    serves: ClassVar[tuple[type, ...]]
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.family: str = "causal"
+
+    @abc.abstractmethod
+    def chat_applied(self, request_type: type) -> bool:
+        """Whether this backend reads ``request_type``'s prompts through a chat template."""
+
+    @abc.abstractmethod
+    def identity(self, request_type: type) -> dict:
+        """All that changes a result of ``request_type`` besides the request itself (JSON-ready), the chat
+        setting included: ``{"applied": bool, "template": name, "template_sha256": ..., "system_instruction": ...}``."""
+
+    @abc.abstractmethod
+    def score(self, requests: list, progress=None) -> list[list]:
+        """One result per request (all of one type), in order; ``progress`` (a tqdm bar) advances per request."""
+
+    @abc.abstractmethod
+    def info(self) -> dict:
+        """What ``run.json`` records of this backend beyond ``identity`` (device, options, load time)."""

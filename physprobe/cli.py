@@ -102,7 +102,10 @@ def _score(args: argparse.Namespace) -> int:
 
     if args.data is not None and (args.revision or args.dataset_repo):
         raise PhysprobeError("--data reads a local build; --revision and --dataset-repo are for the Hub: give one or the other")
-    model_args = model_options.parse_model_args(args.model_args)
+    from physprobe import backends
+
+    backend = backends.resolve(args.backend, model_options.split_model_args(args.model_args))
+    model_args = backends.backend_class(backend).parse_model_args(args.model_args)
     batch_size = model_options.parse_batch_size(args.batch_size)
     configs = args.config.split(",") if args.config is not None else None
     out = Path(args.out or f"runs/{Path(args.model).name}-{args.benchmark}")
@@ -111,7 +114,7 @@ def _score(args: argparse.Namespace) -> int:
                   args.truncate, model_args=model_args, dtype=args.dtype, batch_size=batch_size,
                   bootstrap_iters=args.bootstrap_iters, dataset_repo=args.dataset_repo,
                   revision=args.revision, command=["physprobe", *args.argv], protocol=args.protocol,
-                  backend=args.backend, chat=chat_setting(args))  # fmt: skip
+                  backend=backend, chat=chat_setting(args))  # fmt: skip
     for config, values in metrics.items():
         headline = {k: v for k, v in values.items() if isinstance(v, (int, float))}
         headline.update({f"{k}.{n}": v for k, inner in values.items() if isinstance(inner, dict)

@@ -158,6 +158,13 @@ class Backend(abc.ABC):
 
     name: ClassVar[str]
     serves: ClassVar[tuple[type, ...]]
+    load_seconds: float = 0.0  # seconds spent loading the model (or connecting): run.json's timings
+
+    @staticmethod
+    @abc.abstractmethod
+    def parse_model_args(text: str | None) -> dict:
+        """``--model-args`` (``KEY=VALUE,...``) as this backend takes them: its keys checked and typed, a
+        one-line error for any other (``physprobe.model_options.split_model_args`` does the syntax)."""
 
     def __init__(self, settings: Settings):
         self.settings = settings

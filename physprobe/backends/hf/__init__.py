@@ -62,12 +62,17 @@ class Templating:
         self.tokenizer, self.chat, self.model_name = tokenizer, chat, model_name
 
     def template(self) -> str | None:
-        """The text of the template the run names (``Chat.template``, else the tokenizer's default), or None."""
+        """The text of the template the run names (``Chat.template``: one of the tokenizer's named templates),
+        else of the tokenizer's default one; None when it has none."""
+        name, templates = self.chat.template, self.tokenizer.chat_template
+        if name is not None:
+            named = sorted(templates) if isinstance(templates, dict) else []
+            if name not in named:
+                known = f"its named templates: {', '.join(named)}" if named else "give --apply-chat-template without a name"
+                raise BackendError(f"--apply-chat-template {name}: {self.model_name} has no chat template named {name!r}; {known}")
         try:
-            return self.tokenizer.get_chat_template(self.chat.template)
-        except ValueError as error:
-            if self.chat.template is not None:
-                raise BackendError(f"--apply-chat-template {self.chat.template}: {str(error).splitlines()[0]}") from None
+            return self.tokenizer.get_chat_template(name)
+        except ValueError:  # no template (or several, none of them the default)
             return None
 
     def applied(self, request_type: type) -> bool:
@@ -77,7 +82,7 @@ class Templating:
         template = self.template()
         applied = self.chat.applies(request_type, has_template=template is not None)
         if applied and template is None:
-            raise BackendError(f"--apply-chat-template: {self.model_name} has no chat template (its tokenizer's "
+            raise BackendError(f"--apply-chat-template: {self.model_name} has no default chat template (its tokenizer's "
                                "chat_template is empty); leave the option out")  # fmt: skip
         return applied
 
@@ -196,6 +201,12 @@ class HFBackend(Backend):
     name = "hf"
     serves = (Choice, MeanTokens, Masked, MaskedPair, Seq2Seq, Entailment, YesNo, Generate)
 
+    @staticmethod
+    def parse_model_args(text: str | None) -> dict:
+        from physprobe import model_options
+
+        return model_options.parse_model_args(text)
+
     def __init__(self, settings: Settings):
         from physprobe.backends.hf import model
 
@@ -205,7 +216,6 @@ class HFBackend(Backend):
         self.family = self.plan.family
         self._tokenizer = None
         self._loaded = None
-        self.load_seconds = 0.0
 
     @property
     def tokenizer(self):

@@ -39,16 +39,12 @@ from huggingface_hub.errors import HfHubHTTPError
 
 import physprobe
 from physprobe.dataset_scripts import BENCHMARKS
-from physprobe.errors import PhysprobeError
+from physprobe.errors import PhysprobeError, PublishError
 from physprobe.export import build
 from physprobe.paths import replace_folder
 
 ROOT = Path(__file__).resolve().parent
 METRICS = tuple(sorted(path.parent.name for path in (ROOT / "metrics").glob("*/README.md")))
-
-
-class PublishError(PhysprobeError):
-    """A repo folder failed validation, or the Hub refused an operation."""
 
 
 @dataclass(frozen=True)

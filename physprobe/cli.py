@@ -163,7 +163,7 @@ def _export(args: argparse.Namespace) -> int:
     from physprobe.lm_eval_export import export
 
     names = export(Path(args.out), Path(args.data) if args.data else None)
-    print(f"{len(names)} lm-eval tasks -> {args.out} (lm_eval --include_path {args.out} --tasks physprobe_prost ...)")
+    print(f"{len(names)} lm-eval tasks -> {args.out} (lm_eval --include_path {args.out} --tasks physprobe_<benchmark> ...)")
     return 0
 
 

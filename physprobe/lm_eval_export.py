@@ -32,7 +32,7 @@ import math
 from pathlib import Path
 
 from physprobe import hub_data, registry
-from physprobe.errors import PhysprobeError
+from physprobe.errors import ExportError, PhysprobeError
 from physprobe.protocols import GENERATIVE, KINDS
 
 EXPRESSIBLE = {"sequences", "seq2seq", "yes", "generate"}
@@ -42,10 +42,6 @@ HEADLINE = ("macro_accuracy", "agreement_accuracy", "accuracy")
 
 SEQ2SEQ_EOS = ("lm-eval scores each target without the end-of-sequence token a T5 tokenizer appends (physprobe "
                "scores it with): a close call can be decided otherwise")
-
-
-class ExportError(PhysprobeError):
-    """An lm-eval export that cannot be written."""
 
 
 def _kind(protocol) -> str:
@@ -249,7 +245,7 @@ def export(out: Path, data: Path | None = None, benchmarks: list[str] | None = N
 
     out = Path(out)
     names, readme = [], ["# physprobe tasks for lm-evaluation-harness", "",
-                         "Run: `lm_eval --model hf --model_args pretrained=MODEL --include_path THIS_FOLDER --tasks physprobe_prost`",
+                         "Run: `lm_eval --model hf --model_args pretrained=MODEL --include_path THIS_FOLDER --tasks physprobe_<benchmark>`",
                          "(physprobe must be installed where lm-eval runs: the prompts and metrics are physprobe's).", "",
                          "| task | protocol | family | note |", "|---|---|---|---|"]  # fmt: skip
     for benchmark in benchmarks or registry.names():

@@ -30,16 +30,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from physprobe.errors import PhysprobeError
+from physprobe.errors import ProtocolError
 
 FAMILIES = ("causal", "mlm", "seq2seq", "nli")
 METHODS = ("causal", "mlm", "seq2seq", "nli", "yes_no", "generate")
 KINDS = {"causal": "sequences", "mlm": "masked", "seq2seq": "seq2seq", "nli": "nli", "yes_no": "yes", "generate": "generate"}
 GENERATIVE = ("causal", "seq2seq")  # families that can answer YES/NO or generate
-
-
-class ProtocolError(PhysprobeError):
-    """A benchmark, config, method or protocol that does not exist or does not go together."""
 
 
 def argmax(scores: Sequence[float | None]) -> int | None:

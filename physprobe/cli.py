@@ -87,7 +87,8 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from physprobe import model_options
+    from physprobe import model_options, provenance, registry
+    from physprobe.protocols import COUNTS
     from physprobe.runner import run
 
     if args.num_processes is not None:
@@ -111,11 +112,12 @@ def _score(args: argparse.Namespace) -> int:
                   args.truncate, model_args=model_args, dtype=args.dtype, batch_size=batch_size,
                   bootstrap_iters=args.bootstrap_iters, dataset_repo=args.dataset_repo,
                   revision=args.revision, command=["physprobe", *args.argv], protocol=args.protocol)  # fmt: skip
-    for config, values in metrics.items():
-        headline = {k: v for k, v in values.items() if isinstance(v, (int, float))}
-        headline.update({f"{k}.{n}": v for k, inner in values.items() if isinstance(inner, dict)
-                         for n, v in inner.items() if n in ("accuracy", "map")})  # fmt: skip
-        print(f"{args.benchmark}/{config}: " + ", ".join(f"{k}={v:.4g}" for k, v in headline.items()))
+    evaluation = registry.evaluation(args.benchmark)
+    for config, values in metrics.items():  # the headline figure first, then the other overall figures and counts
+        headline = evaluation.headline_of(values)
+        figures = {**dict([headline] if headline else []), **provenance.overall_figures(values)}
+        figures.update({k: v for k, v in values.items() if k in COUNTS})
+        print(f"{args.benchmark}/{config}: " + ", ".join(f"{k}={v:.4g}" for k, v in figures.items()))
     print(f"-> {out}")
     return 0
 

@@ -36,8 +36,6 @@ from physprobe.errors import ExportError, PhysprobeError
 from physprobe.protocols import GENERATIVE, KINDS
 
 EXPRESSIBLE = {"sequences", "seq2seq", "yes", "generate"}
-# The headline figure of a config's metrics.json, where present (the first found).
-HEADLINE = ("macro_accuracy", "agreement_accuracy", "accuracy")
 
 
 SEQ2SEQ_EOS = ("lm-eval scores each target without the end-of-sequence token a T5 tokenizer appends (physprobe "
@@ -135,7 +133,7 @@ class Task:
         if self.kind == "seq2seq":
             source, targets = payload
             return [{"row": row_index, "part": 0, "query": source, "choices": list(targets), "gold": gold}]
-        labels = list(row.get("labels") or [])  # yes: one doc per prompt; gold YES (0) where the class is labelled 1
+        labels = self.evaluation.reference(row)  # yes: one doc per prompt; gold YES (0) where the class is labelled 1
         if self.family == "seq2seq":
             return [{"row": row_index, "part": i, "query": p, "choices": ["YES", "NO"], "gold": 0 if labels and labels[i] else 1}
                     for i, p in enumerate(payload)]  # fmt: skip
@@ -183,25 +181,12 @@ class Task:
         return rows, [self.protocol.decide(s) for s in scores], scores
 
     def paper(self, items: list) -> float:
-        """The config's headline figure (metrics.json's ``macro_accuracy``, ``agreement_accuracy``, or
-        ``accuracy``; Text2Afford: ``pairwise.accuracy``) from the benchmark's own metric wiring."""
+        """The config's headline figure (the benchmark's declared ``Evaluation.headline``) from its own metric
+        wiring; NaN when none was computed."""
         indices, predictions, scores = self.decisions(items)
         values = self.evaluation.metrics(self.config, [self.rows[i] for i in indices], predictions, scores)
-        return headline(values)
-
-
-def headline(values: dict) -> float:
-    """The headline number of a config's metrics (see ``Task.paper``); NaN when none was computed.
-
-    >>> headline({"accuracy": 0.5, "macro_accuracy": 0.4}), headline({"pairwise": {"accuracy": 0.7}})
-    (0.4, 0.7)
-    """
-    for key in HEADLINE:
-        if isinstance(values.get(key), (int, float)):
-            return float(values[key])
-    if isinstance(values.get("pairwise"), dict):
-        return headline(values["pairwise"])
-    return float("nan")
+        found = self.evaluation.headline_of(values)
+        return float("nan") if found is None else found[1]
 
 
 def _dataset_lines(benchmark: str, config: str, data: Path | None) -> list[str]:

@@ -444,7 +444,8 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
                 "protocol": chosen.name, "protocol_source": chosen.source, "versions": provenance.versions(),
                 "command": command, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
                 "timings": {"load_model_s": round(load_seconds, 3), "configs_s": timings, "total_s": round(elapsed, 3)},
-                "bootstrap": {"iterations": bootstrap_iters, "seed": provenance.BOOTSTRAP_SEED, "headline": uncertainty}}  # fmt: skip
+                "bootstrap": {"iterations": bootstrap_iters, "seed": provenance.BOOTSTRAP_SEED, "figures": uncertainty},
+                "headline": {config: evaluation.headline_of(values) for config, values in metrics.items()}}  # fmt: skip
         _write_json(out / "metrics.json", metrics)
         _write_json(out / "run.json", info)
         return metrics

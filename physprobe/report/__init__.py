@@ -3,7 +3,7 @@
 This package names no benchmark. Each benchmark declares its published tables in
 ``physprobe/dataset_scripts/<benchmark>/paper_tables.yaml``:
 
-- ``paper``, ``seed`` (the paper's text in ``../shared/seeds``), ``title``;
+- ``paper`` (the citation), ``title``;
 - ``protocols``: the protocol the paper used for each scoring method (run.json ``method`` -> the name, or the
   names, of protocols in ``physprobe protocols``; checked against the benchmark's ``evaluation.py``);
 - ``tables``: ``id``, ``source`` (e.g. "Table 5"; null for a physprobe breakdown the paper does not print),

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from physprobe import registry
+from physprobe.protocols import COUNTS
 from physprobe.report.runs import Run, run_protocol
 from physprobe.report.tables import Column, Table
 
@@ -94,9 +95,6 @@ def _config_names(benchmark: str) -> set[str]:
     return set(registry.config_names(benchmark))
 
 
-COUNTS = {"n", "undecided", "unparsed", "excluded"}  # what every scored config holds, figures or not
-
-
 def _why_missing(run: Run, column: Column, key: str) -> Missing:
     """Why metrics.json has no ``key``: the first reason that holds."""
     config = key.split(".")[0]
@@ -108,7 +106,7 @@ def _why_missing(run: Run, column: Column, key: str) -> Missing:
         if config in _config_names(run.info["benchmark"]):
             return Missing("config", config, run.id)
         return Missing("key", key, run.id)
-    figures = set(scored) - COUNTS
+    figures = set(scored) - set(COUNTS)
     if not figures and scored.get("n") and scored.get("undecided") == scored.get("n"):
         return Missing("undecided", config, run.id)
     if run.info.get("protocol") in column.excluded_by:

@@ -68,7 +68,6 @@ class Figure:
 class PaperTables:
     benchmark: str
     paper: str
-    seed: str
     title: str
     protocols: dict[str, tuple[str, ...]]  # run method -> the protocols the paper's models of that method used
     tables: tuple[Table, ...]
@@ -147,7 +146,7 @@ def paper_tables(benchmark: str) -> PaperTables:
                 if panel.get("part") and panel["part"] not in table.column(name).parts:
                     raise DataError(f"{where} figure {f['id']!r}: column {name!r} has no part {panel['part']!r}")
         figures.append(Figure(f["id"], f["kind"], f["title"], panels, f.get("columns")))
-    return PaperTables(benchmark, raw["paper"], raw["seed"], raw["title"], protocols, tables, tuple(figures))
+    return PaperTables(benchmark, raw["paper"], raw["title"], protocols, tables, tuple(figures))
 
 
 def _check_exclusions(benchmark: str, tables: tuple[Table, ...], where: str) -> None:

@@ -38,17 +38,14 @@ from huggingface_hub import DatasetCard, HfApi, constants, get_token
 from huggingface_hub.errors import HfHubHTTPError
 
 import physprobe
+from physprobe import metric_modules
 from physprobe.dataset_scripts import BENCHMARKS
-from physprobe.errors import PhysprobeError
+from physprobe.errors import PhysprobeError, PublishError
 from physprobe.export import build
 from physprobe.paths import replace_folder
 
 ROOT = Path(__file__).resolve().parent
-METRICS = tuple(sorted(path.parent.name for path in (ROOT / "metrics").glob("*/README.md")))
-
-
-class PublishError(PhysprobeError):
-    """A repo folder failed validation, or the Hub refused an operation."""
+METRICS = metric_modules.NAMES
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,7 +29,6 @@ from physprobe.templates import article, fill
 
 LABELS = ("obj1_larger", "obj1_smaller")  # upstream integers: 0 = obj1 larger, 1 = obj1 smaller
 SUBSETS = ("ordinary", "ccommon")
-MLM_CANDIDATES = ("larger", "bigger", "smaller", "shorter")
 
 # The paper's "Tasks Format Details". [MASK] is a placeholder the scorer replaces by the tokenizer's mask.
 PROMPTS = {
@@ -64,25 +63,6 @@ def prompt(kind: str, context: str, obj1: str, obj2: str) -> str:
     return PROMPTS[(kind, bool(context))].format(
         context=context, obj1=noun_phrase(obj1, context), obj2=noun_phrase(obj2, context)
     )
-
-
-def mlm_decision(probabilities: Sequence[float] | np.ndarray) -> np.ndarray | int:
-    """The paper's binary decision from the masked LM's probabilities of larger, bigger, smaller, shorter.
-
-    obj1 is judged larger (label 0) when P(larger) + P(bigger) exceeds half of the four candidates'
-    total probability, else smaller (label 1). Accepts one row of four or an array of shape (n, 4).
-
-    >>> mlm_decision([0.30, 0.25, 0.40, 0.05]), mlm_decision([0.1, 0.1, 0.2, 0.1])
-    (0, 1)
-    >>> mlm_decision([[0.1, 0.1, 0.1, 0.1], [0.6, 0.0, 0.3, 0.1]]).tolist()
-    [1, 0]
-    """
-    p = np.asarray(probabilities, dtype=float)
-    if p.shape[-1] != len(MLM_CANDIDATES) or (p < 0).any():
-        raise ValueError(f"expected non-negative probabilities of {MLM_CANDIDATES}, got shape {p.shape}")
-    larger = p[..., 0] + p[..., 1]
-    decision = np.where(larger / p.sum(axis=-1) > 0.5, 0, 1)
-    return int(decision) if decision.ndim == 0 else decision
 
 
 # --- template induction --------------------------------------------------------------------

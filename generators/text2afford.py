@@ -1,4 +1,5 @@
-"""Text2Afford rows: the 15 affordance classes, the annotation pipeline of the paper, and the prompts.
+"""Text2Afford rows: the 15 affordance classes and the annotation pipeline of the paper (the prompts are in
+``physprobe.dataset_scripts.text2afford.evaluation``).
 
 The paper (Sections 3-4, Appendix A) has three annotators rate each sentence-object pair on a 0-3
 Likert scale for each of 15 classes. A rating of 0-1 means "cannot", 2-3 "can"; the label is the
@@ -221,42 +222,3 @@ def per_class(rows: Iterable[Mapping], index: int) -> list[dict]:
         }
         for row in rows
     ]
-
-
-# --- prompts (paper Table 4 and Table 10) ---------------------------------------------------
-PROMPTS = {
-    "mlm": "{sentence} {sep_token} {object} can be used for {mask_token} by human",
-    "nli_hypothesis": "{object} can be used for {affordance} by human",
-    "yes_no_flan_t5": "consider {sentence}. Now, from this information can human {affordance} the {object}? Answer YES or NO:",
-    "yes_no_falcon": (
-        'You are a helpful AI assistant. Answer only "YES" or "NO" for the question based on the given context. '
-        "Context:{sentence} \n \u00bbQUESTION\u00ab Can human {affordance} the {object}? \n \u00bbANSWER\u00ab"
-    ),
-    "yes_no_vlm": (
-        "consider the sentence {sentence}. Now from this information, can human {affordance} the {object}? "
-        "Accompanying this query is an image of the {object}. Note that the image may contain noise or variations "
-        "in appearance. Given the textual description and the image, answer YES or NO whether the human can "
-        '{affordance} the {object}. Answer: "'
-    ),
-}
-
-
-def prompt(kind: str, sentence: str, obj: str, affordance: AffordanceClass | None = None,
-           mask_token: str = "[MASK]", sep_token: str = "[SEP]") -> str:  # fmt: skip
-    """Format one of ``PROMPTS`` for a sentence-object pair (and class, except for ``mlm``).
-
-    >>> prompt("mlm", "All the women in India wear bangles", "bangles", mask_token="<mask>", sep_token="</s>")
-    'All the women in India wear bangles </s> bangles can be used for <mask> by human'
-    >>> prompt("nli_hypothesis", "All the women in India wear bangles", "bangles", CLASSES[0])
-    'bangles can be used for grasp by human'
-    >>> prompt("yes_no_flan_t5", "All the women in India wear bangles", "bangles", CLASSES[8])
-    'consider All the women in India wear bangles. Now, from this information can human sit on the bangles? Answer YES or NO:'
-    """
-    if kind not in PROMPTS:
-        raise ValueError(f"unknown prompt kind {kind!r}; known: {', '.join(PROMPTS)}")
-    if kind != "mlm" and affordance is None:
-        raise ValueError(f"prompt {kind!r} needs an affordance class")
-    return PROMPTS[kind].format(
-        sentence=sentence, object=obj, affordance=affordance.phrase if affordance else "",
-        mask_token=mask_token, sep_token=sep_token,
-    )  # fmt: skip

@@ -87,7 +87,8 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from physprobe import model_options
+    from physprobe import model_options, provenance, registry
+    from physprobe.protocols import COUNTS
     from physprobe.runner import run
 
     if args.num_processes is not None:
@@ -115,11 +116,12 @@ def _score(args: argparse.Namespace) -> int:
                   bootstrap_iters=args.bootstrap_iters, dataset_repo=args.dataset_repo,
                   revision=args.revision, command=["physprobe", *args.argv], protocol=args.protocol,
                   backend=backend, chat=chat_setting(args))  # fmt: skip
-    for config, values in metrics.items():
-        headline = {k: v for k, v in values.items() if isinstance(v, (int, float))}
-        headline.update({f"{k}.{n}": v for k, inner in values.items() if isinstance(inner, dict)
-                         for n, v in inner.items() if n in ("accuracy", "map")})  # fmt: skip
-        print(f"{args.benchmark}/{config}: " + ", ".join(f"{k}={v:.4g}" for k, v in headline.items()))
+    evaluation = registry.evaluation(args.benchmark)
+    for config, values in metrics.items():  # the headline figure first, then the other overall figures and counts
+        headline = evaluation.headline_of(values)
+        figures = {**dict([headline] if headline else []), **provenance.overall_figures(values)}
+        figures.update({k: v for k, v in values.items() if k in COUNTS})
+        print(f"{args.benchmark}/{config}: " + ", ".join(f"{k}={v:.4g}" for k, v in figures.items()))
     print(f"-> {out}")
     return 0
 
@@ -185,7 +187,7 @@ def _export(args: argparse.Namespace) -> int:
     from physprobe.lm_eval_export import export
 
     names = export(Path(args.out), Path(args.data) if args.data else None)
-    print(f"{len(names)} lm-eval tasks -> {args.out} (lm_eval --include_path {args.out} --tasks physprobe_prost ...)")
+    print(f"{len(names)} lm-eval tasks -> {args.out} (lm_eval --include_path {args.out} --tasks physprobe_<benchmark> ...)")
     return 0
 
 

@@ -8,7 +8,7 @@ that says how to get the data.
 >>> local("no-such-folder", "prost")
 Traceback (most recent call last):
 ...
-physprobe.hub_data.DataSourceError: no-such-folder/prost is not a built benchmark; run `physprobe build prost --out no-such-folder` first, or leave out --data to read physprobe/prost from the Hub
+physprobe.errors.DataSourceError: no-such-folder/prost is not a built benchmark; run `physprobe build prost --out no-such-folder` first, or leave out --data to read physprobe/prost from the Hub
 """
 
 from __future__ import annotations
@@ -17,13 +17,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from physprobe.errors import PhysprobeError
+from physprobe.errors import DataSourceError
 
 ORG = "physprobe"
-
-
-class DataSourceError(PhysprobeError):
-    """A benchmark's data cannot be read: unreachable Hub, unknown repo or revision, missing local build."""
 
 
 @dataclass(frozen=True)

@@ -32,20 +32,13 @@ import math
 from pathlib import Path
 
 from physprobe import hub_data, registry
-from physprobe.errors import PhysprobeError
+from physprobe.errors import ExportError, PhysprobeError
 from physprobe.protocols import GENERATIVE
 from physprobe.requests import Choice, Generate, Seq2Seq, YesNo
-
-# The headline figure of a config's metrics.json, where present (the first found).
-HEADLINE = ("macro_accuracy", "agreement_accuracy", "accuracy")
 
 
 SEQ2SEQ_EOS = ("lm-eval scores each target without the end-of-sequence token a T5 tokenizer appends (physprobe "
                "scores it with): a close call can be decided otherwise")
-
-
-class ExportError(PhysprobeError):
-    """An lm-eval export that cannot be written."""
 
 
 def _expressible(protocol, family: str, config: str, row: dict) -> bool:
@@ -115,7 +108,7 @@ class Task:
     def docs(self, row_index: int, row: dict) -> list[dict]:
         request = self.protocol.build(row, self.config)
         if isinstance(request, YesNo):  # one doc per prompt; gold YES (0) where the class is labelled 1
-            labels = list(row.get("labels") or [])
+            labels = self.evaluation.reference(row)
             answers = ["YES", "NO"] if self.family == "seq2seq" else [" YES", " NO"]
             return [{"row": row_index, "part": i, "query": p, "choices": answers, "gold": 0 if labels and labels[i] else 1}
                     for i, p in enumerate(request.prompts)]  # fmt: skip
@@ -165,25 +158,12 @@ class Task:
         return rows, [self.protocol.decide(s) for s in scores], scores
 
     def paper(self, items: list) -> float:
-        """The config's headline figure (metrics.json's ``macro_accuracy``, ``agreement_accuracy``, or
-        ``accuracy``; Text2Afford: ``pairwise.accuracy``) from the benchmark's own metric wiring."""
+        """The config's headline figure (the benchmark's declared ``Evaluation.headline``) from its own metric
+        wiring; NaN when none was computed."""
         indices, predictions, scores = self.decisions(items)
         values = self.evaluation.metrics(self.config, [self.rows[i] for i in indices], predictions, scores)
-        return headline(values)
-
-
-def headline(values: dict) -> float:
-    """The headline number of a config's metrics (see ``Task.paper``); NaN when none was computed.
-
-    >>> headline({"accuracy": 0.5, "macro_accuracy": 0.4}), headline({"pairwise": {"accuracy": 0.7}})
-    (0.4, 0.7)
-    """
-    for key in HEADLINE:
-        if isinstance(values.get(key), (int, float)):
-            return float(values[key])
-    if isinstance(values.get("pairwise"), dict):
-        return headline(values["pairwise"])
-    return float("nan")
+        found = self.evaluation.headline_of(values)
+        return float("nan") if found is None else found[1]
 
 
 def _dataset_lines(benchmark: str, config: str, data: Path | None) -> list[str]:
@@ -227,7 +207,7 @@ def export(out: Path, data: Path | None = None, benchmarks: list[str] | None = N
 
     out = Path(out)
     names, readme = [], ["# physprobe tasks for lm-evaluation-harness", "",
-                         "Run: `lm_eval --model hf --model_args pretrained=MODEL --include_path THIS_FOLDER --tasks physprobe_prost`",
+                         "Run: `lm_eval --model hf --model_args pretrained=MODEL --include_path THIS_FOLDER --tasks physprobe_<benchmark>`",
                          "(physprobe must be installed where lm-eval runs: the prompts and metrics are physprobe's).", "",
                          "| task | protocol | family | note |", "|---|---|---|---|"]  # fmt: skip
     for benchmark in benchmarks or registry.names():

@@ -4,12 +4,17 @@ The folders ``metrics/<name>/`` of the repository are installed as ``physprobe.m
 ``setup.cfg``), so scoring reads the code of the installed version, never unpinned code from the Hub, and
 works offline. The same folders are the sources of the Hub Spaces (``evaluate.load("physprobe/<name>")``).
 
+The metrics are found, not listed: every folder ``metrics/<name>/`` holding ``<name>.py`` is one.
+
 >>> folder("probe_accuracy").joinpath("probe_accuracy.py").is_file()
 True
+>>> NAMES
+('affordance_rank', 'agreement_accuracy', 'probe_accuracy')
 """
 
 from __future__ import annotations
 
+import importlib.resources
 import importlib.util
 import sys
 from functools import cache
@@ -17,7 +22,14 @@ from pathlib import Path
 
 from physprobe.errors import PhysprobeError
 
-NAMES = ("affordance_rank", "agreement_accuracy", "probe_accuracy")
+
+def _found() -> tuple[str, ...]:
+    """The metric folders of the installed ``physprobe.metrics`` package, sorted."""
+    root = importlib.resources.files("physprobe.metrics")
+    return tuple(sorted(d.name for d in root.iterdir() if d.is_dir() and d.joinpath(f"{d.name}.py").is_file()))
+
+
+NAMES = _found()
 
 
 def folder(name: str) -> Path:

@@ -16,16 +16,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from physprobe.errors import PhysprobeError
+from physprobe.errors import ModelOptionError
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 BOOLEAN_ARGS = ("trust_remote_code", "load_in_8bit", "load_in_4bit", "low_cpu_mem_usage")
 STRING_ARGS = ("revision", "dtype", "attn_implementation", "gguf_file", "device_map", "subfolder", "offload_folder")
 MODEL_ARGS = (*STRING_ARGS, *BOOLEAN_ARGS, "max_memory")
-
-
-class ModelOptionError(PhysprobeError):
-    """A model option (path, Hub id, device, dtype, --model-args entry) that cannot work."""
 
 
 def split_model_args(text: str | None) -> dict[str, str]:

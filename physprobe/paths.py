@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from physprobe.errors import DataError
+from physprobe.errors import DataError, FolderInUse
 
 STAGING = ".staging-"  # folders this module creates beside a target: .<name>.staging-<pid>-<random>
 RETIRED = ".retired-"  # the old version, renamed aside while the new one moves in
@@ -174,21 +174,23 @@ def atomic_file(path: str | os.PathLike):
         raise
 
 
-class FolderInUse(DataError):
-    """Another process holds the lock of a run folder."""
-
-
 class FolderLock:
-    """An exclusive lock on a folder (``fcntl.flock`` on ``<folder>/<name>``): a second holder fails at
-    once naming the first; the lock is released by ``release()``, when the object is collected, or when
-    its process dies, so a killed run never leaves it stuck.
+    """An exclusive lock on a folder (``fcntl.flock`` on ``<folder>/<name>``), held in a ``with`` block: a
+    second holder fails at once naming the first; the lock is released when the block ends, however it ends
+    (an exception inside it included), or when its process dies, so a killed run never leaves it stuck.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
-    ...     first = FolderLock(Path(folder)).acquire()
-    ...     FolderLock(Path(folder)).acquire()
+    ...     with FolderLock(Path(folder)):
+    ...         FolderLock(Path(folder)).acquire()
     Traceback (most recent call last):
-    physprobe.paths.FolderInUse: ... is in use by process ...; wait for it to finish or choose another --out
+    physprobe.errors.FolderInUse: ... is in use by process ...; wait for it to finish or choose another --out
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     with FolderLock(Path(folder)):
+    ...         pass
+    ...     with FolderLock(Path(folder)) as again:  # released: the same process takes it again
+    ...         again.handle is not None
+    True
     """
 
     def __init__(self, folder: Path, name: str = "run.lock"):
@@ -216,3 +218,9 @@ class FolderLock:
             fcntl.flock(self.handle, fcntl.LOCK_UN)
             self.handle.close()
             self.handle = None
+
+    def __enter__(self) -> FolderLock:
+        return self.acquire()
+
+    def __exit__(self, *exc_info) -> None:
+        self.release()

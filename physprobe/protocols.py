@@ -33,16 +33,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from physprobe.errors import PhysprobeError
+from physprobe.errors import ProtocolError
 from physprobe.requests import Generate
 
 FAMILIES = ("causal", "mlm", "seq2seq", "nli")
 METHODS = ("causal", "mlm", "seq2seq", "nli", "yes_no", "generate")
 GENERATIVE = ("causal", "seq2seq")  # families that can answer YES/NO or generate
-
-
-class ProtocolError(PhysprobeError):
-    """A benchmark, config, method or protocol that does not exist or does not go together."""
 
 
 def argmax(scores: Sequence[float | None]) -> int | None:
@@ -119,7 +115,8 @@ class Evaluation:
     (``predictions`` hold None for undecided rows); ``reference(row)`` the gold answer as a list;
     ``pooled`` names figures the paper computes over several configs at once (key -> configs),
     written beside the configs' own when all of them were scored; ``scorable`` the configs that hold
-    questions (None: all; NEWTON's attribute table and Text2Afford's one-class configs hold none).
+    questions (None: all; NEWTON's attribute table and Text2Afford's one-class configs hold none);
+    ``headline`` the figure the paper leads with, read by run.json, the command's summary and the lm-eval export.
     """
 
     benchmark: str
@@ -129,6 +126,23 @@ class Evaluation:
     reference: Callable[[dict], list[int]] = _reference
     pooled: dict[str, tuple[str, ...]] = field(default_factory=dict)
     scorable: tuple[str, ...] | None = None  # configs that hold questions (None: every config)
+    headline: tuple[str, ...] = ("accuracy",)  # the figure the paper leads with: metrics keys (dot paths), first held
+
+    def headline_of(self, metrics: dict) -> tuple[str, float] | None:
+        """The headline figure of one config's ``metrics``: the first of ``headline`` it holds, as (key, value);
+        None when it holds none (every question undecided).
+
+        >>> demo = Evaluation("demo", ("default",), (), metrics=dict, headline=("macro_accuracy", "pairwise.accuracy"))
+        >>> demo.headline_of({"accuracy": 0.5, "pairwise": {"accuracy": 0.25}}), demo.headline_of({"n": 3})
+        (('pairwise.accuracy', 0.25), None)
+        """
+        for key in self.headline:
+            node = metrics
+            for part in key.split("."):
+                node = node.get(part) if isinstance(node, dict) else None
+            if isinstance(node, (int, float)) and not isinstance(node, bool):
+                return key, float(node)
+        return None
 
     def pooled_metrics(self, outcomes: dict[str, tuple[list, list, list]]) -> dict:
         """The ``pooled`` figures whose configs are all in ``outcomes`` (config -> rows, predictions, scores)."""
@@ -164,6 +178,10 @@ class Evaluation:
         known = sorted({m for p in self.protocols if family in p.families for m in [p.method]})
         hint = f"; methods for {family} models: {', '.join(known)}" if known else ""
         raise ProtocolError(f"{self.benchmark} has no protocol for {what}{hint}")
+
+
+# The counts a scored config's metrics hold beside its figures (``decided``'s two; the runner adds unparsed and excluded).
+COUNTS = ("n", "undecided", "unparsed", "excluded")
 
 
 def decided(rows: list[dict], predictions: list) -> tuple[dict, list[int]]:

@@ -1,10 +1,10 @@
 """What a score depends on and how sure it is: revisions, versions, the resume cache's key, bootstrap errors.
 
 ``run.json`` records, like lm-evaluation-harness's results file, the versions of the libraries that computed a
-score, the model's and the dataset's revisions, the protocol, the command line and timings; and every headline
-metric gets a seeded bootstrap standard error and 95% interval.
+score, the model's and the dataset's revisions, the protocol, the command line and timings; and every overall
+figure of a config gets a seeded bootstrap standard error and 95% interval.
 
->>> headline({"n": 4, "accuracy": 0.5, "by_group": {"a": {"accuracy": 1.0}}, "strict": {"map": 0.25}})
+>>> overall_figures({"n": 4, "accuracy": 0.5, "by_group": {"a": {"accuracy": 1.0}}, "strict": {"map": 0.25}})
 {'accuracy': 0.5, 'strict.map': 0.25}
 """
 
@@ -74,8 +74,8 @@ def cache_key(**parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
-def headline(metrics: dict, prefix: str = "") -> dict[str, float]:
-    """The headline figures of one config's metrics: floats, one level into modes, no ``by_*`` breakdowns or counts."""
+def overall_figures(metrics: dict, prefix: str = "") -> dict[str, float]:
+    """The overall figures of one config's metrics: floats, one level into modes, no ``by_*`` breakdowns or counts."""
     found = {}
     for key, value in metrics.items():
         if "by_" in key:
@@ -83,12 +83,12 @@ def headline(metrics: dict, prefix: str = "") -> dict[str, float]:
         if isinstance(value, float):
             found[prefix + key] = value
         elif isinstance(value, dict) and not prefix:
-            found.update(headline(value, f"{key}."))
+            found.update(overall_figures(value, f"{key}."))
     return found
 
 
 def bootstrap(compute: Callable[[list[int]], dict], n: int, iterations: int, seed: int = BOOTSTRAP_SEED) -> dict[str, dict]:
-    """Bootstrap standard error and 95% percentile interval of each headline figure of ``compute``.
+    """Bootstrap standard error and 95% percentile interval of each overall figure of ``compute``.
 
     ``compute(indices)`` returns the metrics of the rows at ``indices`` (with repeats); rows are resampled
     ``iterations`` times with a seeded generator, so the same run gives the same intervals.
@@ -106,7 +106,7 @@ def bootstrap(compute: Callable[[list[int]], dict], n: int, iterations: int, see
     samples: dict[str, list[float]] = {}
     for _ in range(iterations):
         indices = rng.integers(0, n, size=n).tolist()
-        for key, value in headline(compute(indices)).items():
+        for key, value in overall_figures(compute(indices)).items():
             samples.setdefault(key, []).append(value)
     return {
         key: {"stderr": float(np.std(values, ddof=1)), "ci95": [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))]}

@@ -119,96 +119,95 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
     method = chosen.method
     out.mkdir(parents=True, exist_ok=True)
     ranks = parallel.current()  # processes of `accelerate launch`: each scores its share (physprobe.parallel)
-    lock = FolderLock(out, ranks.lock_name).acquire()  # a second run into ``out`` fails here, naming this one
-    # Cache first: the backend scores (and loads its model) only when a request is not cached, so a fully
-    # cached (resumed) run never loads the weights.
-    cache = Cache(out / ranks.cache_name)
-    metrics, records, scored_items, uncertainty, timings, outcomes = {}, [], 0, {}, {}, {}
-    dataset_revisions, identity = {}, {}
-    for config in configs:
-        config_started = time.perf_counter()
-        dataset = source.load(config)
-        dataset_revisions[config] = source.fingerprint(config)
-        indices = spread(len(dataset), limit)
-        rows = dataset.select(indices).to_list()
-        scored = [i for i, row in enumerate(rows) if not (chosen.skip and chosen.skip(row))]
-        excluded = len(rows) - len(scored)
-        indices, rows = [indices[i] for i in scored], [rows[i] for i in scored]
-        reqs = [chosen.build(row, config) for row in rows]
-        if reqs:
-            identity = served(model, chosen, type(reqs[0]))
-        key_base = provenance.cache_key(**identity, physprobe=provenance.versions()["physprobe"], protocol=chosen.name,
-                                        dataset=dataset_revisions[config])  # fmt: skip
-        keys = [Cache.key(key_base, method, r) for r in reqs]
-        # Chunks of the requests in row order, whatever the number of processes: a chunk's missing requests
-        # are one engine call (its batches, hence its float sums, are the same in one process or many) and one
-        # cache commit. A request any rank's cache holds is never rescored.
-        cuts = parallel.chunks(len(reqs), chunk)
-        known = ranks.merged(cache.get(keys))
-        owner = ranks.owners(cuts, reqs, getattr(model, "tokenizer", None) if ranks.world > 1 else None)
-        todo = [[i for i in cuts[c] if keys[i] not in known] for c in range(len(cuts)) if owner[c] == ranks.rank]
-        todo = [part for part in todo if part]
-        fresh: dict = {}
-        with tqdm(total=sum(map(len, todo)), desc=f"{benchmark}/{config}", unit=" q", disable=None) as progress:
-            for part in todo:
-                values = model.score([reqs[i] for i in part], progress)
-                scored_now = {keys[i]: v for i, v in zip(part, values)}
-                cache.put(scored_now)
-                fresh.update(scored_now)
-        scored_items += ranks.total(sum(map(len, todo)))
-        known.update(ranks.merged(fresh))
-        results = [known[k] for k in keys]
-        if ranks.world > 1 and ranks.main:  # a later single-process run into ``out`` resumes from every rank's scores
-            cache.put(dict(zip(keys, results)))
-        predictions = [chosen.predict(result, req) for result, req in zip(results, reqs)]
-        generated = [result[0] for result in results] if method == "generate" else [None] * len(rows)
-        row_scores = [[] for _ in rows] if method == "generate" else results
-        metrics[config] = evaluation.metrics(config, rows, predictions, row_scores)
-        outcomes[config] = (rows, predictions, row_scores)
-        if method == "generate":  # every undecided row is an answer that named no option
-            metrics[config]["unparsed"] = sum(p is None for p in predictions)
-        if excluded:
-            metrics[config]["excluded"] = excluded
-        if identity:
-            metrics[config]["chat"] = identity["chat"]
-        if bootstrap_iters and rows and ranks.main:
-            def resampled(idx, rows=rows, predictions=predictions, row_scores=row_scores, config=config):
-                return evaluation.metrics(config, [rows[i] for i in idx], [predictions[i] for i in idx],
-                                          [row_scores[i] for i in idx])  # fmt: skip
+    with FolderLock(out, ranks.lock_name):  # a second run into ``out`` fails here, naming this one; released on every exit
+        # Cache first: the backend scores (and loads its model) only when a request is not cached, so a fully
+        # cached (resumed) run never loads the weights.
+        cache = Cache(out / ranks.cache_name)
+        metrics, records, scored_items, uncertainty, timings, outcomes = {}, [], 0, {}, {}, {}
+        dataset_revisions, identity = {}, {}
+        for config in configs:
+            config_started = time.perf_counter()
+            dataset = source.load(config)
+            dataset_revisions[config] = source.fingerprint(config)
+            indices = spread(len(dataset), limit)
+            rows = dataset.select(indices).to_list()
+            scored = [i for i, row in enumerate(rows) if not (chosen.skip and chosen.skip(row))]
+            excluded = len(rows) - len(scored)
+            indices, rows = [indices[i] for i in scored], [rows[i] for i in scored]
+            reqs = [chosen.build(row, config) for row in rows]
+            if reqs:
+                identity = served(model, chosen, type(reqs[0]))
+            key_base = provenance.cache_key(**identity, physprobe=provenance.versions()["physprobe"], protocol=chosen.name,
+                                            dataset=dataset_revisions[config])  # fmt: skip
+            keys = [Cache.key(key_base, method, r) for r in reqs]
+            # Chunks of the requests in row order, whatever the number of processes: a chunk's missing requests
+            # are one engine call (its batches, hence its float sums, are the same in one process or many) and one
+            # cache commit. A request any rank's cache holds is never rescored.
+            cuts = parallel.chunks(len(reqs), chunk)
+            known = ranks.merged(cache.get(keys))
+            owner = ranks.owners(cuts, reqs, getattr(model, "tokenizer", None) if ranks.world > 1 else None)
+            todo = [[i for i in cuts[c] if keys[i] not in known] for c in range(len(cuts)) if owner[c] == ranks.rank]
+            todo = [part for part in todo if part]
+            fresh: dict = {}
+            with tqdm(total=sum(map(len, todo)), desc=f"{benchmark}/{config}", unit=" q", disable=None) as progress:
+                for part in todo:
+                    values = model.score([reqs[i] for i in part], progress)
+                    scored_now = {keys[i]: v for i, v in zip(part, values)}
+                    cache.put(scored_now)
+                    fresh.update(scored_now)
+            scored_items += ranks.total(sum(map(len, todo)))
+            known.update(ranks.merged(fresh))
+            results = [known[k] for k in keys]
+            if ranks.world > 1 and ranks.main:  # a later single-process run into ``out`` resumes from every rank's scores
+                cache.put(dict(zip(keys, results)))
+            predictions = [chosen.predict(result, req) for result, req in zip(results, reqs)]
+            generated = [result[0] for result in results] if method == "generate" else [None] * len(rows)
+            row_scores = [[] for _ in rows] if method == "generate" else results
+            metrics[config] = evaluation.metrics(config, rows, predictions, row_scores)
+            outcomes[config] = (rows, predictions, row_scores)
+            if method == "generate":  # every undecided row is an answer that named no option
+                metrics[config]["unparsed"] = sum(p is None for p in predictions)
+            if excluded:
+                metrics[config]["excluded"] = excluded
+            if identity:
+                metrics[config]["chat"] = identity["chat"]
+            if bootstrap_iters and rows and ranks.main:
+                def resampled(idx, rows=rows, predictions=predictions, row_scores=row_scores, config=config):
+                    return evaluation.metrics(config, [rows[i] for i in idx], [predictions[i] for i in idx],
+                                              [row_scores[i] for i in idx])  # fmt: skip
 
-            uncertainty[config] = provenance.bootstrap(resampled, len(rows), bootstrap_iters)
-        records += [
-            {"config": config, "row": indices[i], "scores": [float("nan") if s is None else s for s in row_scores[i]],
-             "prediction": -1 if predictions[i] is None else predictions[i], "reference": evaluation.reference(rows[i]),
-             "generated": generated[i]}
-            for i in range(len(rows))
-        ]  # fmt: skip
-        timings[config] = round(time.perf_counter() - config_started, 3)
-    for name, pooled in evaluation.pooled_metrics(outcomes).items():  # figures over several configs, e.g. CConS's NoCon
-        if method == "generate":
-            pooled["unparsed"] = pooled["undecided"]
-        metrics[name] = pooled
-    elapsed = time.perf_counter() - started
-    if method == "generate" and ranks.main:
-        warn_unparsed(metrics, configs, model_name, bool(identity and identity["chat"]["applied"]))
-    if not ranks.main:  # rank 0 writes the run folder
-        lock.release()
+                uncertainty[config] = provenance.bootstrap(resampled, len(rows), bootstrap_iters)
+            records += [
+                {"config": config, "row": indices[i], "scores": [float("nan") if s is None else s for s in row_scores[i]],
+                 "prediction": -1 if predictions[i] is None else predictions[i], "reference": evaluation.reference(rows[i]),
+                 "generated": generated[i]}
+                for i in range(len(rows))
+            ]  # fmt: skip
+            timings[config] = round(time.perf_counter() - config_started, 3)
+        for name, pooled in evaluation.pooled_metrics(outcomes).items():  # figures over several configs, e.g. CConS's NoCon
+            if method == "generate":
+                pooled["unparsed"] = pooled["undecided"]
+            metrics[name] = pooled
+        elapsed = time.perf_counter() - started
+        if method == "generate" and ranks.main:
+            warn_unparsed(metrics, configs, model_name, bool(identity and identity["chat"]["applied"]))
+        if not ranks.main:  # rank 0 writes the run folder
+            return metrics
+        with atomic_file(out / "predictions.parquet") as temporary:
+            pq.write_table(pa.Table.from_pylist(records), temporary)
+        info = {"model": model_name, "benchmark": benchmark, "method": method, "configs": configs, "limit": limit,
+                "backend": name, **model.info(), "chat": identity.get("chat"), "questions_scored": scored_items,
+                "seconds": round(elapsed, 2),
+                "dataset": {"source": "hub" if source.on_hub else "local", "path": source.path, "revision": source.revision,
+                            "fingerprints": dataset_revisions},
+                "protocol": chosen.name, "protocol_source": chosen.source, "versions": provenance.versions(),
+                "command": command, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
+                "timings": {"load_model_s": round(model.load_seconds, 3), "configs_s": timings, "total_s": round(elapsed, 3)},
+                "bootstrap": {"iterations": bootstrap_iters, "seed": provenance.BOOTSTRAP_SEED, "figures": uncertainty},
+                "headline": {config: evaluation.headline_of(values) for config, values in metrics.items()}}  # fmt: skip
+        _write_json(out / "metrics.json", metrics)
+        _write_json(out / "run.json", info)
         return metrics
-    with atomic_file(out / "predictions.parquet") as temporary:
-        pq.write_table(pa.Table.from_pylist(records), temporary)
-    info = {"model": model_name, "benchmark": benchmark, "method": method, "configs": configs, "limit": limit,
-            "backend": name, **model.info(), "chat": identity.get("chat"), "questions_scored": scored_items,
-            "seconds": round(elapsed, 2),
-            "dataset": {"source": "hub" if source.on_hub else "local", "path": source.path, "revision": source.revision,
-                        "fingerprints": dataset_revisions},
-            "protocol": chosen.name, "protocol_source": chosen.source, "versions": provenance.versions(),
-            "command": command, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
-            "timings": {"load_model_s": round(model.load_seconds, 3), "configs_s": timings, "total_s": round(elapsed, 3)},
-            "bootstrap": {"iterations": bootstrap_iters, "seed": provenance.BOOTSTRAP_SEED, "headline": uncertainty}}  # fmt: skip
-    _write_json(out / "metrics.json", metrics)
-    _write_json(out / "run.json", info)
-    lock.release()
-    return metrics
 
 
 def _write_json(path: Path, data) -> None:

@@ -146,14 +146,6 @@ def test_asking_for_too_many_new_examples(paths):
         builder.generate_new(paths, 1_000_000, seed=0)
 
 
-def test_mlm_decision_worked_by_hand():
-    # larger + bigger = 0.35 + 0.2 of a total 1.0 -> 0.55 > 0.5: obj1 larger.
-    assert generator.mlm_decision([0.35, 0.2, 0.4, 0.05]) == 0
-    # Unnormalised probabilities (the four are a slice of the vocabulary): 0.02 / 0.05 = 0.4 -> smaller.
-    assert generator.mlm_decision([0.01, 0.01, 0.02, 0.01]) == 1
-    assert generator.mlm_decision([0.25, 0.25, 0.25, 0.25]) == 1  # exactly half is not "exceeds"
-
-
 @pytest.mark.parametrize(
     "line, message",
     [('"A box holds a key.",key,box\n', r"line 1 has 3 columns, expected 4"),

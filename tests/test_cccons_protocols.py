@@ -154,3 +154,11 @@ def test_named_alternatives_run(tiny, built_all, tmp_path, family, protocol):
             "--limit", "5", "--data", str(built_all), "--out", str(out)]  # fmt: skip
     assert main(args) == 0
     assert json.loads((out / "metrics.json").read_text())["ordinary"]["undecided"] == 0
+
+
+def test_mlm_decision_worked_by_hand():
+    # larger + bigger = 0.35 + 0.2 of a total 1.0 -> 0.55 > 0.5: obj1 larger.
+    assert cccons.mlm_decision([0.35, 0.2, 0.4, 0.05]) == 0
+    # Unnormalised probabilities (the four are a slice of the vocabulary): 0.02 / 0.05 = 0.4 -> smaller.
+    assert cccons.mlm_decision([0.01, 0.01, 0.02, 0.01]) == 1
+    assert cccons.mlm_decision([0.25, 0.25, 0.25, 0.25]) == 1  # exactly half is not "exceeds"

@@ -15,7 +15,7 @@ import yaml
 from physprobe import registry
 from physprobe.cli import main
 from physprobe.backends.hf.generation import cut
-from physprobe.lm_eval_export import SEQ2SEQ_EOS, export_plan, headline
+from physprobe.lm_eval_export import SEQ2SEQ_EOS, export_plan
 from tests import tiny_models
 
 pytest.importorskip("lm_eval")
@@ -91,7 +91,7 @@ def test_exported_tasks_in_lm_eval_decide_as_physprobe_score(built_all, tmp_path
 
 def _assert_decided_as_physprobe_score(tasks: dict, results: dict, samples: dict, model: Path, data: Path, runs_dir: Path):
     """Each task's logged choices are ``physprobe score``'s predictions with its protocol on the same rows,
-    and its ``paper`` figure is the config's metrics.json headline."""
+    and its ``paper`` figure is the headline run.json records for the config."""
     runs = {}
     for task, (benchmark, _, spec) in tasks.items():
         config = spec["metadata"]["physprobe_config"]
@@ -101,8 +101,8 @@ def _assert_decided_as_physprobe_score(tasks: dict, results: dict, samples: dict
             out = runs_dir / f"{benchmark}-{protocol}"
             assert main(["score", "--model", str(model), "--benchmark", benchmark, "--data", str(data), "--out", str(out),
                          "--protocol", protocol, "--device", "cpu", "--bootstrap-iters", "0"]) == 0  # fmt: skip
-            runs[key] = (pq.read_table(out / "predictions.parquet").to_pylist(), json.loads((out / "metrics.json").read_text()))
-        predictions, metrics = runs[key]
+            runs[key] = (pq.read_table(out / "predictions.parquet").to_pylist(), json.loads((out / "run.json").read_text()))
+        predictions, info = runs[key]
         ours = {r["row"]: r for r in predictions if r["config"] == config}
         logged = samples[task]
         assert logged, task
@@ -129,9 +129,9 @@ def _assert_decided_as_physprobe_score(tasks: dict, results: dict, samples: dict
                 # physprobe scores after the options' shared prefix (it cancels): compare the differences.
                 assert [x - ll[0] for x in ll] == pytest.approx([x - row["scores"][0] for x in row["scores"]], abs=1e-3)
             assert len(logged) == len(ours)
-        # The aggregate: lm-eval's "paper" figure is physprobe's metrics.json headline for the config.
+        # The aggregate: lm-eval's "paper" figure is the headline physprobe's run.json records for the config.
         figure = results[task]["paper,none"]
-        expected = headline(metrics[config])
+        expected = math.nan if info["headline"][config] is None else info["headline"][config][1]
         assert (math.isnan(figure) and math.isnan(expected)) or figure == pytest.approx(expected, abs=1e-9), task
 
 

@@ -11,13 +11,17 @@ import pytest
 from markdown_it import MarkdownIt
 
 from physprobe import report
+from physprobe.errors import DataError
+from physprobe.report import tables
 from physprobe.cli import main
 from physprobe.dataset_scripts import BENCHMARKS
-from physprobe.generators import cccons
+from physprobe.dataset_scripts.cccons import evaluation as cccons
 
 from . import tiny_models
 
 SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
+# The text of each paper the tables were transcribed from (../shared/seeds/README.md); development-only, never in a report.
+SEED = {'cccons': '001_563285c1ca1307ef.txt', 'newton': '003_12e75509c0ac8211.txt', 'prost': '004_293bae152b395d3c.txt', 'text2afford': '002_08a0b41d866fc2a1.txt'}
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 # (rows, columns) of every declared table, counted by hand in the papers (../shared/seeds).
@@ -59,7 +63,7 @@ def contains_run(tokens: list[str], run: list[str]) -> bool:
 @pytest.mark.parametrize("benchmark", sorted(BENCHMARKS))
 def test_transcribed_tables_match_the_papers_text(benchmark):
     paper = report.paper_tables(benchmark)
-    seed = (SEEDS / paper.seed).read_text(encoding="utf-8")
+    seed = (SEEDS / SEED[benchmark]).read_text(encoding="utf-8")
     lines = [NUMBER.findall(line) for line in seed.splitlines()]
     assert {t.id: (len(t.rows), len(t.columns)) for t in paper.tables} == SHAPES[benchmark]
     for table in paper.tables:
@@ -75,17 +79,17 @@ def test_spot_values_agree_with_the_papers_prose(benchmark, table_id, model, col
     table = paper.table(table_id)
     row = next(r for r in table.rows if r.model == model)
     assert row.cells[[c.name for c in table.columns].index(column)] == printed
-    assert sentence in (SEEDS / paper.seed).read_text(encoding="utf-8")
+    assert sentence in (SEEDS / SEED[benchmark]).read_text(encoding="utf-8")
 
 
 def test_a_bad_declaration_names_the_table_and_row():
     raw = {"id": "t9", "format": {"scale": "percent", "digits": 1}, "columns": [{"name": "A", "key": "x.a"}],
            "rows": [{"model": "M", "cells": ["1.0", "2.0"]}]}  # fmt: skip
-    with pytest.raises(report.DataError, match=r"paper_tables.yaml table 't9' row 0 \(M\): 2 cells for 1 columns"):
-        report._table(raw, "paper_tables.yaml")
+    with pytest.raises(DataError, match=r"paper_tables.yaml table 't9' row 0 \(M\): 2 cells for 1 columns"):
+        tables._table(raw, "paper_tables.yaml")
     raw["rows"] = [{"model": "M", "cells": [None]}]
-    with pytest.raises(report.DataError, match="a null cell needs a `note`"):
-        report._table(raw, "paper_tables.yaml")
+    with pytest.raises(DataError, match="a null cell needs a `note`"):
+        tables._table(raw, "paper_tables.yaml")
 
 
 def test_wilson_interval_matches_newcombe_1998():
@@ -135,10 +139,10 @@ def test_paper_protocols_are_real_protocols_of_their_method():
             assert default.name in declared[default.method], (benchmark, family)
     unifiedqa = registry.evaluation("prost").default("seq2seq", model_name="unifiedqa-t5-small")
     assert unifiedqa.reported_apart and unifiedqa.name in report.paper_tables("prost").protocols["generate"]
-    with pytest.raises(report.DataError, match=r"protocols.mlm: prost has no protocol 'prost-released-mlm'; known: released-gpt"):
-        report._paper_protocols("prost", {"mlm": "prost-released-mlm"}, "paper_tables.yaml")
-    with pytest.raises(report.DataError, match=r"protocol 'released-gpt' uses method 'causal'; list it under causal"):
-        report._paper_protocols("prost", {"mlm": "released-gpt"}, "paper_tables.yaml")
+    with pytest.raises(DataError, match=r"protocols.mlm: prost has no protocol 'prost-released-mlm'; known: released-gpt"):
+        tables._paper_protocols("prost", {"mlm": "prost-released-mlm"}, "paper_tables.yaml")
+    with pytest.raises(DataError, match=r"protocol 'released-gpt' uses method 'causal'; list it under causal"):
+        tables._paper_protocols("prost", {"mlm": "released-gpt"}, "paper_tables.yaml")
 
 
 def _run(tmp_path, name, info, metrics) -> Path:
@@ -174,6 +178,7 @@ def test_exclusions_and_protocols_reported_apart_get_footnotes(tmp_path):
     assert all(cell.startswith("—") for cell in uqa_row[1:])
     assert "every question of `default` was undecided in run unifiedqa-t5-small" in text
     assert "⚠" not in text  # both used the paper's protocols
+    assert "shared" not in text and "The text this table was transcribed from prints this row" in text  # no development path
 
 
 # --- a report of real runs ---------------------------------------------------------------------------------
@@ -349,6 +354,17 @@ def test_report_html_in_a_real_browser(rendered, tmp_path):
     print(f"screenshot: {tmp_path / 'report.png'}")
 
 
+def png_chunks(data: bytes) -> list[bytes]:
+    """The chunk types of a PNG file, in order (the PNG specification, section 5.3)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    chunks, at = [], 8
+    while at < len(data):
+        length = int.from_bytes(data[at : at + 4], "big")
+        chunks.append(data[at + 4 : at + 8])
+        at += 12 + length
+    return chunks
+
+
 @pytest.mark.slow
 def test_same_runs_same_bytes_and_a_previous_report_is_replaced(runs, tmp_path):
     first, again = tmp_path / "first", tmp_path / "again"
@@ -356,6 +372,10 @@ def test_same_runs_same_bytes_and_a_previous_report_is_replaced(runs, tmp_path):
     assert main(["report", *map(str, runs[:2]), "--out", str(again)]) == 0
     for name in ("report.md", "report.html", "figures/prost-positions.png"):
         assert (again / name).read_bytes() == (first / name).read_bytes()
+    for figure in (first / "figures").iterdir():  # pixels only: no text, time or software chunk that could vary
+        assert set(png_chunks(figure.read_bytes())) == {b"IHDR", b"pHYs", b"IDAT", b"IEND"}, figure.name
+    manifest = json.loads((first / report.MANIFEST).read_text())["files"]
+    assert manifest == sorted(p.relative_to(first).as_posix() for p in first.rglob("*") if p.is_file() and p.name != report.MANIFEST)
     assert main(["report", str(runs[2]), "--out", str(again)]) == 0  # a report folder physprobe wrote is replaced
     text = (again / "report.md").read_text()
     assert "## CConS" in text and "## PROST" not in text and not (again / "figures" / "prost-positions.png").exists()

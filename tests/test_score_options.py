@@ -150,8 +150,9 @@ def test_run_json_provenance_and_bootstrap(models, prost_build, tmp_path, capsys
     assert info["dataset"]["source"] == "local" and info["dataset"]["fingerprints"]["mass"].startswith("sha256:")
     assert info["method"] == "causal" and info["protocol"] == "released-gpt" and info["dtype"] == "float32"
     assert set(info["timings"]) == {"load_model_s", "configs_s", "total_s"}
-    bands = info["bootstrap"]["headline"]["mass"]
-    assert set(bands) == set(provenance.headline(metrics["mass"])) and "accuracy" in bands
+    bands = info["bootstrap"]["figures"]["mass"]
+    assert set(bands) == set(provenance.overall_figures(metrics["mass"])) and "accuracy" in bands
+    assert info["headline"]["mass"] == ["macro_accuracy", metrics["mass"]["macro_accuracy"]]  # PROST Table 5's macro average
     # A 40-question accuracy has a binomial standard error near sqrt(p (1 - p) / 40).
     p = metrics["mass"]["accuracy"]
     assert bands["accuracy"]["stderr"] == pytest.approx((p * (1 - p) / 40) ** 0.5, rel=0.3)

@@ -74,6 +74,23 @@ def test_a_second_run_into_the_same_folder_fails_at_once_naming_the_first(causal
     FolderLock(out).acquire().release()  # released when the run ended
 
 
+def test_a_run_that_raises_releases_its_lock_for_a_retry_in_the_same_process(causal, data, tmp_path, monkeypatch):
+    """As in a notebook: the run fails inside (the traceback, and with it the run's frame, is kept), then the same
+    process scores into the same folder again."""
+    out = tmp_path / "run"
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("CUDA error: device-side assert triggered")
+
+    monkeypatch.setattr(runner, "score_requests", broken)
+    with pytest.raises(RuntimeError, match="device-side assert") as failure:
+        main(score_args(causal, data, out))
+    monkeypatch.undo()
+    assert failure.traceback  # kept alive while the retry runs
+    assert main(score_args(causal, data, out)) == 0
+    assert json.loads((out / "metrics.json").read_text())["mass"]["n"] == 6
+
+
 def test_the_lock_dies_with_its_process(tmp_path):
     import subprocess
     import sys

@@ -233,14 +233,3 @@ def test_bad_unpinned_table_is_a_one_line_error(tmp_path, mangle, message):
         build(TEXT2AFFORD, tmp_path / "out", tmp_path)
     assert "\n" not in str(error.value)
     assert not (tmp_path / "out" / "text2afford").exists()
-
-
-def test_prompts_of_table_4_and_10():
-    sentence, obj = "All the women in India wear bangles", "bangles"
-    pour = generator.CLASSES[CLASSES.index("PourFrom")]
-    assert generator.prompt("nli_hypothesis", sentence, obj, pour) == "bangles can be used for pour from by human"
-    assert generator.prompt("yes_no_falcon", sentence, obj, pour).endswith("Can human pour from the bangles? \n \u00bbANSWER\u00ab")
-    assert generator.prompt("mlm", sentence, obj, sep_token="[SEP]", mask_token="[MASK]") == (
-        "All the women in India wear bangles [SEP] bangles can be used for [MASK] by human")
-    with pytest.raises(ValueError, match="needs an affordance"):
-        generator.prompt("yes_no_flan_t5", sentence, obj)

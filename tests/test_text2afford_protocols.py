@@ -7,7 +7,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
 from physprobe.dataset_scripts.text2afford import evaluation
-from physprobe.dataset_scripts.text2afford.evaluation import EVALUATION, from_yes_set, yes_set
+from physprobe.dataset_scripts.text2afford.evaluation import EVALUATION, from_yes_set, prompt, yes_set
+from physprobe.generators import text2afford
 from physprobe.requests import Entailment, Masked, MaskedPair, YesNo
 
 ROW = {"sentence": "Make sure to have steaks and potatoes .", "object": "steaks",  # first row of the release
@@ -186,3 +187,14 @@ def test_nli_pipeline_multi_label_and_released_single_label_worked_by_hand():
     # multi_label=False: a softmax of the 15 entailment logits.
     assert scores == pytest.approx(torch.softmax(entail, dim=0).tolist(), abs=1e-5)
     assert sum(scores) == pytest.approx(1.0)
+
+
+def test_prompts_of_table_4_and_10():
+    sentence, obj = "All the women in India wear bangles", "bangles"
+    pour = text2afford.CLASSES[text2afford.CLASS_NAMES.index("PourFrom")]
+    assert prompt("nli_hypothesis", sentence, obj, pour) == "bangles can be used for pour from by human"
+    assert prompt("yes_no_falcon", sentence, obj, pour).endswith("Can human pour from the bangles? \n \u00bbANSWER\u00ab")
+    assert prompt("mlm", sentence, obj, sep_token="[SEP]", mask_token="[MASK]") == (
+        "All the women in India wear bangles [SEP] bangles can be used for [MASK] by human")
+    with pytest.raises(ValueError, match="needs an affordance"):
+        prompt("yes_no_flan_t5", sentence, obj)

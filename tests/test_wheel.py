@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from physprobe import metric_modules, registry
+
 from . import tiny_models
 from .conftest import REPO, UPSTREAM
 
@@ -50,10 +52,10 @@ def test_wheel_holds_every_module_card_and_data_file(wheel):
     assert expected - names == set()
     # What the issue found missing, by name: every builder with its card, protocols and published tables; the metric
     # Spaces' files.
-    for benchmark in ("cccons", "newton", "prost", "text2afford"):
+    for benchmark in registry.names():
         folder = f"physprobe/dataset_scripts/{benchmark}"
         assert {f"{folder}/{benchmark}.py", f"{folder}/card.md", f"{folder}/evaluation.py", f"{folder}/paper_tables.yaml"} <= names
-    for metric in ("affordance_rank", "agreement_accuracy", "probe_accuracy"):
+    for metric in metric_modules.NAMES:
         assert {f"physprobe/metrics/{metric}/{f}" for f in (f"{metric}.py", "README.md", "app.py", "requirements.txt")} <= names
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/", "build/")) or n == "upload.py"]
 

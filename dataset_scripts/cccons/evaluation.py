@@ -12,6 +12,9 @@ one-line README), so every protocol follows the paper's text: §4 "Tasks Format 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+
+import numpy as np
 
 from physprobe.generators import cccons
 from physprobe.protocols import Evaluation, Protocol, decided, first_mentioned, load_metric
@@ -30,7 +33,7 @@ def answers(row: dict) -> list[str]:
 
 
 def _masked(row: dict, config: str) -> Masked:
-    return Masked(row["mlm_input"], tuple(cccons.MLM_CANDIDATES))
+    return Masked(row["mlm_input"], tuple(MLM_CANDIDATES))
 
 
 def _question(row: dict, config: str) -> Generate:
@@ -53,7 +56,7 @@ def decide_four(scores) -> int | None:
     """
     if any(s is None for s in scores):
         return None
-    return int(cccons.mlm_decision([math.exp(s) for s in scores]))
+    return int(mlm_decision([math.exp(s) for s in scores]))
 
 
 def decide_vocabulary(scores) -> int | None:
@@ -109,3 +112,26 @@ EVALUATION = Evaluation(
     ),  # fmt: skip
     metrics=metrics,
 )
+
+
+# The masked-LM candidates and the paper's decision over them (§4, Format for Masked Language Models).
+MLM_CANDIDATES = ("larger", "bigger", "smaller", "shorter")
+
+
+def mlm_decision(probabilities: Sequence[float] | np.ndarray) -> np.ndarray | int:
+    """The paper's binary decision from the masked LM's probabilities of larger, bigger, smaller, shorter.
+
+    obj1 is judged larger (label 0) when P(larger) + P(bigger) exceeds half of the four candidates'
+    total probability, else smaller (label 1). Accepts one row of four or an array of shape (n, 4).
+
+    >>> mlm_decision([0.30, 0.25, 0.40, 0.05]), mlm_decision([0.1, 0.1, 0.2, 0.1])
+    (0, 1)
+    >>> mlm_decision([[0.1, 0.1, 0.1, 0.1], [0.6, 0.0, 0.3, 0.1]]).tolist()
+    [1, 0]
+    """
+    p = np.asarray(probabilities, dtype=float)
+    if p.shape[-1] != len(MLM_CANDIDATES) or (p < 0).any():
+        raise ValueError(f"expected non-negative probabilities of {MLM_CANDIDATES}, got shape {p.shape}")
+    larger = p[..., 0] + p[..., 1]
+    decision = np.where(larger / p.sum(axis=-1) > 0.5, 0, 1)
+    return int(decision) if decision.ndim == 0 else decision

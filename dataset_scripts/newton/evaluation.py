@@ -143,6 +143,7 @@ def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> d
 RELEASED = "NEWTON hf_track1.py, hf_track2.py, hf_track3.py (the `prompt = f'...'` statement of each main loop)"
 EVALUATION = Evaluation(
     benchmark="newton",
+    headline=("agreement_accuracy", "accuracy"),
     configs=("track1", "track2_boolean", "track2_mc", "track3"),
     pooled={"track2": ("track2_boolean", "track2_mc")},  # Table 5 Combined: both kinds of question together
     scorable=("track1", "track2_boolean", "track2_mc", "track3"),  # not the attribute table

@@ -205,6 +205,7 @@ def _sliding(row: dict) -> bool:
 
 EVALUATION = Evaluation(
     benchmark="prost",
+    headline=("macro_accuracy",),
     configs=("default",),
     protocols=(
         Protocol(

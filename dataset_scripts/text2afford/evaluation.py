@@ -71,13 +71,13 @@ def yes_no_prompts(row: dict, family: str) -> list[str]:
     """
     sentence, obj = row["sentence"], row["object"]
     if family == "flan-t5":
-        return [text2afford.PROMPTS["yes_no_flan_t5"].format(sentence=sentence, object=obj,
+        return [PROMPTS["yes_no_flan_t5"].format(sentence=sentence, object=obj,
                 affordance=FLAN_WORDS.get(c.name, c.phrase)) for c in CLASSES]  # fmt: skip
     if family == "llama3":
         return [LLAMA3_PROMPT.format(sentence=sentence, object=obj, examples=LLAMA3_EXAMPLES, affordance=c.phrase)
                 for c in CLASSES]  # fmt: skip
     kind = {"falcon": "yes_no_falcon", "vlm": "yes_no_vlm"}[family]
-    return [text2afford.prompt(kind, sentence, obj, c).strip() for c in CLASSES]
+    return [prompt(kind, sentence, obj, c).strip() for c in CLASSES]
 
 
 def yes_set(scores) -> int | None:
@@ -98,7 +98,7 @@ def _ranked(scores) -> None:
 
 def _mlm(row: dict, config: str) -> Masked:
     # "[SEP]" stands for the tokenizer's separator (its sep token, else its EOS), which the backend puts in.
-    return Masked(text2afford.prompt("mlm", row["sentence"], row["object"], sep_token="[SEP]"), tuple(c.mlm_word for c in CLASSES))
+    return Masked(prompt("mlm", row["sentence"], row["object"], sep_token="[SEP]"), tuple(c.mlm_word for c in CLASSES))
 
 
 def _nli_pairs(row: dict) -> tuple[tuple[str, str], ...]:
@@ -136,6 +136,7 @@ def _yes_no(family: str):
 PAPER_RULE = "YES=1, NO=0, ties wrong (Appendix G)"
 EVALUATION = Evaluation(
     benchmark="text2afford",
+    headline=("pairwise.accuracy",),
     configs=("default",),
     scorable=("default",),  # the one-class configs are for training classifiers, not the paper's ranking
     protocols=(
@@ -185,3 +186,42 @@ EVALUATION = Evaluation(
     metrics=metrics,
     reference=lambda row: list(row["labels"]),
 )
+
+
+# --- prompts (paper Table 4 and Table 10) ---
+PROMPTS = {
+    "mlm": "{sentence} {sep_token} {object} can be used for {mask_token} by human",
+    "nli_hypothesis": "{object} can be used for {affordance} by human",
+    "yes_no_flan_t5": "consider {sentence}. Now, from this information can human {affordance} the {object}? Answer YES or NO:",
+    "yes_no_falcon": (
+        'You are a helpful AI assistant. Answer only "YES" or "NO" for the question based on the given context. '
+        "Context:{sentence} \n \u00bbQUESTION\u00ab Can human {affordance} the {object}? \n \u00bbANSWER\u00ab"
+    ),
+    "yes_no_vlm": (
+        "consider the sentence {sentence}. Now from this information, can human {affordance} the {object}? "
+        "Accompanying this query is an image of the {object}. Note that the image may contain noise or variations "
+        "in appearance. Given the textual description and the image, answer YES or NO whether the human can "
+        '{affordance} the {object}. Answer: "'
+    ),
+}
+
+
+def prompt(kind: str, sentence: str, obj: str, affordance: text2afford.AffordanceClass | None = None,
+           mask_token: str = "[MASK]", sep_token: str = "[SEP]") -> str:  # fmt: skip
+    """Format one of ``PROMPTS`` for a sentence-object pair (and class, except for ``mlm``).
+
+    >>> prompt("mlm", "All the women in India wear bangles", "bangles", mask_token="<mask>", sep_token="</s>")
+    'All the women in India wear bangles </s> bangles can be used for <mask> by human'
+    >>> prompt("nli_hypothesis", "All the women in India wear bangles", "bangles", CLASSES[0])
+    'bangles can be used for grasp by human'
+    >>> prompt("yes_no_flan_t5", "All the women in India wear bangles", "bangles", CLASSES[8])
+    'consider All the women in India wear bangles. Now, from this information can human sit on the bangles? Answer YES or NO:'
+    """
+    if kind not in PROMPTS:
+        raise ValueError(f"unknown prompt kind {kind!r}; known: {', '.join(PROMPTS)}")
+    if kind != "mlm" and affordance is None:
+        raise ValueError(f"prompt {kind!r} needs an affordance class")
+    return PROMPTS[kind].format(
+        sentence=sentence, object=obj, affordance=affordance.phrase if affordance else "",
+        mask_token=mask_token, sep_token=sep_token,
+    )  # fmt: skip

@@ -57,15 +57,11 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from physprobe.errors import PhysprobeError
+from physprobe.errors import BackendError
 from physprobe.requests import Choice, Generate, YesNo
 
 CHAT_MODES = ("auto", "on", "off")
 PROMPTED = (Generate, Choice, YesNo)  # the request types a chat template applies to
-
-
-class BackendError(PhysprobeError):
-    """A backend that does not exist, cannot serve a protocol, or cannot reach or load its model."""
 
 
 @dataclass(frozen=True)

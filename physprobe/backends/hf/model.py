@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from physprobe import model_options, protocols, provenance
+from physprobe.errors import ModelLoadError
 
 FAMILY_CLASSES = {
     "causal": "AutoModelForCausalLM",
@@ -146,7 +147,7 @@ def load(plan: ModelPlan, tokenizer=None) -> Loaded:
                     model = auto.from_pretrained(plan.name, **kwargs)
         except (OSError, ValueError, ImportError) as error:
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise protocols.ProtocolError(f"cannot load {plan.name!r} as {FAMILY_CLASSES[plan.family]}: {reason}") from None
+            raise ModelLoadError(f"cannot load {plan.name!r} as {FAMILY_CLASSES[plan.family]}: {reason}") from None
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(plan)
     model.eval()
     device = plan.device

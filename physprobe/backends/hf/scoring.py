@@ -30,11 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from physprobe.errors import PhysprobeError
-
-
-class ScoringError(PhysprobeError):
-    """A model or tokenizer cannot do what the method needs (no mask token, input too long, ...)."""
+from physprobe.errors import ScoringError
 
 
 def _autocast(device: torch.device):

@@ -1,0 +1,134 @@
+"""A run's cell in a published table: its value read from metrics.json, n, Wilson interval, the printed format,
+or why it is missing.
+
+>>> wilson(0.0, 10)[0]
+0.0
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from physprobe import registry
+from physprobe.protocols import COUNTS
+from physprobe.report.runs import Run, run_protocol
+from physprobe.report.tables import Column, Table
+
+Z95 = 1.959963984540054  # two-sided 95% normal quantile
+MISSING = object()
+
+
+def lookup(metrics: dict, path: str):
+    """The value at a dot path of metrics.json, or ``MISSING``.
+
+    >>> lookup({"default": {"by_group": {"mass": {"accuracy": 0.5}}}}, "default.by_group.mass.accuracy")
+    0.5
+    """
+    node = metrics
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return MISSING
+        node = node[part]
+    return node
+
+
+def wilson(p: float, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion ``p`` observed over ``n`` trials.
+
+    >>> [round(x, 4) for x in wilson(0.5, 100)]
+    [0.4038, 0.5962]
+    """
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    # The interval holds p; clamping to it removes float error at p = 0 or 1 (e.g. a low bound of 1e-17 above 0).
+    return min(max(0.0, centre - half), p), max(min(1.0, centre + half), p)
+
+
+def number(value: float, table: Table) -> str:
+    """A metric value (a fraction) in a table's printed format.
+
+    >>> number(0.4567, Table("t", None, "", "percent", 1, None, (), (), (), "chance"))
+    '45.7'
+    """
+    return f"{(100 * value if table.scale == 'percent' else value):.{table.digits}f}"
+
+
+def printed_value(cell: str | None, part: int = 0) -> float | None:
+    """The number a printed cell shows (its ``part``-th of "a / b / c"), without marks such as * or ±.
+
+    >>> printed_value("27.0*"), printed_value("0.13±0.04"), printed_value("3.1 / 3.3 / 2.8", 2), printed_value("—")
+    (27.0, 0.13, 2.8, None)
+    """
+    if cell is None:
+        return None
+    pieces = cell.split(" / ")
+    match = re.match(r"\s*(-?\d+(?:\.\d+)?)", pieces[part] if part < len(pieces) else "")
+    return float(match.group(1)) if match else None
+
+
+@dataclass(frozen=True)
+class Missing:
+    """Why a run's cell is empty: ``kind`` is why (physprobe does not score the column), config (the run did
+    not score that config), pooled (a figure over several configs the run did not all score), undecided
+    (every question of the config was), excluded (the run's protocol left out questions of the config, the
+    column's among them), sample (a ``--limit`` run scored no question of the column), or key (metrics.json
+    lacks it). ``detail`` is what the footnote needs; footnotes with the same kind and detail merge."""
+
+    kind: str
+    detail: str  # the column's why, the config, or the metrics key
+    run: str
+
+
+@dataclass
+class RunCell:
+    """One part of a run's cell: value, n, interval, or the reason it is missing."""
+
+    value: float | None
+    n: int | None
+    interval: tuple[float, float] | None
+    missing: Missing | None
+
+
+def _config_names(benchmark: str) -> set[str]:
+    return set(registry.config_names(benchmark))
+
+
+def _why_missing(run: Run, column: Column, key: str) -> Missing:
+    """Why metrics.json has no ``key``: the first reason that holds."""
+    config = key.split(".")[0]
+    scored = run.metrics.get(config)
+    if not isinstance(scored, dict):
+        pooled = registry.evaluation(run.info["benchmark"]).pooled.get(config)
+        if pooled:
+            return Missing("pooled", f"{config}|{','.join(pooled)}", run.id)
+        if config in _config_names(run.info["benchmark"]):
+            return Missing("config", config, run.id)
+        return Missing("key", key, run.id)
+    figures = set(scored) - set(COUNTS)
+    if not figures and scored.get("n") and scored.get("undecided") == scored.get("n"):
+        return Missing("undecided", config, run.id)
+    if run.info.get("protocol") in column.excluded_by:
+        protocol = run_protocol(run)
+        why = f": {protocol.skip_reason}" if protocol is not None and protocol.skip_reason else ""
+        return Missing("excluded", f"protocol `{run.info['protocol']}` leaves this column's questions out{why}", run.id)
+    if run.info.get("limit") and "." in key:
+        return Missing("sample", f"{config}|{run.info['limit']}", run.id)
+    return Missing("key", key, run.id)
+
+
+def run_cell(run: Run, column: Column, part: int) -> RunCell:
+    """One part of a run's cell for a column: its value, n and 95% interval, or why it is missing."""
+    key, n_key = column.keys[part], column.ns[part]
+    if key is None:
+        return RunCell(None, None, None, Missing("why", column.why, run.id))
+    value = lookup(run.metrics, key)
+    if value is MISSING:
+        return RunCell(None, None, None, _why_missing(run, column, key))
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
+        return RunCell(None, None, None, Missing("key", key, run.id))
+    n = lookup(run.metrics, n_key) if n_key else MISSING
+    n = int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) and n > 0 else None
+    interval = wilson(min(max(float(value), 0.0), 1.0), n) if n else None
+    return RunCell(float(value), n, interval, None)

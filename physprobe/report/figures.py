@@ -1,0 +1,232 @@
+"""The report's figures (matplotlib, Agg): bars (one panel per column) and lines (one line per model across a
+table's columns), published models grey, runs coloured with 95% intervals; ``DRAW`` maps a figure kind to its
+drawing function."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+from physprobe.errors import ReportError
+from physprobe.report.cells import number, printed_value, run_cell
+from physprobe.report.runs import Run
+from physprobe.report.tables import Column, Figure, PaperTables, Table
+
+# Okabe & Ito (2008), a palette told apart with every common colour-vision deficiency; runs get these colours.
+OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#0072B2", "#D55E00", "#CC79A7", "#F0E442", "#000000")
+PUBLISHED_GREY = "#BBBBBB"
+
+
+@dataclass
+class _Series:
+    """One bar or line of a figure: a published model or a run."""
+
+    name: str
+    values: list[float | None]
+    errors: list[tuple[float, float] | None]
+    run: bool
+
+
+def _scaled(value: float, table: Table) -> float:
+    return 100 * value if table.scale == "percent" else value
+
+
+def _panel_series(table: Table, columns: list[Column], part_name: str | None, runs: list[Run]) -> list[_Series]:
+    series = []
+    for row in table.rows:
+        if row.kind != "model":
+            continue
+        values = []
+        for column in columns:
+            index = column.parts.index(part_name) if part_name else 0
+            values.append(printed_value(row.cells[table.columns.index(column)], index))
+        series.append(_Series(row.model, values, [None] * len(columns), False))
+    for run in runs:
+        if table.methods is not None and run.method not in table.methods:
+            continue
+        values, errors = [], []
+        for column in columns:
+            cell = run_cell(run, column, column.parts.index(part_name) if part_name else 0)
+            values.append(None if cell.value is None else _scaled(cell.value, table))
+            errors.append(None if cell.interval is None else tuple(_scaled(x, table) for x in cell.interval))
+        series.append(_Series(run.id, values, errors, True))
+    return series
+
+
+def _reference(table: Table, kind: str, column: Column, part_name: str | None) -> float | None:
+    row = next((r for r in table.rows if r.kind == kind), None)
+    if row is None:
+        return None
+    index = column.parts.index(part_name) if part_name else 0
+    return printed_value(row.cells[table.columns.index(column)], index)
+
+
+def _reference_label(name: str, value: float, table: Table) -> str:
+    return f"{name} ({100 * value:g}%)" if table.scale == "percent" else f"{name} ({value:g})"
+
+
+def _plt():
+    try:
+        import matplotlib
+    except ImportError:
+        raise ReportError("physprobe report draws its figures with matplotlib: pip install 'physprobe[score]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _run_colours(runs: list[Run]) -> dict[str, str]:
+    return {run.id: OKABE_ITO[i % len(OKABE_ITO)] for i, run in enumerate(runs)}
+
+
+def bars_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path) -> bool:
+    """Small multiples: one panel per (table, column), every published model and run as a horizontal bar,
+    the chance level dashed, the paper's human row dotted, 95% intervals on the runs' bars.
+    Returns False (and writes nothing) when no panel has a value."""
+    panels = []
+    for spec in figure.panels:
+        table = paper.table(spec["table"])
+        names = spec.get("columns") or [c.name for c in table.columns if not c.summary]
+        for name in names:
+            column = table.column(name)
+            part = spec.get("part")
+            title = column.label
+            if spec.get("title"):  # a panel title, or a prefix when the panel spec spans several columns
+                title = spec["title"] if len(names) == 1 else f"{spec['title']}: {column.label}"
+            series = _panel_series(table, [column], part, runs)
+            panels.append((table, column, part, title, series))
+    if not any(v is not None for *_, series in panels for s in series for v in s.values):
+        return False
+    plt = _plt()
+    colours = _run_colours(runs)
+    ncols = figure.columns or min(len(panels), 5)
+    nrows = math.ceil(len(panels) / ncols)
+    shared = len({id(p[0]) for p in panels}) == 1 or len({tuple(s.name for s in p[4]) for p in panels}) == 1
+    height = max(len(p[4]) for p in panels) * 0.24 + 1.1
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.0 * ncols + (1.6 if shared else 1.9 * ncols), height * nrows + 1.2),
+                             squeeze=False, sharey=shared)  # fmt: skip
+    for axis in axes.flat[len(panels):]:
+        axis.set_visible(False)
+    lines = {}
+    rows = max(len(p[4]) for p in panels)
+    for axis, (table, column, part, title, series) in zip(axes.flat, panels):
+        full = 100 if table.scale == "percent" else 1
+        for i, s in enumerate(series):
+            value = s.values[0]
+            if value is None:
+                if s.run:
+                    axis.text(full * 0.01, i, "no value (see table)", va="center", fontsize=7, color="#777777", style="italic")
+                continue
+            colour = colours[s.name] if s.run else PUBLISHED_GREY
+            error = None
+            if s.errors[0] is not None:
+                error = [[value - s.errors[0][0]], [s.errors[0][1] - value]]
+            axis.barh(i, value, color=colour, xerr=error, ecolor="#333333", capsize=2, height=0.75,
+                      edgecolor="#333333" if s.run else "none", linewidth=0.6)  # fmt: skip
+            if s.run:
+                end = s.errors[0][1] if s.errors[0] is not None else value
+                axis.text(min(end + full * 0.02, full * 0.86), i, number(value / full, table), va="center", fontsize=7,
+                          fontweight="bold")  # fmt: skip
+        axis.set_xlim(0, full)
+        if column.chance is not None:
+            lines[_reference_label(table.chance_label, column.chance, table)] = axis.axvline(
+                _scaled(column.chance, table), color="black", linestyle="--", linewidth=1)
+        human = _reference(table, "human", column, part)
+        if human is not None:
+            lines["human (paper)"] = axis.axvline(human, color="#009E73", linestyle=":", linewidth=1.6)
+        axis.set_title(textwrap.fill(title, 34), fontsize=9)
+        axis.set_yticks(range(len(series)))
+        axis.set_yticklabels([s.name for s in series], fontsize=7)
+        for label, s in zip(axis.get_yticklabels(), series):
+            if s.run:
+                label.set_fontweight("bold")
+        axis.set_ylim(rows - 0.5, -0.5)  # the same bar thickness in every panel
+        axis.tick_params(axis="x", labelsize=7)
+        axis.grid(axis="x", color="#EEEEEE", linewidth=0.6)
+        axis.set_axisbelow(True)
+        axis.set_xlabel("%" if table.scale == "percent" else "fraction", fontsize=7)
+    _legend(fig, plt, runs, colours, lines)
+    fig.suptitle(figure.title, fontsize=11)
+    inches = fig.get_size_inches()[1]
+    fig.tight_layout(rect=(0, 0.75 / inches, 1, 1 - 0.45 / inches))
+    _save(fig, plt, path)
+    return True
+
+
+def lines_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path) -> bool:
+    """One line per model across a table's columns (e.g. PROST's answer positions): published models grey and
+    labelled at their end, the paper's average dashed, runs coloured with 95% intervals."""
+    table = paper.table(figure.panels[0]["table"])
+    columns = [c for c in table.columns if not c.summary]
+    series = _panel_series(table, columns, None, runs)
+    if not any(v is not None for s in series for v in s.values):
+        return False
+    plt = _plt()
+    colours = _run_colours(runs)
+    fig, axis = plt.subplots(figsize=(8.5, 5.5))
+    x = list(range(len(columns)))
+    ends = []
+    for s in series:
+        points = [(i, v) for i, v in zip(x, s.values) if v is not None]
+        if not points:
+            continue
+        xs, ys = zip(*points)
+        if s.run:
+            errors = [s.errors[i] for i in xs]
+            low = [y - e[0] if e else 0 for y, e in zip(ys, errors)]
+            high = [e[1] - y if e else 0 for y, e in zip(ys, errors)]
+            axis.errorbar(xs, ys, yerr=[low, high], color=colours[s.name], marker="o", linewidth=2.2, capsize=3, label=s.name)
+        else:  # a missing value breaks the line rather than bridging it
+            axis.plot(x, [math.nan if v is None else v for v in s.values], color="#999999", marker=".", linewidth=1)
+            ends.append([ys[-1], s.name, xs[-1]])
+    average = next((r for r in table.rows if r.kind == "average"), None)
+    if average is not None:
+        values = [printed_value(average.cells[table.columns.index(c)]) for c in columns]
+        axis.plot(x, values, color="black", linestyle="--", linewidth=1.5, label=f"{average.model} (paper)")
+    chance = next((c.chance for c in columns if c.chance is not None), None)
+    if chance is not None:
+        axis.axhline(_scaled(chance, table), color="black", linestyle=":", linewidth=1,
+                     label=_reference_label(table.chance_label, chance, table))
+    _label_line_ends(axis, ends, 100 if table.scale == "percent" else 1)
+    axis.set_xticks(x)
+    axis.set_xticklabels([c.label for c in columns])
+    axis.set_xlim(-0.2, len(columns) - 1 + 0.9)
+    axis.set_ylim(0, 100 if table.scale == "percent" else 1)
+    axis.set_ylabel("accuracy (%)" if table.scale == "percent" else "accuracy")
+    axis.grid(axis="y", color="#EEEEEE")
+    axis.legend(fontsize=8, loc="upper left", title="grey: published models (paper)", title_fontsize=8)
+    axis.set_title(figure.title, fontsize=11)
+    fig.tight_layout()
+    _save(fig, plt, path)
+    return True
+
+
+def _label_line_ends(axis, ends: list, full: float) -> None:
+    """Name each published line at its right end, nudging labels apart so none overlap."""
+    ends.sort()
+    gap = full * 0.035
+    for i in range(1, len(ends)):
+        ends[i][0] = max(ends[i][0], ends[i - 1][0] + gap)
+    for y, name, x in ends:
+        axis.annotate(name, (x + 0.05, y), fontsize=7, color="#555555", va="center")
+
+
+def _legend(fig, plt, runs, colours, lines) -> None:
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=PUBLISHED_GREY, label="published (paper)")]
+    handles += [Patch(facecolor=colours[r.id], edgecolor="#333333", label=f"{r.id} (95% interval)") for r in runs]
+    for label, line in lines.items():
+        handles.append(plt.Line2D([], [], color=line.get_color(), linestyle=line.get_linestyle(), label=label))
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4), fontsize=8, frameon=False)
+
+
+def _save(fig, plt, path: Path) -> None:
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+
+DRAW = {"bars": bars_figure, "lines": lines_figure}

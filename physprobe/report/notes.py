@@ -1,0 +1,109 @@
+"""The footnotes of a table: numbered marks, and the texts saying why a cell is missing, why a run does not
+compare with the paper, or what its protocol left out."""
+
+from __future__ import annotations
+
+from physprobe.report.cells import Missing
+from physprobe.report.runs import Run, run_protocol
+from physprobe.report.tables import PaperTables
+
+_SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _mark(number_: int) -> str:
+    return str(number_).translate(_SUPERSCRIPT)
+
+
+class Footnotes:
+    """Numbered footnotes of one table; the same text gets the same number."""
+
+    def __init__(self):
+        self.texts: list[str] = []
+
+    def mark(self, text: str) -> str:
+        if text not in self.texts:
+            self.texts.append(text)
+        return _mark(self.texts.index(text) + 1)
+
+    def items(self) -> list[str]:
+        return [f"{_mark(i + 1)} {text}" for i, text in enumerate(self.texts)]
+
+
+def missing_texts(missing: list[Missing]) -> dict[Missing, str]:
+    """One footnote per reason, naming every run it concerns; keys that differ only in some segments merge
+    into one pattern.
+
+    >>> texts = missing_texts([Missing("key", "t.by_group.a.pos", "r1"), Missing("key", "t.by_group.b.pos", "r2")])
+    >>> sorted(set(texts.values()))
+    ['metrics.json of runs r1, r2 has no `t.by_group.*.pos`']
+    """
+    groups: dict[tuple, list[Missing]] = {}
+    for m in missing:
+        group = (m.kind, *m.detail.split(".")[:2], m.detail.count(".")) if m.kind == "key" else (m.kind, m.detail)
+        groups.setdefault(group, []).append(m)
+    texts = {}
+    for (kind, detail, *_), members in groups.items():
+        runs = list(dict.fromkeys(m.run for m in members))
+        who = f"run{'s' if len(runs) > 1 else ''} {', '.join(runs)}"
+        if kind == "why":
+            text = detail
+        elif kind == "config":
+            text = f"{who} did not score config `{detail}` (physprobe score --config {detail})"
+        elif kind == "pooled":
+            name, pooled = detail.split("|")
+            text = (f"`{name}` pools configs {', '.join(f'`{c}`' for c in pooled.split(','))}: {who} did not score "
+                    f"them all in one run")  # fmt: skip
+        elif kind == "undecided":
+            text = f"every question of `{detail}` was undecided in {who}"
+        elif kind == "excluded":
+            text = f"{who}: {detail}"
+        elif kind == "sample":
+            config, limit = detail.split("|")
+            text = (f"{who} scored no question of this column (or none it decided) among the --limit {limit} "
+                    f"questions of `{config}`")  # fmt: skip
+        else:
+            segments = zip(*(m.detail.split(".") for m in members))
+            pattern = ".".join(s[0] if len(set(s)) == 1 else "*" for s in segments)
+            text = f"metrics.json of {who} has no `{pattern}`"
+        texts.update({m: text for m in members})
+    return texts
+
+
+def protocol_warning(run: Run, paper: PaperTables) -> str | None:
+    """Why a run's numbers may not compare with the paper's, or None when its protocol is the paper's."""
+    names = paper.protocols.get(run.method)
+    used = run.info.get("protocol")
+    if names is None:
+        return f"run {run.id} used method `{run.method}`; the paper reports no model scored that way"
+    expected = " or ".join(f"`{name}`" for name in names)
+    if used is None:
+        return (f"run {run.id} does not record its protocol (run.json has no `protocol`); the paper's "
+                f"`{run.method}` models used {expected}")  # fmt: skip
+    if used not in names:
+        return (f"run {run.id} used protocol `{used}`; the paper's `{run.method}` models used {expected}: "
+                f"its numbers do not compare one to one with the published rows")  # fmt: skip
+    return None
+
+
+def apart_note(run: Run) -> str | None:
+    """A footnote for a run whose protocol the paper reports outside its averages (``Protocol.reported_apart``)."""
+    protocol = run_protocol(run)
+    if protocol is None or not protocol.reported_apart:
+        return None
+    return (f"run {run.id} used `{protocol.name}`, which the paper reports apart: its models are left out of "
+            f"the paper's average rows")  # fmt: skip
+
+
+def exclusion(run: Run, config: str) -> str | None:
+    """What a run's protocol left out of ``config`` (metrics.json ``excluded``), as a footnote; None if nothing.
+
+    The figures of that config are over the other questions (PROST Table 5 marks such averages with *).
+    """
+    scored = run.metrics.get(config)
+    count = scored.get("excluded") if isinstance(scored, dict) else None
+    if not count:
+        return None
+    protocol = run_protocol(run)
+    why = f" ({protocol.skip_reason})" if protocol is not None and protocol.skip_reason else ""
+    return (f"protocol `{run.info.get('protocol')}` leaves out {count} question{'s' if count > 1 else ''} of "
+            f"`{config}`{why}; this overall figure is over the other questions")  # fmt: skip

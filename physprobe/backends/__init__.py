@@ -8,7 +8,7 @@ so ``physprobe --help`` imports no backend). ``docs/adding_a_backend.md`` walks 
 ('hf', 'hf')
 >>> resolve("tpu", {})
 Traceback (most recent call last):
-physprobe.backends.base.BackendError: unknown --backend 'tpu'; known: hf
+physprobe.errors.BackendError: unknown --backend 'tpu'; known: hf
 """
 
 from __future__ import annotations

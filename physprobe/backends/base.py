@@ -96,7 +96,7 @@ class Chat:
         >>> from physprobe.requests import Masked
         >>> Chat("on").check(Masked)
         Traceback (most recent call last):
-        physprobe.backends.base.BackendError: --apply-chat-template and --system-instruction apply to prompts (generation, log-likelihood of a continuation, YES/NO); Masked requests read none: leave them out
+        physprobe.errors.BackendError: --apply-chat-template and --system-instruction apply to prompts (generation, log-likelihood of a continuation, YES/NO); Masked requests read none: leave them out
         """
         if request_type not in PROMPTED and (self.mode == "on" or self.system_instruction):
             raise BackendError("--apply-chat-template and --system-instruction apply to prompts (generation, log-likelihood "

@@ -1,9 +1,12 @@
 """Generation-based scoring: batched greedy decoding of each prompt's answer, cut at the first stop string.
 
-Causal models read left-padded prompts (so every prompt ends at the same column and the new tokens
-follow it); seq2seq models read the prompt in the encoder. The answer text is returned as generated
-(special tokens dropped, cut before the first stop string); a protocol's ``match`` turns it into an
-option, or None (``unparsed``).
+A causal model's prompts run without padding (one forward pass per exact prompt length); their key/value
+caches join one decoding batch, left-padded in the keys only (masked), and each row leaves the batch as soon
+as its answer is done: its stop string has appeared (after the answer's leading blank lines, as ``cut``
+reads it), or EOS, or its token budget. Seq2seq models (and causal models whose cache is not a plain
+``DynamicCache``) read left-padded prompts in ``model.generate``, which stops once every row of the batch is
+done. The answer text is returned as generated (special tokens dropped, cut before the first stop string);
+a protocol's ``match`` turns it into an option, or None (``unparsed``).
 
 >>> cut("(B) ball\\nQuestion: next", ["\\n"])
 '(B) ball'
@@ -15,7 +18,19 @@ from collections.abc import Sequence
 
 import torch
 
-from physprobe.backends.hf.scoring import _autocast, _check_length, max_positions, run_batches
+from transformers import StoppingCriteria, StoppingCriteriaList
+
+from physprobe.backends.hf.scoring import (
+    _as_tensor,
+    _autocast,
+    _cache_from,
+    _cache_layers,
+    _check_length,
+    _forward,
+    exact_batches,
+    max_positions,
+    run_batches,
+)
 
 
 def cut(text: str, stop: Sequence[str]) -> str:
@@ -30,6 +45,27 @@ def cut(text: str, stop: Sequence[str]) -> str:
     return text[: min(ends)] if ends else text
 
 
+def stopped(text: str, stop: Sequence[str]) -> bool:
+    """Whether ``text`` holds one of the ``stop`` strings where ``cut`` looks for them (so more tokens
+    cannot change the cut answer).
+
+    >>> stopped("\\n\\nA box", ["\\n"]), stopped("\\n\\nA box.\\n", ["\\n"]), stopped("A box", [])
+    (False, True, False)
+    """
+    return len(cut(text, stop)) < len(text)
+
+
+class _StopStrings(StoppingCriteria):
+    """``model.generate``'s per-row criterion: the row's answer (tokens from column ``start``) has ``stopped``."""
+
+    def __init__(self, tokenizer, stops: list[Sequence[str]], start: int):
+        self.tokenizer, self.stops, self.start = tokenizer, stops, start
+
+    def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
+        texts = self.tokenizer.batch_decode(input_ids[:, self.start :], skip_special_tokens=True)
+        return torch.tensor([stopped(t, s) for t, s in zip(texts, self.stops)], device=input_ids.device)
+
+
 def _left_padded(sequences: Sequence[Sequence[int]], pad: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(len(s) for s in sequences)
     ids = torch.full((len(sequences), width), pad, dtype=torch.long)
@@ -39,6 +75,57 @@ def _left_padded(sequences: Sequence[Sequence[int]], pad: int, device: torch.dev
             ids[row, width - len(sequence) :] = torch.tensor(sequence, dtype=torch.long)
             mask[row, width - len(sequence) :] = 1
     return ids.to(device), mask.to(device)
+
+
+def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None, device: torch.device) -> list[list[int]] | None:
+    """The greedy answer tokens of causal ``prompts`` (up to EOS); None when the model's cache is not a
+    plain ``DynamicCache`` (this layout cannot be built from it).
+
+    Prompts run once per exact length (no padding fed); their caches go, left-padded in the keys only, into
+    one batch that decodes a token per row per step, rows leaving it once ``done(row, tokens)`` or EOS or
+    ``budget`` ends them.
+    """
+    lengths = [len(p) for p in prompts]
+    width, n = max(lengths), len(prompts)
+    keys: list[torch.Tensor] = []
+    values: list[torch.Tensor] = []
+    tokens = torch.zeros(n, dtype=torch.long, device=device)
+    for rows in exact_batches(lengths, width * n, n):
+        out = _forward(model, 1, input_ids=_as_tensor([prompts[r] for r in rows], device), use_cache=True)
+        layers = _cache_layers(out.past_key_values)
+        if layers is None:
+            return None
+        if not keys:
+            keys = [k.new_zeros((n, k.shape[1], width, k.shape[3])) for k, _ in layers]
+            values = [v.new_zeros((n, v.shape[1], width, v.shape[3])) for _, v in layers]
+        where = torch.tensor(rows, device=device)
+        for layer, (k, v) in enumerate(layers):
+            keys[layer][where, :, width - lengths[rows[0]] :] = k
+            values[layer][where, :, width - lengths[rows[0]] :] = v
+        tokens[where] = out.logits[:, -1].argmax(-1)
+    cache = _cache_from(list(zip(keys, values)))
+    position = torch.tensor(lengths, device=device)
+    mask = (torch.arange(width, device=device) >= (width - position)[:, None]).long()
+    answers: list[list[int]] = [[] for _ in prompts]
+    alive = list(range(n))  # the request row of each batch row
+    while True:
+        for row, token in zip(alive, tokens.tolist()):
+            answers[row].append(token)
+        keep = [j for j, row in enumerate(alive)
+                if answers[row][-1] != eos and len(answers[row]) < budget and not done(row, answers[row])]  # fmt: skip
+        if not keep:
+            break
+        if len(keep) < len(alive):  # finished rows leave the batch
+            select = torch.tensor(keep, device=device)
+            cache.batch_select_indices(select)
+            tokens, position, mask = tokens[select], position[select], mask[select]
+            alive = [alive[j] for j in keep]
+        mask = torch.cat([mask, mask.new_ones((len(alive), 1))], dim=1)
+        logits = _forward(model, 1, input_ids=tokens[:, None], attention_mask=mask, position_ids=position[:, None],
+                          past_key_values=cache).logits  # fmt: skip
+        tokens = logits[:, -1].argmax(-1)
+        position = position + 1
+    return answers
 
 
 def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, seq2seq: bool = False,
@@ -72,12 +159,21 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
 
         def step(batch: list[int], budget=budget, members=members) -> list[str]:
             chosen = [members[i] for i in batch]
-            ids, attention = _left_padded([encoded[i] for i in chosen], pad, device)
-            out = model.generate(input_ids=ids, attention_mask=attention, max_new_tokens=budget, do_sample=False,
-                                 num_beams=1, pad_token_id=pad, eos_token_id=eos)  # fmt: skip
-            new = out if seq2seq else out[:, ids.shape[1] :]
-            decoded = tokenizer.batch_decode(new, skip_special_tokens=True)
-            return [cut(text, requests[i]["stop"]) for text, i in zip(decoded, chosen)]
+            stops = [requests[i]["stop"] for i in chosen]
+
+            def done(row: int, tokens: list[int]) -> bool:
+                return bool(stops[row]) and stopped(tokenizer.decode(tokens, skip_special_tokens=True), stops[row])
+
+            answers = None if seq2seq else _greedy(model, [encoded[i] for i in chosen], budget, done, eos, device)
+            if answers is None:
+                ids, attention = _left_padded([encoded[i] for i in chosen], pad, device)
+                start = 0 if seq2seq else ids.shape[1]
+                out = model.generate(input_ids=ids, attention_mask=attention, max_new_tokens=budget, do_sample=False,
+                                     num_beams=1, pad_token_id=pad, eos_token_id=eos,
+                                     stopping_criteria=StoppingCriteriaList([_StopStrings(tokenizer, stops, start)]))  # fmt: skip
+                answers = out[:, start:]
+            decoded = tokenizer.batch_decode(answers, skip_special_tokens=True)
+            return [cut(text, stop) for text, stop in zip(decoded, stops)]
 
         with torch.inference_mode(), _autocast(device):
             answers = run_batches(len(members), [len(encoded[i]) + budget for i in members], step,

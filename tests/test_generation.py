@@ -1,0 +1,132 @@
+"""Greedy generation that stops per sequence: the same texts as ``model.generate`` over left-padded prompts for the
+full token budget, cut afterwards (the path physprobe took before), on every generate protocol; no padding fed and
+no token slot spent on a finished answer."""
+
+import datasets
+import pytest
+import torch
+from tokenizers import processors
+from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerFast
+
+from physprobe import registry
+from physprobe.backends.hf import generation
+from tests import tiny_models
+
+# Every generate protocol: (benchmark, protocol, config, family).
+PROTOCOLS = [(benchmark, protocol.name, evaluation.configs[0], family)
+             for benchmark in registry.names() for evaluation in [registry.evaluation(benchmark)]
+             for protocol in evaluation.protocols if protocol.method == "generate" for family in protocol.families]  # fmt: skip
+
+
+def _prompts(built_all) -> list[str]:
+    rows = []
+    for benchmark, _, config, _ in PROTOCOLS:
+        rows += [str(r) for r in datasets.load_dataset(str(built_all / benchmark), config, split="test").select(range(50))]
+    return rows
+
+
+def _stops_often(model, token_ids: list[int], scale: float) -> None:
+    """Scale the (tied) embedding rows of ``token_ids`` so that greedy answers end at varied steps."""
+    with torch.no_grad():
+        model.get_input_embeddings().weight[token_ids] *= scale
+
+
+@pytest.fixture(scope="module")
+def tiny(built_all, tmp_path_factory):
+    """A causal and a seq2seq tiny model whose answers end (EOS or a newline) after a few tokens, at different steps.
+    The causal tokenizer adds BOS itself, so the prompt's ids are the same whether or not BOS is forced."""
+    texts = _prompts(built_all)
+    root = tmp_path_factory.mktemp("stopping")
+    causal_dir = tiny_models.causal_lm(root / "gpt", texts, seed=3)
+    tokenizer = AutoTokenizer.from_pretrained(causal_dir)
+    backend = tokenizer.backend_tokenizer
+    backend.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tokenizer.bos_token_id)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="<s>")
+    causal = AutoModelForCausalLM.from_pretrained(causal_dir).eval()
+    newline = tokenizer("\n", add_special_tokens=False)["input_ids"]
+    _stops_often(causal, [tokenizer.eos_token_id, *newline], 3.0)
+    seq2seq_dir = tiny_models.seq2seq(root / "t5", texts, seed=3)
+    t5_tokenizer = AutoTokenizer.from_pretrained(seq2seq_dir)
+    t5 = AutoModelForSeq2SeqLM.from_pretrained(seq2seq_dir).eval()
+    with torch.no_grad():  # sharper weights: this tiny T5's answers otherwise hardly depend on its input
+        for name, weight in t5.named_parameters():
+            if "layer_norm" not in name:
+                weight.mul_(4.0)
+    _stops_often(t5, [t5_tokenizer.eos_token_id, *t5_tokenizer("\n", add_special_tokens=False)["input_ids"]], 2.0)
+    return {"causal": (causal, tokenizer), "seq2seq": (t5, t5_tokenizer)}
+
+
+def _full_budget_then_cut(model, tokenizer, requests, seq2seq: bool) -> list[str]:
+    """The previous path: left-padded prompts through ``model.generate`` for the whole budget, decoded, then cut."""
+    texts = []
+    for request in requests:  # one request per call: no batching effects in the reference
+        ids = torch.tensor([tokenizer(request["prompt"])["input_ids"]])
+        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=request["max_new_tokens"],
+                             do_sample=False, num_beams=1, pad_token_id=tokenizer.pad_token_id,
+                             eos_token_id=tokenizer.eos_token_id)  # fmt: skip
+        new = out if seq2seq else out[:, ids.shape[1] :]
+        texts.append(generation.cut(tokenizer.decode(new[0], skip_special_tokens=True), request["stop"]))
+    return texts
+
+
+def _answer_lengths(model, tokenizer, requests, seq2seq: bool) -> list[int]:
+    """Tokens each greedy answer needs: up to its EOS, its stop string, or its budget."""
+    lengths = []
+    for request in requests:
+        ids = torch.tensor([tokenizer(request["prompt"])["input_ids"]])
+        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=request["max_new_tokens"],
+                             do_sample=False, num_beams=1, pad_token_id=tokenizer.pad_token_id,
+                             eos_token_id=tokenizer.eos_token_id)  # fmt: skip
+        new = (out[0, 1:] if seq2seq else out[0, ids.shape[1] :]).tolist()
+        n = next((k + 1 for k in range(len(new))
+                  if new[k] == tokenizer.eos_token_id or generation.stopped(tokenizer.decode(new[: k + 1], skip_special_tokens=True), request["stop"])),
+                 len(new))  # fmt: skip
+        lengths.append(n)
+    return lengths
+
+
+def _requests(built_all, benchmark, protocol, config, tokenizer, n=12):
+    evaluation = registry.evaluation(benchmark)
+    rows = datasets.load_dataset(str(built_all / benchmark), config, split="test").select(range(0, 120, 120 // n))
+    built = [evaluation.protocol(protocol).build(row, config) for row in rows]
+    return [{"prompt": r.prompt, "max_new_tokens": r.max_new_tokens, "stop": list(r.stop)} for r in built]
+
+
+@pytest.mark.parametrize("benchmark, protocol, config, family", PROTOCOLS)
+def test_texts_equal_the_full_budget_path_cut_afterwards(tiny, built_all, benchmark, protocol, config, family):
+    model, tokenizer = tiny[family]
+    requests = _requests(built_all, benchmark, protocol, config, tokenizer)
+    with torch.inference_mode():
+        texts = generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq", max_batch=5)
+        expected = _full_budget_then_cut(model, tokenizer, requests, family == "seq2seq")
+        needed = _answer_lengths(model, tokenizer, requests, family == "seq2seq")
+    assert len(set(needed)) > 2 and min(needed) < requests[0]["max_new_tokens"]  # answers end at different steps
+    assert texts == expected
+
+
+def test_causal_decoding_feeds_no_padding_and_no_finished_row(tiny, built_all):
+    model, tokenizer = tiny["causal"]
+    requests = _requests(built_all, "cccons", "question-generate", "ordinary", tokenizer, n=24)
+    fed = {"prompt": 0, "step": 0}
+
+    def count(module, args, kwargs):
+        cache = kwargs.get("past_key_values")
+        fed["step" if cache is not None and cache.get_seq_length() > 0 else "prompt"] += kwargs["input_ids"].numel()
+
+    hook = model.register_forward_pre_hook(count, with_kwargs=True)
+    try:
+        with torch.inference_mode():
+            generation.generate(model, tokenizer, requests, torch.device("cpu"))
+    finally:
+        hook.remove()
+    with torch.inference_mode():
+        needed = _answer_lengths(model, tokenizer, requests, seq2seq=False)
+    assert len(set(needed)) > 2
+    assert fed["prompt"] == sum(len(tokenizer(r["prompt"])["input_ids"]) for r in requests)
+    assert fed["step"] == sum(n - 1 for n in needed)  # the first answer token comes from the prompt's pass
+
+
+def test_stopped_reads_stop_strings_as_cut_does():
+    assert not generation.stopped("\n\n", ["\n"])  # leading blank lines do not end an answer
+    assert generation.stopped("\nA box\n", ["\n"]) and generation.cut("\nA box\n", ["\n"]) == "\nA box"
+    assert not generation.stopped("A box", ["\n", "."]) and generation.stopped("A box.", ["\n", "."])

@@ -14,7 +14,7 @@ questions (evenly spread):
 - ``lm-eval prompt``: lm-eval's own prost task, "{context}\\nQuestion: {ex_question}\\nAnswer:" with the four
   option words as the choices (``doc_to_choice: "{{[A, B, C, D]}}"``), joined with a space;
 - ``released-gpt``: PROST's released GPT code, the mean token log-probability of [BOS] + sentence + EOS, the
-  token ids built by the protocol itself (``released_gpt_ids``; this tokenizer has no BOS) and scored by
+  token ids built by the protocol itself (``released_gpt``, resolved by the hf backend's ``mean_token_ids``; this tokenizer has no BOS) and scored by
   ``scoring.mean_token_logprobs``, each question's shared prefix run once; no lm-eval counterpart.
 
 The token-minimal limit is computed in the same run from measured unit costs: the trunk's seconds per token
@@ -42,8 +42,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 from transformers import PreTrainedTokenizerFast
 
-from physprobe import scoring
-from physprobe.dataset_scripts.prost.evaluation import released_gpt_ids
+from physprobe.backends.hf import mean_token_ids, scoring
+from physprobe.dataset_scripts.prost.evaluation import released_gpt
 
 
 def make_model(folder: Path, texts: list[str], size: str) -> Path:
@@ -69,13 +69,13 @@ def make_model(folder: Path, texts: list[str], size: str) -> Path:
 
 def formats(rows: list[dict], tokenizer) -> dict[str, list]:
     """(context, continuations) per question, both tools joining them with a space; for ``released-gpt`` the
-    option token ids that PROST's ``released-gpt`` protocol builds (``released_gpt_ids``)."""
+    option token ids that PROST's ``released-gpt`` protocol asks (``released_gpt``, resolved by ``mean_token_ids``)."""
     prompt = [(f"{r['context']}\nQuestion: {r['ex_question']}\nAnswer:", [r[k] for k in "ABCD"]) for r in rows]
     paper = []
     for r in rows:
         before, after = f"{r['context']} {r['question']}".split("[MASK]")
         paper.append((before.rstrip(), [f"{r[k]}{after}" for k in "ABCD"]))
-    return {"paper": paper, "lm-eval prompt": prompt, "released-gpt": [released_gpt_ids(r, tokenizer) for r in rows]}
+    return {"paper": paper, "lm-eval prompt": prompt, "released-gpt": [mean_token_ids(released_gpt(r, "default"), tokenizer) for r in rows]}
 
 
 def write_task(folder: Path, name: str, questions: list[tuple[str, list[str]]], labels: list[int]) -> None:

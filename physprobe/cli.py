@@ -102,7 +102,10 @@ def _score(args: argparse.Namespace) -> int:
 
     if args.data is not None and (args.revision or args.dataset_repo):
         raise PhysprobeError("--data reads a local build; --revision and --dataset-repo are for the Hub: give one or the other")
-    model_args = model_options.parse_model_args(args.model_args)
+    from physprobe import backends
+
+    backend = backends.resolve(args.backend, model_options.split_model_args(args.model_args))
+    model_args = backends.backend_class(backend).parse_model_args(args.model_args)
     batch_size = model_options.parse_batch_size(args.batch_size)
     configs = args.config.split(",") if args.config is not None else None
     out = Path(args.out or f"runs/{Path(args.model).name}-{args.benchmark}")
@@ -110,7 +113,8 @@ def _score(args: argparse.Namespace) -> int:
     metrics = run(args.model, args.benchmark, out, data, configs, args.method, args.limit, args.device, args.gguf_file,
                   args.truncate, model_args=model_args, dtype=args.dtype, batch_size=batch_size,
                   bootstrap_iters=args.bootstrap_iters, dataset_repo=args.dataset_repo,
-                  revision=args.revision, command=["physprobe", *args.argv], protocol=args.protocol)  # fmt: skip
+                  revision=args.revision, command=["physprobe", *args.argv], protocol=args.protocol,
+                  backend=backend, chat=chat_setting(args))  # fmt: skip
     for config, values in metrics.items():
         headline = {k: v for k, v in values.items() if isinstance(v, (int, float))}
         headline.update({f"{k}.{n}": v for k, inner in values.items() if isinstance(inner, dict)
@@ -118,6 +122,24 @@ def _score(args: argparse.Namespace) -> int:
         print(f"{args.benchmark}/{config}: " + ", ".join(f"{k}={v:.4g}" for k, v in headline.items()))
     print(f"-> {out}")
     return 0
+
+
+def chat_setting(args: argparse.Namespace):
+    """The run's ``Chat`` from ``--apply-chat-template [NAME]``, ``--no-chat-template`` and ``--system-instruction``.
+
+    >>> args = ["score", "--model", "m", "--benchmark", _benchmarks()[0]]
+    >>> chat_setting(parser().parse_args([*args, "--apply-chat-template"])), chat_setting(parser().parse_args(args)).mode
+    (Chat(mode='on', template=None, system_instruction=None), 'auto')
+    """
+    from physprobe.backends.base import Chat
+
+    if args.system_instruction is not None and not args.system_instruction.strip():
+        raise PhysprobeError("--system-instruction is empty; give the instruction's text, or leave the option out")
+    if args.no_chat_template:
+        return Chat("off", system_instruction=args.system_instruction)
+    if args.apply_chat_template is None:
+        return Chat("auto", system_instruction=args.system_instruction)
+    return Chat("on", args.apply_chat_template or None, args.system_instruction)
 
 
 def protocol_table(benchmarks: list[str]) -> str:
@@ -206,6 +228,15 @@ def parser() -> argparse.ArgumentParser:
     score_cmd.add_argument("--gguf-file", help="a GGUF file inside --model's folder")
     score_cmd.add_argument("--truncate", action="store_true", help="keep the last tokens of over-long inputs instead of failing")
     score_cmd.add_argument("--bootstrap-iters", type=int, default=200, help="bootstrap resamples for standard errors (0: none)")
+    score_cmd.add_argument("--backend", help="how the model is reached: hf (transformers in this process; the default) or a "
+                           "server backend (a base_url in --model-args implies openai); see docs/adding_a_backend.md")
+    chat = score_cmd.add_mutually_exclusive_group()
+    chat.add_argument("--apply-chat-template", nargs="?", const="", metavar="NAME",
+                      help="read prompts through the model's chat template (or its template NAME); default: generation "
+                           "protocols use it when the model has one, log-likelihood protocols never")
+    chat.add_argument("--no-chat-template", action="store_true", help="never apply a chat template")
+    score_cmd.add_argument("--system-instruction", metavar="TEXT",
+                           help="a system message before each prompt (without a template: the text and a blank line)")
     score_cmd.add_argument("--num-processes", type=int, help="score in N processes (accelerate launch; data parallel): "
                            "requests split by token count, rank 0 writes the run folder")
     score_cmd.set_defaults(run=_score)

@@ -8,13 +8,13 @@ wiring (``Evaluation.metrics``), so PROST's macro over concepts, NEWTON Track 1'
 Text2Afford's pairwise accuracy are the scorer's, not a re-implementation. So lm-eval needs physprobe
 installed in its environment.
 
-What lm-eval can express (per request kind): ``sequences`` (whole texts, summed log-probability after
-BOS: lm-eval ``multiple_choice`` with an empty context, which lm-eval scores after the BOS token),
-``seq2seq`` with text targets (input as context, targets as continuations), ``yes`` (one lm-eval doc per
-class: the prompt + " YES" / " NO"), ``generate`` (``generate_until``). Not expressible: ``mean_ids``
-(PROST ``released-gpt``: mean log-probability over explicit token ids with EOS; lm-eval's results carry
-no token count), token-id targets (PROST ``released-t5``), masked LM and NLI (lm-eval scores causal and
-seq2seq LMs only). Where a family's default protocol is not expressible, the first expressible protocol
+What lm-eval can express (per request type, ``physprobe.requests``): ``Choice`` (lm-eval
+``multiple_choice``: the context is the ``query``, the continuations the choices; an empty context is
+scored after the BOS token, as physprobe does), ``Seq2Seq`` with text targets (input as query, targets
+as choices), ``YesNo`` (one lm-eval doc per class: the prompt, then " YES" / " NO"), ``Generate``
+(``generate_until``). Not expressible: ``MeanTokens`` (PROST ``released-gpt``: mean log-probability over
+token sequences with EOS; lm-eval's results carry no token count), first-token targets or choices (PROST
+``released-t5``, ``released-unifiedqa``), masked LM and NLI (lm-eval scores causal and seq2seq LMs only). Where a family's default protocol is not expressible, the first expressible protocol
 of the family is exported and the folder's README.md says so. One difference lm-eval imposes on seq2seq
 models: it encodes a choice without special tokens, so it scores the target without the end-of-sequence
 token that physprobe's engine keeps where the tokenizer appends one (every T5 tokenizer: ``</s>``); with
@@ -33,9 +33,9 @@ from pathlib import Path
 
 from physprobe import hub_data, registry
 from physprobe.errors import PhysprobeError
-from physprobe.protocols import GENERATIVE, KINDS
+from physprobe.protocols import GENERATIVE
+from physprobe.requests import Choice, Generate, Seq2Seq, YesNo
 
-EXPRESSIBLE = {"sequences", "seq2seq", "yes", "generate"}
 # The headline figure of a config's metrics.json, where present (the first found).
 HEADLINE = ("macro_accuracy", "agreement_accuracy", "accuracy")
 
@@ -48,36 +48,17 @@ class ExportError(PhysprobeError):
     """An lm-eval export that cannot be written."""
 
 
-def _kind(protocol) -> str:
-    return protocol.kind or KINDS[protocol.method]
-
-
-class _NeedsTokenizer(Exception):
-    pass
-
-
-class _NoTokenizer:
-    """Stands in for a tokenizer while probing a protocol: a request that reads it is model-specific."""
-
-    def __getattr__(self, name):
-        raise _NeedsTokenizer
-
-    def __call__(self, *args, **kwargs):
-        raise _NeedsTokenizer
-
-
 def _expressible(protocol, family: str, config: str, row: dict) -> bool:
-    """Whether lm-eval can ask ``family`` models what the protocol asks, from text alone (no token ids)."""
-    if family not in protocol.families or _kind(protocol) not in EXPRESSIBLE:
+    """Whether lm-eval can ask ``family`` models what the protocol asks, from text alone (nothing the
+    model's tokenizer resolves)."""
+    if family not in protocol.families or (protocol.method == "seq2seq" and family != "seq2seq"):
         return False
-    if protocol.method == "seq2seq" and family != "seq2seq":
-        return False
-    try:
-        payload = protocol.request(row, config, _NoTokenizer())
-    except _NeedsTokenizer:
-        return False
-    texts = payload[1] if _kind(protocol) == "seq2seq" else payload.get("choices", []) if isinstance(payload, dict) else payload
-    return all(isinstance(t, str) for t in texts)
+    request = protocol.build(row, config)
+    if isinstance(request, Seq2Seq):
+        return request.first_token_after is None
+    if isinstance(request, Generate):
+        return not request.first_token_choices
+    return isinstance(request, (Choice, YesNo))
 
 
 def export_plan(benchmark: str, first_rows: dict[str, dict]) -> list[tuple[str, str, str, str]]:
@@ -99,7 +80,8 @@ def export_plan(benchmark: str, first_rows: dict[str, dict]) -> list[tuple[str, 
                 if not usable:
                     continue
                 chosen = usable[0]
-                note = f"default {default.name!r} ({_kind(default)}, reads token ids) is not expressible in lm-eval; exported {chosen.name!r}"
+                kind = type(default.build(row, config)).__name__
+                note = f"default {default.name!r} ({kind}, resolved by the tokenizer) is not expressible in lm-eval; exported {chosen.name!r}"
             if (config, chosen.name, _form(chosen, family)) not in seen:
                 seen.add((config, chosen.name, _form(chosen, family)))
                 plan.append((config, family, chosen.name, note))
@@ -118,7 +100,7 @@ def task_name(benchmark: str, config: str, family: str, protocol: str) -> str:
 class Task:
     """The runtime of one exported task (imported by the task folder's ``utils.py``).
 
-    ``process_docs`` turns benchmark rows into lm-eval docs (``query``, ``choices``, ``gold``; a ``yes``
+    ``process_docs`` turns benchmark rows into lm-eval docs (``query``, ``choices``, ``gold``; a YES/NO
     protocol gives one doc per class); ``process_results`` gives per-doc ``acc`` and the ``paper`` item;
     ``paper`` aggregates items through the benchmark's own ``Evaluation.metrics``.
     """
@@ -126,25 +108,21 @@ class Task:
     def __init__(self, benchmark: str, config: str, family: str, protocol: str):
         self.evaluation = registry.evaluation(benchmark)
         self.protocol = self.evaluation.protocol(protocol)
-        self.config, self.family, self.kind = config, family, _kind(self.protocol)
+        self.config, self.family = config, family
+        self.generate, self.yes_no = self.protocol.method == "generate", self.protocol.method == "yes_no"
         self.rows: dict[int, dict] = {}
 
     def docs(self, row_index: int, row: dict) -> list[dict]:
-        payload = self.protocol.request(row, self.config, None)
-        gold = self.evaluation.reference(row)[0] if self.kind != "yes" else 0
-        if self.kind == "generate":
-            return [{"row": row_index, "part": 0, "query": payload["prompt"], "choices": list(payload["choices"]), "gold": gold}]
-        if self.kind == "sequences":  # empty context: lm-eval scores each text after the BOS token, as physprobe
-            return [{"row": row_index, "part": 0, "query": "", "choices": list(payload), "gold": gold}]
-        if self.kind == "seq2seq":
-            source, targets = payload
-            return [{"row": row_index, "part": 0, "query": source, "choices": list(targets), "gold": gold}]
-        labels = list(row.get("labels") or [])  # yes: one doc per prompt; gold YES (0) where the class is labelled 1
-        if self.family == "seq2seq":
-            return [{"row": row_index, "part": i, "query": p, "choices": ["YES", "NO"], "gold": 0 if labels and labels[i] else 1}
-                    for i, p in enumerate(payload)]  # fmt: skip
-        return [{"row": row_index, "part": i, "query": "", "choices": [f"{p} YES", f"{p} NO"], "gold": 0 if labels and labels[i] else 1}
-                for i, p in enumerate(payload)]  # fmt: skip
+        request = self.protocol.build(row, self.config)
+        if isinstance(request, YesNo):  # one doc per prompt; gold YES (0) where the class is labelled 1
+            labels = list(row.get("labels") or [])
+            answers = ["YES", "NO"] if self.family == "seq2seq" else [" YES", " NO"]
+            return [{"row": row_index, "part": i, "query": p, "choices": answers, "gold": 0 if labels and labels[i] else 1}
+                    for i, p in enumerate(request.prompts)]  # fmt: skip
+        gold = self.evaluation.reference(row)[0]
+        query, choices = {Generate: lambda r: (r.prompt, r.choices), Choice: lambda r: (r.context, r.continuations),
+                          Seq2Seq: lambda r: (r.source, r.targets)}[type(request)](request)  # fmt: skip
+        return [{"row": row_index, "part": 0, "query": query, "choices": list(choices), "gold": gold}]
 
     def process_docs(self, dataset):
         import datasets
@@ -158,30 +136,30 @@ class Task:
         return datasets.Dataset.from_list(out)
 
     def result(self, results) -> list:
-        """Scores as physprobe's request kind gives them (log-probabilities; ``[text]`` for generate)."""
-        if self.kind == "generate":  # cut as physprobe cuts (lm-eval's until would cut a leading newline's answer away)
-            from physprobe.generation import cut
+        """Scores as physprobe's backends give them (log-probabilities; ``[text]`` for generate)."""
+        if self.generate:  # cut as physprobe cuts (lm-eval's until would cut a leading newline's answer away)
+            from physprobe.backends.hf.generation import cut
 
             return [cut(results[0], self.protocol.stop)]
         return [float(r[0]) if isinstance(r, (tuple, list)) else float(r) for r in results]
 
     def process_results(self, doc: dict, results) -> dict:
         result = self.result(results)
-        if self.kind == "yes":
+        if self.yes_no:
             p_yes = 1.0 / (1.0 + math.exp(result[1] - result[0]))  # softmax over (YES, NO), as scoring.yes_probs
             return {"acc": float((p_yes > 0.5) == (doc["gold"] == 0)), "paper": (doc["row"], doc["part"], p_yes)}
-        prediction = self.protocol.predict(result, {"choices": doc["choices"]})
-        return {"acc": float(prediction == doc["gold"]), "paper": (doc["row"], prediction, None if self.kind == "generate" else result)}
+        prediction = self.protocol.predict(result, Generate(doc["query"], tuple(doc["choices"])))
+        return {"acc": float(prediction == doc["gold"]), "paper": (doc["row"], prediction, None if self.generate else result)}
 
     def decisions(self, items: list) -> tuple[list[int], list, list]:
         """Row indices, predictions and scores of complete rows, in row order."""
-        if self.kind != "yes":
+        if not self.yes_no:
             ordered = sorted(items, key=lambda item: item[0])
             return [i[0] for i in ordered], [i[1] for i in ordered], [i[2] if i[2] is not None else [] for i in ordered]
         classes: dict[int, dict[int, float]] = {}
         for row, part, p_yes in items:
             classes.setdefault(row, {})[part] = p_yes
-        width = len(self.protocol.request(next(iter(self.rows.values())), self.config, None)) if self.rows else 0
+        width = len(self.protocol.build(next(iter(self.rows.values())), self.config).prompts) if self.rows else 0
         rows = sorted(r for r, parts in classes.items() if len(parts) == width)  # a --limit may cut a row's classes
         scores = [[classes[r][i] for i in range(width)] for r in rows]
         return rows, [self.protocol.decide(s) for s in scores], scores
@@ -219,9 +197,9 @@ def _dataset_lines(benchmark: str, config: str, data: Path | None) -> list[str]:
             *[f"      - {f}" for f in files]]  # fmt: skip
 
 
-def _yaml(name: str, kind: str, function: str, config: str, protocol, family: str, dataset: list[str]) -> str:
+def _yaml(name: str, function: str, config: str, protocol, family: str, dataset: list[str]) -> str:
     lines = [f"task: {name}", *dataset, "test_split: test", f"process_docs: !function utils.{function}_docs"]
-    if kind == "generate":
+    if protocol.method == "generate":
         lines += ["output_type: generate_until", 'doc_to_text: "{{query}}"', "doc_to_target: gold",
                   "generation_kwargs:", "  until: []",  # the protocol's stop strings are applied in process_results
                   f"  max_gen_toks: {protocol.max_new_tokens}", "  do_sample: false"]  # fmt: skip
@@ -262,7 +240,7 @@ def export(out: Path, data: Path | None = None, benchmarks: list[str] | None = N
         first_rows = {config: source.load(config)[0] for config in registry.evaluation(benchmark).configs}
         for config, family, protocol_name, note in export_plan(benchmark, first_rows):
             protocol = registry.evaluation(benchmark).protocol(protocol_name)
-            if family == "seq2seq" and _kind(protocol) != "generate":
+            if family == "seq2seq" and protocol.method != "generate":
                 note = "; ".join(filter(None, [note, SEQ2SEQ_EOS]))
             name = task_name(benchmark, config, family, protocol_name)
             function = name.removeprefix("physprobe_")
@@ -270,7 +248,7 @@ def export(out: Path, data: Path | None = None, benchmarks: list[str] | None = N
                       f"{function}_docs = _{function}.process_docs", f"{function}_results = _{function}.process_results",
                       f"{function}_paper = _{function}.paper", ""]  # fmt: skip
             with atomic_file(folder / f"{name}.yaml") as temporary:
-                temporary.write_text(_yaml(name, _kind(protocol), function, config, protocol, family, _dataset_lines(benchmark, config, data)))
+                temporary.write_text(_yaml(name, function, config, protocol, family, _dataset_lines(benchmark, config, data)))
             group = f"physprobe_{benchmark}" + ("_seq2seq" if family == "seq2seq" else "")
             groups.setdefault(group, []).append(name)
             names.append(name)

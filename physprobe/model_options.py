@@ -28,23 +28,37 @@ class ModelOptionError(PhysprobeError):
     """A model option (path, Hub id, device, dtype, --model-args entry) that cannot work."""
 
 
-def parse_model_args(text: str | None) -> dict:
-    """``KEY=VALUE,...`` as ``from_pretrained`` keyword arguments (booleans and ``max_memory`` typed).
+def split_model_args(text: str | None) -> dict[str, str]:
+    """``KEY=VALUE,...`` as strings, whatever the keys (each backend checks and types its own: for ``hf``,
+    ``parse_model_args``); a malformed or repeated entry is a one-line error.
 
-    >>> parse_model_args("dtype=bfloat16,device_map=auto")
-    {'dtype': 'bfloat16', 'device_map': 'auto'}
+    >>> split_model_args("base_url=http://127.0.0.1:8080/v1,num_concurrent=4")
+    {'base_url': 'http://127.0.0.1:8080/v1', 'num_concurrent': '4'}
     """
-    kwargs: dict = {}
+    pairs: dict[str, str] = {}
     for item in (text or "").split(","):
         if not item.strip():
             continue
         key, sep, value = (part.strip() for part in item.partition("="))
         if not sep or not key or not value:
             raise ModelOptionError(f"--model-args entry {item!r} is not KEY=VALUE (e.g. revision=main,dtype=bfloat16)")
+        if key in pairs:
+            raise ModelOptionError(f"--model-args gives {key!r} twice")
+        pairs[key] = value
+    return pairs
+
+
+def parse_model_args(text: str | None) -> dict:
+    """``KEY=VALUE,...`` as ``from_pretrained`` keyword arguments (booleans and ``max_memory`` typed): the
+    ``hf`` backend's options.
+
+    >>> parse_model_args("dtype=bfloat16,device_map=auto")
+    {'dtype': 'bfloat16', 'device_map': 'auto'}
+    """
+    kwargs: dict = {}
+    for key, value in split_model_args(text).items():
         if key not in MODEL_ARGS:
             raise ModelOptionError(f"--model-args key {key!r} is not supported; use one of {', '.join(MODEL_ARGS)}")
-        if key in kwargs:
-            raise ModelOptionError(f"--model-args gives {key!r} twice")
         if key in BOOLEAN_ARGS:
             if value.lower() not in ("true", "false"):
                 raise ModelOptionError(f"--model-args {key}={value!r}: expected true or false")

@@ -27,6 +27,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+from physprobe.requests import key
+
 
 def owners(lengths: list[int], world: int) -> list[int]:
     """The rank of each item (a chunk of requests) from its load in tokens: heaviest first, each to the
@@ -49,7 +51,8 @@ def chunks(count: int, size: int) -> list[range]:
 
 
 def request_tokens(request, tokenizer) -> int:
-    """Tokens a request makes the model read: its texts tokenised, token-id lists counted."""
+    """Tokens a request (``physprobe.requests``) makes the model read, about: its strings tokenised, its
+    numbers counted one each."""
     texts: list[str] = []
     ids = 0
 
@@ -66,7 +69,7 @@ def request_tokens(request, tokenizer) -> int:
             for item in value:
                 walk(item)
 
-    walk(request[1])
+    walk(key(request)[1])
     return ids + sum(len(encoded) for encoded in tokenizer(texts, add_special_tokens=False)["input_ids"]) if texts else ids
 
 

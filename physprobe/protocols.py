@@ -4,37 +4,40 @@ A benchmark declares, in ``dataset_scripts/<bench>/evaluation.py``, one ``Evalua
 scored by default, its ``Protocol`` s and the metric wiring that turns predictions into the paper's
 figures. The scorer (``physprobe.runner``) reads only these declarations and names no benchmark.
 
-A protocol's ``method`` says what it needs from the model, and fixes its request kind:
+A protocol's ``request(row, config)`` builds one typed request from the row alone
+(``physprobe.requests``: what each type means and what a backend returns for it is in
+``physprobe.backends.base``). A protocol's ``method`` says what it needs from the model:
 
-- ``causal`` -> ``("sequences", [text, ...])``: log-probability of each option's full text
-  (or ``("mean_ids", [[id, ...], ...])``: mean token log-probability of token-id sequences);
-- ``mlm`` -> ``("masked", (text_with_[MASK], [word, ...]))``: candidates at the mask;
-- ``seq2seq`` -> ``("seq2seq", (input, [target, ...]))``: log-probability of each target
-  (text, or token ids);
-- ``nli`` -> ``("nli", [(premise, hypothesis), ...])``: entailment probability per pair;
-- ``yes_no`` -> ``("yes", [prompt, ...])``: P(YES) of each prompt;
-- ``generate`` -> ``("generate", {"prompt", "choices", "max_new_tokens", "stop"})``: greedy generated
-  text, which the protocol's ``match(text, choices)`` maps to an option (None: unparsed).
+- ``causal`` -> ``Choice`` (context and continuations, summed log-probability) or ``MeanTokens``
+  (mean token log-probability of token sequences);
+- ``mlm`` -> ``Masked`` (candidates at the mask) or ``MaskedPair`` (a sentence pair's mask);
+- ``seq2seq`` -> ``Seq2Seq`` (log-probability of each target);
+- ``nli`` -> ``Entailment`` (a score per premise-hypothesis pair);
+- ``yes_no`` -> ``YesNo`` (P(YES) of each prompt);
+- ``generate`` -> ``Generate``: a greedy answer, which the protocol's ``match(text, choices)`` maps to
+  an option (None: unparsed).
 
->>> p = Protocol("demo", "causal", lambda row, config, tokenizer: [f"{row['q']} {o}" for o in row["options"]],
+>>> from physprobe.requests import Choice
+>>> p = Protocol("demo", "causal", lambda row, config: Choice(row["q"], tuple(f" {o}" for o in row["options"])),
 ...              source="demo paper §1", summary="whole sentences", default_for=("causal",))
->>> p.build({"q": "Ice is", "options": ["cold", "hot"]}, "default", None)
-('sequences', ['Ice is cold', 'Ice is hot'])
+>>> p.build({"q": "Ice is", "options": ["cold", "hot"]}, "default")
+Choice(context='Ice is', continuations=(' cold', ' hot'))
 >>> p.decide([-3.0, -5.0]), p.families
 (0, ('causal',))
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from physprobe.errors import PhysprobeError
+from physprobe.requests import Generate
 
 FAMILIES = ("causal", "mlm", "seq2seq", "nli")
 METHODS = ("causal", "mlm", "seq2seq", "nli", "yes_no", "generate")
-KINDS = {"causal": "sequences", "mlm": "masked", "seq2seq": "seq2seq", "nli": "nli", "yes_no": "yes", "generate": "generate"}
 GENERATIVE = ("causal", "seq2seq")  # families that can answer YES/NO or generate
 
 
@@ -57,23 +60,22 @@ def argmax(scores: Sequence[float | None]) -> int | None:
 class Protocol:
     """One way of evaluating a benchmark with a model family, named after the paper or code it follows.
 
-    ``request(row, config, tokenizer)`` returns the payload of the method's request kind (``kind`` overrides
-    it); ``decide(scores)`` the predicted option (None: undecided). A ``generate`` protocol's request
-    is ``{"prompt": str, "choices": [str, ...]}`` and ``match(text, choices)`` gives the option the
-    generated text names (None: unparsed). ``skip(row)`` marks rows the protocol leaves out (reported
+    ``request(row, config)`` returns the row's typed request (``physprobe.requests``); ``decide(scores)``
+    the predicted option (None: undecided). A ``generate`` protocol's request is a ``Generate`` (its
+    ``max_new_tokens`` and ``stop`` filled from the protocol's) and ``match(text, choices)`` gives the
+    option the generated text names (None: unparsed). ``skip(row)`` marks rows the protocol leaves out (reported
     as ``excluded``); ``source`` is the paper section and upstream file:line it follows;
     ``reported_apart``: the paper reports it outside its averages (PROST Table 5's UnifiedQA).
     """
 
     name: str
     method: str
-    request: Callable[[dict, str, object], object]
+    request: Callable[[dict, str], object]
     source: str
     summary: str
     default_for: tuple[str, ...] = ()
     default_for_models: tuple[str, ...] = ()  # regexes on the model name, checked before families
     families: tuple[str, ...] = ()  # default: the method's family, or causal and seq2seq
-    kind: str | None = None
     decide: Callable[[Sequence[float | None]], int | None] = argmax
     match: Callable[[str, list[str]], int | None] | None = None
     max_new_tokens: int = 16
@@ -90,17 +92,18 @@ class Protocol:
         if self.method == "generate" and self.match is None:
             raise ValueError(f"protocol {self.name!r}: a generate protocol needs a match rule")
 
-    def build(self, row: dict, config: str, tokenizer) -> tuple[str, object]:
-        """The ``(kind, payload)`` request of one row of ``config``, for the model's tokenizer."""
-        payload = self.request(row, config, tokenizer)
-        if self.method == "generate":
-            payload = {**payload, "max_new_tokens": self.max_new_tokens, "stop": list(self.stop)}
-        return self.kind or KINDS[self.method], payload
+    def build(self, row: dict, config: str):
+        """The typed request of one row of ``config``."""
+        request = self.request(row, config)
+        if isinstance(request, Generate):
+            request = dataclasses.replace(request, max_new_tokens=self.max_new_tokens, stop=tuple(self.stop))
+        return request
 
-    def predict(self, result: list, payload) -> int | None:
-        """The predicted option from a request's result (scores, or ``[generated text]``) and payload."""
+    def predict(self, result: list, request) -> int | None:
+        """The predicted option from a request's result (scores, or ``[generated text]`` and, where the
+        backend resolved them, the choices) and the request."""
         if self.method == "generate":
-            return self.match(result[0], payload["choices"])
+            return self.match(result[0], list(result[1:] or request.choices))
         return self.decide(result)
 
 

@@ -837,7 +837,9 @@ def _runs_table(runs: list[Run], paper: PaperTables) -> TableBlock:
     for run in runs:
         configs = ", ".join(run.info.get("configs") or [])
         limit = run.info.get("limit")
-        rows.append([run.id, str(run.info.get("model")), run.method, str(run.info.get("protocol") or "not recorded"),
+        # The papers scored raw text: a chat template applied (run.json ``chat.applied``) is flagged.
+        chat = " ⚠ chat template" if (run.info.get("chat") or {}).get("applied") else ""
+        rows.append([run.id, str(run.info.get("model")), run.method, str(run.info.get("protocol") or "not recorded") + chat,
                      ", ".join(paper.protocols.get(run.method, ("—",))), configs + (f" (limit {limit})" if limit else ""), str(run.folder)])  # fmt: skip
     header = ["Run", "Model", "Method", "Protocol", "Paper's protocol", "Configs", "Folder"]
     return TableBlock(header, rows, ["run"] * len(rows))

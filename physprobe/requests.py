@@ -47,7 +47,8 @@ class MeanTokens:
 
 @dataclass(frozen=True)
 class Masked:
-    """Candidate words at the one ``[MASK]`` of a text, each encoded as ``" word"``."""
+    """Candidate words at the one ``[MASK]`` of a text, each encoded as ``" word"``; a ``[SEP]`` in the
+    text stands for the tokenizer's separator token (its sep token, else its EOS)."""
 
     text: str
     candidates: tuple[str, ...]

@@ -15,6 +15,7 @@ from transformers import AutoTokenizer
 from physprobe import registry
 from physprobe.cli import main
 from physprobe.dataset_scripts.cccons import evaluation as cccons
+from physprobe.requests import Generate
 
 from . import tiny_models
 
@@ -46,12 +47,13 @@ def test_masked_lm_input_is_the_paper_format(by_config, tiny):
     tokenizer = AutoTokenizer.from_pretrained(tiny["mlm"])
     protocol = EVALUATION.protocol("mask-four")
     row = by_config["ordinary"][0]  # "A human abandoned a curtain in a studio."
-    text, words = protocol.build(row, "ordinary", tokenizer)[1]
+    request = protocol.build(row, "ordinary")
+    text, words = request.text, list(request.candidates)
     assert text == ("A human abandoned a curtain in a studio. In this situation, the size of a curtain is "
                     "probably much [MASK] than the size of a studio.")  # fmt: skip
     assert words == ["larger", "bigger", "smaller", "shorter"]
     bare = by_config["ordinary_nocontext"][0]  # the same pair, no context
-    assert protocol.build(bare, "ordinary_nocontext", tokenizer)[1][0] == (
+    assert protocol.build(bare, "ordinary_nocontext").text == (
         "The size of a curtain is probably much [MASK] than the size of a studio.")
     ids = tokenizer(text.replace("[MASK]", tokenizer.mask_token))["input_ids"]
     tokens = tokenizer.convert_ids_to_tokens(ids)
@@ -77,12 +79,12 @@ def test_mask_rule_both_readings_on_hand_made_probabilities(probabilities, four,
 def test_mask_rule_on_a_tiny_model_s_logits(by_config, tiny):
     from transformers import AutoModelForMaskedLM
 
-    from physprobe import scoring
+    from physprobe.backends.hf import scoring
 
     model = AutoModelForMaskedLM.from_pretrained(tiny["mlm"]).eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny["mlm"])
     rows = by_config["ccommon"][:6]
-    payloads = [EVALUATION.protocol("mask-four").build(r, "ccommon", tokenizer)[1] for r in rows]
+    payloads = [(q.text, q.candidates) for q in (EVALUATION.protocol("mask-four").build(r, "ccommon") for r in rows)]
     scores = scoring.masked_logprobs(model, tokenizer, [p[0] for p in payloads], [p[1] for p in payloads], torch.device("cpu"))
     ids = [tokenizer(f" {w}", add_special_tokens=False)["input_ids"] for w in ("larger", "bigger", "smaller", "shorter")]
     assert all(len(i) == 1 for i in ids)
@@ -98,12 +100,12 @@ def test_mask_rule_on_a_tiny_model_s_logits(by_config, tiny):
 def test_generative_question_and_answer_matching(by_config):
     protocol = EVALUATION.protocol("question-generate")
     row = next(r for r in by_config["ordinary"] if r["obj2"] == "cutting board")
-    kind, payload = protocol.build(row, "ordinary", None)
-    assert kind == "generate" and payload["stop"] == ["\n"] and payload["choices"] == ["shelf", "cutting board"]
-    assert payload["prompt"] == ("A cutting board is aligned with a shelf. "
+    request = protocol.build(row, "ordinary")
+    assert isinstance(request, Generate) and request.stop == ("\n",) and request.choices == ("shelf", "cutting board")
+    assert request.prompt == ("A cutting board is aligned with a shelf. "
                                  "Which is bigger in this situation, a shelf or a cutting board?")  # fmt: skip
     bare = by_config["ccommon_nocontext"][3]
-    assert protocol.build(bare, "ccommon_nocontext", None)[1]["prompt"] == "Which is bigger in general, a bin or a table?"
+    assert protocol.build(bare, "ccommon_nocontext").prompt == "Which is bigger in general, a bin or a table?"
     choices = ["key", "key box"]
     assert protocol.match("The key box.", choices) == 1  # label 1 = obj1 smaller: obj2 is the bigger one
     assert protocol.match(" A KEY is bigger than a key box", choices) == 0  # first named wins

@@ -9,6 +9,8 @@ from transformers import PreTrainedTokenizerFast
 
 from physprobe.dataset_scripts.newton import evaluation
 from physprobe.dataset_scripts.newton.evaluation import EVALUATION, match_answer, released_prompt
+from physprobe.requests import Choice, Generate
+from physprobe.requests import texts as texts_of
 
 BS_N = "\\n"  # hf_track*.py write f'... \\n ...': a backslash and an "n", not a newline
 
@@ -23,20 +25,20 @@ def test_track1_prompt_is_hf_track1s(first_upstream_row):
     # hf_track1.py: prompt = f'{question} \\n (a) {candidate1} (b) {candidate2} (c) {candidate3}'
     up = first_upstream_row
     row = {"question": up["question"], "choices": [up["option_1"], up["option_2"], up["option_3"]]}
-    kind, payload = EVALUATION.protocol("released-generate").build(row, "track1", None)
-    assert kind == "generate" and payload["max_new_tokens"] == evaluation.MAX_NEW_TOKENS and payload["stop"] == []
+    request = EVALUATION.protocol("released-generate").build(row, "track1")
+    assert isinstance(request, Generate) and request.max_new_tokens == evaluation.MAX_NEW_TOKENS and request.stop == ()
     expected = up["question"] + " " + BS_N + " (a) " + up["option_1"] + " (b) " + up["option_2"] + " (c) " + up["option_3"]
-    assert payload["prompt"] == expected and "\n" not in payload["prompt"]
-    assert payload["choices"] == [up["option_1"], up["option_2"], up["option_3"]]
-    # The generated answer is matched against the payload's options.
-    assert EVALUATION.protocol("released-generate").predict(["(c) " + up["option_3"]], payload) == 2
+    assert request.prompt == expected and "\n" not in request.prompt
+    assert request.choices == (up["option_1"], up["option_2"], up["option_3"])
+    # The generated answer is matched against the request's options.
+    assert EVALUATION.protocol("released-generate").predict(["(c) " + up["option_3"]], request) == 2
 
 
 def test_track2_and_track3_prompts_by_hand():
     boolean = {"question": "pillow is more soft than rock.", "choices": ["True", "False"]}
     assert released_prompt(boolean, "track2_boolean") == "pillow is more soft than rock. \\n (a) True (b) False"
     # The Table 1 wording hf_track2.py comments out.
-    assert EVALUATION.protocol("table1-generate").build(boolean, "track2_boolean", None)[1]["prompt"] == (
+    assert EVALUATION.protocol("table1-generate").build(boolean, "track2_boolean").prompt == (
         "True/False: pillow is more soft than rock.")
     mc = {"question": "Which object is the most soft?", "choices": ["rock", "pillow", "brick", "spoon"]}
     assert released_prompt(mc, "track2_mc") == "Which object is the most soft? \\n (a) rock (b) pillow (c) brick (d) spoon"
@@ -57,15 +59,16 @@ def test_token_ids_of_a_seq2seq_input_worked_by_hand():
     backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
     prompt = EVALUATION.protocol("released-generate").build(
-        {"question": "pillow is soft.", "choices": ["True", "False"]}, "track2_boolean", None)[1]["prompt"]
+        {"question": "pillow is soft.", "choices": ["True", "False"]}, "track2_boolean").prompt
     assert tokenizer(prompt)["input_ids"] == [3, 4, 5, 6, 7, 8, 9, 10, 1]
 
 
 def test_loglik_alternatives_score_labels_or_texts():
     mc = {"question": "Which object is the most soft?", "choices": ["rock", "pillow", "brick", "spoon"]}
-    kind, labels = EVALUATION.protocol("released-loglik-labels").build(mc, "track2_mc", None)
-    assert kind == "sequences" and labels[1].endswith("(d) spoon Answer: (b)") and len(labels) == 4
-    texts = EVALUATION.protocol("released-loglik-texts").build(mc, "track2_mc", None)[1]
+    request = EVALUATION.protocol("released-loglik-labels").build(mc, "track2_mc")
+    labels = texts_of(request)
+    assert isinstance(request, Choice) and labels[1].endswith("(d) spoon Answer: (b)") and len(labels) == 4
+    texts = texts_of(EVALUATION.protocol("released-loglik-texts").build(mc, "track2_mc"))
     assert texts[1].endswith("(d) spoon Answer: pillow")
     # The highest summed log-probability wins (hand-made scores).
     assert EVALUATION.protocol("released-loglik-texts").predict([-9.0, -4.5, -4.6, -12.0], mc) == 1

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from physprobe.parallel import Ranks, chunks, owners, request_tokens
+from physprobe.requests import Choice, Masked, MeanTokens
 from tests import tiny_models
 
 
@@ -38,7 +39,7 @@ def test_chunks_are_balanced_over_ranks_and_caches_are_pooled():
         def __call__(self, texts, add_special_tokens=False):
             return {"input_ids": [t.split() for t in texts]}
 
-    requests = [("sequences", ["a b c", "a b d e"]), ("mean_ids", [[1, 2, 3], [1, 2]]), ("masked", ("a [MASK]", ["x", "y"]))]
+    requests = [Choice("", ("a b c", "a b d e")), MeanTokens((("a b", " c"), ("a", " b"))), Masked("a [MASK]", ("x", "y"))]
     assert [request_tokens(r, Words()) for r in requests] == [7, 5, 4]
 
 

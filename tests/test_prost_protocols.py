@@ -13,9 +13,12 @@ import torch
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer, GPT2Config
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from physprobe import registry, scoring
+from physprobe import registry
+from physprobe.backends import hf
+from physprobe.backends.hf import scoring
 from physprobe.cli import main
 from physprobe.dataset_scripts.prost import evaluation as prost
+from physprobe.requests import Generate, MeanTokens
 
 from . import tiny_models
 
@@ -85,8 +88,9 @@ def test_released_gpt_input_is_the_upstream_token_sequence(rows, tiny):
     tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
     protocol = EVALUATION.protocol("released-gpt")
     for row in sample(rows, tokenizer):
-        kind, payload = protocol.build(row, "default", tokenizer)
-        assert kind == "mean_ids"
+        request = protocol.build(row, "default")
+        payload = hf.mean_token_ids(request, tokenizer)
+        assert isinstance(request, MeanTokens)
         assert payload == upstream_gpt_instances(row, tokenizer)
         first = tokenizer.convert_ids_to_tokens(payload[0])
         assert first[0] == first[-1] == "<s>"  # BOS and EOS are fed
@@ -98,7 +102,7 @@ def test_released_gpt_decision_is_the_lowest_mean_loss(rows, tiny):
     tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
     protocol = EVALUATION.protocol("released-gpt")
     picked = sample(rows, tokenizer)
-    payloads = [protocol.build(row, "default", tokenizer)[1] for row in picked]
+    payloads = [hf.mean_token_ids(protocol.build(row, "default"), tokenizer) for row in picked]
     ours = scoring.mean_token_logprobs(model, tokenizer, payloads, torch.device("cpu"))
     with torch.inference_mode():
         for row, scores in zip(picked, ours):
@@ -135,7 +139,7 @@ def test_released_mlm_input_and_decision(rows, tiny):
     tokenizer = AutoTokenizer.from_pretrained(tiny["mlm"])
     protocol = EVALUATION.protocol("released-mlm")
     picked = sample(rows, tokenizer)
-    payloads = [protocol.build(row, "default", tokenizer)[1] for row in picked]
+    payloads = [(r.text, r.candidates) for r in (protocol.build(row, "default") for row in picked)]
     ours = scoring.masked_logprobs(model, tokenizer, [p[0] for p in payloads], [p[1] for p in payloads], torch.device("cpu"))
     with torch.inference_mode():
         for row, (text, words), scores in zip(picked, payloads, ours):
@@ -165,7 +169,7 @@ def test_released_t5_input_decision_and_sliding(rows, tiny):
     tokenizer = AutoTokenizer.from_pretrained(tiny["seq2seq"])
     protocol = EVALUATION.protocol("released-t5")
     picked = [r for r in sample(rows, tokenizer, single_token=False, n=10) if "sliding" not in r["name"]]
-    payloads = [protocol.build(row, "default", tokenizer)[1] for row in picked]
+    payloads = [(r.source, hf.seq2seq_targets(r, tokenizer)) for r in (protocol.build(row, "default") for row in picked)]
     ours = scoring.seq2seq_logprobs(model, tokenizer, payloads, torch.device("cpu"))
     sentinels = tokenizer.convert_tokens_to_ids(["<extra_id_0>", "<extra_id_1>"])
     with torch.inference_mode():
@@ -189,12 +193,12 @@ def test_unifiedqa_input_choices_and_matching(rows, tiny):
     protocol = EVALUATION.protocol("released-unifiedqa")
     row = {"ex_question": "Which is the easiest to roll?", "A": "apple", "B": "book", "C": "box", "D": "block",
            "context": "A person is trying to roll an apple, a book, a box, and a block.", "name": "rolling_1"}  # fmt: skip
-    kind, payload = protocol.build(row, "default", tokenizer)
-    assert kind == "generate" and payload["max_new_tokens"] == 19
-    assert payload["prompt"] == ("Which is the easiest to roll? \\n (A) apple (B) book (C) box (D) block \\n "
+    request = protocol.build(row, "default")
+    assert isinstance(request, Generate) and request.max_new_tokens == 19
+    assert request.prompt == ("Which is the easiest to roll? \\n (A) apple (B) book (C) box (D) block \\n "
                                  "A person is trying to roll an apple, a book, a box, and a block.")  # fmt: skip
     first = [tokenizer(f" {row[o]}", add_special_tokens=False)["input_ids"][0] for o in "ABCD"]
-    assert payload["choices"] == tokenizer.decode(first).split()  # zs_runner.py:161
+    assert hf.first_token_choices(request, tokenizer) == tokenizer.decode(first).split()  # zs_runner.py:161
     choices = ["apple", "book", "box", "block"]
     assert protocol.match("box", choices) == 2  # exact: 3.0
     assert protocol.match("The Box.", choices) == 2  # normalised: 2.0

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from physprobe import model_options, provenance, runner
+from physprobe.backends.hf import model as hf_model
 from physprobe.cli import main
 
 from . import tiny_models
@@ -30,10 +31,10 @@ def models(tmp_path_factory):
 def no_weights(monkeypatch):
     """Fail the test if a model's weights are loaded: every error below must come first."""
 
-    def loaded(plan):
+    def loaded(plan, tokenizer=None):
         raise AssertionError(f"weights of {plan.name} were loaded")
 
-    monkeypatch.setattr(runner, "load", loaded)
+    monkeypatch.setattr(hf_model, "load", loaded)
 
 
 def one_line_error(capsys, args):
@@ -102,11 +103,11 @@ def test_unscorable_configs(models, built_all, no_weights, capsys, benchmark, co
 
 
 def test_model_args_reach_from_pretrained(models):
-    plan = runner.plan_model(str(models["gpt"]), None, "cpu", None, model_options.parse_model_args("attn_implementation=eager,dtype=float32"))
+    plan = hf_model.plan_model(str(models["gpt"]), None, "cpu", None, model_options.parse_model_args("attn_implementation=eager,dtype=float32"))
     assert plan.kwargs == {"attn_implementation": "eager"} and plan.dtype == "float32" and plan.family == "causal"
-    loaded = runner.load(plan)
+    loaded = hf_model.load(plan)
     assert loaded.model.config._attn_implementation == "eager" and loaded.model.dtype == torch.float32
-    assert runner.load(runner.plan_model(str(models["gpt"]), None, "cpu", dtype="bfloat16")).model.dtype == torch.bfloat16
+    assert hf_model.load(hf_model.plan_model(str(models["gpt"]), None, "cpu", dtype="bfloat16")).model.dtype == torch.bfloat16
 
 
 def test_batch_size_gives_the_same_scores(models, prost_build, tmp_path):

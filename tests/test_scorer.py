@@ -9,7 +9,11 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
-from physprobe import protocols, registry, runner, scoring
+from physprobe import protocols, registry, runner
+from physprobe.backends import hf
+from physprobe.backends.hf import model as hf_model
+from physprobe.backends.hf import scoring
+from physprobe.requests import texts
 from physprobe.cli import main
 from physprobe.errors import PhysprobeError
 from physprobe.report import paper_tables
@@ -57,7 +61,7 @@ def test_shared_prefix_scoring_equals_naive_scoring(tiny, built_all, batch_token
     tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
     prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 1171))
     sentence_sum = registry.evaluation("prost").protocol("sentence-sum")
-    questions = [sentence_sum.build(row, "default", tokenizer)[1] for row in prost]
+    questions = [texts(sentence_sum.build(row, "default")) for row in prost]
     questions.append(["Short.", "A much longer option with many more tokens in it."])  # ragged suffixes
     fast = scoring.sequence_logprobs(model, tokenizer, questions, torch.device("cpu"), batch_tokens=batch_tokens)
     with torch.inference_mode():
@@ -109,13 +113,13 @@ def test_too_long_input_is_an_error_unless_truncated(tiny):
 
 
 def test_method_detection_and_mismatches(tiny):
-    assert runner.detect_method(AutoConfig.from_pretrained(tiny["causal"])) == "causal"
-    assert runner.detect_method(AutoConfig.from_pretrained(tiny["mlm"])) == "mlm"
-    assert runner.detect_method(AutoConfig.from_pretrained(tiny["seq2seq"])) == "seq2seq"
-    assert runner.detect_method(AutoConfig.from_pretrained(tiny["nli"])) == "nli"
+    assert hf_model.detect_family(AutoConfig.from_pretrained(tiny["causal"])) == "causal"
+    assert hf_model.detect_family(AutoConfig.from_pretrained(tiny["mlm"])) == "mlm"
+    assert hf_model.detect_family(AutoConfig.from_pretrained(tiny["seq2seq"])) == "seq2seq"
+    assert hf_model.detect_family(AutoConfig.from_pretrained(tiny["nli"])) == "nli"
     gguf_like = AutoConfig.from_pretrained(tiny["causal"])
     gguf_like.architectures = None  # GGUF configs name only the model type
-    assert runner.detect_method(gguf_like) == "causal"
+    assert hf_model.detect_family(gguf_like) == "causal"
     with pytest.raises(protocols.ProtocolError, match="newton cannot be scored with method 'mlm'"):
         runner.resolve("newton", None, "mlm", None)
 
@@ -158,7 +162,7 @@ def test_cli_scores_every_benchmark_and_reports(tiny, built_all, tmp_path, bench
 
 def test_resume_after_an_interruption(tiny, built_all, tmp_path, monkeypatch):
     out = tmp_path / "run"
-    real = runner.score_requests
+    real = hf.HFBackend.score
     calls = {"n": 0}
 
     def interrupted(*args, **kwargs):
@@ -167,10 +171,10 @@ def test_resume_after_an_interruption(tiny, built_all, tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "score_requests", interrupted)
+    monkeypatch.setattr(hf.HFBackend, "score", interrupted)
     with pytest.raises(KeyboardInterrupt):
         runner.run(str(tiny["causal"]), "prost", out, built_all, limit=20, chunk=8)
-    monkeypatch.setattr(runner, "score_requests", real)
+    monkeypatch.setattr(hf.HFBackend, "score", real)
     first = runner.run(str(tiny["causal"]), "prost", out, built_all, limit=20, chunk=8)
     assert json.loads((out / "run.json").read_text())["questions_scored"] == 12  # 8 came from the cache
     fresh = runner.run(str(tiny["causal"]), "prost", tmp_path / "fresh", built_all, limit=20, chunk=8)
@@ -179,7 +183,7 @@ def test_resume_after_an_interruption(tiny, built_all, tmp_path, monkeypatch):
     def no_weights(*args, **kwargs):
         raise AssertionError("a fully cached run loaded the model")
 
-    monkeypatch.setattr(runner, "load", no_weights)  # everything is cached now: the tokenizer suffices
+    monkeypatch.setattr(hf_model, "load", no_weights)  # everything is cached now: the tokenizer suffices
     again = runner.run(str(tiny["causal"]), "prost", out, built_all, limit=20, chunk=8)
     info = json.loads((out / "run.json").read_text())
     assert again == first and info["questions_scored"] == 0 and info["model_loaded"] is False
@@ -228,7 +232,7 @@ def test_a_trained_tiny_lm_is_scored_right(built_all, tmp_path):
             optimiser.zero_grad()
     model.eval()
     sentence_sum = registry.evaluation("prost").protocol("sentence-sum")
-    questions = [sentence_sum.build(r, "stacking", tokenizer)[1] for r in held_out]
+    questions = [texts(sentence_sum.build(r, "stacking")) for r in held_out]
     scores = scoring.sequence_logprobs(model, tokenizer, questions, torch.device("cpu"))
     correct = sum(protocols.argmax(s) == r["label"] for s, r in zip(scores, held_out))
     assert correct / len(held_out) >= 0.8
@@ -261,7 +265,7 @@ def test_no_padding_and_head_only_at_scored_tokens(tiny, built_all, tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
     prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 997))
     sentence_sum = registry.evaluation("prost").protocol("sentence-sum")
-    questions = [sentence_sum.build(row, "default", tokenizer)[1] for row in prost]
+    questions = [texts(sentence_sum.build(row, "default")) for row in prost]
     questions.append(["Short.", "A much longer option with many more tokens in it."])
     ids = [scoring.tokenize_options(tokenizer, q) for q in questions]
     prefixes = [scoring.common_prefix(options) for options in ids]
@@ -281,7 +285,7 @@ def _mean_token_questions(tokenizer, built_all):
     another, and a question with one option."""
     prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 1499))
     released = registry.evaluation("prost").protocol("released-gpt")
-    questions = [released.build(row, "default", tokenizer)[1] for row in prost]
+    questions = [hf.mean_token_ids(released.build(row, "default"), tokenizer) for row in prost]
     bos = tokenizer.bos_token_id
     said = tokenizer("A person drops an egg, a ball and a glass on the floor. The", add_special_tokens=False)["input_ids"]
     words = [tokenizer(w, add_special_tokens=False)["input_ids"] for w in (" egg", " ball bounces", " glass is the most likely to break")]
@@ -331,7 +335,7 @@ def test_seq2seq_feeds_no_padding_and_equals_one_target_at_a_time(tiny, built_al
     tokenizer = AutoTokenizer.from_pretrained(tiny["seq2seq"])
     prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 1499))
     released = registry.evaluation("prost").protocol("released-t5")
-    questions = [released.build(row, "default", tokenizer)[1] for row in prost]
+    questions = [(r.source, hf.seq2seq_targets(r, tokenizer)) for r in (released.build(row, "default") for row in prost)]
     questions += [("A person drops an egg and a ball.", ["The egg breaks.", "The ball bounces off the floor twice.", "YES"]),
                   ("Stack them.", ["books", [7, 8, 9, 10], "NO"]), ("Stack the books.", ["books"]), ("Roll the can.", ["YES", "NO"])]  # fmt: skip
     inputs = [tokenizer(text)["input_ids"] for text, _ in questions]

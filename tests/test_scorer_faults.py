@@ -12,7 +12,7 @@ import pytest
 import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-from physprobe import runner, scoring
+from physprobe.backends.hf import HFBackend, scoring
 from physprobe.cli import main
 from physprobe.errors import DataError
 from physprobe.export import data_file, read_built
@@ -50,14 +50,14 @@ def score_args(model, data, out, *extra):
 def test_a_second_run_into_the_same_folder_fails_at_once_naming_the_first(causal, data, tmp_path, monkeypatch, capsys):
     out = tmp_path / "run"
     started, release = threading.Event(), threading.Event()
-    real = runner.score_requests
+    real = HFBackend.score
 
     def slow(*args, **kwargs):
         started.set()
         release.wait(60)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "score_requests", slow)
+    monkeypatch.setattr(HFBackend, "score", slow)
     first = threading.Thread(target=lambda: results.append(main(score_args(causal, data, out))))
     results = []
     first.start()

@@ -8,14 +8,16 @@ from transformers import PreTrainedTokenizerFast
 
 from physprobe.dataset_scripts.text2afford import evaluation
 from physprobe.dataset_scripts.text2afford.evaluation import EVALUATION, from_yes_set, yes_set
+from physprobe.requests import Entailment, Masked, MaskedPair, YesNo
 
 ROW = {"sentence": "Make sure to have steaks and potatoes .", "object": "steaks",  # first row of the release
        "labels": [1, 1, 1, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0]}  # fmt: skip
 
 
 def test_flan_t5_prompts_are_table_10s_with_the_released_class_words():
-    kind, prompts = EVALUATION.protocol("yes-no-flan-t5").build(ROW, "default", None)
-    assert kind == "yes" and len(prompts) == 15
+    request = EVALUATION.protocol("yes-no-flan-t5").build(ROW, "default")
+    prompts = request.prompts
+    assert isinstance(request, YesNo) and len(prompts) == 15
     assert prompts[0] == ("consider Make sure to have steaks and potatoes .. Now, from this information can human "
                           "grasp the steaks? Answer YES or NO:")  # fmt: skip
     # src/LLM/zero_shot_LLM.py oov_class_map: play -> "play using", siton -> "sit on", typeon -> "type using".
@@ -24,18 +26,18 @@ def test_flan_t5_prompts_are_table_10s_with_the_released_class_words():
 
 
 def test_falcon_and_vlm_prompts_are_table_10s():
-    falcon = EVALUATION.protocol("yes-no-falcon").build(ROW, "default", None)[1]
+    falcon = EVALUATION.protocol("yes-no-falcon").build(ROW, "default").prompts
     assert falcon[1] == ('You are a helpful AI assistant. Answer only "YES" or "NO" for the question based on the given '
                          "context. Context:Make sure to have steaks and potatoes . \n \u00bbQUESTION\u00ab Can human "
                          "lift the steaks? \n \u00bbANSWER\u00ab")  # fmt: skip
-    vlm = EVALUATION.protocol("yes-no-vlm-text").build(ROW, "default", None)[1]
+    vlm = EVALUATION.protocol("yes-no-vlm-text").build(ROW, "default").prompts
     assert vlm[2].startswith("consider the sentence Make sure to have steaks and potatoes .. Now from this information, "
                              "can human throw the steaks? Accompanying this query is an image of the steaks.")  # fmt: skip
     assert vlm[2].endswith('answer YES or NO whether the human can throw the steaks. Answer: "')
 
 
 def test_llama3_prompt_is_the_released_scripts():
-    prompt = EVALUATION.protocol("yes-no-llama3-released").build(ROW, "default", None)[1][13]
+    prompt = EVALUATION.protocol("yes-no-llama3-released").build(ROW, "default").prompts[13]
     assert "### Context:\nMake sure to have steaks and potatoes .\n\n### Object:\nsteaks\n\n" in prompt
     assert prompt.endswith("### Question:\nCan human 'write with' the steaks?\n\n### Answer: ")
     assert "Example 5: can human write with chalk? Answer: Yes \n\n### Question:" in prompt
@@ -56,7 +58,7 @@ def test_token_ids_of_a_flan_t5_input_worked_by_hand():
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
-    prompt = EVALUATION.protocol("yes-no-flan-t5").build(ROW, "default", tokenizer)[1][0]
+    prompt = EVALUATION.protocol("yes-no-flan-t5").build(ROW, "default").prompts[0]
     # consider=3 Make=4 sure=5 to=6 have=7 steaks=8 and=9 potatoes=10 ..=11 Now,=12 from=13 this=14
     # information=15 can=16 human=17 grasp=18 the=19 steaks?=20 Answer=21 YES=22 or=23 NO:=24, then </s>.
     assert tokenizer(prompt)["input_ids"] == [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
@@ -82,11 +84,9 @@ def test_yes_no_decision_on_hand_made_scores():
 
 
 def test_mlm_input_and_class_words_of_the_released_probing_code():
-    class Tok:
-        sep_token = "[SEP]"
-
-    kind, (text, words) = EVALUATION.protocol("mlm-table4").build(ROW, "default", Tok())
-    assert kind == "masked"
+    request = EVALUATION.protocol("mlm-table4").build(ROW, "default")  # [SEP]: the tokenizer's separator
+    text, words = request.text, list(request.candidates)
+    assert isinstance(request, Masked)
     assert text == "Make sure to have steaks and potatoes . [SEP] steaks can be used for [MASK] by human"
     # src/probing.py: class names lower-cased, oov_class_map for the two-word classes.
     assert words == ["grasp", "lift", "throw", "push", "fix", "ride", "play", "watch", "sitting", "feed", "row",
@@ -96,8 +96,9 @@ def test_mlm_input_and_class_words_of_the_released_probing_code():
 
 
 def test_nli_pairs_use_the_papers_hypothesis():
-    kind, pairs = EVALUATION.protocol("nli-table4").build(ROW, "default", None)
-    assert kind == "nli" and pairs[0] == ("Make sure to have steaks and potatoes .", "steaks can be used for grasp by human")
+    request = EVALUATION.protocol("nli-table4").build(ROW, "default")
+    pairs = request.pairs
+    assert isinstance(request, Entailment) and request.reading == "three_way" and pairs[0] == ("Make sure to have steaks and potatoes .", "steaks can be used for grasp by human")
     assert pairs[12][1] == "steaks can be used for looking by human"
 
 
@@ -115,7 +116,7 @@ def _word_tokenizer(words):
 def _loaded(model, tokenizer, family):
     import torch
 
-    from physprobe.runner import Loaded
+    from physprobe.backends.hf.model import Loaded
 
     return Loaded(model, tokenizer, family, torch.device("cpu"))
 
@@ -124,13 +125,14 @@ def test_released_mlm_encoding_and_scores_worked_by_hand():
     import torch
     from transformers import BertConfig, BertForMaskedLM
 
-    from physprobe.runner import score_requests
+    from physprobe.backends.hf import score_loaded
 
     row = {"sentence": "he rides a horse .", "object": "horse", "labels": [0] * 5 + [1] + [0] * 9}
     words = "he rides a horse . can be used for by human grasp lift ride sitting".split()
     tokenizer, vocab = _word_tokenizer(words)
-    kind, payload = EVALUATION.protocol("mlm-released-probing").build(row, "default", tokenizer)
-    assert kind == "masked_pair" and EVALUATION.default("mlm").name == "mlm-released-probing"
+    request = EVALUATION.protocol("mlm-released-probing").build(row, "default")
+    payload = (request.first, request.second)
+    assert isinstance(request, MaskedPair) and EVALUATION.default("mlm").name == "mlm-released-probing"
     # src/probing.py: encode_plus(sentence, object + " can be used for  " + mask + " by human")
     assert payload[:2] == ("he rides a horse .", "horse can be used for  [MASK] by human")
     encoded = tokenizer(payload[0], payload[1].replace("[MASK]", tokenizer.mask_token), return_token_type_ids=True)
@@ -140,7 +142,7 @@ def test_released_mlm_encoding_and_scores_worked_by_hand():
     torch.manual_seed(0)
     model = BertForMaskedLM(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                        intermediate_size=32, max_position_embeddings=64)).eval()  # fmt: skip
-    (scores,) = score_requests(_loaded(model, tokenizer, "mlm"), "mlm", [(kind, payload)], False, None)
+    (scores,) = score_loaded(_loaded(model, tokenizer, "mlm"), [request])
     with torch.no_grad():
         logits = model(input_ids=torch.tensor([encoded["input_ids"]]),
                        token_type_ids=torch.tensor([encoded["token_type_ids"]])).logits[0, 12]  # fmt: skip
@@ -156,7 +158,7 @@ def test_nli_pipeline_multi_label_and_released_single_label_worked_by_hand():
     import torch
     from transformers import BertConfig, BertForSequenceClassification
 
-    from physprobe.runner import score_requests
+    from physprobe.backends.hf import score_loaded
 
     row = {"sentence": "he rides a horse .", "object": "horse", "labels": [0] * 15}
     words = "he rides a horse . can be used for by human This example is".split() + [c.mlm_word for c in evaluation.CLASSES]
@@ -167,16 +169,18 @@ def test_nli_pipeline_multi_label_and_released_single_label_worked_by_hand():
                         id2label={0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"})  # fmt: skip
     model = BertForSequenceClassification(config).eval()
     loaded = _loaded(model, tokenizer, "nli")
-    kind, pairs = EVALUATION.protocol("nli-zero-shot-multi-label").build(row, "default", tokenizer)
-    assert kind == "nli_vs_contradiction" and pairs[5] == ("he rides a horse .", "horse can be used for ride by human")
-    (scores,) = score_requests(loaded, "nli", [(kind, pairs)], False, None)
+    request = EVALUATION.protocol("nli-zero-shot-multi-label").build(row, "default")
+    pairs = request.pairs
+    assert request.reading == "vs_contradiction" and pairs[5] == ("he rides a horse .", "horse can be used for ride by human")
+    (scores,) = score_loaded(loaded, [request])
     with torch.no_grad():
         logits = [model(**tokenizer(p, h, return_tensors="pt")).logits[0] for p, h in pairs]
     # The pipeline with multi_label=True: softmax over (contradiction, entailment) for each label on its own.
     assert scores == pytest.approx([torch.softmax(l[[0, 2]], dim=0)[1].item() for l in logits], abs=1e-5)
-    kind, pairs = EVALUATION.protocol("nli-released-single-label").build(row, "default", tokenizer)
+    request = EVALUATION.protocol("nli-released-single-label").build(row, "default")
+    pairs = request.pairs
     assert pairs[0][1] == "This example is horse can be used for grasp by human."
-    (scores,) = score_requests(loaded, "nli", [(kind, pairs)], False, None)
+    (scores,) = score_loaded(loaded, [request])
     with torch.no_grad():
         entail = torch.stack([model(**tokenizer(p, h, return_tensors="pt")).logits[0, 2] for p, h in pairs])
     # multi_label=False: a softmax of the 15 entailment logits.

@@ -15,6 +15,7 @@ import math
 
 from physprobe.generators import cccons
 from physprobe.protocols import Evaluation, Protocol, decided, first_mentioned, load_metric
+from physprobe.requests import Choice, Generate, Masked, Seq2Seq
 
 FORMATS = "CConS §4 'Tasks Format Details'"
 
@@ -28,20 +29,20 @@ def answers(row: dict) -> list[str]:
     return [cccons.noun_phrase(row["obj1"], row["context"]), cccons.noun_phrase(row["obj2"], row["context"])]
 
 
-def _masked(row: dict, config: str, tokenizer) -> tuple[str, list[str]]:
-    return row["mlm_input"], list(cccons.MLM_CANDIDATES)
+def _masked(row: dict, config: str) -> Masked:
+    return Masked(row["mlm_input"], tuple(cccons.MLM_CANDIDATES))
 
 
-def _question(row: dict, config: str, tokenizer) -> dict:
-    return {"prompt": row["generative_input"], "choices": [row["obj1"], row["obj2"]]}
+def _question(row: dict, config: str) -> Generate:
+    return Generate(row["generative_input"], (row["obj1"], row["obj2"]))
 
 
-def _answer_sentences(row: dict, config: str, tokenizer) -> list[str]:
-    return [f"{row['generative_input']} {answer}" for answer in answers(row)]
+def _answer_sentences(row: dict, config: str) -> Choice:
+    return Choice(row["generative_input"], tuple(f" {answer}" for answer in answers(row)))
 
 
-def _answer_targets(row: dict, config: str, tokenizer) -> tuple[str, list[str]]:
-    return row["generative_input"], answers(row)
+def _answer_targets(row: dict, config: str) -> Seq2Seq:
+    return Seq2Seq(row["generative_input"], tuple(answers(row)))
 
 
 def decide_four(scores) -> int | None:

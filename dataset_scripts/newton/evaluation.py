@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 
 from physprobe.protocols import Evaluation, Protocol, decided, first_mentioned, load_metric
+from physprobe.requests import Choice, Generate, Seq2Seq
 
 LABELS = "abcd"
 # The released flan/unifiedqa classes allow 128 output tokens; an answer names its label or option within
@@ -73,16 +74,16 @@ def match_answer(text: str, choices: list[str]) -> int | None:
     return first_mentioned(answer, [choice.lower().replace(".", "") for choice in choices])
 
 
-def _generate(prompt: str, row: dict) -> dict:
-    return {"prompt": prompt, "choices": list(row["choices"])}
+def _generate(prompt: str, row: dict) -> Generate:
+    return Generate(prompt, tuple(row["choices"]))
 
 
-def _loglik_labels(row: dict, config: str, tokenizer) -> list[str]:
-    return [f"{released_prompt(row, config)} Answer: ({LABELS[i]})" for i in range(len(row["choices"]))]
+def _loglik_labels(row: dict, config: str) -> Choice:
+    return Choice(f"{released_prompt(row, config)} Answer:", tuple(f" ({LABELS[i]})" for i in range(len(row["choices"]))))
 
 
-def _loglik_texts(row: dict, config: str, tokenizer) -> list[str]:
-    return [f"{released_prompt(row, config)} Answer: {choice}" for choice in row["choices"]]
+def _loglik_texts(row: dict, config: str) -> Choice:
+    return Choice(f"{released_prompt(row, config)} Answer:", tuple(f" {choice}" for choice in row["choices"]))
 
 
 # physprobe's formats before issue 10 (Table 1 wording, options ranked by log-likelihood), kept by name.
@@ -146,11 +147,11 @@ EVALUATION = Evaluation(
     pooled={"track2": ("track2_boolean", "track2_mc")},  # Table 5 Combined: both kinds of question together
     scorable=("track1", "track2_boolean", "track2_mc", "track3"),  # not the attribute table
     protocols=(
-        Protocol("released-generate", "generate", lambda row, config, tokenizer: _generate(released_prompt(row, config), row),
+        Protocol("released-generate", "generate", lambda row, config: _generate(released_prompt(row, config), row),
                  f"{RELEASED}; greedy as the flan/unifiedqa classes (do_sample=False); answer matched as match_answer",
                  "released prompt (question, options (a)-(d)); greedy answer matched to a label or option text",
                  default_for=("causal", "seq2seq"), match=match_answer, max_new_tokens=MAX_NEW_TOKENS),
-        Protocol("table1-generate", "generate", lambda row, config, tokenizer: _generate(table1_prompt(row, config), row),
+        Protocol("table1-generate", "generate", lambda row, config: _generate(table1_prompt(row, config), row),
                  "NEWTON paper Table 1; hf_track2.py `# prompt = f'True/False: {question}'` (commented out)",
                  "Table 1 wording for Track 2 Boolean, released prompts elsewhere; generated answer matched",
                  match=match_answer, max_new_tokens=MAX_NEW_TOKENS),
@@ -160,10 +161,10 @@ EVALUATION = Evaluation(
         Protocol("released-loglik-texts", "causal", _loglik_texts,
                  f"{RELEASED} (prompt); option texts ranked by log-likelihood (physprobe; favours short options)",
                  "released prompt + ' Answer: <option>'; the most likely option text (summed log-probability)"),
-        Protocol("table1-loglik", "causal", lambda row, config, tokenizer: [f"{prompt(row, config)} {c}" for c in row["choices"]],
+        Protocol("table1-loglik", "causal", lambda row, config: Choice(prompt(row, config), tuple(f" {c}" for c in row["choices"])),
                  "NEWTON paper Table 1 (prompt wording); options ranked by log-likelihood (physprobe)",
                  "Table 1 prompt, then each option; highest total log-probability"),
-        Protocol("table1-loglik-seq2seq", "seq2seq", lambda row, config, tokenizer: (prompt(row, config), list(row["choices"])),
+        Protocol("table1-loglik-seq2seq", "seq2seq", lambda row, config: Seq2Seq(prompt(row, config), tuple(row["choices"])),
                  "NEWTON paper Table 1 (prompt wording); options ranked by log-likelihood (physprobe)",
                  "Table 1 prompt as input, each option as target; highest log-probability"),
     ),  # fmt: skip

@@ -19,6 +19,7 @@ import string
 
 from physprobe.generators.prost import superlative_pair
 from physprobe.protocols import Evaluation, Protocol, decided, load_metric
+from physprobe.requests import Choice, Generate, Masked, MeanTokens, Seq2Seq
 
 OPTIONS = "ABCD"
 UPSTREAM = "nala-cub/prost@d6285efa src/baselines/"
@@ -45,42 +46,31 @@ def around_mask(row: dict) -> tuple[str, str]:
     return left, right
 
 
-def option_ids(tokenizer, word: str) -> list[int]:
-    """An option's token ids as the released code encodes it: ``' %s' % word``, no special tokens
-    (``input_pipeline.py:38-42``)."""
-    return tokenizer(f" {word}", add_special_tokens=False)["input_ids"]
-
-
-def _ids(tokenizer, text: str) -> list[int]:
-    return tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
-
-
-def released_gpt_ids(row: dict, tokenizer) -> list[list[int]]:
+def released_gpt(row: dict, config: str) -> MeanTokens:
     """The four token sequences of ``create_examples_gpt`` (``input_pipeline.py:74-116``).
 
     ``BOS + "{context} {question}" + EOS`` with the mask (and the space before it) replaced by a pad
-    token, tokenised, the pad's id then overwritten by the option's token (``' option'``). Special tokens
-    split the text, so the text before and after the mask are tokenised apart. BOS and EOS are the
-    tokenizer's, when it has them (upstream adds them for GPT-2, whose tokenizer has both, and not for
-    GPT-1, whose tokenizer has neither). An option of several tokens (upstream aborts) keeps them all.
+    token, tokenised, the pad's id then overwritten by the option's token (``' option'``, no special tokens,
+    ``input_pipeline.py:38-42``). Special tokens split the text, so the text before the mask, the option and
+    the text after it are tokenised apart (the request's segments). BOS and EOS are the tokenizer's, when it
+    has them (upstream adds them for GPT-2, whose tokenizer has both, and not for GPT-1, whose tokenizer has
+    neither): the backend resolves ``specials="bos_eos"``. An option of several tokens (upstream aborts)
+    keeps them all.
+
+    >>> released_gpt({"context": "A coin and an egg fall.", "question": "The [MASK] is heavier.", "A": "coin",
+    ...               "B": "egg", "C": "leaf", "D": "brick"}, "default").options[1]
+    ('A coin and an egg fall. The', ' egg', ' is heavier.')
     """
     left, right = around_mask(row)
-    bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
-    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
-    head, tail = bos + _ids(tokenizer, left), _ids(tokenizer, right) + eos
-    return [head + option_ids(tokenizer, row[o]) + tail for o in OPTIONS]
+    return MeanTokens(tuple((left, f" {row[o]}", right) for o in OPTIONS), specials="bos_eos")
 
 
-def _released_gpt(row: dict, config: str, tokenizer) -> list[list[int]]:
-    return released_gpt_ids(row, tokenizer)
+def _sentences(row: dict, config: str) -> Choice:
+    return Choice("", tuple(sentence(row).replace("[MASK]", row[o]) for o in OPTIONS))
 
 
-def _sentences(row: dict, config: str, tokenizer) -> list[str]:
-    return [sentence(row).replace("[MASK]", row[o]) for o in OPTIONS]
-
-
-def _masked(row: dict, config: str, tokenizer) -> tuple[str, list[str]]:
-    return sentence(row), [row[o] for o in OPTIONS]
+def _masked(row: dict, config: str) -> Masked:
+    return Masked(sentence(row), tuple(row[o] for o in OPTIONS))
 
 
 def released_t5_input(row: dict) -> str:
@@ -94,15 +84,15 @@ def released_t5_input(row: dict) -> str:
     return f"{left}<extra_id_0>{right}"
 
 
-def _released_t5(row: dict, config: str, tokenizer) -> tuple[str, list[list[int]]]:
+def _released_t5(row: dict, config: str) -> Seq2Seq:
     # Decoder reads <pad> <extra_id_0>; the logits at position 1 are compared at each option's first token
-    # (zs_runner.py:107-116). Scoring [<extra_id_0>, option] adds log P(<extra_id_0>), the same for all four.
-    sentinel = tokenizer.convert_tokens_to_ids("<extra_id_0>")
-    return released_t5_input(row), [[sentinel, option_ids(tokenizer, row[o])[0]] for o in OPTIONS]
+    # (' option', no special tokens: zs_runner.py:107-116). Scoring [<extra_id_0>, option] adds
+    # log P(<extra_id_0>), the same for all four.
+    return Seq2Seq(released_t5_input(row), tuple(f" {row[o]}" for o in OPTIONS), first_token_after="<extra_id_0>")
 
 
-def _span_sum(row: dict, config: str, tokenizer) -> tuple[str, list[str]]:
-    return sentence(row).replace("[MASK]", "<extra_id_0>"), [f"<extra_id_0> {row[o]} <extra_id_1>" for o in OPTIONS]
+def _span_sum(row: dict, config: str) -> Seq2Seq:
+    return Seq2Seq(sentence(row).replace("[MASK]", "<extra_id_0>"), tuple(f"<extra_id_0> {row[o]} <extra_id_1>" for o in OPTIONS))
 
 
 def unifiedqa_input(row: dict) -> str:
@@ -116,11 +106,10 @@ def unifiedqa_input(row: dict) -> str:
     return "{ex_question} \\n (A) {A} (B) {B} (C) {C} (D) {D} \\n {context}".format_map(row)
 
 
-def _unifiedqa(row: dict, config: str, tokenizer) -> dict:
+def _unifiedqa(row: dict, config: str) -> Generate:
     # The answer is matched against the options' first tokens decoded together and split on spaces
-    # (zs_runner.py:161), as upstream does.
-    first = [option_ids(tokenizer, row[o])[0] for o in OPTIONS]
-    return {"prompt": unifiedqa_input(row), "choices": tokenizer.decode(first).split()}
+    # (zs_runner.py:161), as upstream does: the backend resolves first_token_choices.
+    return Generate(unifiedqa_input(row), tuple(row[o] for o in OPTIONS), first_token_choices=True)
 
 
 def normalize_answer(text: str) -> str:
@@ -219,7 +208,7 @@ EVALUATION = Evaluation(
     configs=("default",),
     protocols=(
         Protocol(
-            "released-gpt", "causal", _released_gpt, kind="mean_ids", default_for=("causal",),
+            "released-gpt", "causal", released_gpt, default_for=("causal",),
             source=f"PROST §4 'Decoder Models', Table 2; {UPSTREAM}input_pipeline.py:74-116 (create_examples_gpt), "
                    "zs_runner.py:89-103 (mean token loss), results.py to_wide_rankings (lowest loss)",
             summary="BOS + context + question with the option's token + EOS; highest mean token log-probability",

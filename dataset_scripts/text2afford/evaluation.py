@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from physprobe.generators import text2afford
 from physprobe.protocols import Evaluation, Protocol, load_metric
+from physprobe.requests import Entailment, Masked, MaskedPair, YesNo
 
 CLASSES = text2afford.CLASSES
 # Class words of the released FLAN-T5 script (src/LLM/zero_shot_LLM.py, its oov_class_map); the other
@@ -95,24 +96,25 @@ def _ranked(scores) -> None:
     return None  # ranked, not predicted: the metric reads the 15 scores
 
 
-def _mlm(row: dict, config: str, tokenizer) -> tuple[str, list[str]]:
-    sep = getattr(tokenizer, "sep_token", None) or getattr(tokenizer, "eos_token", None) or "[SEP]"
-    return text2afford.prompt("mlm", row["sentence"], row["object"], sep_token=sep), [c.mlm_word for c in CLASSES]
+def _mlm(row: dict, config: str) -> Masked:
+    # "[SEP]" stands for the tokenizer's separator (its sep token, else its EOS), which the backend puts in.
+    return Masked(text2afford.prompt("mlm", row["sentence"], row["object"], sep_token="[SEP]"), tuple(c.mlm_word for c in CLASSES))
 
 
-def _nli(row: dict, config: str, tokenizer) -> list[tuple[str, str]]:
-    return [(row["sentence"], f"{row['object']} can be used for {c.mlm_word} by human") for c in CLASSES]
+def _nli_pairs(row: dict) -> tuple[tuple[str, str], ...]:
+    return tuple((row["sentence"], f"{row['object']} can be used for {c.mlm_word} by human") for c in CLASSES)
 
 
-def _mlm_released(row: dict, config: str, tokenizer) -> tuple[str, str, list[str]]:
+def _mlm_released(row: dict, config: str) -> MaskedPair:
     # src/probing.py: encode_plus(sentence, object + " can be used for  " + mask + " by human") (two spaces).
-    return row["sentence"], f"{row['object']} can be used for  [MASK] by human", [c.mlm_word for c in CLASSES]
+    return MaskedPair(row["sentence"], f"{row['object']} can be used for  [MASK] by human", tuple(c.mlm_word for c in CLASSES))
 
 
-def _nli_released(row: dict, config: str, tokenizer) -> list[tuple[str, str]]:
+def _nli_released(row: dict, config: str) -> Entailment:
     # src/multi_choice.py: the whole hypotheses are the pipeline's candidate labels, put into its default
     # template "This example is {}."; single-label scoring (softmax across the 15).
-    return [(row["sentence"], f"This example is {row['object']} can be used for {c.mlm_word} by human.") for c in CLASSES]
+    return Entailment(tuple((row["sentence"], f"This example is {row['object']} can be used for {c.mlm_word} by human.")
+                            for c in CLASSES), reading="softmax_across")  # fmt: skip
 
 
 def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> dict:
@@ -128,7 +130,7 @@ def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> d
 
 
 def _yes_no(family: str):
-    return lambda row, config, tokenizer: yes_no_prompts(row, family)
+    return lambda row, config: YesNo(tuple(yes_no_prompts(row, family)))
 
 
 PAPER_RULE = "YES=1, NO=0, ties wrong (Appendix G)"
@@ -162,20 +164,20 @@ EVALUATION = Evaluation(
                  "Text2Afford src/probing.py (predict_affordance_proba: encode_plus of the sentence pair, "
                  "convert_tokens_to_ids of the oov_class_map words); paper Table 4",
                  "sentence pair '<sentence>' + '<object> can be used for  [MASK] by human'; class words at the mask",
-                 default_for=("mlm",), kind="masked_pair", decide=_ranked),
+                 default_for=("mlm",), decide=_ranked),
         Protocol("mlm-table4", "mlm", _mlm,
                  "Text2Afford Table 4 (one string with the separator), class words of src/probing.py",
                  "class words at the mask after '<sentence> <sep> <object> can be used for'", decide=_ranked),
-        Protocol("nli-zero-shot-multi-label", "nli", _nli,
+        Protocol("nli-zero-shot-multi-label", "nli", lambda row, config: Entailment(_nli_pairs(row), reading="vs_contradiction"),
                  "Text2Afford Appendix F (zero-shot-classification pipeline, several labels true) and Table 4 "
                  "(hypothesis); class words of src/multi_choice.py",
                  "P(entailment) against contradiction only, of '<object> can be used for <word> by human'",
-                 default_for=("nli",), kind="nli_vs_contradiction", decide=_ranked),
+                 default_for=("nli",), decide=_ranked),
         Protocol("nli-released-single-label", "nli", _nli_released,
                  "Text2Afford src/multi_choice.py (pipeline default template, multi_label=False)",
                  "'This example is <hypothesis>.' per class; softmax of the entailment logits across the 15",
-                 kind="nli_single_label", decide=_ranked),
-        Protocol("nli-table4", "nli", _nli,
+                 decide=_ranked),
+        Protocol("nli-table4", "nli", lambda row, config: Entailment(_nli_pairs(row)),
                  "Text2Afford Table 4 / Appendix B.2.1 (hypothesis), class words of src/multi_choice.py",
                  "P(entailment) over the model's three labels of '<object> can be used for <word> by human'",
                  decide=_ranked),

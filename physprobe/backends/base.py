@@ -93,6 +93,19 @@ class Chat:
             return True
         return request_type is Generate and has_template
 
+    def check(self, request_type: type) -> None:
+        """A one-line error when the setting asks a chat template or an instruction of a request type that
+        reads no prompt (masked LM, NLI, seq2seq targets, token sequences).
+
+        >>> from physprobe.requests import Masked
+        >>> Chat("on").check(Masked)
+        Traceback (most recent call last):
+        physprobe.backends.base.BackendError: --apply-chat-template and --system-instruction apply to prompts (generation, log-likelihood of a continuation, YES/NO); Masked requests read none: leave them out
+        """
+        if request_type not in PROMPTED and (self.mode == "on" or self.system_instruction):
+            raise BackendError("--apply-chat-template and --system-instruction apply to prompts (generation, log-likelihood "
+                               f"of a continuation, YES/NO); {request_type.__name__} requests read none: leave them out")
+
 
 def messages(prompt: str, chat: Chat) -> list[dict]:
     """The chat messages of a prompt: a system message when ``chat`` has an instruction, then the prompt."""
@@ -111,19 +124,21 @@ def prompt_text(prompt: str, chat: Chat, templated: bool) -> str:
 def template_hash(template: str | None) -> str | None:
     """The sha256 of a chat template's text (None: no template).
 
-    >>> template_hash("{{ messages }}")[:12]
-    '2ce2d0da5f86'
+    >>> len(template_hash("{{ messages }}")), template_hash("{{ messages }}") == template_hash("{{ message }}"), template_hash(None)
+    (64, False, None)
     """
     return None if template is None else hashlib.sha256(template.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
 class Settings:
-    """What ``physprobe score`` gives a backend: the model, ``--model-args`` and the options a backend may
-    refuse (``device``, ``dtype``, ``batch_size``, ``gguf_file``: a server backend has none of these)."""
+    """What ``physprobe score`` gives a backend: the model, ``--model-args``, ``method`` (``--method``, or
+    the named protocol's: it restricts the model's family) and the options a backend may refuse
+    (``device``, ``dtype``, ``batch_size``, ``gguf_file``: a server backend has none of these)."""
 
     model: str
     model_args: dict = field(default_factory=dict)
+    method: str | None = None
     device: str | None = None
     dtype: str | None = None
     batch_size: int | None = None
@@ -143,6 +158,13 @@ class Backend(abc.ABC):
 
     name: ClassVar[str]
     serves: ClassVar[tuple[type, ...]]
+    load_seconds: float = 0.0  # seconds spent loading the model (or connecting): run.json's timings
+
+    @staticmethod
+    @abc.abstractmethod
+    def parse_model_args(text: str | None) -> dict:
+        """``--model-args`` (``KEY=VALUE,...``) as this backend takes them: its keys checked and typed, a
+        one-line error for any other (``physprobe.model_options.split_model_args`` does the syntax)."""
 
     def __init__(self, settings: Settings):
         self.settings = settings

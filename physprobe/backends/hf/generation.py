@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-from physprobe.scoring import _autocast, _check_length, positions, run_batches
+from physprobe.backends.hf.scoring import _autocast, _check_length, max_positions, run_batches
 
 
 def cut(text: str, stop: Sequence[str]) -> str:
@@ -42,8 +42,11 @@ def _left_padded(sequences: Sequence[Sequence[int]], pad: int, device: torch.dev
 
 
 def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, seq2seq: bool = False,
-             batch_tokens: int = 8192, max_batch: int = 32, truncate: bool = False, progress=None) -> list[str]:  # fmt: skip
+             batch_tokens: int = 8192, max_batch: int = 32, truncate: bool = False, progress=None,
+             chat: bool = False) -> list[str]:  # fmt: skip
     """The greedy answer to each request (``{"prompt", "max_new_tokens", "stop"}``), in request order.
+
+    A causal model reads its BOS first, unless ``chat``: a prompt rendered by a chat template carries its own.
 
     Requests are batched by length (and by ``max_new_tokens``); on CUDA out-of-memory the batch halves.
     """
@@ -51,8 +54,8 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
         limit = tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None
         encoded = [tokenizer(r["prompt"])["input_ids"] for r in requests]
     else:
-        limit = positions(model)
-        bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
+        limit = max_positions(model)
+        bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None and not chat else []
         encoded = [bos + tokenizer(r["prompt"], add_special_tokens=False)["input_ids"] for r in requests]
     encoded = [  # a causal model's prompt leaves room for the answer
         _check_length(ids, limit if seq2seq or limit is None else limit - r["max_new_tokens"], truncate, f"prompt {r['prompt'][:60]!r}")

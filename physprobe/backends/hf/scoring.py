@@ -118,7 +118,7 @@ def _check_length(ids: Sequence[int], limit: int | None, truncate: bool, what: s
     return list(ids)[-limit:]
 
 
-def positions(model) -> int | None:
+def max_positions(model) -> int | None:
     """The length of the model's position table (``max_position_embeddings`` or GPT-2's ``n_positions``), if any."""
     return getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
 
@@ -127,7 +127,7 @@ def length_limit(model, tokenizer) -> int | None:
     """The longest input the model takes: the tokenizer's ``model_max_length`` and the model config's
     position table (less RoBERTa-style position offsets), whichever is smaller; None when neither says."""
     limits = [tokenizer.model_max_length] if tokenizer.model_max_length < 1e9 else []
-    table = positions(model)
+    table = max_positions(model)
     if table:
         offset = getattr(getattr(model.base_model, "embeddings", None), "padding_idx", None)  # RoBERTa counts from pad + 1
         limits.append(table - (offset + 1 if isinstance(offset, int) else 0))
@@ -156,10 +156,10 @@ def _mask_window(ids: list[int], mask_at: int, limit: int | None, truncate: bool
 
 
 # --- causal LM: shared-prefix sequence log-probabilities ------------------------------------
-def tokenize_options(tokenizer, texts: Sequence[str]) -> list[list[int]]:
+def tokenize_options(tokenizer, texts: Sequence[str], bos: bool = True) -> list[list[int]]:
     """Token ids of each text (one batched tokenizer call), with the model's BOS token first when it has one
-    (so the first word is scored)."""
-    bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
+    (so the first word is scored) and ``bos`` asks for it (a chat-templated text carries its own)."""
+    bos = [tokenizer.bos_token_id] if bos and tokenizer.bos_token_id is not None else []
     return [bos + ids for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]] if texts else []
 
 
@@ -189,7 +189,7 @@ def _as_tensor(rows: Sequence[Sequence[int]], device: torch.device) -> torch.Ten
 
 def sequence_logprobs(model, tokenizer, questions: Sequence[Sequence[str]], device: torch.device,
                       batch_tokens: int = 8192, max_batch: int = 64, truncate: bool = False,
-                      progress=None) -> list[list[float]]:  # fmt: skip
+                      progress=None, bos: bool = True) -> list[list[float]]:  # fmt: skip
     """Total log-probability of every option text of every question (tokens after the first).
 
     No token is padding and the vocabulary head runs at scored positions only: questions are grouped by
@@ -198,8 +198,8 @@ def sequence_logprobs(model, tokenizer, questions: Sequence[Sequence[str]], devi
     the batch, run on their question's prefix cache (left-padded in the *keys* only, masked), with the
     head at every fed position, each of which predicts a scored token.
     """
-    limit = positions(model)
-    flat = tokenize_options(tokenizer, [text for texts in questions for text in texts])
+    limit = max_positions(model)
+    flat = tokenize_options(tokenizer, [text for texts in questions for text in texts], bos)
     tokenized, at = [], 0
     for texts in questions:
         tokenized.append([_check_length(ids, limit, truncate, f"option text {text[:60]!r}")
@@ -341,7 +341,7 @@ def mean_token_logprobs(model, tokenizer, questions: Sequence[Sequence[Sequence[
     share their token prefix, which runs once, its own tokens scored once, as ``sequence_logprobs`` does:
     the mean is (the prefix's tokens after the first + the option's own tokens) / (n - 1).
     """
-    limit = positions(model)
+    limit = max_positions(model)
     tokenized = [[_check_length(ids, limit, truncate, f"token sequence of {len(ids)} ids") for ids in options] for options in questions]
     for options in tokenized:
         for ids in options:
@@ -409,10 +409,10 @@ def masked_logprobs(model, tokenizer, texts: Sequence[str], candidates: Sequence
 
 def masked_pair_logprobs(model, tokenizer, requests: Sequence[tuple[str, str, Sequence[str]]], device: torch.device,
                          batch_tokens: int = 16384, max_batch: int = 128, truncate: bool = False,
-                         progress=None) -> list[list[float | None]]:  # fmt: skip
+                         progress=None, token_type_ids: bool = True) -> list[list[float | None]]:  # fmt: skip
     """Log-probability of candidate tokens at the ``[MASK]`` of a sentence pair ``(first, second, words)``.
 
-    The pair is encoded as one, ``tokenizer(first, second)`` (segment ids included), and each word is
+    The pair is encoded as one, ``tokenizer(first, second)`` (segment ids fed when ``token_type_ids``), and each word is
     looked up as one vocabulary entry, ``convert_tokens_to_ids(word)`` — as Text2Afford's released
     ``src/probing.py`` does; a word outside the vocabulary gets None.
     """
@@ -426,7 +426,7 @@ def masked_pair_logprobs(model, tokenizer, requests: Sequence[tuple[str, str, Se
         pair = tokenizer(first, second.replace("[MASK]", tokenizer.mask_token), return_token_type_ids=True)
         ids = _check_length(pair["input_ids"], limit, False, f"input {first[:60]!r}")
         encoded.append(ids)
-        types.append(pair.get("token_type_ids"))
+        types.append(pair.get("token_type_ids") if token_type_ids else None)
         masks.append(ids.index(tokenizer.mask_token_id))
         cand.append([tokenizer.convert_tokens_to_ids(w) for w in words])
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -531,12 +531,13 @@ def entailment_probs(model, tokenizer, pairs: Sequence[tuple[str, str]], device:
 
 
 def yes_probs(model, tokenizer, prompts: Sequence[str], device: torch.device, seq2seq: bool = False,
-              batch_tokens: int = 16384, max_batch: int = 128, progress=None) -> list[float]:  # fmt: skip
-    """P(YES) / (P(YES) + P(NO)) of the answer after each prompt, as a continuous score."""
+              batch_tokens: int = 16384, max_batch: int = 128, progress=None, bos: bool = True) -> list[float]:  # fmt: skip
+    """P(YES) / (P(YES) + P(NO)) of the answer after each prompt, as a continuous score (``bos``: a causal
+    model reads its BOS first, as ``sequence_logprobs``)."""
     if seq2seq:
         scores = seq2seq_logprobs(model, tokenizer, [(p, ["YES", "NO"]) for p in prompts], device, batch_tokens=batch_tokens,
                                   max_batch=max_batch, progress=progress)  # fmt: skip
     else:
         scores = sequence_logprobs(model, tokenizer, [[f"{p} YES", f"{p} NO"] for p in prompts], device, batch_tokens=batch_tokens,
-                                   max_batch=max_batch, progress=progress)  # fmt: skip
+                                   max_batch=max_batch, progress=progress, bos=bos)  # fmt: skip
     return [float(torch.softmax(torch.tensor(pair), dim=0)[0]) for pair in scores]

@@ -1,0 +1,168 @@
+"""The hf backend's model handling: read a model's config and check every option before any weight
+loads (``plan_model``), detect its family, then load tokenizer and weights through ``from_pretrained``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from physprobe import model_options, protocols, provenance
+
+FAMILY_CLASSES = {
+    "causal": "AutoModelForCausalLM",
+    "mlm": "AutoModelForMaskedLM",
+    "seq2seq": "AutoModelForSeq2SeqLM",
+    "nli": "AutoModelForSequenceClassification",
+}
+
+
+def detect_family(config) -> str:
+    """The scoring family of a model, from its config: seq2seq, mlm, nli or causal."""
+    architectures = " ".join(config.architectures or [])
+    if config.is_encoder_decoder:
+        return "seq2seq"
+    if "MaskedLM" in architectures:
+        return "mlm"
+    if "SequenceClassification" in architectures:
+        return "nli"
+    if "CausalLM" in architectures or "LMHead" in architectures:
+        return "causal"
+    if not architectures:  # e.g. configs read from GGUF files name only their model type
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+        if config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+            return "causal"
+        if config.model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+            return "mlm"
+    raise protocols.ProtocolError(f"cannot tell the model family from architectures={config.architectures}; pass --method")
+
+
+@dataclass
+class ModelPlan:
+    """What is known of a model before its weights load: checked options, config, family, revision."""
+
+    name: str
+    local: bool
+    family: str
+    revision: str  # Hub commit, or sha256 of the local folder's files
+    device: object  # torch.device
+    dtype: str
+    kwargs: dict  # for from_pretrained (gguf_file, revision, trust_remote_code, ...)
+    batch_size: int | None  # None: token budget, halved on out-of-memory
+
+
+@dataclass
+class Loaded:
+    model: object
+    tokenizer: object
+    family: str
+    device: object
+    batching: dict = field(default_factory=dict)
+
+
+def plan_model(model_name: str, method: str | None, device: str | None = None, gguf_file: str | None = None,
+               model_args: dict | None = None, dtype: str | None = None, batch_size: int | None = None) -> ModelPlan:  # fmt: skip
+    """Check every model option and read the model's config (no weights): a bad option fails here, in one line."""
+    import transformers
+
+    kwargs = dict(model_args or {})
+    if gguf_file and kwargs.get("gguf_file", gguf_file) != gguf_file:
+        raise model_options.ModelOptionError(f"--gguf-file {gguf_file} and --model-args gguf_file={kwargs['gguf_file']} disagree; give one")
+    if gguf_file:
+        kwargs["gguf_file"] = gguf_file
+    chosen = model_options.check_device(device)
+    dtype = model_options.resolve_dtype(dtype, kwargs, chosen.type)
+    kwargs.pop("dtype", None)
+    local = model_options.looks_local(model_name)
+    if local:
+        model_options.check_local_model(model_name, kwargs.get("gguf_file"))
+    commit = None if local or _offline() else model_options.hub_commit(model_name, kwargs.get("revision"))
+    config_kwargs = {k: kwargs[k] for k in ("gguf_file", "revision", "trust_remote_code", "subfolder") if k in kwargs}
+    try:
+        config = transformers.AutoConfig.from_pretrained(model_name, **config_kwargs)
+    except ImportError as error:  # e.g. gguf files need the gguf package
+        raise model_options.ModelOptionError(f"cannot read {model_name!r}: {error}".splitlines()[0] + " (pip install 'physprobe[score]')") from None
+    except (OSError, ValueError) as error:
+        from huggingface_hub import constants
+
+        where = "its folder" if local else f"the Hub ({constants.ENDPOINT})"
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise model_options.ModelOptionError(f"cannot load model {model_name!r} from {where}: {reason}; check the name, "
+                                             "or download the model and pass its folder") from None  # fmt: skip
+    try:
+        detected = detect_family(config)
+    except protocols.ProtocolError:
+        detected = None
+    if method is not None and method not in protocols.FAMILIES:  # yes_no, generate: the model's own family
+        family = "seq2seq" if config.is_encoder_decoder else "causal"
+    else:
+        family = method or detected
+    if family is None:
+        raise protocols.ProtocolError(f"cannot tell the family of {model_name!r} from architectures={config.architectures}; pass --method")
+    if detected is not None and detected != family:
+        kind = " ".join(config.architectures or [config.model_type])
+        raise protocols.ProtocolError(f"{model_name} is a {detected} model ({kind}): it cannot score --method {method}; "
+                              f"leave out --method or use --method {detected}")  # fmt: skip
+    revision = commit or provenance.model_revision(model_name, local, kwargs.get("revision"), kwargs.get("gguf_file"), kwargs.get("subfolder"))
+    return ModelPlan(model_name, local, family, revision, chosen, dtype, kwargs, batch_size)
+
+
+def _offline() -> bool:
+    from huggingface_hub import constants
+
+    return constants.HF_HUB_OFFLINE
+
+
+def load_tokenizer(plan: ModelPlan):
+    """The planned model's tokenizer (enough to build requests and look them up in the cache)."""
+    import transformers
+
+    tokenizer_kwargs = {k: plan.kwargs[k] for k in ("gguf_file", "revision", "trust_remote_code", "subfolder") if k in plan.kwargs}
+    tokenizer = transformers.AutoTokenizer.from_pretrained(plan.name, **tokenizer_kwargs)
+    if tokenizer.pad_token is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load(plan: ModelPlan, tokenizer=None) -> Loaded:
+    """Load model and tokenizer through ``from_pretrained`` (a GGUF file too) for the planned family.
+
+    A one-line progress indicator shows while the weights load (a GGUF file can take minutes).
+    """
+    import torch
+    import transformers
+    from tqdm.auto import tqdm
+
+    auto = getattr(transformers, FAMILY_CLASSES[plan.family])
+    kwargs = dict(plan.kwargs, dtype=plan.dtype if plan.dtype == "auto" else getattr(torch, plan.dtype))
+    with tqdm(total=1, desc=f"loading {plan.name} ({plan.family}, {plan.dtype})", bar_format="{desc}: {elapsed}",
+              disable=None):  # fmt: skip
+        try:
+            if "attn_implementation" in kwargs:
+                model = auto.from_pretrained(plan.name, **kwargs)
+            else:
+                try:
+                    model = auto.from_pretrained(plan.name, attn_implementation="sdpa", **kwargs)
+                except (ValueError, ImportError):  # architectures without SDPA fall back to their default attention
+                    model = auto.from_pretrained(plan.name, **kwargs)
+        except (OSError, ValueError, ImportError) as error:
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise protocols.ProtocolError(f"cannot load {plan.name!r} as {FAMILY_CLASSES[plan.family]}: {reason}") from None
+    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(plan)
+    model.eval()
+    device = plan.device
+    if "device_map" in plan.kwargs:  # accelerate placed the weights (and hooks that move activations between them)
+        device = input_device(model)
+    else:
+        model.to(device)
+    batching = {} if plan.batch_size is None else {"max_batch": plan.batch_size, "batch_tokens": 1 << 62}
+    return Loaded(model, tokenizer, plan.family, device, batching)
+
+
+def input_device(model):
+    """Where a model dispatched by accelerate (``device_map``) takes its inputs: accelerate's main device,
+    the first device in ``hf_device_map`` that is neither ``cpu`` nor ``disk``; offloaded layers (to ``cpu``
+    or ``disk``, whose parameters sit on the meta device) run there too, so caches stay with their layers."""
+    import torch
+
+    placed = [d for d in getattr(model, "hf_device_map", {}).values() if d not in ("cpu", "disk")]
+    return torch.device(placed[0]) if placed else torch.device("cpu")

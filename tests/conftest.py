@@ -86,3 +86,12 @@ def agreement():
 def rank():
     """The affordance_rank module loaded from the checkout."""
     return evaluate.load(str(REPO / "metrics" / "affordance_rank"))
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    """llama.cpp's OpenAI-compatible server with SmolLM2-135M-Instruct (``tests/llama_server.py``), once per session."""
+    from tests.llama_server import LlamaServer
+
+    with LlamaServer(tmp_path_factory.mktemp("llama") / "server.log") as server:
+        yield server

@@ -8,7 +8,7 @@ so ``physprobe --help`` imports no backend). ``docs/adding_a_backend.md`` walks 
 ('hf', 'hf')
 >>> resolve("tpu", {})
 Traceback (most recent call last):
-physprobe.errors.BackendError: unknown --backend 'tpu'; known: hf
+physprobe.errors.BackendError: unknown --backend 'tpu'; known: hf, openai
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from physprobe.backends.base import Backend, BackendError, Settings
 
 REGISTRY = {
     "hf": "physprobe.backends.hf:HFBackend",
+    "openai": "physprobe.backends.openai:OpenAIBackend",
 }
 SERVER_ARGS = ("base_url",)  # --model-args keys that name a server: they imply the server backend
 SERVER_BACKEND = "openai"

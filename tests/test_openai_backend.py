@@ -1,0 +1,186 @@
+"""``--backend openai`` against a real server: llama.cpp's OpenAI-compatible server (``tests/llama_server.py``) with
+SmolLM2-135M-Instruct's GGUF; the same GGUF read by transformers (float32) is the independent reference."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from physprobe.backends.base import BackendError, Chat, Settings
+from physprobe.backends.openai import Client, OpenAIBackend
+from physprobe.requests import Generate, Masked
+from physprobe.runner import run
+from tests.llama_server import ALIAS, GGUF, LlamaServer, free_port, gguf_folder
+
+
+def backend(base_url: str, model: str = ALIAS, chat: Chat = Chat(), **args) -> OpenAIBackend:
+    return OpenAIBackend(Settings(model, {"base_url": base_url, **{k: str(v) for k, v in args.items()}}, chat=chat))
+
+
+def test_unreachable_server_is_one_line():
+    port = free_port()  # nothing listens there
+    with pytest.raises(BackendError) as error:
+        backend(f"http://127.0.0.1:{port}/v1", max_retries=0).score([Generate("Hi", ("a", "b"))])
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith(f"cannot reach the server at http://127.0.0.1:{port}/v1 (")
+    assert message.endswith("after 1 attempts; start it, or check --model-args base_url=...")
+
+
+def test_options_a_server_does_not_take_are_refused():
+    url = "http://127.0.0.1:1/v1"
+    with pytest.raises(BackendError, match="^--dtype does not apply to --backend openai"):
+        OpenAIBackend(Settings(ALIAS, {"base_url": url}, dtype="float32"))
+    with pytest.raises(BackendError, match=r"^--model-args gguf_file=\.\.\. does not apply to --backend openai; its keys: base_url, "):
+        OpenAIBackend(Settings(ALIAS, {"base_url": url, "gguf_file": GGUF}))
+    with pytest.raises(BackendError, match=r"^--model-args num_concurrent='many': expected int$"):
+        backend(url, num_concurrent="many")
+    assert Masked not in OpenAIBackend.serves  # the runner names the backends that serve masked-LM and NLI protocols
+
+
+@pytest.mark.slow
+def test_model_the_server_does_not_serve_is_one_line(llama_server):
+    # llama.cpp's server answers any model name with the model it holds; the backend asks /v1/models first.
+    with pytest.raises(BackendError, match=rf"^{llama_server.base_url} does not serve model 'gpt-4'; it serves: {ALIAS} \(pass"):
+        backend(llama_server.base_url, model="gpt-4").score([Generate("Hi", ("a", "b"))])
+
+
+@pytest.mark.slow
+def test_refused_key_is_one_line_and_never_printed(tmp_path, monkeypatch):
+    with LlamaServer(tmp_path / "server.log", api_key="right-key") as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "wrong-key")
+        with pytest.raises(BackendError) as error:
+            backend(server.base_url).score([Generate("Hi", ("a", "b"))])
+        assert str(error.value) == (f"{server.base_url} refused the API key (HTTP 401; $OPENAI_API_KEY is set); "
+                                    "export OPENAI_API_KEY with a key it accepts")  # fmt: skip
+        monkeypatch.setenv("OPENAI_API_KEY", "right-key")
+        chosen = backend(server.base_url)
+        assert chosen.score([Generate("The capital of France is", ("Paris",), max_new_tokens=4)])[0][0]
+        assert "right-key" not in repr(chosen.info()) + repr(chosen.identity(Generate))
+
+
+@pytest.mark.slow
+def test_retries_until_the_server_comes_up(tmp_path):
+    server = LlamaServer(tmp_path / "server.log")
+    client = Client(server.base_url, ALIAS, max_retries=8)  # waits 1, 2, 4, 8, 16, 30, ... s between attempts
+    outcome = []
+    asking = threading.Thread(target=lambda: outcome.append(client.check()))
+    asking.start()  # connection refused at first
+    time.sleep(1.5)
+    try:
+        server.start()  # from this thread: the server dies with the thread that started it
+        asking.join(timeout=120)
+    finally:
+        server.stop()
+    assert outcome == [None] and client.requests_sent > 1
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "physprobe", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_cli_errors_are_one_line(built_all):
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    common = ["score", "--model", ALIAS, "--data", str(built_all), "--limit", "2", "--model-args"]
+    for args, expected in [
+        ([f"base_url={url},max_retries=0", "--benchmark", "newton", "--config", "track1"],
+         f"physprobe: error: cannot reach the server at {url} ("),
+        ([f"base_url={url}", "--benchmark", "prost", "--protocol", "released-mlm"],
+         "physprobe: error: method 'mlm' (masked-LM, NLI and seq2seq scoring) needs the model in this process: use --backend hf"),
+        ([f"base_url={url}", "--benchmark", "text2afford", "--method", "nli"],
+         "physprobe: error: method 'nli' (masked-LM, NLI and seq2seq scoring) needs the model in this process: use --backend hf"),
+        ([f"base_url={url}", "--benchmark", "prost"],  # the paper's causal protocol reads token ids
+         "physprobe: error: protocol 'released-gpt' asks MeanTokens requests, which --backend openai cannot serve; use --backend hf"),
+    ]:  # fmt: skip
+        done = cli(*common, *args, "--out", str(built_all.parent / "never"))
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith(expected), done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def predictions(folder: Path) -> list[dict]:
+    return pq.read_table(folder / "predictions.parquet").to_pylist()
+
+
+@pytest.fixture(scope="module")
+def same_questions(llama_server, built_all, tmp_path_factory):
+    """PROST (``sentence-sum``, log-likelihood) and NEWTON Track 1 (``released-generate``, the chat template: hf's
+    from the GGUF, the server's own) scored through both backends: the same GGUF, float32 in transformers."""
+    out = tmp_path_factory.mktemp("same")
+    folder = str(gguf_folder())
+    runs = {}
+    for benchmark, config, protocol, limit in (("prost", "default", "sentence-sum", 4), ("newton", "track1", "released-generate", 10)):
+        hf, api = out / f"{benchmark}-hf", out / f"{benchmark}-openai"
+        run(folder, benchmark, hf, built_all, [config], limit=limit, gguf_file=GGUF, dtype="float32", protocol=protocol, bootstrap_iters=0)
+        run(ALIAS, benchmark, api, built_all, [config], limit=limit, protocol=protocol, bootstrap_iters=0,
+            model_args={"base_url": llama_server.base_url, "num_concurrent": 2})  # fmt: skip
+        runs[benchmark] = predictions(hf), predictions(api), json.loads((api / "run.json").read_text())
+    return runs
+
+
+@pytest.mark.slow
+def test_loglikelihoods_agree_with_hf(same_questions):
+    # llama.cpp multiplies Q4_1 weights with activations quantised to 8 bits; transformers dequantises the same
+    # weights to float32 and keeps float32 activations: measured per-option differences up to 1.1 nats (a PROST
+    # option's summed tokens), 0.3 on average; tolerance 1.5 nats each, 0.6 on average.
+    hf, api, info = same_questions["prost"]
+    gaps = [abs(a - b) for x, y in zip(hf, api) for a, b in zip(x["scores"], y["scores"])]
+    assert len(gaps) == 16 and max(gaps) < 1.5 and sum(gaps) / len(gaps) < 0.6, gaps
+    assert info["requests_sent"] == 1 + 16  # the model list, then each of the 16 sentences once
+
+
+@pytest.mark.slow
+def test_generated_decisions_agree_with_hf(same_questions):
+    hf, api, info = same_questions["newton"]
+    assert info["chat"]["applied"] and info["backend"] == "openai"
+    same = sum(x["prediction"] == y["prediction"] for x, y in zip(hf, api))
+    assert same >= 9, [(x["generated"], y["generated"]) for x, y in zip(hf, api)]
+
+
+@pytest.mark.slow
+def test_killed_server_resumes_from_the_cache(built_all, tmp_path):
+    def score(out: Path, url: str, retries: int = 5) -> list[str]:
+        return ["score", "--model", ALIAS, "--benchmark", "newton", "--config", "track1", "--limit", "6", "--data",
+                str(built_all), "--bootstrap-iters", "0", "--model-args", f"base_url={url},max_retries={retries}", "--out", str(out)]  # fmt: skip
+
+    server = LlamaServer(tmp_path / "server.log").start()
+    try:
+        reference, out = tmp_path / "reference", tmp_path / "killed"
+        assert cli(*score(reference, server.base_url)).returncode == 0
+        # --limit 6 in chunks of 2 (the runner's cache commits per chunk): kill the server once one is committed
+        scoring = subprocess.Popen([sys.executable, "-c", f"from physprobe.runner import run; from pathlib import Path; "
+                                    f"run({ALIAS!r}, 'newton', Path({str(out)!r}), Path({str(built_all)!r}), ['track1'], limit=6, "
+                                    f"chunk=2, bootstrap_iters=0, model_args={{'base_url': {server.base_url!r}, 'max_retries': 0}})"],
+                                   stderr=subprocess.PIPE, text=True)  # fmt: skip
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not cached(out) and scoring.poll() is None:
+            time.sleep(0.05)
+        server.kill()
+        _, stderr = scoring.communicate(timeout=300)
+        assert scoring.returncode != 0 and f"cannot reach the server at {server.base_url}" in stderr, stderr
+        assert 0 < cached(out) < 6
+        server = LlamaServer(tmp_path / "server.log", port=server.port).start()  # the same URL: the same cache key
+        done = cli(*score(out, server.base_url))
+        assert done.returncode == 0, done.stderr
+    finally:
+        server.stop()
+    assert predictions(out) == predictions(reference)
+    assert json.loads((out / "run.json").read_text())["requests_sent"] < 1 + 6  # the model list, then what was missing
+
+
+def cached(out: Path) -> int:
+    if not (out / "cache.sqlite").exists():
+        return 0
+    with sqlite3.connect(out / "cache.sqlite") as db:
+        try:
+            return db.execute("SELECT COUNT(*) FROM scores").fetchone()[0]
+        except sqlite3.OperationalError:  # the table is not made yet
+            return 0

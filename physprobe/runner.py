@@ -19,8 +19,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from physprobe import hub_data, model_options, parallel, protocols, provenance, registry
-from physprobe.paths import FolderLock, atomic_file
+from physprobe import hub_data, inputs, model_options, parallel, protocols, provenance, registry, run_files
+from physprobe.errors import DataError
+from physprobe.paths import FolderLock
 
 FAMILY_CLASSES = {
     "causal": "AutoModelForCausalLM",
@@ -135,6 +136,7 @@ def load_tokenizer(plan: ModelPlan):
     tokenizer = transformers.AutoTokenizer.from_pretrained(plan.name, **tokenizer_kwargs)
     if tokenizer.pad_token is None and tokenizer.eos_token is not None:
         tokenizer.pad_token = tokenizer.eos_token
+    inputs.usable_tokenizer(tokenizer, plan.name)
     return tokenizer
 
 
@@ -187,6 +189,9 @@ class Cache:
     """Scores per request in SQLite, committed after every chunk, so a run resumes where it stopped."""
 
     def __init__(self, path: Path):
+        if path.is_symlink():
+            raise DataError(f"{path} is a symlink (to {os.readlink(path)}); physprobe writes no cache through a link: remove it")
+        self.path = path
         try:
             self.db = self._open(path)
         except sqlite3.DatabaseError as error:  # not a database, or damaged: set it aside and start afresh
@@ -218,12 +223,36 @@ class Cache:
         for start in range(0, len(keys), 500):
             chunk = keys[start : start + 500]
             query = f"SELECT key, value FROM scores WHERE key IN ({','.join('?' * len(chunk))})"
-            found.update({k: json.loads(v) for k, v in self.db.execute(query, chunk)})
-        return found
+            found.update(self.db.execute(query, chunk).fetchall())
+        values = {k: _loads(v) for k, v in found.items()}
+        if all(map(inputs.cached_value, values.values())):
+            return values
+        # Values of the wrong shape in a healthy file: set the file aside (like a corrupted one), keep the good ones.
+        good = {k: v for k, v in self._all().items() if inputs.cached_value(v)}
+        self.db.close()
+        aside = self.path.with_name(f"{self.path.stem}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}{self.path.suffix}")
+        os.replace(self.path, aside)
+        print(f"physprobe: warning: {self.path} holds scores of the wrong shape; moved to {aside.name}, "
+              f"kept its {len(good)} good entries, rescoring the rest", file=sys.stderr)  # fmt: skip
+        self.db = self._open(self.path)
+        self.put(good)
+        return {k: v for k, v in values.items() if inputs.cached_value(v)}
+
+    def _all(self) -> dict:
+        return {k: _loads(v) for k, v in self.db.execute("SELECT key, value FROM scores")}
 
     def put(self, items: dict[str, list]) -> None:
+        items = {k: v for k, v in items.items() if inputs.cached_value(v)}
         self.db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?)", [(k, json.dumps(v)) for k, v in items.items()])
         self.db.commit()
+
+
+def _loads(text: str):
+    """A cached value, or None where it is not JSON (``inputs.cached_value`` refuses it)."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return None
 
 
 def score_requests(loaded: Loaded, method: str, requests: list, truncate: bool, progress) -> list[list]:
@@ -337,7 +366,6 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
     started_at, started = time.time(), time.perf_counter()
     evaluation, configs, chosen = resolve(benchmark, configs, method, protocol)  # before any heavy import: a bad argument fails at once
     import pyarrow as pa
-    import pyarrow.parquet as pq
     from tqdm.auto import tqdm
 
     if limit is not None and limit < 1:
@@ -353,7 +381,7 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
     if plan.family not in chosen.families:
         raise protocols.ProtocolError(f"protocol {chosen.name!r} is for {', '.join(chosen.families)} models, not {plan.family}")
     method = chosen.method
-    out.mkdir(parents=True, exist_ok=True)
+    run_files.open_folder(out, model_name, benchmark, plan.local)  # new, or this model's run of this benchmark
     ranks = parallel.current()  # processes of `accelerate launch`: each scores its share (physprobe.parallel)
     lock = FolderLock(out, ranks.lock_name).acquire()  # a second run into ``out`` fails here, naming this one
     # Cache first: the tokenizer builds the requests; the model loads only when one is not cached, so a
@@ -366,10 +394,12 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
     for config in configs:
         config_started = time.perf_counter()
         dataset = source.load(config)
+        inputs.not_empty(len(dataset), config, source.path)
         dataset_revisions[config] = source.fingerprint(config)
         key_base = provenance.cache_key(model=plan.revision, gguf_file=plan.kwargs.get("gguf_file"), dtype=plan.dtype,
                                         device=plan.device.type, physprobe=provenance.versions()["physprobe"],
-                                        protocol=chosen.name, dataset=dataset_revisions[config])  # fmt: skip
+                                        protocol=chosen.name, dataset=dataset_revisions[config], truncate=truncate,
+                                        model_args=_recorded(plan.kwargs))  # fmt: skip
         indices = spread(len(dataset), limit)
         rows = dataset.select(indices).to_list()
         scored = [i for i, row in enumerate(rows) if not (chosen.skip and chosen.skip(row))]
@@ -393,12 +423,15 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
         with tqdm(total=sum(map(len, todo)), desc=f"{benchmark}/{config}", unit=" q", disable=None) as progress:
             for part in todo:
                 values = score_requests(loaded, method, [reqs[i] for i in part], truncate, progress)
+                inputs.finite_scores(values, config, [indices[i] for i in part])
                 scored_now = {keys[i]: v for i, v in zip(part, values)}
                 cache.put(scored_now)
                 fresh.update(scored_now)
         scored_items += ranks.total(sum(map(len, todo)))
         known.update(ranks.merged(fresh))
         results = [known[k] for k in keys]
+        options = [len(q[1]["choices"]) for q in reqs] if method == "generate" else [len(r) for r in results]
+        inputs.references(evaluation.reference, rows, options, config, indices)
         if ranks.world > 1 and ranks.main:  # a later single-process run into ``out`` resumes from every rank's scores
             cache.put(dict(zip(keys, results)))
         predictions = [chosen.predict(result, req[1]) for result, req in zip(results, reqs)]
@@ -431,13 +464,11 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
     if not ranks.main:  # rank 0 writes the run folder
         lock.release()
         return metrics
-    with atomic_file(out / "predictions.parquet") as temporary:
-        pq.write_table(pa.Table.from_pylist(records), temporary)
     info = {"model": model_name, "gguf_file": plan.kwargs.get("gguf_file"), "benchmark": benchmark, "method": method,
             "family": plan.family, "configs": configs, "limit": limit,
             "device": str(loaded.device if loaded else plan.device), "model_loaded": loaded is not None,
             "questions_scored": scored_items, "seconds": round(elapsed, 2),
-            "model_revision": plan.revision, "model_args": {k: v for k, v in plan.kwargs.items() if k != "quantization_config"},
+            "model_revision": plan.revision, "model_args": _recorded(plan.kwargs), "truncate": truncate,
             "dtype": plan.dtype, "batch_size": plan.batch_size or "auto",
             "dataset": {"source": "hub" if source.on_hub else "local", "path": source.path, "revision": source.revision,
                         "fingerprints": dataset_revisions},
@@ -445,12 +476,15 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
             "command": command, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
             "timings": {"load_model_s": round(load_seconds, 3), "configs_s": timings, "total_s": round(elapsed, 3)},
             "bootstrap": {"iterations": bootstrap_iters, "seed": provenance.BOOTSTRAP_SEED, "headline": uncertainty}}  # fmt: skip
-    _write_json(out / "metrics.json", metrics)
-    _write_json(out / "run.json", info)
+    run_files.write(out, model_name, benchmark, plan.local, pa.Table.from_pylist(records), metrics, info)  # all three in one swap
     lock.release()
     return metrics
 
 
-def _write_json(path: Path, data) -> None:
-    with atomic_file(path) as temporary:
-        temporary.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
+def _recorded(kwargs: dict) -> dict:
+    """The ``from_pretrained`` options that change a score, as the cache key and run.json hold them
+    (``load_in_8bit``/``4bit`` by their quantization config's settings)."""
+    recorded = {k: v for k, v in kwargs.items() if k != "quantization_config"}
+    if "quantization_config" in kwargs:
+        recorded["quantization_config"] = kwargs["quantization_config"].to_dict()
+    return recorded

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import yaml
 
-from physprobe import registry
+from physprobe import registry, run_files
 from physprobe.errors import DataError, PhysprobeError
 
 MANIFEST = "physprobe-report.json"  # marks a folder as a report physprobe wrote, listing its files
@@ -278,6 +278,7 @@ def load_run(folder: Path) -> Run:
     metrics = _read_json(folder / "metrics.json", folder)
     if not info.get("benchmark") or not info.get("method"):
         raise ReportError(f"{folder / 'run.json'} names no benchmark or method; score the run again")
+    run_files.check_run(folder, info, metrics)  # a value no scorer writes (inf, 7.5 for a fraction, a newline): one line
     return Run(folder, info, metrics)
 
 

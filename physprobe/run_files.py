@@ -125,7 +125,7 @@ def check_info(info: dict, where: str) -> None:
     """
     for field in ("model", "benchmark", "method", "protocol", "dtype", "gguf_file"):
         value = info.get(field)
-        if value is None and field not in ("model", "benchmark", "method"):
+        if value is None:  # absent: report says what it lacks where it needs it
             continue
         if not isinstance(value, str) or not value or not value.isprintable():
             raise DataError(f"{where}: {field} is {value!r}, expected one line of printable text; score the run again")

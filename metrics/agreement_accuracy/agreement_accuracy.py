@@ -135,6 +135,8 @@ class AgreementAccuracy(evaluate.Metric):
 
     def _compute(self, predictions, references, agreements=None, groups=None, reading="per_question",
                  polarities=None, by_position=False):
+        if not isinstance(by_position, (bool, np.bool_)):
+            raise ValueError(f"by_position must be True or False, got {by_position!r}")
         if len(predictions) == 0:
             raise ValueError("predictions is empty: there is nothing to score")
         if len(predictions) != len(references):

@@ -13,6 +13,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -49,10 +50,12 @@ def tree_digest(folder: Path) -> str:
 
 
 def results_digest(folder: Path) -> str:
-    """``tree_digest`` without a run folder's lock and cache, which every run touches."""
+    """``tree_digest`` without what differs between two runs of the same command on the same inputs: a run
+    folder's lock, cache and run.json (timings, times); run.json must be there whenever metrics.json is."""
+    assert (folder / "run.json").is_file() == (folder / "metrics.json").is_file()
     digest = hashlib.sha256()
     for path in sorted(folder.rglob("*")):
-        if path.is_file() and path.name != "run.lock" and not path.name.startswith("cache."):
+        if path.is_file() and path.name not in ("run.lock", "run.json") and not path.name.startswith("cache."):
             digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
@@ -102,7 +105,7 @@ COMMANDS = [
     Command("build", lambda i, o: ["build", "prost", "--out", str(o), "--source-dir", str(i["upstream"])],
             lambda o: o / "prost", Owner("challenge", {"name": "prost"})),
     Command("generate-cccons", lambda i, o: ["generate", "cccons", "--n", "20", "--out", str(o), "--source-dir", str(i["upstream"])],
-            lambda o: o / "cccons_generated", Owner("build", {"benchmark": "cccons_generated"})),
+            lambda o: o / "cccons_generated", Owner("challenge", {"name": "cccons_generated"})),
     Command("generate-newton", lambda i, o: ["generate", "newton", "--spec", str(i["spec"]), "--out", str(o), "--source-dir", str(i["upstream"])],
             lambda o: o / "sharp", Owner("build", {"benchmark": "sharp"})),
     Command("score", lambda i, o: ["score", "--model", str(i["model"]), "--benchmark", "prost", "--config", "mass", "--limit", "6",
@@ -128,7 +131,9 @@ def inputs(built_all, upstream_dir, tmp_path_factory):
 
 
 def one_error_line(err: str, *parts: str) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
+    """``err`` is one error line holding ``parts`` (progress bars aside: the tests' stderr is not a terminal)."""
+    lines = [line.split("\r")[-1] for line in err.splitlines()]
+    lines = [line for line in lines if line.strip() and not re.search(r"\d+%\|", line)]
     assert len(lines) == 1 and "error: " in lines[0] and all(p in lines[0] for p in parts), err
 
 
@@ -491,3 +496,71 @@ def test_a_launched_process_dies_with_its_parent(tmp_path):
     if not gone(child):
         os.kill(child, signal.SIGKILL)
         pytest.fail("the launched process outlived its parent")
+
+
+# --- single faults: metric and Space inputs ------------------------------------------------------------------
+
+SCORES = {"predictions": [[0.9, 0.1, 0.7]], "references": [[1, 0, 1]]}
+CHOICES = {"predictions": [0, 1, 1, 0], "references": [0, 1, 0, 0]}
+PAIRS = {"pairs": ["m1", "m1", "m1", "m1"]}
+METRIC_INPUTS = [  # (module, arguments, what the one-line error says)
+    ("affordance_rank", {**SCORES, "k": 2.7}, "k must be a whole number of classes (an int), got 2.7"),
+    ("affordance_rank", {**SCORES, "k": "2"}, "k must be a whole number of classes (an int), got '2'"),
+    ("affordance_rank", {**SCORES, "k": True}, "k must be a whole number of classes (an int), got True"),
+    ("affordance_rank", {**SCORES, "k": 0}, "k must be at least 1"),
+    ("affordance_rank", {**SCORES, "class_names": [1, "1", "x"]}, "class_names must be non-empty strings"),
+    ("probe_accuracy", {**CHOICES, **PAIRS, "inverted": [0.5, 0, 1, 1]}, "inverted[0] = 0.5 is not a bool"),
+    ("probe_accuracy", {**CHOICES, "num_choices": 2.5}, "num_choices must be a whole number of at least 1, got 2.5"),
+    ("probe_accuracy", {**CHOICES, "num_choices": 0}, "num_choices must be a whole number of at least 1, got 0"),
+    ("probe_accuracy", {"predictions": [0, 2**70], "references": [0, 1]}, "predictions[1] = 1180591620717411303424 is far out of range"),
+    ("agreement_accuracy", {"predictions": [0, 1], "references": [0, 1], "by_position": "no"}, "by_position must be True or False, got 'no'"),
+    ("agreement_accuracy", {"predictions": [0, -(2**70)], "references": [0, 1]}, "predictions[1] = -1180591620717411303424 is far out of range"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name,arguments,message", METRIC_INPUTS, ids=[m for _, _, m in METRIC_INPUTS])
+def test_metric_inputs_of_the_wrong_type_or_range_are_refused(name, arguments, message, monkeypatch):
+    import evaluate
+
+    monkeypatch.chdir(REPO)
+    with pytest.raises(ValueError) as raised:
+        evaluate.load(f"metrics/{name}").compute(**arguments)
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def load_space(name: str):
+    """A metric's ``app.py`` imported (not launched): its form's functions and defaults."""
+    spec = importlib.util.spec_from_file_location(f"{name}_space", REPO / "metrics" / name / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_spaces_open_on_their_modules_defaults():
+    import inspect
+
+    for name, fields in {"affordance_rank": ("mode", "average"), "probe_accuracy": ("inverse_gap_reading", "position_reading"),
+                         "agreement_accuracy": ("reading",)}.items():  # fmt: skip
+        space = load_space(name)
+        defaults = inspect.signature(type(space.metric)._compute).parameters
+        values = {block.label: block.value for block in space.demo.blocks.values() if getattr(block, "label", None) in fields}
+        assert values == {field: defaults[field].default for field in fields}, name
+    assert values  # the last Space's fields were found
+
+
+SPACE_INPUTS = [  # (Space, form values, what gr.Error says)
+    ("affordance_rank", ("[[0.9, 0.1]]", "[[1, 0]]", "pairwise", "micro", 0), "k must be at least 1"),
+    ("affordance_rank", ("[[0.9, 0.1]]", "[[1, 0]]", "pairwise", "micro", 2.7), "k must be a whole number"),
+    ("probe_accuracy", ("0, 1", "0, 1", "", "", "", "", "", "pooled", "template_mean", 0), "num_choices must be a whole number of at least 1"),
+    ("agreement_accuracy", ("0, 1.", "0, 1", "", "", "per_question"), "predictions[1] = '1.'"),
+    ("probe_accuracy", ("0, 1.", "0, 1", "", "", "", "", "", "pooled", "template_mean", None), "predictions[1] = '1.'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name,values,message", SPACE_INPUTS, ids=[f"{n}-{m}" for n, _, m in SPACE_INPUTS])
+def test_spaces_show_bad_input_as_a_gradio_error(name, values, message):
+    import gradio as gr
+
+    with pytest.raises(gr.Error) as raised:
+        load_space(name).compute(*values)
+    assert message in str(raised.value)

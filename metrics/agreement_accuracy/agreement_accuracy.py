@@ -72,6 +72,8 @@ def _check_integers(name, values):
     for index, value in enumerate(values):
         if not _is_integer(value):
             raise ValueError(f"{name}[{index}] = {value!r} is not an integer option index")
+        if not -(1 << 63) <= int(value) < 1 << 63:
+            raise ValueError(f"{name}[{index}] = {value!r} is far out of range for an option index")
 
 
 def _check_inputs(predictions, references):

@@ -214,6 +214,19 @@ def check_target(target: str | os.PathLike, owner: Owner, legacy: Callable[[Path
                         "move it away or choose another --out")  # fmt: skip
 
 
+def _expanded(path: str | os.PathLike) -> Path:
+    """``path`` unless it starts with a ``~`` no shell expanded (``--out '~'``): a folder named ``~`` is never
+    what was meant, so it is a ``DataError``.
+
+    >>> _expanded("~/runs")
+    Traceback (most recent call last):
+    physprobe.errors.DataError: --out ~/runs starts with '~', which no shell expanded; give the folder's path itself (e.g. $HOME/...)
+    """
+    if str(path).startswith("~"):
+        raise DataError(f"--out {path} starts with '~', which no shell expanded; give the folder's path itself (e.g. $HOME/...)")
+    return Path(path)
+
+
 def mark(folder: Path, owner: Owner) -> None:
     """Write ``owner``'s marker into ``folder`` (atomically)."""
     with atomic_file(folder / MARKER) as temporary:
@@ -223,7 +236,7 @@ def mark(folder: Path, owner: Owner) -> None:
 def claim(folder: str | os.PathLike, owner: Owner, legacy: Callable[[Path], bool] | None = None) -> Path:
     """Make ``folder`` ``owner``'s, for outputs that grow in place (a run folder's cache): checked by
     ``check_target``, created if absent, marked; its parent swept of what killed runs left."""
-    folder = Path(folder)
+    folder = _expanded(folder)
     check_target(folder, owner, legacy)
     check_out_dir(folder.parent)
     sweep(folder.parent)
@@ -249,7 +262,7 @@ def staged(target: str | os.PathLike, owner: Owner, legacy: Callable[[Path], boo
     ...     sorted(p.name for p in (Path(folder) / "tasks").iterdir())
     ['.physprobe-output.json', 'README.md']
     """
-    target = Path(os.path.abspath(target))  # a relative name such as ``s3:x`` is a local folder, never a URI
+    target = Path(os.path.abspath(_expanded(target)))  # a relative name such as ``s3:x`` is a local folder, never a URI
     check_folder_name(target.name, "--out")
     check_target(target, owner, legacy)
     parent = check_out_dir(target.parent)

@@ -564,3 +564,30 @@ def test_spaces_show_bad_input_as_a_gradio_error(name, values, message):
     with pytest.raises(gr.Error) as raised:
         load_space(name).compute(*values)
     assert message in str(raised.value)
+
+
+# --- single faults: arguments that are not plain folders --------------------------------------------------
+
+
+def test_an_out_that_reads_like_a_uri_is_a_local_folder(inputs, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["generate", "newton", "--spec", str(inputs["spec"]), "--out", "s3:x", "--source-dir", str(inputs["upstream"])]) == 0
+    assert (tmp_path / "s3:x" / "sharp" / "README.md").is_file()
+
+
+@pytest.mark.parametrize("command", ["build", "score"])
+def test_an_unexpanded_tilde_is_one_line_and_writes_nothing(command, inputs, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    argv = (["build", "prost", "--out", "~", "--source-dir", str(inputs["upstream"])] if command == "build" else
+            ["score", "--model", str(inputs["model"]), "--benchmark", "prost", "--config", "mass", "--limit", "2",
+             "--data", str(inputs["build"]), "--out", "~/run"])  # fmt: skip
+    assert main(argv) == 2
+    one_error_line(capsys.readouterr().err, "starts with '~', which no shell expanded")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_spec_nested_beyond_recursion_is_one_line(inputs, tmp_path, capsys):
+    spec = tmp_path / "deep.yaml"
+    spec.write_text("name: deep\nquestion: " + "[" * 20000 + "]" * 20000 + "\n")
+    assert main(["generate", "newton", "--spec", str(spec), "--out", str(tmp_path / "out"), "--source-dir", str(inputs["upstream"])]) == 2
+    one_error_line(capsys.readouterr().err, f"{spec}: nested too deeply")

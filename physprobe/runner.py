@@ -10,6 +10,7 @@ out-of-memory) restarts where it stopped, and a changed model or dataset is neve
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -247,8 +248,12 @@ class Cache:
 
     def put(self, items: dict[str, list]) -> None:
         items = {k: v for k, v in items.items() if inputs.cached_value(v)}
-        self.db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?)", [(k, json.dumps(v)) for k, v in items.items()])
-        self.db.commit()
+        try:
+            self.db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?)", [(k, json.dumps(v)) for k, v in items.items()])
+            self.db.commit()
+        except sqlite3.OperationalError as error:  # SQLITE_FULL, I/O errors: the cli's one line for a failed write
+            full = "full" in str(error)
+            raise OSError(errno.ENOSPC if full else errno.EIO, str(error), str(self.path)) from None
 
 
 def _loads(text: str):

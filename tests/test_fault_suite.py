@@ -591,3 +591,42 @@ def test_a_spec_nested_beyond_recursion_is_one_line(inputs, tmp_path, capsys):
     spec.write_text("name: deep\nquestion: " + "[" * 20000 + "]" * 20000 + "\n")
     assert main(["generate", "newton", "--spec", str(spec), "--out", str(tmp_path / "out"), "--source-dir", str(inputs["upstream"])]) == 2
     one_error_line(capsys.readouterr().err, f"{spec}: nested too deeply")
+
+
+def test_string_labels_are_one_line_naming_the_row(inputs, tmp_path, capsys):
+    data = tmp_path / "data"
+    shutil.copytree(inputs["build"] / "prost", data / "prost")
+    path = data / "prost" / data_file("mass", "test")
+    rows = pq.read_table(path).to_pylist()
+    pq.write_table(pa.Table.from_pylist([{**row, "label": "A"} for row in rows]), path)
+    assert _score(inputs, data, tmp_path / "run") == 2
+    one_error_line(capsys.readouterr().err, "config mass row 0: the gold answer is not an option index ('A')")
+
+
+def test_a_broken_card_in_data_is_one_line(inputs, tmp_path, capsys):
+    data = tmp_path / "data"
+    shutil.copytree(inputs["build"] / "prost", data / "prost")
+    (data / "prost" / "README.md").write_text("---\nconfigs: [\n---\n")
+    assert _score(inputs, data, tmp_path / "run") == 2
+    one_error_line(capsys.readouterr().err, f"{data / 'prost' / 'README.md'}: the card's configs cannot be read")
+
+
+def test_a_full_disk_under_the_cache_is_one_line_and_the_results_intact(inputs, tmp_path, monkeypatch, capsys):
+    from physprobe import runner
+
+    out = tmp_path / "run"
+    assert _score(inputs, inputs["build"], out, "--limit", "3") == 0
+    before = results_digest(out)
+    real = runner.Cache._open
+
+    def full(path):  # SQLite's own "database or disk is full" once the file may not grow
+        db = real(path)
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+        db.execute(f"PRAGMA max_page_count = {pages}")
+        return db
+
+    monkeypatch.setattr(runner.Cache, "_open", staticmethod(full))
+    capsys.readouterr()
+    assert _score(inputs, inputs["build"], out, "--limit", "300") == 1
+    one_error_line(capsys.readouterr().err, str(out / "cache.sqlite"), "full", "free some space")
+    assert results_digest(out) == before

@@ -9,6 +9,7 @@ Each case asserts the exit status, one line naming what is wrong, and nothing lo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -630,3 +631,86 @@ def test_a_full_disk_under_the_cache_is_one_line_and_the_results_intact(inputs, 
     assert _score(inputs, inputs["build"], out, "--limit", "300") == 1
     one_error_line(capsys.readouterr().err, str(out / "cache.sqlite"), "full", "free some space")
     assert results_digest(out) == before
+
+
+# --- single faults: publishing ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--org", "my org", "--only", "probe_accuracy"], "--org 'my org': my org/probe_accuracy is not a valid Hub repo id"),
+    (["--org", "a/b", "--only", "probe_accuracy"], "is not a valid Hub repo id"),
+    (["--only", "probe_accuracy", "--source-dir", "{out}/mirror"], "overlaps --source-dir"),
+])  # fmt: skip
+def test_upload_refuses_bad_arguments_before_any_work(argv, message, tmp_path, capsys):
+    out = tmp_path / "hub"
+    argv = [a.replace("{out}", str(out)) for a in argv]
+    assert load_upload().main(["--out", str(out), *argv]) == 2
+    one_error_line(capsys.readouterr().err, message)
+    assert not out.exists()
+
+
+def test_upload_push_offline_is_one_line_before_any_work(tmp_path, monkeypatch, capsys):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    assert load_upload().main(["--out", str(tmp_path / "hub"), "--only", "probe_accuracy", "--push"]) == 2
+    err = capsys.readouterr().err
+    one_error_line(err, "HF_HUB_OFFLINE is set")
+    assert "hf_secret" not in err and not (tmp_path / "hub").exists()
+
+
+def test_a_symlink_committed_in_a_metric_folder_is_refused(tmp_path, monkeypatch):
+    upload = load_upload()
+    root = tmp_path / "checkout"
+    metric = root / "metrics" / "toy"
+    metric.mkdir(parents=True)
+    (metric / "toy.py").write_text("x = 1\n")
+    (tmp_path / "secret.env").write_text("HF_TOKEN=hf_leaked\n")
+    (metric / "config.env").symlink_to(tmp_path / "secret.env")
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "toy"], check=True)
+    monkeypatch.setattr(upload, "ROOT", root)
+    monkeypatch.setattr(upload, "METRICS", ("toy",))
+    with pytest.raises(upload.PublishError, match=r"config.env is a symlink in git; a Space publishes regular files only"):
+        upload.export(tmp_path / "out", None, only={"toy"})
+    assert not (tmp_path / "out" / "spaces" / "toy").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["ctrl-c", "kill -9 of the launcher's process group"])
+def test_a_data_parallel_score_ends_whole_with_its_launcher(how, inputs, tmp_path):
+    from physprobe.paths import FolderLock
+
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "physprobe", "score", "--model", str(inputs["model"]), "--benchmark", "prost",
+               "--data", str(inputs["build"]), "--out", str(out), "--limit", "4000", "--device", "cpu", "--bootstrap-iters", "0",
+               "--protocol", "sentence-sum", "--batch-size", "1", "--num-processes", "2"]  # fmt: skip
+    log = tmp_path / "stderr.txt"
+    with open(log, "wb") as stderr:
+        launcher = psutil.Popen(command, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.DEVNULL, stderr=stderr,
+                                start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not (out / "run.rank1.lock").exists() and launcher.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    processes = launcher.children(recursive=True)
+    try:
+        assert launcher.poll() is None and len(processes) >= 3, log.read_text()[-3000:]  # accelerate launch and two ranks
+        if how == "ctrl-c":
+            launcher.send_signal(signal.SIGINT)
+        else:
+            os.killpg(launcher.pid, signal.SIGKILL)
+        status = launcher.wait(60)
+        assert all(gone(p.pid) for p in processes), [p.cmdline() for p in processes if not gone(p.pid, 0)]
+    finally:
+        for process in [launcher, *processes]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+    if how == "ctrl-c":
+        text = log.read_text()
+        assert status == 130 and "Traceback" not in text, text[-3000:]
+        assert [line for line in text.splitlines() if "physprobe" in line and "interrupted" in line]
+    FolderLock(out).acquire().release()  # no rank holds the run folder any more
+    assert not (out / "metrics.json").exists()

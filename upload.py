@@ -3,9 +3,10 @@
     python upload.py --out build/hub                                  # dry run: build and validate, no network
     python upload.py --out build/hub --push [--org physprobe] [--only prost,newton] [--tag v0.1.0]
 
-Datasets become dataset repos (Parquet per config and split + card), metrics become Spaces (the git-tracked
-files of ``metrics/<name>/``: the evaluate module, its card, ``app.py``, ``requirements.txt``; nothing
-untracked such as a stray ``.env``). Every folder is validated before anything touches the network: each
+Datasets become dataset repos (Parquet per config and split + card), metrics become Spaces (the files of
+``metrics/<name>/`` as committed at git's HEAD: the evaluate module, its card, ``app.py``, ``requirements.txt``;
+nothing untracked such as a stray ``.env``, no uncommitted edit, no symlink). Repo ids, ``--org``, the network
+mode and the token are checked before any work, and every output folder before any is written. Every folder is validated before anything touches the network: each
 dataset config must load with ``datasets.load_dataset`` with the features and row counts its card declares,
 a dataset whose card license is ``unknown`` is refused unless ``--allow-unknown-license``, and each metric
 must load with ``evaluate.load`` and pass its docstring examples.
@@ -23,7 +24,6 @@ from __future__ import annotations
 import argparse
 import doctest
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,14 +35,16 @@ import datasets
 import evaluate
 import httpx2  # the HTTP client of huggingface_hub 2.x: its transport errors are the network failures
 from huggingface_hub import DatasetCard, HfApi, constants, get_token
-from huggingface_hub.errors import HfHubHTTPError
+from huggingface_hub.errors import HfHubHTTPError, HFValidationError
+from huggingface_hub.utils import validate_repo_id
 
 import physprobe
 from physprobe import metric_modules
 from physprobe.dataset_scripts import BENCHMARKS
 from physprobe.errors import PhysprobeError, PublishError
-from physprobe.export import build
-from physprobe.paths import replace_folder
+from physprobe.export import build, legacy, owner
+from physprobe.paths import MARKER, Owner, check_disjoint, check_target, staged
+from physprobe.sources import resolve_source_dir
 
 ROOT = Path(__file__).resolve().parent
 METRICS = metric_modules.NAMES
@@ -61,17 +63,53 @@ class RepoFolder:
         return f"{org}/{self.name}"
 
 
-def tracked_files(folder: Path) -> list[Path]:
-    """The files of ``folder`` that git tracks (``PublishError`` outside a git checkout)."""
+def committed_files(folder: Path) -> dict[str, bytes]:
+    """The files of ``folder`` as committed at git's ``HEAD`` (path relative to ``folder`` -> content):
+    working-tree edits and untracked files are never published, and a tracked symlink or submodule is a
+    ``PublishError`` (its target may lie outside the repository), as is a folder outside a git checkout."""
+    def git(*args: str) -> bytes:
+        return subprocess.run(["git", *args], cwd=folder, capture_output=True, check=True).stdout
+
     try:
-        listed = subprocess.run(["git", "ls-files", "-z", "--", "."], cwd=folder, capture_output=True, check=True).stdout
+        listed = git("ls-tree", "-r", "-z", "HEAD", "--", ".")
     except (OSError, subprocess.CalledProcessError) as error:
-        raise PublishError(f"{folder}: cannot list its git-tracked files ({error}); publish from a git checkout") from None
-    return [folder / name for name in sorted(listed.decode().split("\0")) if name]
+        raise PublishError(f"{folder}: cannot list its committed files ({error}); publish from a git checkout with a commit") from None
+    files = {}
+    for entry in filter(None, listed.decode().split("\0")):
+        meta, name = entry.split("\t", 1)
+        mode, kind, blob = meta.split()
+        if mode not in ("100644", "100755"):
+            what = "a symlink" if mode == "120000" else f"not a regular file (git mode {mode})"
+            raise PublishError(f"{folder / name} is {what} in git; a Space publishes regular files only: commit the file itself")
+        files[name] = git("cat-file", "blob", blob)
+    return dict(sorted(files.items()))
+
+
+def check_repo_ids(org: str, names: list[str]) -> None:
+    """``PublishError`` for an ``--org`` or repo name the Hub refuses, before any work is done.
+
+    >>> check_repo_ids("physprobe", ["prost"])
+    >>> check_repo_ids("my org", ["prost"])
+    Traceback (most recent call last):
+    upload.PublishError: --org 'my org': my org/prost is not a valid Hub repo id (Repo id must use alphanumeric chars, '-', '_' or '.'...)
+    """
+    for name in names:
+        try:
+            validate_repo_id(f"{org}/{name}")
+        except HFValidationError as error:
+            reason = str(error).split(". ")[0]
+            raise PublishError(f"--org {org!r}: {org}/{name} is not a valid Hub repo id ({reason}...)") from None
 
 
 def export(out: Path, source_dir: str | None, only: set[str] | None = None) -> list[RepoFolder]:
-    """Build the selected datasets and copy the selected metric folders' git-tracked files under ``out``."""
+    """Build the selected datasets and write the selected metric folders' committed files under ``out``
+    (every target folder checked before any is changed)."""
+    selected = [name for name in (*BENCHMARKS, *METRICS) if not only or name in only]
+    for name in selected:
+        if name in BENCHMARKS:
+            check_target(out / "datasets" / name, owner(name), legacy({c.name for c in BENCHMARKS[name].configs}))
+        else:
+            check_target(out / "spaces" / name, Owner("space", {"metric": name}))
     repos = []
     for name, benchmark in BENCHMARKS.items():
         if only and name not in only:
@@ -83,18 +121,13 @@ def export(out: Path, source_dir: str | None, only: set[str] | None = None) -> l
         if only and name not in only:
             continue
         target = out / "spaces" / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{name}.staging-{os.getpid()}-", dir=target.parent))
-        try:
-            for path in tracked_files(ROOT / "metrics" / name):
-                copy = staging / path.relative_to(ROOT / "metrics" / name)
+        files = committed_files(ROOT / "metrics" / name)
+        with staged(target, Owner("space", {"metric": name})) as staging:
+            for relative, content in files.items():
+                copy = staging / relative
                 copy.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, copy)
+                copy.write_bytes(content)
             staging.chmod(0o755)
-            replace_folder(staging, target)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
         repos.append(RepoFolder(name, "space", target, f"metrics/{name}"))
     return repos
 
@@ -195,6 +228,7 @@ def publish(repo: RepoFolder, api, org: str, token: str, log=print) -> str:
     info = with_retries(
         lambda: api.upload_folder(
             repo_id=repo_id, folder_path=repo.folder, repo_type=repo.repo_type, token=token, delete_patterns="*",
+            ignore_patterns=[MARKER],  # physprobe's local ownership marker is not part of the repo
             commit_message=f"physprobe {physprobe.__version__}: {repo.name} from {repo.source}",
         ),
         repo_id, log,
@@ -296,6 +330,10 @@ def main(argv: list[str] | None = None, api=None) -> int:
     if only and only - known:
         parser.error(f"--only names unknown repo(s) {sorted(only - known)}; known: {sorted(known)}")
     try:
+        check_repo_ids(args.org, sorted(only or known))
+        check_disjoint(args.out, resolve_source_dir(args.source_dir))
+        if args.push and constants.HF_HUB_OFFLINE:
+            raise PublishError("--push needs the network, but HF_HUB_OFFLINE is set; unset it, or leave out --push for a dry run")
         token = resolve_token() if args.push else None
         out = Path(args.out)
         repos = export(out, args.source_dir, only)
@@ -317,6 +355,9 @@ def main(argv: list[str] | None = None, api=None) -> int:
     except PhysprobeError as error:
         print(f"upload.py: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("upload.py: interrupted; no output folder was half-written and earlier ones are intact", file=sys.stderr)
+        return 130
     print(release_line(states, args.tag))
     return 0 if not any(state.startswith("failed") for state in states.values()) else 1
 

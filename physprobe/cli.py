@@ -61,12 +61,14 @@ def _build(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from physprobe.dataset_scripts import BENCHMARKS as benchmarks
-    from physprobe.export import build
-    from physprobe.paths import check_disjoint
+    from physprobe.export import build, legacy, owner
+    from physprobe.paths import check_disjoint, check_target
     from physprobe.sources import resolve_source_dir
 
     names = list(benchmarks) if args.benchmark == "all" else [args.benchmark]
     check_disjoint(args.out, resolve_source_dir(args.source_dir))
+    for name in names:  # every target checked before any is changed
+        check_target(Path(args.out) / name, owner(name), legacy({c.name for c in benchmarks[name].configs}))
     results = [
         build(benchmarks[name], args.out, args.source_dir)
         for name in tqdm(names, desc="Building benchmarks", unit="benchmark", disable=None)
@@ -89,18 +91,10 @@ def _generate(args: argparse.Namespace) -> int:
 def _score(args: argparse.Namespace) -> int:
     from physprobe import model_options, provenance, registry
     from physprobe.protocols import COUNTS
-    from physprobe.runner import run
+    from physprobe.runner import resolve, run
 
-    if args.num_processes is not None:
-        if args.num_processes < 1:
-            raise PhysprobeError(f"--num-processes must be at least 1, got {args.num_processes}")
-        if args.num_processes > 1:
-            from physprobe import parallel
-
-            rest = [a for i, a in enumerate(args.argv) if a != "--num-processes" and (i == 0 or args.argv[i - 1] != "--num-processes")]
-            rest = [a for a in rest if not a.startswith("--num-processes=")]
-            return parallel.launch(rest, args.num_processes, cpu=args.device == "cpu")
-
+    if args.num_processes is not None and args.num_processes < 1:
+        raise PhysprobeError(f"--num-processes must be at least 1, got {args.num_processes}")
     if args.data is not None and (args.revision or args.dataset_repo):
         raise PhysprobeError("--data reads a local build; --revision and --dataset-repo are for the Hub: give one or the other")
     from physprobe import backends
@@ -109,6 +103,17 @@ def _score(args: argparse.Namespace) -> int:
     model_args = backends.backend_class(backend).parse_model_args(args.model_args)
     batch_size = model_options.parse_batch_size(args.batch_size)
     configs = args.config.split(",") if args.config is not None else None
+    if args.num_processes is not None and args.num_processes > 1:  # arguments checked here once, not in every rank
+        from physprobe import parallel
+
+        resolve(args.benchmark, configs, args.method, args.protocol)
+        rest = [a for i, a in enumerate(args.argv) if a != "--num-processes" and (i == 0 or args.argv[i - 1] != "--num-processes")]
+        rest = [a for a in rest if not a.startswith("--num-processes=")]
+        status = parallel.launch(rest, args.num_processes, cpu=args.device == "cpu")
+        if status:
+            raise PhysprobeError(f"score failed in its {args.num_processes} processes (exit status {status}); "
+                                 "the first error above says why")  # fmt: skip
+        return 0
     out = Path(args.out or f"runs/{Path(args.model).name}-{args.benchmark}")
     data = Path(args.data) if args.data is not None else None
     metrics = run(args.model, args.benchmark, out, data, configs, args.method, args.limit, args.device, args.gguf_file,

@@ -13,12 +13,9 @@ version), so a failed or killed build leaves nothing behind; two builds give byt
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
-import shutil
 import string
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +29,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from physprobe.builder import Benchmark, Generated
 from physprobe.errors import DataError
-from physprobe.paths import STAGING, check_folder_name, check_out_dir, clean_stale, replace_folder
+from physprobe.paths import Owner, check_folder_name, staged
 
 
 @dataclass(frozen=True)
@@ -61,37 +58,31 @@ def size_category(n: int) -> str:
     return "n>1M"
 
 
-def _check_replaceable(target: Path) -> None:
-    """Refuse to replace a folder that is not an earlier output (a README.md and Parquet files in config
-    folders): physprobe never deletes what it did not create."""
-    if not target.is_dir() or target.is_symlink():
-        return
-    foreign = sorted(
-        path.relative_to(target).as_posix()
-        for path in target.rglob("*")
-        if not path.is_dir() and not (path.relative_to(target).as_posix() == "README.md" or (path.suffix == ".parquet" and len(path.relative_to(target).parts) == 2))
-    )  # fmt: skip
-    if foreign:
-        raise DataError(f"{target} exists and is not a physprobe output (it holds {foreign[0]}); move it away or choose another --out")
+def owner(name: str, stream: bool = False):
+    """Who owns ``OUT/<name>``: a build of benchmark ``name`` (``write``), or a challenge set (``stream``).
+
+    >>> owner("prost").describe()
+    'a build of benchmark prost'
+    """
+    return Owner("challenge", {"name": name}) if stream else Owner("build", {"benchmark": name})
 
 
-@contextlib.contextmanager
-def _staged(out_dir: Path, name: str):
-    """A temporary folder in ``out_dir`` that replaces ``out_dir/name`` on success and vanishes on failure."""
+def legacy(configs: set[str]):
+    """Whether an unmarked folder is an earlier physprobe version's output with exactly ``configs``: a
+    README.md and one Parquet file per config folder, nothing else."""
+
+    def check(folder: Path) -> bool:
+        files = [p.relative_to(folder) for p in folder.rglob("*") if not p.is_dir()]
+        parquet = [p for p in files if p.suffix == ".parquet" and len(p.parts) == 2]
+        return {p.parts[0] for p in parquet} == configs and len(files) == len(parquet) + 1 and (folder / "README.md").is_file()
+
+    return check
+
+
+def _staged(out_dir: Path, name: str, configs: list[str], stream: bool = False):
+    """A fresh folder beside ``out_dir/name`` that replaces it whole on success (``paths.staged``)."""
     check_folder_name(name, "output name")
-    out_dir = check_out_dir(out_dir)
-    clean_stale(out_dir, name)
-    _check_replaceable(out_dir / name)
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}{STAGING}{os.getpid()}-", dir=out_dir))
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        staging.chmod(0o777 & ~umask)  # mkdtemp makes it 0700; a built folder gets normal permissions
-        yield staging
-        replace_folder(staging, out_dir / name)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    return staged(Path(out_dir) / name, owner(name, stream), legacy(set(configs)))
 
 
 def build(benchmark: Benchmark, out_dir: str | os.PathLike, source_dir: str | os.PathLike | None = None) -> BuildResult:
@@ -102,7 +93,7 @@ def build(benchmark: Benchmark, out_dir: str | os.PathLike, source_dir: str | os
 def write(benchmark: Benchmark, generated: Generated, out_dir: str | os.PathLike) -> BuildResult:
     """Write already generated rows of ``benchmark`` as a Hub-ready folder under ``out_dir``."""
     out_dir = Path(out_dir)
-    with _staged(out_dir, benchmark.name) as staging:
+    with _staged(out_dir, benchmark.name, [c.name for c in benchmark.configs]) as staging:
         counts, infos = {}, {}
         for config in benchmark.configs:
             features = config.features or benchmark.features
@@ -135,7 +126,7 @@ def stream(
     ``card`` is the Markdown body of the README (the front matter is added here).
     """
     out_dir = Path(out_dir)
-    with _staged(out_dir, name) as staging:
+    with _staged(out_dir, name, ["default"], stream=True) as staging:
         path = staging / data_file("default", "test")
         path.parent.mkdir(parents=True)
         count = 0

@@ -86,7 +86,13 @@ def local(data_dir: str | os.PathLike, benchmark: str) -> DataSource:
     if not (folder / "README.md").is_file():
         raise DataSourceError(f"{folder} is not a built benchmark; run `physprobe build {benchmark} --out {data_dir}` first, "
                               f"or leave out --data to read {ORG}/{benchmark} from the Hub")  # fmt: skip
-    return DataSource(benchmark, str(folder), None, tuple(get_dataset_config_names(str(folder))))
+    try:
+        names = get_dataset_config_names(str(folder))
+    except Exception as error:  # a damaged card: YAML, metadata or data-file errors of any kind
+        reason = " ".join(str(error).split())[:200] or type(error).__name__
+        raise DataSourceError(f"{folder / 'README.md'}: the card's configs cannot be read ({reason}); "
+                              f"rebuild it with `physprobe build {benchmark} --out {data_dir}`") from None  # fmt: skip
+    return DataSource(benchmark, str(folder), None, tuple(names))
 
 
 def hub(benchmark: str, repo_id: str | None = None, revision: str | None = None) -> DataSource:

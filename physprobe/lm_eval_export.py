@@ -203,9 +203,14 @@ def export(out: Path, data: Path | None = None, benchmarks: list[str] | None = N
 
         physprobe export lm-eval --out lm_eval_tasks --data build
     """
-    from physprobe.paths import atomic_file
+    from physprobe.paths import Owner, staged
 
-    out = Path(out)
+    with staged(out, Owner("lm-eval", {})) as staging:
+        return _write(staging, data, benchmarks)
+
+
+def _write(out: Path, data: Path | None, benchmarks: list[str] | None) -> list[str]:
+    """The task folders and README.md of ``export``, written into the (staging) folder ``out``."""
     names, readme = [], ["# physprobe tasks for lm-evaluation-harness", "",
                          "Run: `lm_eval --model hf --model_args pretrained=MODEL --include_path THIS_FOLDER --tasks physprobe_<benchmark>`",
                          "(physprobe must be installed where lm-eval runs: the prompts and metrics are physprobe's).", "",
@@ -227,22 +232,18 @@ def export(out: Path, data: Path | None = None, benchmarks: list[str] | None = N
             utils += [f"_{function} = Task({benchmark!r}, {config!r}, {family!r}, {protocol_name!r})",
                       f"{function}_docs = _{function}.process_docs", f"{function}_results = _{function}.process_results",
                       f"{function}_paper = _{function}.paper", ""]  # fmt: skip
-            with atomic_file(folder / f"{name}.yaml") as temporary:
-                temporary.write_text(_yaml(name, function, config, protocol, family, _dataset_lines(benchmark, config, data)))
+            (folder / f"{name}.yaml").write_text(_yaml(name, function, config, protocol, family, _dataset_lines(benchmark, config, data)))
             group = f"physprobe_{benchmark}" + ("_seq2seq" if family == "seq2seq" else "")
             groups.setdefault(group, []).append(name)
             names.append(name)
             readme.append(f"| {name} | {protocol_name} | {family if _form(protocol, family) != 'any' else 'causal, seq2seq'} | {note} |")
-        with atomic_file(folder / "utils.py") as temporary:
-            temporary.write_text("\n".join(utils))
+        (folder / "utils.py").write_text("\n".join(utils))
         for group, members in groups.items():
             # The configs' headline figures side by side, unweighted: the papers report each config apart.
             text = "\n".join([f"group: {group}", "task:", *[f"  - {m}" for m in members], "aggregate_metric_list:",
                               "  - metric: acc", "    aggregation: mean", "    weight_by_size: false",
                               "  - metric: paper", "    aggregation: mean", "    weight_by_size: false",
                               "metadata:", "  version: 1.0"]) + "\n"  # fmt: skip
-            with atomic_file(folder / f"_{group}.yaml") as temporary:
-                temporary.write_text(text)
-    with atomic_file(out / "README.md") as temporary:
-        temporary.write_text("\n".join(readme) + "\n")
+            (folder / f"_{group}.yaml").write_text(text)
+    (out / "README.md").write_text("\n".join(readme) + "\n")
     return names

@@ -22,9 +22,13 @@ nothing changes.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import select
+import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 
 from physprobe.requests import key
@@ -122,9 +126,12 @@ class Ranks:
 
 
 def current() -> Ranks:
-    """The ranks of this process: from ``accelerate launch`` (its process group is set up here), else one."""
+    """The ranks of this process: from ``accelerate launch`` (its process group is set up here), else one.
+
+    A rank started by ``launch`` dies with the ``physprobe`` process that launched it (``die_with_launcher``)."""
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return Ranks()
+    die_with_launcher()
     import torch
     from accelerate import PartialState
 
@@ -134,13 +141,53 @@ def current() -> Ranks:
     return Ranks(state.process_index, state.num_processes)
 
 
+LAUNCHER = "PHYSPROBE_LAUNCHER_PID"  # set by ``launch`` for its ranks
+
+
+def _kill_me_with_parent() -> None:
+    """In the launched process, before it runs: the kernel sends it SIGKILL when its parent dies
+    (``prctl(PR_SET_PDEATHSIG)``; no Python library exposes it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+
+
+def die_with_launcher() -> None:
+    """End this process (SIGKILL) as soon as the launcher named by ``PHYSPROBE_LAUNCHER_PID`` is gone, by any
+    death, ``kill -9`` included: a daemon thread waits on the launcher's pidfd. A rank holds no half-written
+    output (the cache commits whole chunks; rank 0 swaps the run folder in one step), so nothing is lost."""
+    pid = os.environ.get(LAUNCHER)
+    if not pid:
+        return
+    try:
+        handle = os.pidfd_open(int(pid))
+    except ProcessLookupError:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return
+
+    def wait() -> None:
+        select.select([handle], [], [])
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=wait, name="physprobe-launcher-watch", daemon=True).start()
+
+
 def launch(argv: list[str], processes: int, cpu: bool) -> int:
     """Run ``physprobe <argv>`` in ``processes`` processes through ``accelerate launch``; its exit status.
 
     ``accelerate launch --cpu --num_processes N`` starts one process unless an MPI hostfile is given
     (accelerate 1.15), so CPU runs use torchrun (``--multi_gpu``) with ``ACCELERATE_USE_CPU`` set: gloo.
+    The launch runs in its own session (Ctrl-C reaches this process only, which ends the whole launch at
+    once and re-raises) and dies with this process (``PR_SET_PDEATHSIG``); each rank watches this process
+    too (``die_with_launcher``), so killing the launcher or its process group, even with SIGKILL, ends them all.
     """
     command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "physprobe", *argv]  # fmt: skip
-    env = dict(os.environ, ACCELERATE_USE_CPU="true") if cpu else None
-    return subprocess.run(command, env=env).returncode
+    env = dict(os.environ, **{LAUNCHER: str(os.getpid())}, **({"ACCELERATE_USE_CPU": "true"} if cpu else {}))
+    child = subprocess.Popen(command, env=env, start_new_session=True, preexec_fn=_kill_me_with_parent)
+    try:
+        return child.wait()
+    except BaseException:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        raise

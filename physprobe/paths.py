@@ -1,5 +1,13 @@
 """Safe file-system steps shared by every writer: plain output names, folders that never overlap their
-inputs, atomic folder replaces, atomic file writes and a lock on a run folder.
+inputs, the one output primitive (``staged``: an owned folder, written beside its target and swapped in
+whole), atomic file writes and a lock on a run folder.
+
+Every folder physprobe writes carries a marker, ``.physprobe-output.json``, naming the kind of output and
+its owner (``Owner``): a build of benchmark X, a challenge set, a run of a model on a benchmark, a report,
+an lm-eval task folder, a metric's Space. A folder is written only if it is absent, empty, or carries the
+marker of the same owner; anything else is a one-line error suggesting another ``--out``. Staging folders
+and temporary files carry their process id, so the next command writing beside them removes those of
+killed processes (``sweep``).
 
 >>> check_folder_name("prost", "--out")
 'prost'
@@ -11,19 +19,23 @@ import contextlib
 import ctypes
 import errno
 import fcntl
-import glob
+import json
 import os
 import secrets
 import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from physprobe.errors import DataError, FolderInUse
 
 STAGING = ".staging-"  # folders this module creates beside a target: .<name>.staging-<pid>-<random>
 RETIRED = ".retired-"  # the old version, renamed aside while the new one moves in
+TEMPORARY = ".tmp-"  # files ``atomic_file`` writes beside their target: .<name>.tmp-<pid>-<random>
+MARKER = ".physprobe-output.json"  # the owner of a folder physprobe wrote
 _MAX_NAME = 100
 
 
@@ -65,19 +77,39 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def clean_stale(out_dir: Path, name: str) -> None:
-    """Remove what killed runs left for ``name``: staging folders of dead processes; a retired old
-    version is put back when the kill came between the two renames (the target is missing), else removed."""
-    target = out_dir / name
-    for path in sorted(out_dir.glob(f".{glob.escape(name)}.*")):
-        kind, _, rest = path.name[len(name) + 1 :].partition("-")
-        pid = rest.split("-", 1)[0]
-        if f"{kind}-" not in (STAGING, RETIRED) or not pid.isdigit() or _alive(int(pid)):
-            continue
-        if f"{kind}-" == RETIRED and not target.exists() and not target.is_symlink():
-            path.rename(target)
+def sweep(folder: str | os.PathLike) -> None:
+    """Remove what killed processes left in ``folder``: staging folders and temporary files of dead
+    processes; a retired old version is put back when the kill came between the two renames (its target
+    is missing), else removed. Those of live processes are left alone.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     dead = Path(folder) / f".a.json{TEMPORARY}999999999-x"
+    ...     _ = dead.write_text("{")
+    ...     sweep(folder)
+    ...     sorted(p.name for p in Path(folder).iterdir())
+    []
+    """
+    folder = Path(folder)
+    if not folder.is_dir() or folder.is_symlink():
+        return
+    for path in sorted(folder.glob(".*")):
+        for kind in (STAGING, RETIRED, TEMPORARY):
+            name, found, rest = path.name[1:].rpartition(kind)
+            pid = rest.split("-", 1)[0]
+            if found and name and pid.isdigit():
+                break
         else:
+            continue
+        if _alive(int(pid)):
+            continue
+        target = folder / name
+        if kind == RETIRED and not target.exists() and not target.is_symlink():
+            path.rename(target)
+        elif path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _exchange(new: Path, target: Path) -> bool:
@@ -110,9 +142,145 @@ def replace_folder(staging: Path, target: Path) -> None:
         shutil.rmtree(staging)  # now holds the old version
         return
     retired = target.parent / f".{target.name}{RETIRED}{os.getpid()}-{secrets.token_hex(4)}"
-    target.rename(retired)  # a kill here is repaired by the next run (clean_stale puts it back)
+    target.rename(retired)  # a kill here is repaired by the next run (sweep puts it back)
     staging.rename(target)
     shutil.rmtree(retired)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who may replace a folder: a kind of output (``build``, ``challenge``, ``run``, ``report``, ``lm-eval``,
+    ``space``) and what it is of (a benchmark, a model and benchmark, ...), as JSON-able values.
+
+    >>> Owner("build", {"benchmark": "prost"}).describe()
+    'a build of benchmark prost'
+    """
+
+    kind: str
+    of: dict
+
+    def describe(self) -> str:
+        """The owner in words, for error messages."""
+        article = "an" if self.kind[0] in "aeiou" else "a"
+        return f"{article} {self.kind}" + (" of " + ", ".join(f"{k} {v}" for k, v in sorted(self.of.items())) if self.of else "")
+
+    def record(self) -> dict:
+        """The marker's content."""
+        return {"kind": self.kind, "of": self.of}
+
+
+def _marked(folder: Path) -> Owner | None:
+    """The owner recorded in ``folder``'s marker; None without a readable one."""
+    marker = folder / MARKER
+    if marker.is_symlink() or not marker.is_file():
+        return None
+    try:
+        data = json.loads(marker.read_text(encoding="utf-8"))
+        return Owner(str(data["kind"]), dict(data["of"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def check_target(target: str | os.PathLike, owner: Owner, legacy: Callable[[Path], bool] | None = None) -> None:
+    """``DataError`` (one line, suggesting another ``--out``) unless ``owner`` may write the folder ``target``:
+    it is absent, empty, or carries the marker of the same owner (or, unmarked, ``legacy(target)`` holds:
+    an output of an earlier physprobe version). Changes nothing, so a command writing several folders
+    checks them all first.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     _ = (Path(folder) / "notes.txt").write_text("mine")
+    ...     check_target(folder, Owner("report", {}))
+    Traceback (most recent call last):
+    physprobe.errors.DataError: ... exists and is not a physprobe output (it holds notes.txt); nothing was changed: move it away or choose another --out
+    """
+    target = Path(target)
+    if target.is_symlink():
+        raise DataError(f"{target} is a symlink (to {os.readlink(target)}); physprobe writes no folder through a link: choose another --out")
+    if not target.exists():
+        return
+    if not target.is_dir():
+        raise DataError(f"{target} exists and is not a folder; nothing was changed: move it away or choose another --out")
+    found = _marked(target)
+    if found == owner:
+        return
+    if found is not None:
+        raise DataError(f"{target} holds {found.describe()}, not {owner.describe()}; nothing was changed: "
+                        "choose another --out (or remove that folder)")  # fmt: skip
+    entries = sorted(p.name for p in target.iterdir())
+    if entries and not (legacy is not None and legacy(target)):
+        raise DataError(f"{target} exists and is not a physprobe output (it holds {entries[0]}); nothing was changed: "
+                        "move it away or choose another --out")  # fmt: skip
+
+
+def _expanded(path: str | os.PathLike) -> Path:
+    """``path`` unless it starts with a ``~`` no shell expanded (``--out '~'``): a folder named ``~`` is never
+    what was meant, so it is a ``DataError``.
+
+    >>> _expanded("~/runs")
+    Traceback (most recent call last):
+    physprobe.errors.DataError: --out ~/runs starts with '~', which no shell expanded; give the folder's path itself (e.g. $HOME/...)
+    """
+    if str(path).startswith("~"):
+        raise DataError(f"--out {path} starts with '~', which no shell expanded; give the folder's path itself (e.g. $HOME/...)")
+    return Path(path)
+
+
+def mark(folder: Path, owner: Owner) -> None:
+    """Write ``owner``'s marker into ``folder`` (atomically)."""
+    with atomic_file(folder / MARKER) as temporary:
+        temporary.write_text(json.dumps(owner.record(), sort_keys=True) + "\n", encoding="utf-8")
+
+
+def claim(folder: str | os.PathLike, owner: Owner, legacy: Callable[[Path], bool] | None = None) -> Path:
+    """Make ``folder`` ``owner``'s, for outputs that grow in place (a run folder's cache): checked by
+    ``check_target``, created if absent, marked; its parent swept of what killed runs left."""
+    folder = _expanded(folder)
+    check_target(folder, owner, legacy)
+    check_out_dir(folder.parent)
+    sweep(folder.parent)
+    folder.mkdir(exist_ok=True)
+    sweep(folder)
+    if _marked(folder) != owner:
+        mark(folder, owner)
+    return folder
+
+
+@contextlib.contextmanager
+def staged(target: str | os.PathLike, owner: Owner, legacy: Callable[[Path], bool] | None = None, carry: bool = False):
+    """The one way physprobe writes an output folder: a fresh folder beside ``target`` (yielded) that
+    replaces ``target`` whole when the block ends, marked as ``owner``'s; on any failure it vanishes and
+    ``target`` is untouched. ``target`` must pass ``check_target`` (checked before the block runs); what
+    killed runs left beside it is removed first. ``carry``: the regular files of the old ``target`` that the
+    new version does not write are kept (hard links: a run folder's cache and lock stay the same files).
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     with staged(Path(folder) / "tasks", Owner("lm-eval", {})) as staging:
+    ...         _ = (staging / "README.md").write_text("hi")
+    ...     sorted(p.name for p in (Path(folder) / "tasks").iterdir())
+    ['.physprobe-output.json', 'README.md']
+    """
+    target = Path(os.path.abspath(_expanded(target)))  # a relative name such as ``s3:x`` is a local folder, never a URI
+    check_folder_name(target.name, "--out")
+    check_target(target, owner, legacy)
+    parent = check_out_dir(target.parent)
+    sweep(parent)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}{STAGING}{os.getpid()}-", dir=parent))
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        staging.chmod(0o777 & ~umask)  # mkdtemp makes it 0700; an output gets normal permissions
+        yield staging
+        mark(staging, owner)
+        if carry and target.is_dir():
+            for path in sorted(target.iterdir()):
+                if not (staging / path.name).exists() and path.is_file() and not path.is_symlink():
+                    os.link(path, staging / path.name)
+        replace_folder(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def check_out_dir(out_dir: str | os.PathLike) -> Path:
@@ -160,7 +328,7 @@ def atomic_file(path: str | os.PathLike):
     ['a.json']
     """
     path = Path(path)
-    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}{TEMPORARY}{os.getpid()}-", dir=path.parent)
     os.close(handle)
     temporary = Path(name)
     try:
@@ -198,7 +366,12 @@ class FolderLock:
         self.handle = None
 
     def acquire(self) -> FolderLock:
-        handle = open(self.path, "a+")
+        try:  # O_NOFOLLOW: a lock file that is a symlink is refused, never the linked file written
+            handle = open(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o666), "a+")
+        except OSError as error:
+            if error.errno != errno.ELOOP:
+                raise
+            raise DataError(f"{self.path} is a symlink; physprobe writes no lock through a link: remove it") from None
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -9,6 +9,7 @@ chat setting is never served stale results.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -17,13 +18,17 @@ import sys
 import time
 from pathlib import Path
 
-from physprobe import requests
+from physprobe import inputs, requests
+from physprobe.errors import DataError
 
 
 class Cache:
     """Scores per request in SQLite, committed after every chunk, so a run resumes where it stopped."""
 
     def __init__(self, path: Path):
+        if path.is_symlink():
+            raise DataError(f"{path} is a symlink (to {os.readlink(path)}); physprobe writes no cache through a link: remove it")
+        self.path = path
         try:
             self.db = self._open(path)
         except sqlite3.DatabaseError as error:  # not a database, or damaged: set it aside and start afresh
@@ -56,9 +61,37 @@ class Cache:
         for start in range(0, len(keys), 500):
             chunk = keys[start : start + 500]
             query = f"SELECT key, value FROM scores WHERE key IN ({','.join('?' * len(chunk))})"
-            found.update({k: json.loads(v) for k, v in self.db.execute(query, chunk)})
-        return found
+            found.update(self.db.execute(query, chunk).fetchall())
+        values = {k: _loads(v) for k, v in found.items()}
+        if all(map(inputs.cached_value, values.values())):
+            return values
+        # Values of the wrong shape in a healthy file: set the file aside (like a corrupted one), keep the good ones.
+        good = {k: v for k, v in self._all().items() if inputs.cached_value(v)}
+        self.db.close()
+        aside = self.path.with_name(f"{self.path.stem}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}{self.path.suffix}")
+        os.replace(self.path, aside)
+        print(f"physprobe: warning: {self.path} holds scores of the wrong shape; moved to {aside.name}, "
+              f"kept its {len(good)} good entries, rescoring the rest", file=sys.stderr)  # fmt: skip
+        self.db = self._open(self.path)
+        self.put(good)
+        return {k: v for k, v in values.items() if inputs.cached_value(v)}
+
+    def _all(self) -> dict:
+        return {k: _loads(v) for k, v in self.db.execute("SELECT key, value FROM scores")}
 
     def put(self, items: dict[str, list]) -> None:
-        self.db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?)", [(k, json.dumps(v)) for k, v in items.items()])
-        self.db.commit()
+        items = {k: v for k, v in items.items() if inputs.cached_value(v)}
+        try:
+            self.db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?)", [(k, json.dumps(v)) for k, v in items.items()])
+            self.db.commit()
+        except sqlite3.OperationalError as error:  # SQLITE_FULL, I/O errors: the cli's one line for a failed write
+            full = "full" in str(error)
+            raise OSError(errno.ENOSPC if full else errno.EIO, str(error), str(self.path)) from None
+
+
+def _loads(text: str):
+    """A cached value, or None where it is not JSON (``inputs.cached_value`` refuses it)."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return None

@@ -12,14 +12,14 @@ request is not cached.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
 
-from physprobe import backends, hub_data, parallel, protocols, provenance, registry
+from physprobe import backends, hub_data, inputs, model_options, parallel, protocols, provenance, registry, run_files
 from physprobe.backends.base import BackendError, Chat, Settings
-from physprobe.paths import FolderLock, atomic_file
+from physprobe.paths import FolderLock
+from physprobe.requests import Generate
 from physprobe.result_cache import Cache
 
 
@@ -97,7 +97,6 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
     started_at, started = time.time(), time.perf_counter()
     evaluation, configs, chosen = resolve(benchmark, configs, method, protocol)  # before any heavy import: a bad argument fails at once
     import pyarrow as pa
-    import pyarrow.parquet as pq
     from tqdm.auto import tqdm
 
     if limit is not None and limit < 1:
@@ -117,7 +116,8 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
     if model.family not in chosen.families:
         raise protocols.ProtocolError(f"protocol {chosen.name!r} is for {', '.join(chosen.families)} models, not {model.family}")
     method = chosen.method
-    out.mkdir(parents=True, exist_ok=True)
+    local = model_options.looks_local(model_name)
+    run_files.open_folder(out, model_name, benchmark, local)  # new, or this model's run of this benchmark
     ranks = parallel.current()  # processes of `accelerate launch`: each scores its share (physprobe.parallel)
     with FolderLock(out, ranks.lock_name):  # a second run into ``out`` fails here, naming this one; released on every exit
         # Cache first: the backend scores (and loads its model) only when a request is not cached, so a fully
@@ -128,6 +128,7 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
         for config in configs:
             config_started = time.perf_counter()
             dataset = source.load(config)
+            inputs.not_empty(len(dataset), config, source.path)
             dataset_revisions[config] = source.fingerprint(config)
             indices = spread(len(dataset), limit)
             rows = dataset.select(indices).to_list()
@@ -152,12 +153,15 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
             with tqdm(total=sum(map(len, todo)), desc=f"{benchmark}/{config}", unit=" q", disable=None) as progress:
                 for part in todo:
                     values = model.score([reqs[i] for i in part], progress)
+                    inputs.finite_scores(values, config, [indices[i] for i in part])
                     scored_now = {keys[i]: v for i, v in zip(part, values)}
                     cache.put(scored_now)
                     fresh.update(scored_now)
             scored_items += ranks.total(sum(map(len, todo)))
             known.update(ranks.merged(fresh))
             results = [known[k] for k in keys]
+            options = [len(r[1:] or q.choices) if isinstance(q, Generate) else len(r) for q, r in zip(reqs, results)]
+            inputs.references(evaluation.reference, rows, options, config, indices)
             if ranks.world > 1 and ranks.main:  # a later single-process run into ``out`` resumes from every rank's scores
                 cache.put(dict(zip(keys, results)))
             predictions = [chosen.predict(result, req) for result, req in zip(results, reqs)]
@@ -193,8 +197,6 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
             warn_unparsed(metrics, configs, model_name, bool(identity and identity["chat"]["applied"]))
         if not ranks.main:  # rank 0 writes the run folder
             return metrics
-        with atomic_file(out / "predictions.parquet") as temporary:
-            pq.write_table(pa.Table.from_pylist(records), temporary)
         info = {"model": model_name, "benchmark": benchmark, "method": method, "configs": configs, "limit": limit,
                 "backend": name, **model.info(), "chat": identity.get("chat"), "questions_scored": scored_items,
                 "seconds": round(elapsed, 2),
@@ -205,14 +207,8 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
                 "timings": {"load_model_s": round(model.load_seconds, 3), "configs_s": timings, "total_s": round(elapsed, 3)},
                 "bootstrap": {"iterations": bootstrap_iters, "seed": provenance.BOOTSTRAP_SEED, "figures": uncertainty},
                 "headline": {config: evaluation.headline_of(values) for config, values in metrics.items()}}  # fmt: skip
-        _write_json(out / "metrics.json", metrics)
-        _write_json(out / "run.json", info)
+        run_files.write(out, model_name, benchmark, local, pa.Table.from_pylist(records), metrics, info)  # all three in one swap
         return metrics
-
-
-def _write_json(path: Path, data) -> None:
-    with atomic_file(path) as temporary:
-        temporary.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
 def served(model, protocol, request_type: type) -> dict:

@@ -15,7 +15,7 @@ from physprobe.cli import main
 from physprobe.dataset_scripts.newton import newton
 from physprobe.errors import DataError
 from physprobe.export import read_built
-from physprobe.paths import RETIRED, STAGING, check_folder_name, clean_stale
+from physprobe.paths import RETIRED, STAGING, check_folder_name, sweep
 
 from .conftest import REPO
 
@@ -100,7 +100,7 @@ def test_a_folder_that_is_not_an_earlier_output_is_never_replaced(upstream_dir, 
     (mine / "mass" / "thesis.tex").write_text("years of work")
     before = tree_digest(tmp_path)
     assert main(["build", "prost", "--out", str(tmp_path), "--source-dir", str(upstream_dir)]) == 2
-    assert f"physprobe: error: {mine} exists and is not a physprobe output (it holds mass/thesis.tex)" in capsys.readouterr().err
+    assert f"physprobe: error: {mine} exists and is not a physprobe output (it holds README.md); nothing was changed" in capsys.readouterr().err
     assert tree_digest(tmp_path) == before and sorted(p.name for p in tmp_path.iterdir()) == ["prost"]
 
 
@@ -184,7 +184,7 @@ def test_a_build_killed_at_the_replace_step_keeps_a_complete_version(where, pros
     if where == "between_renames":
         # the only instant the target is missing on a file system without an atomic exchange
         assert not previous.exists() and any(RETIRED in name for name in leftovers)
-        clean_stale(out, "prost")  # what the next run does first: the old version is put back
+        sweep(out)  # what the next run does first: the old version is put back
         assert tree_digest(previous) == old
     else:
         assert tree_digest(previous) == (old if where == "before_replace" else new)
@@ -215,11 +215,12 @@ def test_a_generate_killed_at_the_replace_step_keeps_the_previous_set(upstream_d
 def test_a_running_build_staging_folder_is_not_cleaned(tmp_path):
     mine = tmp_path / f".prost{STAGING}{os.getpid()}-abc"
     dead = tmp_path / f".prost{STAGING}999999999-abc"
-    other = tmp_path / ".prostate.staging-999999999-abc"
-    for folder in (mine, dead, other):
+    other = tmp_path / ".prostate.staging-999999999-abc"  # any name's leftovers go: the next command of any kind cleans
+    user = tmp_path / ".prost.notes"
+    for folder in (mine, dead, other, user):
         folder.mkdir()
-    clean_stale(tmp_path, "prost")
-    assert mine.exists() and not dead.exists() and other.exists()
+    sweep(tmp_path)
+    assert mine.exists() and not dead.exists() and not other.exists() and user.exists()
 
 
 def test_built_folders_have_normal_permissions(prost_build):

@@ -129,6 +129,7 @@ def test_cache_key_changes_with_what_changes_a_score(models, prost_build, tmp_pa
     runner.run(str(models["gpt"]), "prost", out, prost_build.parent, dtype="bfloat16", **args)
     assert json.loads((out / "run.json").read_text())["questions_scored"] == 8
     changed = tiny_models.causal_lm(tmp_path / "gpt", TEXTS, seed=1)
+    out = tmp_path / "changed-run"  # a run folder belongs to one model path
     runner.run(str(changed), "prost", out, prost_build.parent, **args)
     first = json.loads((out / "run.json").read_text())
     tiny_models.causal_lm(changed, TEXTS, seed=2)  # same folder, new weights

@@ -70,7 +70,7 @@ def test_a_second_run_into_the_same_folder_fails_at_once_naming_the_first(causal
     assert results == [0]
     assert json.loads((out / "metrics.json").read_text())["mass"]["n"] == 6
     assert len(pq.read_table(out / "predictions.parquet")) == 6
-    assert sorted(p.name for p in out.iterdir()) == ["cache.sqlite", "metrics.json", "predictions.parquet", "run.json", "run.lock"]
+    assert sorted(p.name for p in out.iterdir()) == [".physprobe-output.json", "cache.sqlite", "metrics.json", "predictions.parquet", "run.json", "run.lock"]
     FolderLock(out).acquire().release()  # released when the run ended
 
 
@@ -82,7 +82,7 @@ def test_a_run_that_raises_releases_its_lock_for_a_retry_in_the_same_process(cau
     def broken(*args, **kwargs):
         raise RuntimeError("CUDA error: device-side assert triggered")
 
-    monkeypatch.setattr(runner, "score_requests", broken)
+    monkeypatch.setattr(HFBackend, "score", broken)
     with pytest.raises(RuntimeError, match="device-side assert") as failure:
         main(score_args(causal, data, out))
     monkeypatch.undo()
@@ -110,7 +110,7 @@ def test_a_corrupted_cache_is_set_aside_with_one_warning(causal, data, tmp_path,
     fresh = tmp_path / "fresh"
     assert main(score_args(causal, data, fresh)) == 0
     out = tmp_path / "run"
-    out.mkdir()
+    shutil.copytree(fresh, out)  # this model's run folder, its cache then damaged
     (out / "cache.sqlite").write_bytes(b"this is not a database" * 100)
     capsys.readouterr()
     assert main(score_args(causal, data, out)) == 0

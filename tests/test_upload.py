@@ -12,6 +12,8 @@ import sys
 import pytest
 import yaml
 
+from physprobe.paths import MARKER
+
 from . import olah_hub
 from .conftest import REPO
 from .fake_hub import FakeHub
@@ -82,7 +84,7 @@ def repos(hub_dir, names=("prost", "probe_accuracy", "text2afford")):
 
 
 def local_files(folder):
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file() and p.name != MARKER}
 
 
 @pytest.fixture
@@ -218,13 +220,16 @@ def test_only_git_tracked_metric_files_are_published(tmp_path, monkeypatch):
     (metric / "README.md").write_text("---\ntitle: toy\n---\n")
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "toy"], check=True)
     (metric / ".env").write_text("HF_TOKEN=hf_leaked\n")  # stray, untracked
+    (metric / "toy.py").write_text("x = 2  # an uncommitted edit\n")
     (metric / "__pycache__").mkdir()
     (metric / "__pycache__" / "toy.cpython-311.pyc").write_bytes(b"\0")
     monkeypatch.setattr(upload, "ROOT", root)
     monkeypatch.setattr(upload, "METRICS", ("toy",))
     [repo] = upload.export(tmp_path / "out", None, only={"toy"})
     assert sorted(local_files(repo.folder)) == ["README.md", "toy.py"]
+    assert (repo.folder / "toy.py").read_text() == "x = 1\n"  # the committed content
     assert repo.folder.stat().st_mode & 0o777 == 0o755
 
 

@@ -181,6 +181,8 @@ def read_spec(path: Path) -> generator.Spec:
         raise DataError(f"{path}: not UTF-8 text (byte {error.start}); save the spec as UTF-8") from None
     except (OSError, yaml.YAMLError) as error:
         raise DataError(f"{path}: cannot read spec: {' '.join(str(error).split())}") from None
+    except RecursionError:
+        raise DataError(f"{path}: nested too deeply to be a spec; a spec is a flat mapping of its fields") from None
     if not isinstance(raw, dict):
         raise DataError(f"{path}: a spec must be a mapping with fields {sorted(SPEC_FIELDS)}")
     unknown = sorted(set(raw) - SPEC_FIELDS, key=str)

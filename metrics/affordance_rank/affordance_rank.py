@@ -172,6 +172,8 @@ def _by_class(scores, labels, class_names, mode, average, ties):
     """Accuracy and n (pairs where the class is positive) per named class, in `average`'s way."""
     if len(class_names) != scores.shape[1]:
         raise ValueError(f"class_names has {len(class_names)} names but there are {scores.shape[1]} classes")
+    if not all(isinstance(name, str) and name for name in class_names):
+        raise ValueError(f"class_names must be non-empty strings, got {list(class_names)!r}")
     if len(set(class_names)) != len(class_names):
         raise ValueError(f"class_names repeats a name: {list(class_names)}")
     parts = [_class_counts(scores[i : i + CHUNK], labels[i : i + CHUNK], mode, ties) for i in range(0, len(scores), CHUNK)]
@@ -241,6 +243,8 @@ class AffordanceRank(evaluate.Metric):
         if not np.isin(labels, (0, 1)).all():
             row = int(np.argmax(~np.isin(labels, (0, 1)).all(axis=1)))
             raise ValueError(f"references[{row}] is not binary (0/1): {labels[row].tolist()}")
+        if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer))):
+            raise ValueError(f"k must be a whole number of classes (an int), got {k!r}")
         k = scores.shape[1] if k is None else int(k)
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")

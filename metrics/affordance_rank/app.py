@@ -3,6 +3,7 @@
 Run locally with ``python app.py`` (GRADIO_SERVER_NAME / GRADIO_SERVER_PORT choose the address).
 """
 
+import inspect
 import json
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import gradio as gr
 
 # The module in this folder, not a Hub copy: the Space shows what its own code computes.
 metric = evaluate.load(str(Path(__file__).with_name("affordance_rank.py")))
+DEFAULTS = {name: p.default for name, p in inspect.signature(type(metric)._compute).parameters.items()}  # the form opens on them
 
 
 def parse_rows(name, text):
@@ -26,8 +28,8 @@ def parse_rows(name, text):
 
 def compute(predictions, references, mode, average, k):
     kwargs = {"mode": mode, "average": average}
-    if k:
-        kwargs["k"] = int(k)
+    if k is not None:  # 0 is passed on (and refused by the module), never dropped
+        kwargs["k"] = int(k) if float(k).is_integer() else k
     try:
         result = metric.compute(predictions=parse_rows("predictions", predictions),
                                 references=parse_rows("references", references), **kwargs)  # fmt: skip
@@ -44,8 +46,8 @@ with gr.Blocks(title="Affordance Rank") as demo:
         predictions = gr.Textbox(label="predictions", lines=3, placeholder="[[0.9, 0.5, 0.7, 0.1], [0.2, 0.8, 0.3, 0.6]]")
         references = gr.Textbox(label="references", lines=3, placeholder="[[1, 0, 1, 0], [0, 1, 0, 0]]")
     with gr.Row():
-        mode = gr.Dropdown(["strict", "pairwise"], value="strict", label="mode")
-        average = gr.Dropdown(["micro", "macro"], value="micro", label="average")
+        mode = gr.Dropdown(["strict", "pairwise"], value=DEFAULTS["mode"], label="mode")
+        average = gr.Dropdown(["micro", "macro"], value=DEFAULTS["average"], label="average")
         k = gr.Number(label="k (optional, mAP@k)", precision=0, value=None)
     button = gr.Button("Compute", variant="primary")
     with gr.Row():
@@ -54,4 +56,5 @@ with gr.Blocks(title="Affordance Rank") as demo:
     breakdown = gr.JSON(label="all results")
     button.click(compute, [predictions, references, mode, average, k], [accuracy, mean_ap, breakdown], api_name="compute")
 
-demo.launch(show_error=True)
+if __name__ == "__main__":  # a Space runs `python app.py`; tests import the form's functions
+    demo.launch(show_error=True)

@@ -72,6 +72,8 @@ def _check_integers(name, values):
     for index, value in enumerate(values):
         if not _is_integer(value):
             raise ValueError(f"{name}[{index}] = {value!r} is not an integer option index")
+        if not -(1 << 63) <= int(value) < 1 << 63:
+            raise ValueError(f"{name}[{index}] = {value!r} is far out of range for an option index")
 
 
 def _check_inputs(predictions, references):
@@ -135,6 +137,8 @@ class AgreementAccuracy(evaluate.Metric):
 
     def _compute(self, predictions, references, agreements=None, groups=None, reading="per_question",
                  polarities=None, by_position=False):
+        if not isinstance(by_position, (bool, np.bool_)):
+            raise ValueError(f"by_position must be True or False, got {by_position!r}")
         if len(predictions) == 0:
             raise ValueError("predictions is empty: there is nothing to score")
         if len(predictions) != len(references):

@@ -3,6 +3,7 @@
 Run locally with ``python app.py`` (GRADIO_SERVER_NAME / GRADIO_SERVER_PORT choose the address).
 """
 
+import inspect
 import json
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import gradio as gr
 
 # The module in this folder, not a Hub copy: the Space shows what its own code computes.
 metric = evaluate.load(str(Path(__file__).with_name("agreement_accuracy.py")))
+DEFAULTS = {name: p.default for name, p in inspect.signature(type(metric)._compute).parameters.items()}  # the form opens on them
 
 
 def parse_list(name, text):
@@ -23,8 +25,15 @@ def parse_list(name, text):
             return json.loads(text)
         except json.JSONDecodeError as error:
             raise gr.Error(f"{name}: not a JSON list ({error})")
-    items = [item.strip() for item in text.split(",")]
-    return [json.loads(i) if i.replace(".", "", 1).lstrip("-").isdigit() else i for i in items]
+    return [_value(item.strip()) for item in text.split(",")]
+
+
+def _value(item):
+    """A comma-separated item: a JSON number or literal where it is one (``0.75``, ``true``), else the text."""
+    try:
+        return json.loads(item)
+    except json.JSONDecodeError:
+        return item
 
 
 def compute(predictions, references, agreements, groups, reading):
@@ -54,7 +63,7 @@ with gr.Blocks(title="Agreement Accuracy") as demo:
     with gr.Row():
         agreements = gr.Textbox(label="agreements (optional)", placeholder="[1.0, 0.75, 1.0, 0.75]")
         groups = gr.Textbox(label="groups (optional)", placeholder='["soft", "soft", "sharp", "sharp"]')
-        reading = gr.Dropdown(["per_question", "global"], value="per_question", label="reading")
+        reading = gr.Dropdown(["per_question", "global"], value=DEFAULTS["reading"], label="reading")
     button = gr.Button("Compute", variant="primary")
     with gr.Row():
         agreement_accuracy = gr.Number(label="agreement_accuracy")
@@ -63,4 +72,5 @@ with gr.Blocks(title="Agreement Accuracy") as demo:
     button.click(compute, [predictions, references, agreements, groups, reading], [agreement_accuracy, accuracy, breakdown],
                  api_name="compute")
 
-demo.launch(show_error=True)
+if __name__ == "__main__":  # a Space runs `python app.py`; tests import the form's functions
+    demo.launch(show_error=True)

@@ -3,6 +3,7 @@
 Run locally with ``python app.py`` (GRADIO_SERVER_NAME / GRADIO_SERVER_PORT choose the address).
 """
 
+import inspect
 import json
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import gradio as gr
 
 # The module in this folder, not a Hub copy: the Space shows what its own code computes.
 metric = evaluate.load(str(Path(__file__).with_name("probe_accuracy.py")))
+DEFAULTS = {name: p.default for name, p in inspect.signature(type(metric)._compute).parameters.items()}  # the form opens on them
 
 
 def parse_list(name, text):
@@ -39,7 +41,7 @@ def compute(predictions, references, groups, templates, positions, pairs, invert
         "inverted": parse_list("inverted", inverted),
         "inverse_gap_reading": inverse_gap_reading,
         "position_reading": position_reading,
-        "num_choices": int(num_choices) if num_choices else None,
+        "num_choices": None if num_choices is None else int(num_choices) if float(num_choices).is_integer() else num_choices,
     }
     if kwargs["predictions"] is None or kwargs["references"] is None:
         raise gr.Error("predictions and references are required")
@@ -64,8 +66,8 @@ with gr.Blocks(title="Probe Accuracy") as demo:
     with gr.Row():
         pairs = gr.Textbox(label="pairs (optional, with inverted)", placeholder='["mass_1", "mass_1"]')
         inverted = gr.Textbox(label="inverted (optional, with pairs)", placeholder="[false, true]")
-        inverse_gap_reading = gr.Dropdown(["pooled", "per_pair"], value="pooled", label="inverse_gap_reading")
-        position_reading = gr.Dropdown(["template_mean", "question_mean"], value="template_mean", label="position_reading")
+        inverse_gap_reading = gr.Dropdown(["pooled", "per_pair"], value=DEFAULTS["inverse_gap_reading"], label="inverse_gap_reading")
+        position_reading = gr.Dropdown(["template_mean", "question_mean"], value=DEFAULTS["position_reading"], label="position_reading")
         num_choices = gr.Number(label="num_choices (optional)", precision=0, value=None)
     button = gr.Button("Compute", variant="primary")
     with gr.Row():
@@ -76,4 +78,5 @@ with gr.Blocks(title="Probe Accuracy") as demo:
     button.click(compute, [predictions, references, groups, templates, positions, pairs, inverted, inverse_gap_reading,
                            position_reading, num_choices], [accuracy, macro_accuracy, inverse_gap, breakdown], api_name="compute")
 
-demo.launch(show_error=True)
+if __name__ == "__main__":  # a Space runs `python app.py`; tests import the form's functions
+    demo.launch(show_error=True)

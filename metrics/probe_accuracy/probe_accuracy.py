@@ -102,6 +102,8 @@ def _check_integers(name, values):
     for index, value in enumerate(values):
         if not _is_integer(value):
             raise ValueError(f"{name}[{index}] = {value!r} is not an integer option index")
+        if not -(1 << 63) <= int(value) < 1 << 63:
+            raise ValueError(f"{name}[{index}] = {value!r} is far out of range for an option index")
 
 
 def _check_inputs(predictions, references):
@@ -207,6 +209,11 @@ class ProbeAccuracy(evaluate.Metric):
             raise ValueError("position_reading='template_mean' needs templates; pass them or position_reading='question_mean'")
         if (pairs is None) != (inverted is None):
             raise ValueError("pairs and inverted go together: give both or neither")
+        if num_choices is not None and (not _is_integer(num_choices) or num_choices < 1):
+            raise ValueError(f"num_choices must be a whole number of at least 1, got {num_choices!r}")
+        for index, value in enumerate(inverted if inverted is not None else []):
+            if not (isinstance(value, (bool, np.bool_)) or (_is_integer(value) and value in (0, 1))):
+                raise ValueError(f"inverted[{index}] = {value!r} is not a bool (True/False)")
         n = len(predictions)
         correct = (_labels("predictions", predictions, num_choices) == _labels("references", references, num_choices))
         correct = correct.astype(float)

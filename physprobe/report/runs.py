@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from physprobe import registry
+from physprobe import registry, run_files
 from physprobe.errors import ReportError
 from physprobe.protocols import ProtocolError
 
@@ -54,6 +54,7 @@ def load_run(folder: Path) -> Run:
     metrics = _read_json(folder / "metrics.json", folder)
     if not info.get("benchmark") or not info.get("method"):
         raise ReportError(f"{folder / 'run.json'} names no benchmark or method; score the run again")
+    run_files.check_run(folder, info, metrics)  # a value no scorer writes (inf, 7.5 for a fraction, a newline): one line
     return Run(folder, info, metrics)
 
 

@@ -195,6 +195,19 @@ def _generate(loaded, requests: list[Generate], templating: Templating, options:
     return [[text, *(first_token_choices(r, loaded.tokenizer) if r.first_token_choices else [])] for text, r in zip(texts, requests)]
 
 
+def recorded_args(kwargs: dict) -> dict:
+    """The ``from_pretrained`` options that change a score, as the cache key and run.json hold them
+    (``load_in_8bit``/``4bit`` by their quantization config's settings).
+
+    >>> recorded_args({"revision": "main", "subfolder": "v2"})
+    {'revision': 'main', 'subfolder': 'v2'}
+    """
+    recorded = {k: v for k, v in kwargs.items() if k != "quantization_config"}
+    if "quantization_config" in kwargs:
+        recorded["quantization_config"] = kwargs["quantization_config"].to_dict()
+    return recorded
+
+
 class HFBackend(Backend):
     """Models loaded in this process with ``transformers`` (``AutoModelFor*`` of the model's family)."""
 
@@ -237,7 +250,8 @@ class HFBackend(Backend):
         chat = self.settings.chat
         applied = self.chat_applied(request_type)
         return {"backend": self.name, "model": self.plan.revision, "gguf_file": self.plan.kwargs.get("gguf_file"),
-                "dtype": self.plan.dtype, "device": self.plan.device.type,
+                "dtype": self.plan.dtype, "device": self.plan.device.type, "truncate": self.settings.truncate,
+                "model_args": recorded_args(self.plan.kwargs),
                 "chat": {"applied": applied, "template": chat.template if applied else None,
                          "template_sha256": template_hash(self.templating.template()) if applied else None,
                          "system_instruction": chat.system_instruction}}  # fmt: skip
@@ -247,7 +261,7 @@ class HFBackend(Backend):
         return {"family": self.family, "device": str(loaded.device if loaded else self.plan.device),
                 "model_loaded": loaded is not None, "model_revision": self.plan.revision,
                 "gguf_file": self.plan.kwargs.get("gguf_file"),
-                "model_args": {k: v for k, v in self.plan.kwargs.items() if k != "quantization_config"},
+                "model_args": recorded_args(self.plan.kwargs), "truncate": self.settings.truncate,
                 "dtype": self.plan.dtype, "batch_size": self.plan.batch_size or "auto"}  # fmt: skip
 
     def loaded(self):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from physprobe import model_options, protocols, provenance
-from physprobe.errors import ModelLoadError
+from physprobe import inputs, model_options, protocols, provenance
+from physprobe.errors import DataError, ModelLoadError
 
 FAMILY_CLASSES = {
     "causal": "AutoModelForCausalLM",
@@ -118,9 +118,14 @@ def load_tokenizer(plan: ModelPlan):
     import transformers
 
     tokenizer_kwargs = {k: plan.kwargs[k] for k in ("gguf_file", "revision", "trust_remote_code", "subfolder") if k in plan.kwargs}
-    tokenizer = transformers.AutoTokenizer.from_pretrained(plan.name, **tokenizer_kwargs)
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(plan.name, **tokenizer_kwargs)
+    except (OSError, ValueError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise DataError(f"{plan.name}: cannot load its tokenizer ({reason}); add the tokenizer files to the model folder") from None
     if tokenizer.pad_token is None and tokenizer.eos_token is not None:
         tokenizer.pad_token = tokenizer.eos_token
+    inputs.usable_tokenizer(tokenizer, plan.name)
     return tokenizer
 
 

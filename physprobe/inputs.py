@@ -1,0 +1,92 @@
+"""Checks that stop ``physprobe score`` from turning input that cannot give a number into one: an empty
+config, a tokenizer that encodes nothing, non-finite scores, gold labels that name no option, and cached
+values of the wrong shape. Each failure is one ``DataError`` line naming the config and row, or a bool.
+
+>>> finite_scores([[0.5, -1.0], ["a text"]], "mass", [3, 9])
+>>> finite_scores([[0.5, float("nan")]], "mass", [3])
+Traceback (most recent call last):
+physprobe.errors.DataError: config mass row 3: the model gave a non-finite score (nan) (in float16 this is usually an overflow); score again with --dtype float32 or bfloat16
+"""
+
+from __future__ import annotations
+
+import math
+
+from physprobe.errors import DataError
+
+
+def _finite(value) -> bool:
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+def finite_scores(results: list[list], config: str, rows: list[int]) -> None:
+    """``DataError`` naming the first row whose scores hold NaN or infinity (never scored as an option)."""
+    for result, row in zip(results, rows):
+        bad = next((v for v in result if not _finite(v)), None)
+        if bad is not None:
+            raise DataError(f"config {config} row {row}: the model gave a non-finite score ({bad}) (in float16 this is "
+                            "usually an overflow); score again with --dtype float32 or bfloat16")  # fmt: skip
+
+
+def not_empty(count: int, config: str, where: str) -> None:
+    """``DataError`` for a config without rows: no figure is reported over nothing.
+
+    >>> not_empty(0, "mass", "build/prost")
+    Traceback (most recent call last):
+    physprobe.errors.DataError: config mass of build/prost has no rows; rebuild it (physprobe build) or leave it out of --config
+    """
+    if count == 0:
+        raise DataError(f"config {config} of {where} has no rows; rebuild it (physprobe build) or leave it out of --config")
+
+
+def references(reference, rows: list[dict], options: list[int], config: str, indices: list[int]) -> None:
+    """``DataError`` naming the first row whose gold answer (``reference(row)``: option indices) is not an
+    integer index among the row's ``options`` choices.
+
+    >>> ref = lambda row: [int(row["label"])]
+    >>> references(ref, [{"label": 1}], [4], "mass", [0])
+    >>> references(ref, [{"label": 7}], [4], "mass", [5])
+    Traceback (most recent call last):
+    physprobe.errors.DataError: config mass row 5: the gold answer 7 is not one of the row's 4 options (0-3); fix or rebuild the data
+    >>> references(ref, [{"label": "A"}], [4], "mass", [0])
+    Traceback (most recent call last):
+    physprobe.errors.DataError: config mass row 0: the gold answer is not an option index ('A'); fix or rebuild the data
+    """
+    for row, count, index in zip(rows, options, indices):
+        try:
+            gold = reference(row)
+        except (TypeError, ValueError, KeyError):
+            raise DataError(f"config {config} row {index}: the gold answer is not an option index "
+                            f"({row.get('label', row.get('labels'))!r}); fix or rebuild the data") from None  # fmt: skip
+        for value in gold:
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < count:
+                raise DataError(f"config {config} row {index}: the gold answer {value!r} is not one of the row's "
+                                f"{count} options (0-{count - 1}); fix or rebuild the data")  # fmt: skip
+
+
+def cached_value(value) -> bool:
+    """Whether a value read from the resume cache has the shape the backends write: a non-empty list of
+    finite numbers and None (undecided), or of texts (a generated answer, with the choices a backend resolved).
+
+    >>> cached_value([0.5, None]), cached_value(["text"]), cached_value([]), cached_value([float("nan")]), cached_value({"a": 1})
+    (True, True, False, False, False)
+    >>> cached_value(["egg", "coin", "egg"]), cached_value(["text", 0.5])
+    (True, False)
+    """
+    if not isinstance(value, list) or not value:
+        return False
+    if all(isinstance(v, str) for v in value):
+        return True
+    return all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)) for v in value)
+
+
+def usable_tokenizer(tokenizer, model: str) -> None:
+    """``DataError`` for a tokenizer that cannot tell texts apart (e.g. a model folder without tokenizer
+    files, where transformers builds an empty one): it must give different ids for different words."""
+    try:
+        ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in ("The coin is heavier.", "An egg falls.")]
+    except (TypeError, ValueError, KeyError, AttributeError) as error:
+        raise DataError(f"{model}: its tokenizer cannot encode text ({error}); add the tokenizer files to the model folder") from None
+    if not all(ids) or ids[0] == ids[1] or len(set(ids[0])) < 2:
+        raise DataError(f"{model}: its tokenizer encodes every text alike (vocabulary of {len(tokenizer)}); "
+                        "add the model's tokenizer files (tokenizer.json or vocab files) to its folder")  # fmt: skip

@@ -190,7 +190,8 @@ class Task:
         """The config's headline figure (metrics.json's ``macro_accuracy``, ``agreement_accuracy``, or
         ``accuracy``; Text2Afford: ``pairwise.accuracy``) from the benchmark's own metric wiring."""
         indices, predictions, scores = self.decisions(items)
-        values = self.evaluation.metrics(self.config, [self.rows[i] for i in indices], predictions, scores)
+        values = self.evaluation.metrics(self.config, [self.rows[i] for i in indices], predictions, scores,
+                                         **self.protocol.metric_options)  # fmt: skip
         return headline(values)
 
 

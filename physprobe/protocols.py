@@ -12,9 +12,12 @@ A protocol's ``method`` says what it needs from the model, and fixes its request
 - ``seq2seq`` -> ``("seq2seq", (input, [target, ...]))``: log-probability of each target
   (text, or token ids);
 - ``nli`` -> ``("nli", [(premise, hypothesis), ...])``: entailment probability per pair;
-- ``yes_no`` -> ``("yes", [prompt, ...])``: P(YES) of each prompt;
+- ``yes_no`` -> ``("yes", [prompt, ...])``: P(YES) of each prompt; with a ``match`` rule,
+  ``("yes_generate", [{"prompt", "max_new_tokens", "stop"}, ...])``: each prompt's greedy answer, which
+  ``match(text, YES_NO)`` reads as 1 (YES) or 0 (NO), the prompt's score;
 - ``generate`` -> ``("generate", {"prompt", "choices", "max_new_tokens", "stop"})``: greedy generated
-  text, which the protocol's ``match(text, choices)`` maps to an option (None: unparsed).
+  text, which the protocol's ``match(text, choices)`` maps to an option (None: unparsed, predicted as
+  ``UNPARSED``, an answer that names no option and so is wrong).
 
 >>> p = Protocol("demo", "causal", lambda row, config, tokenizer: [f"{row['q']} {o}" for o in row["options"]],
 ...              source="demo paper §1", summary="whole sentences", default_for=("causal",))
@@ -36,6 +39,8 @@ FAMILIES = ("causal", "mlm", "seq2seq", "nli")
 METHODS = ("causal", "mlm", "seq2seq", "nli", "yes_no", "generate")
 KINDS = {"causal": "sequences", "mlm": "masked", "seq2seq": "seq2seq", "nli": "nli", "yes_no": "yes", "generate": "generate"}
 GENERATIVE = ("causal", "seq2seq")  # families that can answer YES/NO or generate
+UNPARSED = -1  # the prediction of a generated answer that names no option: counted wrong, reported as unparsed
+YES_NO = ("NO", "YES")  # the choices a generating yes_no protocol's match reads an answer against
 
 
 class ProtocolError(PhysprobeError):
@@ -62,7 +67,10 @@ class Protocol:
     is ``{"prompt": str, "choices": [str, ...]}`` and ``match(text, choices)`` gives the option the
     generated text names (None: unparsed). ``skip(row)`` marks rows the protocol leaves out (reported
     as ``excluded``); ``source`` is the paper section and upstream file:line it follows;
-    ``reported_apart``: the paper reports it outside its averages (PROST Table 5's UnifiedQA).
+    ``reported_apart``: the paper reports it outside its averages (PROST Table 5's UnifiedQA);
+    ``metric_options``: keyword arguments of the benchmark's metric wiring under this protocol (e.g.
+    Text2Afford's tie rule). A ``yes_no`` protocol with a ``match`` rule generates each prompt's answer
+    (``max_new_tokens``, ``stop``) and scores it ``match(text, YES_NO)`` (1 YES, 0 NO).
     """
 
     name: str
@@ -81,6 +89,7 @@ class Protocol:
     skip: Callable[[dict], bool] | None = None
     skip_reason: str = ""
     reported_apart: bool = False
+    metric_options: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -89,19 +98,40 @@ class Protocol:
             object.__setattr__(self, "families", (self.method,) if self.method in FAMILIES else GENERATIVE)
         if self.method == "generate" and self.match is None:
             raise ValueError(f"protocol {self.name!r}: a generate protocol needs a match rule")
+        if self.method == "yes_no" and self.match is not None:
+            object.__setattr__(self, "kind", "yes_generate")
+
+    @property
+    def generates(self) -> bool:
+        """Whether the model answers in generated text (a generate protocol, or a yes_no one with a match rule)."""
+        return self.match is not None
 
     def build(self, row: dict, config: str, tokenizer) -> tuple[str, object]:
         """The ``(kind, payload)`` request of one row of ``config``, for the model's tokenizer."""
         payload = self.request(row, config, tokenizer)
+        bounds = {"max_new_tokens": self.max_new_tokens, "stop": list(self.stop)}
         if self.method == "generate":
-            payload = {**payload, "max_new_tokens": self.max_new_tokens, "stop": list(self.stop)}
+            payload = {**payload, **bounds}
+        elif self.generates:  # yes_no by generation: one greedy answer per prompt
+            payload = [{"prompt": prompt, **bounds} for prompt in payload]
         return self.kind or KINDS[self.method], payload
 
-    def predict(self, result: list, payload) -> int | None:
-        """The predicted option from a request's result (scores, or ``[generated text]``) and payload."""
+    def scores(self, result: list) -> list:
+        """The per-option scores of a request's result: none for a generated answer, ``match``'s 1/0 for each
+        generated YES/NO answer, else the result itself."""
         if self.method == "generate":
-            return self.match(result[0], payload["choices"])
-        return self.decide(result)
+            return []
+        if self.generates:
+            return [float(self.match(text, YES_NO)) for text in result]
+        return result
+
+    def predict(self, result: list, payload) -> int | None:
+        """The predicted option from a request's result (scores, or generated text) and payload;
+        ``UNPARSED`` for a generated answer that names no option."""
+        if self.method == "generate":
+            choice = self.match(result[0], payload["choices"])
+            return UNPARSED if choice is None else choice
+        return self.decide(self.scores(result))
 
 
 def _reference(row: dict) -> list[int]:
@@ -127,13 +157,14 @@ class Evaluation:
     pooled: dict[str, tuple[str, ...]] = field(default_factory=dict)
     scorable: tuple[str, ...] | None = None  # configs that hold questions (None: every config)
 
-    def pooled_metrics(self, outcomes: dict[str, tuple[list, list, list]]) -> dict:
-        """The ``pooled`` figures whose configs are all in ``outcomes`` (config -> rows, predictions, scores)."""
+    def pooled_metrics(self, outcomes: dict[str, tuple[list, list, list]], **options) -> dict:
+        """The ``pooled`` figures whose configs are all in ``outcomes`` (config -> rows, predictions, scores);
+        ``options``: the protocol's ``metric_options``."""
         out = {}
         for name, members in self.pooled.items():
             if all(m in outcomes for m in members):
                 rows, predictions, scores = ([x for m in members for x in outcomes[m][k]] for k in range(3))
-                out[name] = self.metrics(name, rows, predictions, scores)
+                out[name] = self.metrics(name, rows, predictions, scores, **options)
         return out
 
     def protocol(self, name: str) -> Protocol:
@@ -171,6 +202,16 @@ def decided(rows: list[dict], predictions: list) -> tuple[dict, list[int]]:
     """
     kept = [i for i, p in enumerate(predictions) if p is not None]
     return {"n": len(rows), "undecided": len(rows) - len(kept)}, kept
+
+
+def scored_as_wrong(predictions: Sequence[int], references: Sequence[int], num_choices: int) -> list[int]:
+    """``predictions`` with each ``UNPARSED`` answer replaced by an option other than its reference, so that
+    accuracy (and every breakdown of it) counts the answer wrong and keeps it in the denominator.
+
+    >>> scored_as_wrong([1, UNPARSED, UNPARSED], [1, 0, 3], 4)
+    [1, 1, 0]
+    """
+    return [(ref + 1) % num_choices if p == UNPARSED else p for p, ref in zip(predictions, references)]
 
 
 def load_metric(name: str):

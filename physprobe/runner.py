@@ -233,11 +233,20 @@ def score_requests(loaded: Loaded, method: str, requests: list, truncate: bool, 
     m, t, d, b = loaded.model, loaded.tokenizer, loaded.device, loaded.batching
     kind = requests[0][0]
     payload = [r[1] for r in requests]
-    if kind == "generate":
+    if kind in ("generate", "yes_generate"):
         from physprobe import generation
 
-        texts = generation.generate(m, t, payload, d, seq2seq=loaded.family == "seq2seq", truncate=truncate, progress=progress, **b)
-        return [[text] for text in texts]
+        seq2seq = loaded.family == "seq2seq"
+        if kind == "generate":
+            texts = generation.generate(m, t, payload, d, seq2seq=seq2seq, truncate=truncate, progress=progress, **b)
+            return [[text] for text in texts]
+        texts = generation.generate(m, t, [p for prompts in payload for p in prompts], d, seq2seq=seq2seq, truncate=truncate, **b)
+        if progress is not None:
+            progress.update(len(payload))
+        starts = [0]
+        for prompts in payload:
+            starts.append(starts[-1] + len(prompts))
+        return [texts[a:z] for a, z in zip(starts, starts[1:])]
     if kind == "mean_ids":
         return scoring.mean_token_logprobs(m, t, payload, d, truncate=truncate, progress=progress, **b)
     if kind == "sequences":
@@ -246,8 +255,8 @@ def score_requests(loaded: Loaded, method: str, requests: list, truncate: bool, 
         return scoring.masked_logprobs(m, t, [p[0] for p in payload], [p[1] for p in payload], d, truncate=truncate, progress=progress, **b)
     if kind == "seq2seq":
         return scoring.seq2seq_logprobs(m, t, payload, d, truncate=truncate, progress=progress, **b)
-    if kind == "masked_pair":
-        return scoring.masked_pair_logprobs(m, t, payload, d, progress=progress, **b)
+    if kind.startswith("masked_pair"):  # masked_pair (as released), masked_pair_segments (token type ids given)
+        return scoring.masked_pair_logprobs(m, t, payload, d, progress=progress, segments=kind == "masked_pair_segments", **b)
     flat = [item for p in payload for item in p]
     if kind.startswith("nli"):  # nli, nli_vs_contradiction, nli_single_label (softmax across a row's pairs)
         reading = {"nli": "three_way", "nli_vs_contradiction": "vs_contradiction", "nli_single_label": "logit"}[kind]
@@ -402,18 +411,18 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
         if ranks.world > 1 and ranks.main:  # a later single-process run into ``out`` resumes from every rank's scores
             cache.put(dict(zip(keys, results)))
         predictions = [chosen.predict(result, req[1]) for result, req in zip(results, reqs)]
-        generated = [result[0] for result in results] if method == "generate" else [None] * len(rows)
-        row_scores = [[] for _ in rows] if method == "generate" else results
-        metrics[config] = evaluation.metrics(config, rows, predictions, row_scores)
+        generated = [(result[0] if method == "generate" else result) if chosen.generates else None for result in results]
+        row_scores = [chosen.scores(result) for result in results]
+        metrics[config] = evaluation.metrics(config, rows, predictions, row_scores, **chosen.metric_options)
         outcomes[config] = (rows, predictions, row_scores)
-        if method == "generate":  # every undecided row is an answer that named no option
-            metrics[config]["unparsed"] = sum(p is None for p in predictions)
+        if method == "generate":  # answers that named no option, counted wrong by the metric wiring
+            metrics[config]["unparsed"] = predictions.count(protocols.UNPARSED)
         if excluded:
             metrics[config]["excluded"] = excluded
         if bootstrap_iters and rows and ranks.main:
             def resampled(idx, rows=rows, predictions=predictions, row_scores=row_scores, config=config):
                 return evaluation.metrics(config, [rows[i] for i in idx], [predictions[i] for i in idx],
-                                          [row_scores[i] for i in idx])  # fmt: skip
+                                          [row_scores[i] for i in idx], **chosen.metric_options)  # fmt: skip
 
             uncertainty[config] = provenance.bootstrap(resampled, len(rows), bootstrap_iters)
         records += [
@@ -423,9 +432,9 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
             for i in range(len(rows))
         ]  # fmt: skip
         timings[config] = round(time.perf_counter() - config_started, 3)
-    for name, pooled in evaluation.pooled_metrics(outcomes).items():  # figures over several configs, e.g. CConS's NoCon
+    for name, pooled in evaluation.pooled_metrics(outcomes, **chosen.metric_options).items():  # e.g. CConS's NoCon
         if method == "generate":
-            pooled["unparsed"] = pooled["undecided"]
+            pooled["unparsed"] = sum(metrics[member]["unparsed"] for member in evaluation.pooled[name])
         metrics[name] = pooled
     elapsed = time.perf_counter() - started
     if not ranks.main:  # rank 0 writes the run folder

@@ -18,7 +18,7 @@ import re
 import string
 
 from physprobe.generators.prost import superlative_pair
-from physprobe.protocols import Evaluation, Protocol, decided, load_metric
+from physprobe.protocols import Evaluation, Protocol, ProtocolError, decided, load_metric, scored_as_wrong
 
 OPTIONS = "ABCD"
 UPSTREAM = "nala-cub/prost@d6285efa src/baselines/"
@@ -55,14 +55,14 @@ def _ids(tokenizer, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
 
 
-def released_gpt_ids(row: dict, tokenizer) -> list[list[int]]:
-    """The four token sequences of ``create_examples_gpt`` (``input_pipeline.py:74-116``).
+def bos_eos_ids(row: dict, tokenizer) -> list[list[int]]:
+    """The four token sequences of ``create_examples_gpt``'s GPT-2 branch (``input_pipeline.py:74-116``),
+    for any tokenizer: ``BOS + "{context} {question}" + EOS``.
 
-    ``BOS + "{context} {question}" + EOS`` with the mask (and the space before it) replaced by a pad
-    token, tokenised, the pad's id then overwritten by the option's token (``' option'``). Special tokens
-    split the text, so the text before and after the mask are tokenised apart. BOS and EOS are the
-    tokenizer's, when it has them (upstream adds them for GPT-2, whose tokenizer has both, and not for
-    GPT-1, whose tokenizer has neither). An option of several tokens (upstream aborts) keeps them all.
+    The mask (and the space before it) is replaced by a pad token, the text tokenised, the pad's id then
+    overwritten by the option's token (``' option'``). Special tokens split the text, so the text before
+    and after the mask are tokenised apart. BOS and EOS are the tokenizer's, when it has them. An option
+    of several tokens (upstream aborts) keeps them all.
     """
     left, right = around_mask(row)
     bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
@@ -71,8 +71,45 @@ def released_gpt_ids(row: dict, tokenizer) -> list[list[int]]:
     return [head + option_ids(tokenizer, row[o]) + tail for o in OPTIONS]
 
 
+def adds_bos_eos(name: str) -> bool:
+    """``input_pipeline.py:88``'s test, ``tokenizer.name_or_path.startswith('gpt')``, read on the name's last
+    path component, so that the Hub's current ids and local folders named after the checkpoint get the branch
+    the released code's ``gpt2``.. names got (``openai-gpt`` fails the test upstream too).
+
+    >>> adds_bos_eos("gpt2-medium"), adds_bos_eos("openai-community/gpt2"), adds_bos_eos("openai-gpt")
+    (True, True, False)
+    >>> adds_bos_eos("HuggingFaceTB/SmolLM2-135M-Instruct"), adds_bos_eos("./models/gpt2")
+    (False, True)
+    """
+    return name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].startswith("gpt")
+
+
+def released_gpt_ids(row: dict, tokenizer) -> list[list[int]]:
+    """The four token sequences of ``create_examples_gpt`` (``input_pipeline.py:74-116``) as released.
+
+    A tokenizer whose name starts with ``gpt`` (``adds_bos_eos``) gets ``BOS + text + EOS``
+    (``input_pipeline.py:88-89``; ``bos_eos_ids``). Any other encodes ``"{context} {question}"``, the mask
+    (and the space before it) replaced by its pad token, as the tokenizer does, its own special tokens
+    included (``input_pipeline.py:92-93``); the pad, found from position 1 on (``:95-96``), is overwritten
+    by the option's tokens (``:106-110``).
+    """
+    if adds_bos_eos(tokenizer.name_or_path):
+        return bos_eos_ids(row, tokenizer)
+    if tokenizer.pad_token_id is None:
+        raise ProtocolError(f"tokenizer {tokenizer.name_or_path!r} has no pad (or end-of-sequence) token to stand for "
+                         "the mask, as input_pipeline.py:83 needs; use --protocol released-gpt-bos-eos")  # fmt: skip
+    left, right = around_mask(row)
+    ids = tokenizer(f"{left}{tokenizer.pad_token}{right}")["input_ids"]
+    at = ids.index(tokenizer.pad_token_id, 1)
+    return [ids[:at] + option_ids(tokenizer, row[o]) + ids[at + 1 :] for o in OPTIONS]
+
+
 def _released_gpt(row: dict, config: str, tokenizer) -> list[list[int]]:
     return released_gpt_ids(row, tokenizer)
+
+
+def _bos_eos(row: dict, config: str, tokenizer) -> list[list[int]]:
+    return bos_eos_ids(row, tokenizer)
 
 
 def _sentences(row: dict, config: str, tokenizer) -> list[str]:
@@ -181,6 +218,9 @@ def template_position(name: str) -> int:
 def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> dict:
     """Table 5 (templates into concepts, macro average), Table 6 (position), Table 7 (inverse gaps).
 
+    An undecided question (an option that is not one token) is left out; a generated answer that names no
+    option is wrong, as the released ``results.py`` counts it.
+
     ``by_position``: Table 6 as ``results.py`` computes it (position from the template name, template
     accuracies averaged, every concept); ``by_answer_position``: the answer's context position
     (``label`` + 1), questions pooled, directions left out. Table 7 pools each side's questions per
@@ -190,8 +230,9 @@ def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> d
     if not kept:
         return out
     accuracy = load_metric("probe_accuracy")
-    preds = [predictions[i] for i in kept]
     refs = [int(rows[i]["label"]) for i in kept]
+    # An answer that named no option is wrong (zs_runner.py:160-171 pred_idx -1; results.py correct = pred_idx == label).
+    preds = scored_as_wrong([predictions[i] for i in kept], refs, len(OPTIONS))
     names = [rows[i]["name"] for i in kept]
     pairs, inverted = zip(*(superlative_pair(n) for n in names))
     sides = {(pair, flip) for pair, flip in zip(pairs, inverted)}
@@ -220,9 +261,18 @@ EVALUATION = Evaluation(
     protocols=(
         Protocol(
             "released-gpt", "causal", _released_gpt, kind="mean_ids", default_for=("causal",),
-            source=f"PROST §4 'Decoder Models', Table 2; {UPSTREAM}input_pipeline.py:74-116 (create_examples_gpt), "
-                   "zs_runner.py:89-103 (mean token loss), results.py to_wide_rankings (lowest loss)",
-            summary="BOS + context + question with the option's token + EOS; highest mean token log-probability",
+            source=f"PROST §4 'Decoder Models', Table 2; {UPSTREAM}input_pipeline.py:74-116 (create_examples_gpt; "
+                   "BOS/EOS only for tokenizer names starting with 'gpt', :88-89), zs_runner.py:89-103 (mean token "
+                   "loss), results.py to_wide_rankings (lowest loss)",
+            summary="context + question with the option's token, BOS + .. + EOS for 'gpt*' names, else as the "
+                    "tokenizer encodes it; highest mean token log-probability",
+        ),
+        Protocol(
+            "released-gpt-bos-eos", "causal", _bos_eos, kind="mean_ids",
+            source=f"{UPSTREAM}input_pipeline.py:88-89 (the GPT-2 branch of create_examples_gpt) for every tokenizer, "
+                   "zs_runner.py:89-103; tokenizer-agnostic variant (physprobe's earlier default)",
+            summary="the tokenizer's BOS + context + question with the option's token + EOS, whatever its name; "
+                    "highest mean token log-probability",
         ),
         Protocol(
             "sentence-sum", "causal", _sentences,
@@ -254,7 +304,8 @@ EVALUATION = Evaluation(
             skip_reason="sliding and questions without ex_question (input_pipeline.py:290)",
             source=f"PROST §4 'Finetuned Conditional LMs', Table 2; {UPSTREAM}input_pipeline.py:265-301 "
                    "(create_examples_unifiedqa), zs_runner.py:80-83 (generate, default max_length 20), "
-                   "unifiedqa.py:38-90 (answer matching); Table 5: outside the task average",
+                   "unifiedqa.py:38-90 (answer matching; none matched: wrong, zs_runner.py:160-171, results.py "
+                   "process_preds_base); Table 5: outside the task average",
             summary="'ex_question \\n (A) .. (D) .. \\n context', greedy answer matched to an option as UnifiedQA scores it",
         ),
     ),  # fmt: skip

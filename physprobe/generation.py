@@ -1,7 +1,8 @@
 """Generation-based scoring: batched greedy decoding of each prompt's answer, cut at the first stop string.
 
-Causal models read left-padded prompts (so every prompt ends at the same column and the new tokens
-follow it); seq2seq models read the prompt in the encoder. The answer text is returned as generated
+Prompts are encoded as the tokenizer encodes them (its special tokens, and no others). Causal models
+read them left-padded (so every prompt ends at the same column and the new tokens follow it); seq2seq
+models read the prompt in the encoder. The answer text is returned as generated
 (special tokens dropped, cut before the first stop string); a protocol's ``match`` turns it into an
 option, or None (``unparsed``).
 
@@ -47,13 +48,10 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
 
     Requests are batched by length (and by ``max_new_tokens``); on CUDA out-of-memory the batch halves.
     """
-    if seq2seq:
-        limit = tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None
-        encoded = [tokenizer(r["prompt"])["input_ids"] for r in requests]
-    else:
-        limit = positions(model)
-        bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
-        encoded = [bos + tokenizer(r["prompt"], add_special_tokens=False)["input_ids"] for r in requests]
+    # Prompts are encoded as the tokenizer encodes them, special tokens included (a BOS only where the
+    # tokenizer adds one), as the released scripts' pipelines and generate calls do (issue 20, item 3).
+    limit = (tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None) if seq2seq else positions(model)
+    encoded = [tokenizer(r["prompt"])["input_ids"] for r in requests]
     encoded = [  # a causal model's prompt leaves room for the answer
         _check_length(ids, limit if seq2seq or limit is None else limit - r["max_new_tokens"], truncate, f"prompt {r['prompt'][:60]!r}")
         for ids, r in zip(encoded, requests)

@@ -409,12 +409,14 @@ def masked_logprobs(model, tokenizer, texts: Sequence[str], candidates: Sequence
 
 def masked_pair_logprobs(model, tokenizer, requests: Sequence[tuple[str, str, Sequence[str]]], device: torch.device,
                          batch_tokens: int = 16384, max_batch: int = 128, truncate: bool = False,
-                         progress=None) -> list[list[float | None]]:  # fmt: skip
+                         progress=None, segments: bool = False) -> list[list[float | None]]:  # fmt: skip
     """Log-probability of candidate tokens at the ``[MASK]`` of a sentence pair ``(first, second, words)``.
 
-    The pair is encoded as one, ``tokenizer(first, second)`` (segment ids included), and each word is
-    looked up as one vocabulary entry, ``convert_tokens_to_ids(word)`` — as Text2Afford's released
-    ``src/probing.py`` does; a word outside the vocabulary gets None.
+    The pair is encoded as one, ``tokenizer(first, second)``, and each word is looked up as one vocabulary
+    entry, ``convert_tokens_to_ids(word)``; the model reads ids and attention mask only, a word outside the
+    vocabulary is scored as the unknown token it converts to — as Text2Afford's released ``src/probing.py``
+    does (``:130``, ``:151``). With ``segments``, the pair's token type ids are passed too and a word outside
+    the vocabulary gets None.
     """
     if tokenizer.mask_token is None:
         raise ScoringError(f"tokenizer {tokenizer.name_or_path!r} has no mask token: it cannot score a masked-LM method")
@@ -430,12 +432,12 @@ def masked_pair_logprobs(model, tokenizer, requests: Sequence[tuple[str, str, Se
         masks.append(ids.index(tokenizer.mask_token_id))
         cand.append([tokenizer.convert_tokens_to_ids(w) for w in words])
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    unknown = tokenizer.unk_token_id
+    unknown = tokenizer.unk_token_id if segments else None
 
     def step(batch: list[int]) -> list[list[float | None]]:
         ids, attention = _pad_right([encoded[i] for i in batch], pad, device)
         extra = {}
-        if types[batch[0]] is not None:
+        if segments and types[batch[0]] is not None:
             extra["token_type_ids"] = _pad_right([types[i] for i in batch], 0, device)[0]
         rows = torch.arange(len(batch), device=device)
         where = torch.tensor([masks[i] for i in batch], device=device)

@@ -13,9 +13,16 @@ ROW = {"sentence": "Make sure to have steaks and potatoes .", "object": "steaks"
        "labels": [1, 1, 1, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0]}  # fmt: skip
 
 
+def prompts(name):
+    return [p["prompt"] for p in EVALUATION.protocol(name).build(ROW, "default", None)[1]]
+
+
 def test_flan_t5_prompts_are_table_10s_with_the_released_class_words():
-    kind, prompts = EVALUATION.protocol("yes-no-flan-t5").build(ROW, "default", None)
-    assert kind == "yes" and len(prompts) == 15
+    kind, payload = EVALUATION.protocol("yes-no-flan-t5").build(ROW, "default", None)
+    # One greedy answer per class, up to 20 new tokens (src/LLM/zero_shot_LLM.py:68); no stop strings.
+    assert kind == "yes_generate" and len(payload) == 15
+    assert {(p["max_new_tokens"], tuple(p["stop"])) for p in payload} == {(20, ())}
+    prompts = [p["prompt"] for p in payload]
     assert prompts[0] == ("consider Make sure to have steaks and potatoes .. Now, from this information can human "
                           "grasp the steaks? Answer YES or NO:")  # fmt: skip
     # src/LLM/zero_shot_LLM.py oov_class_map: play -> "play using", siton -> "sit on", typeon -> "type using".
@@ -24,18 +31,20 @@ def test_flan_t5_prompts_are_table_10s_with_the_released_class_words():
 
 
 def test_falcon_and_vlm_prompts_are_table_10s():
-    falcon = EVALUATION.protocol("yes-no-falcon").build(ROW, "default", None)[1]
+    falcon = prompts("yes-no-falcon")
     assert falcon[1] == ('You are a helpful AI assistant. Answer only "YES" or "NO" for the question based on the given '
                          "context. Context:Make sure to have steaks and potatoes . \n \u00bbQUESTION\u00ab Can human "
                          "lift the steaks? \n \u00bbANSWER\u00ab")  # fmt: skip
-    vlm = EVALUATION.protocol("yes-no-vlm-text").build(ROW, "default", None)[1]
+    vlm = prompts("yes-no-vlm-text")
     assert vlm[2].startswith("consider the sentence Make sure to have steaks and potatoes .. Now from this information, "
                              "can human throw the steaks? Accompanying this query is an image of the steaks.")  # fmt: skip
     assert vlm[2].endswith('answer YES or NO whether the human can throw the steaks. Answer: "')
 
 
 def test_llama3_prompt_is_the_released_scripts():
-    prompt = EVALUATION.protocol("yes-no-llama3-released").build(ROW, "default", None)[1][13]
+    prompt = prompts("yes-no-llama3-released")[13]
+    # The script's 5 new tokens (zero_shot_llama-3.py:110); greedy here where it samples.
+    assert EVALUATION.protocol("yes-no-llama3-released").build(ROW, "default", None)[1][0]["max_new_tokens"] == 5
     assert "### Context:\nMake sure to have steaks and potatoes .\n\n### Object:\nsteaks\n\n" in prompt
     assert prompt.endswith("### Question:\nCan human 'write with' the steaks?\n\n### Answer: ")
     assert "Example 5: can human write with chalk? Answer: Yes \n\n### Question:" in prompt
@@ -46,7 +55,7 @@ def test_default_protocol_follows_the_family_and_model_name():
     assert EVALUATION.default("causal").name == "yes-no-falcon"
     assert EVALUATION.default("causal", model_name="meta-llama/Meta-Llama-3-8B-Instruct").name == "yes-no-llama3-released"
     assert EVALUATION.default("mlm").name == "mlm-released-probing"
-    assert EVALUATION.default("nli").name == "nli-zero-shot-multi-label"
+    assert EVALUATION.default("nli").name == "nli-released-multi-choice"
 
 
 def test_token_ids_of_a_flan_t5_input_worked_by_hand():
@@ -56,7 +65,7 @@ def test_token_ids_of_a_flan_t5_input_worked_by_hand():
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
-    prompt = EVALUATION.protocol("yes-no-flan-t5").build(ROW, "default", tokenizer)[1][0]
+    prompt = EVALUATION.protocol("yes-no-flan-t5").build(ROW, "default", tokenizer)[1][0]["prompt"]
     # consider=3 Make=4 sure=5 to=6 have=7 steaks=8 and=9 potatoes=10 ..=11 Now,=12 from=13 this=14
     # information=15 can=16 human=17 grasp=18 the=19 steaks?=20 Answer=21 YES=22 or=23 NO:=24, then </s>.
     assert tokenizer(prompt)["input_ids"] == [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
@@ -66,7 +75,7 @@ def test_token_ids_of_a_flan_t5_input_worked_by_hand():
 def test_yes_no_decision_on_hand_made_scores():
     # P(YES) per class: YES on Grasp, Lift, Feed and Ride (0.51 > 0.5); NO elsewhere (0.5 is not YES).
     p_yes = [0.9, 0.7, 0.1, 0.5, 0.2, 0.51, 0.3, 0.4, 0.0, 0.8, 0.1, 0.1, 0.1, 0.1, 0.1]
-    protocol = EVALUATION.protocol("yes-no-flan-t5")
+    protocol = EVALUATION.protocol("yes-no-logprob-flan-t5")
     mask = protocol.predict(p_yes, ROW)
     assert mask == yes_set(p_yes) == 0b1000100011
     assert from_yes_set(mask) == [1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
@@ -131,7 +140,7 @@ def test_released_mlm_encoding_and_scores_worked_by_hand():
     tokenizer, vocab = _word_tokenizer(words)
     kind, payload = EVALUATION.protocol("mlm-released-probing").build(row, "default", tokenizer)
     assert kind == "masked_pair" and EVALUATION.default("mlm").name == "mlm-released-probing"
-    # src/probing.py: encode_plus(sentence, object + " can be used for  " + mask + " by human")
+    # src/probing.py:93-106: encode_plus(sentence, object + " can be used for  " + mask + " by human")
     assert payload[:2] == ("he rides a horse .", "horse can be used for  [MASK] by human")
     encoded = tokenizer(payload[0], payload[1].replace("[MASK]", tokenizer.mask_token), return_token_type_ids=True)
     # [CLS]=2 he=5 rides=6 a=7 horse=8 .=9 [SEP]=3 | horse=8 can=10 be=11 used=12 for=13 [MASK]=4 by=14 human=15 [SEP]=3
@@ -141,15 +150,109 @@ def test_released_mlm_encoding_and_scores_worked_by_hand():
     model = BertForMaskedLM(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                        intermediate_size=32, max_position_embeddings=64)).eval()  # fmt: skip
     (scores,) = score_requests(_loaded(model, tokenizer, "mlm"), "mlm", [(kind, payload)], False, None)
-    with torch.no_grad():
-        logits = model(input_ids=torch.tensor([encoded["input_ids"]]),
-                       token_type_ids=torch.tensor([encoded["token_type_ids"]])).logits[0, 12]  # fmt: skip
-    expected = torch.log_softmax(logits, dim=-1)
-    # convert_tokens_to_ids of each class word: grasp, lift, ride, sitting are in the vocabulary; the rest are not.
-    assert scores[0] == pytest.approx(expected[vocab["grasp"]].item(), abs=1e-5)
-    assert scores[5] == pytest.approx(expected[vocab["ride"]].item(), abs=1e-5)
-    assert scores[8] == pytest.approx(expected[vocab["sitting"]].item(), abs=1e-5)
-    assert scores[2] is None and scores[14] is None
+    ids, mask = torch.tensor([encoded["input_ids"]]), torch.tensor([encoded["attention_mask"]])
+    with torch.no_grad():  # probing.py:130: model(input_ids, attention_mask), no token types
+        released = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits[0, 12], dim=-1)
+        segments = torch.log_softmax(model(input_ids=ids, token_type_ids=torch.tensor([encoded["token_type_ids"]])).logits[0, 12], dim=-1)
+    assert not torch.allclose(released, segments)  # the token types change the scores
+    # probing.py:151: convert_tokens_to_ids of each class word; a word outside the vocabulary converts to [UNK].
+    expected = [released[vocab.get(c.mlm_word, vocab["[UNK]"])].item() for c in evaluation.CLASSES]
+    assert scores == pytest.approx(expected, abs=1e-5)
+    assert scores[2] == scores[14] == pytest.approx(released[vocab["[UNK]"]].item(), abs=1e-5)
+    # The alternative passes the segment ids and leaves unknown words unscored (physprobe's earlier reading).
+    kind, payload = EVALUATION.protocol("mlm-pair-segments").build(row, "default", tokenizer)
+    (scores,) = score_requests(_loaded(model, tokenizer, "mlm"), "mlm", [(kind, payload)], False, None)
+    assert scores[5] == pytest.approx(segments[vocab["ride"]].item(), abs=1e-5) and scores[2] is None
+
+
+def test_released_mlm_lower_cases_for_a_cased_tokenizer_that_takes_the_option():
+    # src/probing.py:38 loads the tokenizer with do_lower_case=True: a cased BERT tokenizer then lower-cases (and
+    # strips accents); an uncased one does already; BPE tokenizers have no such option.
+    protocol = EVALUATION.protocol("mlm-released-probing")
+    row = {"sentence": "Zoë rode the Horse .", "object": "the Horse"}
+
+    class Cased:
+        do_lower_case = False
+
+    class Uncased:
+        do_lower_case = True
+
+    assert protocol.request(row, "default", Cased())[:2] == ("zoe rode the horse .", "the horse can be used for  [MASK] by human")
+    assert protocol.request(row, "default", Uncased())[0] == "Zoë rode the Horse ."
+    assert protocol.request(row, "default", object())[1] == "the Horse can be used for  [MASK] by human"
+
+
+def test_ties_count_as_each_released_script_counts_them():
+    # Positives Grasp, Lift, Throw, Push, Watch, Feed; every class scored equal but Grasp (higher).
+    scores = [0.0] + [-1.0] * 14
+    mlm = EVALUATION.protocol("mlm-released-probing")
+    # probing.py:214 / multi_choice.py:132: pos >= neg is correct, so every pair is right (6 x 9 = 54).
+    out = evaluation.metrics("default", [ROW], [mlm.predict(scores, ROW)], [scores], **mlm.metric_options)
+    assert out["pairwise"]["accuracy"] == 1.0
+    assert EVALUATION.protocol("nli-released-multi-choice").metric_options == mlm.metric_options == {"ties": "correct"}
+    # zero_shot_LLM.py:132 (YES/NO): pos > neg, ties wrong: only Grasp's 9 pairs are right.
+    assert evaluation.metrics("default", [ROW], [None], [scores])["pairwise"]["accuracy"] == pytest.approx(9 / 54)
+    assert EVALUATION.protocol("yes-no-flan-t5").metric_options == {}
+
+
+@pytest.mark.parametrize(
+    "answers, yes",
+    [(["Yes", "yes.", " YES", "No", "no", "Yes, a human can.", "No, they cannot.", "Eyes", "", "NO", "yes and no",
+       "I don't know", "Sure", "Nope", "Answer: Yes"], [0, 1, 2, 5, 7, 10, 14])],
+)  # fmt: skip
+def test_released_yes_no_rule_on_generated_answers(answers, yes):
+    # zero_shot_LLM.py:73-76: 1 if 'yes' in answer.lower() else 0; the pair's prediction is the YES set.
+    protocol = EVALUATION.protocol("yes-no-flan-t5")
+    assert protocol.scores(answers) == [1.0 if i in yes else 0.0 for i in range(15)]
+    mask = protocol.predict(answers, None)
+    assert mask == sum(1 << i for i in yes)
+    # Pairwise, pos > neg (zero_shot_LLM.py:132): YES positives (Grasp, Lift, Throw, and Watch: "Eyes" holds
+    # 'yes') x NO negatives (the 9 negatives but Ride, Row, TypeOn: 6) = 24 of 54.
+    positives = [i for i, label in enumerate(ROW["labels"]) if label]
+    negatives = [i for i, label in enumerate(ROW["labels"]) if not label]
+    right = sum(int(p in yes) > int(n in yes) for p in positives for n in negatives)
+    assert right == 24
+    out = evaluation.metrics("default", [ROW], [mask], [protocol.scores(answers)])
+    assert out["pairwise"]["accuracy"] == pytest.approx(right / 54)
+
+
+def test_yes_no_generation_equals_the_released_greedy_call(tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from physprobe.runner import score_requests
+
+    from . import tiny_models
+
+    protocol = EVALUATION.protocol("yes-no-falcon")
+    texts = [p for p in prompts("yes-no-falcon")] + ["YES", "NO", "Yes, a human can.", "No."]
+    folder = tiny_models.causal_lm(tmp_path / "m", texts)
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+    request = protocol.build(ROW, "default", tokenizer)
+    (answers,) = score_requests(_loaded(model, tokenizer, "causal"), "yes_no", [request], False, None)
+    released = []
+    for prompt in prompts("yes-no-falcon"):  # zero_shot_LLM.py:66-76, greedy
+        inputs = tokenizer(prompt, return_tensors="pt")
+        with torch.inference_mode():
+            out = model.generate(**inputs, max_new_tokens=20, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+        released.append(tokenizer.decode(out[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True))
+    assert answers == released
+    assert protocol.predict(answers, request[1]) == sum(1 << i for i, text in enumerate(released) if "yes" in text.lower())
+
+
+def test_released_generative_config_is_the_rows_the_scripts_score(built_all, upstream_dir):
+    import csv
+
+    import datasets
+
+    # zero_shot_LLM.py:96-99: `for ids, rows in data.iterrows(): if ids < 1868: continue` over the release.
+    with open(upstream_dir / "text2afford" / "final_normal_dataset.tsv", newline="") as handle:
+        release = list(csv.DictReader(handle, delimiter="\t"))
+    scored = [(r["Sentence"], r["Object"]) for ids, r in enumerate(release) if not ids < 1868]
+    subset = datasets.load_dataset(str(built_all / "text2afford"), "released_generative", split="test")
+    assert len(scored) == subset.num_rows == 500
+    assert list(zip(subset["sentence"], subset["object"])) == scored
+    assert "released_generative" in EVALUATION.scorable
 
 
 def test_nli_pipeline_multi_label_and_released_single_label_worked_by_hand():
@@ -173,6 +276,13 @@ def test_nli_pipeline_multi_label_and_released_single_label_worked_by_hand():
     with torch.no_grad():
         logits = [model(**tokenizer(p, h, return_tensors="pt")).logits[0] for p, h in pairs]
     # The pipeline with multi_label=True: softmax over (contradiction, entailment) for each label on its own.
+    assert scores == pytest.approx([torch.softmax(l[[0, 2]], dim=0)[1].item() for l in logits], abs=1e-5)
+    # multi_choice.py:65-68 at the pinned commit: bare class words as the labels, multi_label=True.
+    kind, pairs = EVALUATION.protocol("nli-released-multi-choice").build(row, "default", tokenizer)
+    assert kind == "nli_vs_contradiction" and pairs[12] == ("he rides a horse .", "This example is looking.")
+    (scores,) = score_requests(loaded, "nli", [(kind, pairs)], False, None)
+    with torch.no_grad():
+        logits = [model(**tokenizer(p, h, return_tensors="pt")).logits[0] for p, h in pairs]
     assert scores == pytest.approx([torch.softmax(l[[0, 2]], dim=0)[1].item() for l in logits], abs=1e-5)
     kind, pairs = EVALUATION.protocol("nli-released-single-label").build(row, "default", tokenizer)
     assert pairs[0][1] == "This example is horse can be used for grasp by human."

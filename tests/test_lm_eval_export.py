@@ -167,7 +167,7 @@ def test_exported_seq2seq_tasks_in_lm_eval_decide_as_physprobe_score(built_all, 
 
     results, samples = _lm_eval(model, list(seq2seq), tasks_dir, tmp_path / "lm", "backend=seq2seq")
     assert len(samples["physprobe_prost_default_span_sum_seq2seq"]) == ROWS["prost"]
-    assert len(samples["physprobe_text2afford_default_yes_no_flan_t5_seq2seq"]) == ROWS["text2afford"] * 15  # a doc per class
+    assert len(samples["physprobe_text2afford_default_yes_no_logprob_flan_t5_seq2seq"]) == ROWS["text2afford"] * 15  # a doc per class
     _assert_decided_as_physprobe_score(seq2seq, results, samples, model, data, tmp_path / "runs")
 
 def test_export_plan_follows_the_scorers_defaults_and_says_what_it_replaced(built_all):

@@ -161,7 +161,8 @@ class Task:
         """The config's headline figure (the benchmark's declared ``Evaluation.headline``) from its own metric
         wiring; NaN when none was computed."""
         indices, predictions, scores = self.decisions(items)
-        values = self.evaluation.metrics(self.config, [self.rows[i] for i in indices], predictions, scores)
+        values = self.evaluation.metrics(self.config, [self.rows[i] for i in indices], predictions, scores,
+                                         **self.protocol.metric_options)  # fmt: skip
         found = self.evaluation.headline_of(values)
         return float("nan") if found is None else found[1]
 

@@ -13,9 +13,10 @@ A protocol's ``request(row, config)`` builds one typed request from the row alon
 - ``mlm`` -> ``Masked`` (candidates at the mask) or ``MaskedPair`` (a sentence pair's mask);
 - ``seq2seq`` -> ``Seq2Seq`` (log-probability of each target);
 - ``nli`` -> ``Entailment`` (a score per premise-hypothesis pair);
-- ``yes_no`` -> ``YesNo`` (P(YES) of each prompt);
+- ``yes_no`` -> ``YesNo`` (P(YES) of each prompt); with a ``match`` rule, ``GenerateEach``: each
+  prompt's greedy answer, which ``match(text, YES_NO)`` reads as 1 (YES) or 0 (NO), the prompt's score;
 - ``generate`` -> ``Generate``: a greedy answer, which the protocol's ``match(text, choices)`` maps to
-  an option (None: unparsed).
+  an option (None: unparsed, predicted as ``UNPARSED``, an answer that names no option and so is wrong).
 
 >>> from physprobe.requests import Choice
 >>> p = Protocol("demo", "causal", lambda row, config: Choice(row["q"], tuple(f" {o}" for o in row["options"])),
@@ -34,11 +35,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from physprobe.errors import ProtocolError
-from physprobe.requests import Generate
+from physprobe.requests import Generate, GenerateEach, YesNo
 
 FAMILIES = ("causal", "mlm", "seq2seq", "nli")
 METHODS = ("causal", "mlm", "seq2seq", "nli", "yes_no", "generate")
 GENERATIVE = ("causal", "seq2seq")  # families that can answer YES/NO or generate
+UNPARSED = -1  # the prediction of a generated answer that names no option: counted wrong, reported as unparsed
+YES_NO = ("NO", "YES")  # the choices a generating yes_no protocol's match reads an answer against
 
 
 def argmax(scores: Sequence[float | None]) -> int | None:
@@ -61,7 +64,10 @@ class Protocol:
     ``max_new_tokens`` and ``stop`` filled from the protocol's) and ``match(text, choices)`` gives the
     option the generated text names (None: unparsed). ``skip(row)`` marks rows the protocol leaves out (reported
     as ``excluded``); ``source`` is the paper section and upstream file:line it follows;
-    ``reported_apart``: the paper reports it outside its averages (PROST Table 5's UnifiedQA).
+    ``reported_apart``: the paper reports it outside its averages (PROST Table 5's UnifiedQA);
+    ``metric_options``: keyword arguments of the benchmark's metric wiring under this protocol (e.g.
+    Text2Afford's tie rule). A ``yes_no`` protocol with a ``match`` rule generates each prompt's answer
+    (``max_new_tokens``, ``stop``) and scores it ``match(text, YES_NO)`` (1 YES, 0 NO).
     """
 
     name: str
@@ -79,6 +85,7 @@ class Protocol:
     skip: Callable[[dict], bool] | None = None
     skip_reason: str = ""
     reported_apart: bool = False
+    metric_options: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -88,19 +95,38 @@ class Protocol:
         if self.method == "generate" and self.match is None:
             raise ValueError(f"protocol {self.name!r}: a generate protocol needs a match rule")
 
+    @property
+    def generates(self) -> bool:
+        """Whether the model answers in generated text (a generate protocol, or a yes_no one with a match rule)."""
+        return self.match is not None
+
     def build(self, row: dict, config: str):
-        """The typed request of one row of ``config``."""
+        """The typed request of one row of ``config``: a ``Generate`` gets the protocol's bounds, and a
+        generating ``yes_no`` protocol's ``YesNo`` becomes a ``GenerateEach`` of its prompts."""
         request = self.request(row, config)
         if isinstance(request, Generate):
             request = dataclasses.replace(request, max_new_tokens=self.max_new_tokens, stop=tuple(self.stop))
+        elif isinstance(request, YesNo) and self.generates:
+            request = GenerateEach(request.prompts, self.max_new_tokens, tuple(self.stop))
         return request
+
+    def scores(self, result: list) -> list:
+        """The per-option scores of a request's result: none for a generated answer, ``match``'s 1/0 for each
+        generated YES/NO answer, else the result itself."""
+        if self.method == "generate":
+            return []
+        if self.generates:
+            return [float(self.match(text, YES_NO)) for text in result]
+        return result
 
     def predict(self, result: list, request) -> int | None:
         """The predicted option from a request's result (scores, or ``[generated text]`` and, where the
-        backend resolved them, the choices) and the request."""
+        backend resolved them, the choices) and the request; ``UNPARSED`` for a generated answer that
+        names no option."""
         if self.method == "generate":
-            return self.match(result[0], list(result[1:] or request.choices))
-        return self.decide(result)
+            choice = self.match(result[0], list(result[1:] or request.choices))
+            return UNPARSED if choice is None else choice
+        return self.decide(self.scores(result))
 
 
 def _reference(row: dict) -> list[int]:
@@ -144,13 +170,14 @@ class Evaluation:
                 return key, float(node)
         return None
 
-    def pooled_metrics(self, outcomes: dict[str, tuple[list, list, list]]) -> dict:
-        """The ``pooled`` figures whose configs are all in ``outcomes`` (config -> rows, predictions, scores)."""
+    def pooled_metrics(self, outcomes: dict[str, tuple[list, list, list]], **options) -> dict:
+        """The ``pooled`` figures whose configs are all in ``outcomes`` (config -> rows, predictions, scores);
+        ``options``: the protocol's ``metric_options``."""
         out = {}
         for name, members in self.pooled.items():
             if all(m in outcomes for m in members):
                 rows, predictions, scores = ([x for m in members for x in outcomes[m][k]] for k in range(3))
-                out[name] = self.metrics(name, rows, predictions, scores)
+                out[name] = self.metrics(name, rows, predictions, scores, **options)
         return out
 
     def protocol(self, name: str) -> Protocol:
@@ -192,6 +219,16 @@ def decided(rows: list[dict], predictions: list) -> tuple[dict, list[int]]:
     """
     kept = [i for i, p in enumerate(predictions) if p is not None]
     return {"n": len(rows), "undecided": len(rows) - len(kept)}, kept
+
+
+def scored_as_wrong(predictions: Sequence[int], references: Sequence[int], num_choices: int) -> list[int]:
+    """``predictions`` with each ``UNPARSED`` answer replaced by an option other than its reference, so that
+    accuracy (and every breakdown of it) counts the answer wrong and keeps it in the denominator.
+
+    >>> scored_as_wrong([1, UNPARSED, UNPARSED], [1, 0, 3], 4)
+    [1, 1, 0]
+    """
+    return [(ref + 1) % num_choices if p == UNPARSED else p for p, ref in zip(predictions, references)]
 
 
 def load_metric(name: str):

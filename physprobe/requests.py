@@ -58,12 +58,17 @@ class Masked:
 class MaskedPair:
     """Candidate words at the ``[MASK]`` of a sentence pair encoded as one (``tokenizer(first, second)``),
     each word looked up as one vocabulary entry (Text2Afford's released ``src/probing.py``);
-    ``token_type_ids``: the pair's segment ids are fed to the model."""
+    ``token_type_ids``: the pair's segment ids are fed to the model; ``unknown_as_unk``: a word outside the
+    vocabulary is scored as the unknown token it converts to (else it has no score); ``lower_case``: the
+    pair is read as a tokenizer loaded with ``do_lower_case=True`` reads it (lower-cased, accents stripped,
+    where the tokenizer is a cased one that takes the option)."""
 
     first: str
     second: str
     words: tuple[str, ...]
     token_type_ids: bool = True
+    unknown_as_unk: bool = False
+    lower_case: bool = False
 
 
 @dataclass(frozen=True)
@@ -115,7 +120,18 @@ class Generate:
     first_token_choices: bool = False
 
 
-TYPES = (Choice, MeanTokens, Masked, MaskedPair, Seq2Seq, Entailment, YesNo, Generate)
+@dataclass(frozen=True)
+class GenerateEach:
+    """A greedy answer to each of ``prompts`` (at most ``max_new_tokens`` tokens, cut before the first
+    ``stop`` string), which the protocol reads itself (e.g. Text2Afford's released YES/NO rule,
+    ``'yes' in answer.lower()``)."""
+
+    prompts: tuple[str, ...]
+    max_new_tokens: int = 16
+    stop: tuple[str, ...] = ()
+
+
+TYPES = (Choice, MeanTokens, Masked, MaskedPair, Seq2Seq, Entailment, YesNo, Generate, GenerateEach)
 
 
 def key(request) -> list:
@@ -156,6 +172,6 @@ def texts(request) -> list[str]:
         return [request.source, *request.targets]
     if isinstance(request, Entailment):
         return [text for pair in request.pairs for text in pair]
-    if isinstance(request, YesNo):
+    if isinstance(request, (YesNo, GenerateEach)):
         return list(request.prompts)
     return [request.prompt]

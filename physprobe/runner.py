@@ -165,12 +165,12 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
             if ranks.world > 1 and ranks.main:  # a later single-process run into ``out`` resumes from every rank's scores
                 cache.put(dict(zip(keys, results)))
             predictions = [chosen.predict(result, req) for result, req in zip(results, reqs)]
-            generated = [result[0] for result in results] if method == "generate" else [None] * len(rows)
-            row_scores = [[] for _ in rows] if method == "generate" else results
-            metrics[config] = evaluation.metrics(config, rows, predictions, row_scores)
+            generated = [(result[0] if method == "generate" else result) if chosen.generates else None for result in results]
+            row_scores = [chosen.scores(result) for result in results]
+            metrics[config] = evaluation.metrics(config, rows, predictions, row_scores, **chosen.metric_options)
             outcomes[config] = (rows, predictions, row_scores)
-            if method == "generate":  # every undecided row is an answer that named no option
-                metrics[config]["unparsed"] = sum(p is None for p in predictions)
+            if method == "generate":  # answers that named no option, counted wrong by the metric wiring
+                metrics[config]["unparsed"] = predictions.count(protocols.UNPARSED)
             if excluded:
                 metrics[config]["excluded"] = excluded
             if identity:
@@ -178,7 +178,7 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
             if bootstrap_iters and rows and ranks.main:
                 def resampled(idx, rows=rows, predictions=predictions, row_scores=row_scores, config=config):
                     return evaluation.metrics(config, [rows[i] for i in idx], [predictions[i] for i in idx],
-                                              [row_scores[i] for i in idx])  # fmt: skip
+                                              [row_scores[i] for i in idx], **chosen.metric_options)  # fmt: skip
 
                 uncertainty[config] = provenance.bootstrap(resampled, len(rows), bootstrap_iters)
             records += [
@@ -188,9 +188,9 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
                 for i in range(len(rows))
             ]  # fmt: skip
             timings[config] = round(time.perf_counter() - config_started, 3)
-        for name, pooled in evaluation.pooled_metrics(outcomes).items():  # figures over several configs, e.g. CConS's NoCon
+        for name, pooled in evaluation.pooled_metrics(outcomes, **chosen.metric_options).items():  # e.g. CConS's NoCon
             if method == "generate":
-                pooled["unparsed"] = pooled["undecided"]
+                pooled["unparsed"] = sum(metrics[member]["unparsed"] for member in evaluation.pooled[name])
             metrics[name] = pooled
         elapsed = time.perf_counter() - started
         if method == "generate" and ranks.main:

@@ -12,7 +12,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from physprobe import registry
+from physprobe import protocols, registry
 from physprobe.cli import main
 from physprobe.dataset_scripts.cccons import evaluation as cccons
 from physprobe.requests import Generate
@@ -112,6 +112,23 @@ def test_generative_question_and_answer_matching(by_config):
     assert protocol.match("I cannot tell.", choices) is None  # unparsed, never scored as an option
 
 
+def test_unparsed_answers_count_wrong_not_dropped(by_config):
+    # Five questions answered as a small instruction model answers; two name neither object. NEWTON and PROST
+    # count such answers wrong; so does CConS now: 2 right of 5 (dropping them would give 2 of 3).
+    protocol = EVALUATION.protocol("question-generate")
+    rows = by_config["ordinary"][:5]
+    answers = [f"The {rows[0]['obj1'] if rows[0]['label'] == 0 else rows[0]['obj2']} is bigger.", "",
+               f"A {rows[2]['obj2']}.", "It is hard to say.", f"{rows[4]['obj1']}"]  # fmt: skip
+    payloads = [protocol.build(r, "ordinary") for r in rows]
+    predictions = [protocol.predict([a], p) for a, p in zip(answers, payloads)]
+    assert predictions[1] == predictions[3] == protocols.UNPARSED
+    right = sum(p == r["label"] for p, r in zip(predictions, rows))
+    out = cccons.metrics("ordinary", rows, predictions, [[] for _ in rows])
+    assert out["n"] == 5 and out["undecided"] == 0 and out["accuracy"] == pytest.approx(right / 5)
+    # Every answer empty (SmolLM2 on the paper's question): accuracy 0, not NaN.
+    assert cccons.metrics("ordinary", rows, [protocols.UNPARSED] * 5, [[]] * 5)["accuracy"] == 0.0
+
+
 def _constant(rows, label):
     return [label] * len(rows)
 
@@ -141,10 +158,10 @@ def test_score_runs_every_default_protocol(tiny, built_all, tmp_path, family, pr
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics) == {*CONFIGS, "nocontext"}
     assert metrics["nocontext"]["n"] == 10 and all(metrics[c]["n"] == 5 for c in CONFIGS)
-    if protocol == "question-generate":
-        assert all(metrics[c]["unparsed"] == metrics[c]["undecided"] for c in metrics)
-    else:
-        assert all("accuracy" in metrics[c] for c in metrics)
+    assert all("accuracy" in metrics[c] for c in metrics)
+    if protocol == "question-generate":  # unparsed answers are wrong, not undecided
+        assert all(metrics[c]["undecided"] == 0 and metrics[c]["accuracy"] <= 1 - metrics[c]["unparsed"] / metrics[c]["n"]
+                   for c in metrics)  # fmt: skip
 
 
 @pytest.mark.parametrize("family, protocol", [("mlm", "mask-vocab"), ("causal", "answer-loglik"), ("seq2seq", "answer-loglik-seq2seq")])

@@ -42,7 +42,8 @@ def _tiny_gpt2(folder: Path, data: Path) -> Path:
 
     texts = [" ".join(map(str, row.values())) for parquet in sorted(data.rglob("*.parquet")) for row in pq.read_table(parquet).to_pylist()]
     tiny_models.causal_lm(folder, texts)
-    # lm-eval's add_bos_token=True asks the tokenizer for its special tokens: give it BOS, as physprobe prepends it.
+    # lm-eval's add_bos_token=True asks the tokenizer for its special tokens: give it BOS, which physprobe's generation
+    # (prompts encoded as the tokenizer encodes them) then reads too.
     tokenizer = AutoTokenizer.from_pretrained(folder)
     bos = tokenizer.bos_token_id
     tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", bos)])
@@ -111,7 +112,7 @@ def _assert_decided_as_physprobe_score(tasks: dict, results: dict, samples: dict
                 row = ours[sample["doc"]["row"]]
                 # lm-eval logs the whole answer; the task cuts it at the protocol's stop strings, as physprobe does.
                 assert cut(sample["filtered_resps"][0], registry.evaluation(benchmark).protocol(protocol).stop) == row["generated"], (task, sample["doc"]["row"])
-                assert sample["paper"][1] == (None if row["prediction"] == -1 else row["prediction"])
+                assert sample["paper"][1] == row["prediction"]  # protocols.UNPARSED (-1) when no option is named
             assert len(logged) == len(ours)
         elif any(s["doc"]["part"] for s in logged):  # YES/NO: one lm-eval doc per class; the row's YES set
             yes = {}
@@ -142,7 +143,8 @@ def test_exported_seq2seq_tasks_in_lm_eval_decide_as_physprobe_score(built_all, 
     the decoder) on the exported seq2seq tasks, with a tiny random T5.
 
     What is exported: PROST ``span-sum`` (its default ``released-t5`` scores fixed token ids: not expressible)
-    and Text2Afford ``yes-no-flan-t5`` (one lm-eval doc per class); CConS and NEWTON have no seq2seq task
+    and Text2Afford ``yes-no-logprob-flan-t5`` (its default ``yes-no-flan-t5`` generates an answer per class: not
+    expressible; one lm-eval doc per class); CConS and NEWTON have no seq2seq task
     of their own (their generate protocols are one task for both families, run by the causal test). The
     tiny T5's tokenizer appends no end-of-sequence token, so the targets physprobe scores are the tokens
     lm-eval scores (a real T5 tokenizer appends ``</s>``, which lm-eval leaves off: see the export's README).
@@ -159,13 +161,13 @@ def test_exported_seq2seq_tasks_in_lm_eval_decide_as_physprobe_score(built_all, 
             if spec["metadata"]["family"] == "seq2seq":
                 seq2seq[spec["task"]] = (benchmark, path.stem, spec)
     protocols = sorted((b, s["metadata"]["physprobe_protocol"], s["output_type"]) for b, _, s in seq2seq.values())
-    assert protocols == [("prost", "span-sum", "multiple_choice"), ("text2afford", "yes-no-flan-t5", "multiple_choice")]
+    assert protocols == [("prost", "span-sum", "multiple_choice"), ("text2afford", "yes-no-logprob-flan-t5", "multiple_choice")]
     readme = [line for line in (tasks_dir / "README.md").read_text().splitlines() if line.startswith("| physprobe_")]
     assert all(SEQ2SEQ_EOS in line for line in readme if "_seq2seq |" in line) and not any(SEQ2SEQ_EOS in line for line in readme if "_seq2seq |" not in line)
 
     results, samples = _lm_eval(model, list(seq2seq), tasks_dir, tmp_path / "lm", "backend=seq2seq")
     assert len(samples["physprobe_prost_default_span_sum_seq2seq"]) == ROWS["prost"]
-    assert len(samples["physprobe_text2afford_default_yes_no_flan_t5_seq2seq"]) == ROWS["text2afford"] * 15  # a doc per class
+    assert len(samples["physprobe_text2afford_default_yes_no_logprob_flan_t5_seq2seq"]) == ROWS["text2afford"] * 15  # a doc per class
     _assert_decided_as_physprobe_score(seq2seq, results, samples, model, data, tmp_path / "runs")
 
 def test_export_plan_follows_the_scorers_defaults_and_says_what_it_replaced(built_all):

@@ -7,6 +7,8 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
+from physprobe import protocols
+from physprobe.backends.hf import generation
 from physprobe.dataset_scripts.newton import evaluation
 from physprobe.dataset_scripts.newton.evaluation import EVALUATION, match_answer, released_prompt
 from physprobe.requests import Choice, Generate
@@ -76,6 +78,20 @@ def test_loglik_alternatives_score_labels_or_texts():
 
 @pytest.mark.parametrize(
     "answer, expected",
+    [("The answer is (a).", 0), ("The answer is (b).", 1), ("(b)", 1), ("b)", 1), ("(B) False", 1),
+     ("Answer: (a) True", 0), ("The correct answer is b.", 1), ("Option (b).", 1), ("\n\n(a) True", 0),
+     ("b", 1), ("True.", 0), ("false", 1), ("a true statement", 0), ("The statement is False.", 1),
+     ("It depends.", None)],
+)  # fmt: skip
+def test_answer_matching_finds_a_label_stated_as_the_answer_before_option_text(answer, expected):
+    # Track 2 Boolean answers as small instruction models write them (SmolLM2: "The answer is (a)." in most).
+    assert match_answer(answer, ["True", "False"]) == expected
+    protocol = EVALUATION.protocol("released-generate")
+    assert protocol.predict([answer], Generate("", tuple(["True", "False"]))) == (protocols.UNPARSED if expected is None else expected)
+
+
+@pytest.mark.parametrize(
+    "answer, expected",
     [("(b) pillow", 1), ("B", 1), ("b) pillow", 1), ("Pillow.", 1), ("the answer is spoon", 3),
      ("rock", 0), ("rocking_chair", None), ("pillow or spoon", 1), ("", None),
      ("rock salt", 4)],
@@ -111,3 +127,33 @@ def test_metrics_report_polarity_position_and_macro_breakdowns():
     track3 = [{"tag": "hammering", "label": 2}, {"tag": "insulation", "label": 0}]
     out = evaluation.metrics("track3", track3, [2, 1], [[], []])
     assert set(out["by_group"]) == {"hammering", "insulation"} and out["by_position"]["2"]["accuracy"] == 1.0
+
+
+@pytest.mark.parametrize("adds_bos", [False, True])
+def test_generation_reads_the_prompt_as_the_tokenizer_encodes_it(tmp_path, adds_bos):
+    # The released text-generation pipeline (utils/huggingface_models.py) encodes the prompt with the tokenizer's own
+    # special tokens and decodes greedily (flan: do_sample=False): no BOS is added unless the tokenizer adds it.
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from . import tiny_models
+
+    rows = [{"question": f"{o} is {a}.", "choices": ["True", "False"]} for o in ("pillow", "rock", "sponge", "knife")
+            for a in ("soft", "hard", "sharp")]  # fmt: skip
+    prompts = [released_prompt(row, "track2_boolean") for row in rows]
+    folder = tiny_models.causal_lm(tmp_path / "m", prompts + ["The answer is (a). True", "(b) False"])
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+    if adds_bos:  # as Llama's and Gemma's tokenizers do
+        tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
+            single="<s> $A", special_tokens=[("<s>", tokenizer.bos_token_id)])
+    protocol = EVALUATION.protocol("released-generate")
+    requests = [{"prompt": r.prompt, "max_new_tokens": r.max_new_tokens, "stop": list(r.stop)}
+                for r in (protocol.build(row, "track2_boolean") for row in rows[:6])]  # fmt: skip
+    texts = generation.generate(model, tokenizer, requests, torch.device("cpu"))
+    for request, text in zip(requests, texts):
+        ids = tokenizer(request["prompt"], return_tensors="pt")["input_ids"]
+        assert (ids[0, 0].item() == tokenizer.bos_token_id) == adds_bos
+        with torch.inference_mode():
+            out = model.generate(ids, max_new_tokens=request["max_new_tokens"], do_sample=False,
+                                 pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+        assert text == tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)

@@ -11,9 +11,10 @@ import datasets
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer, GPT2Config
+from tokenizers import processors
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from physprobe import registry
+from physprobe import protocols, registry
 from physprobe.backends import hf
 from physprobe.backends.hf import scoring
 from physprobe.cli import main
@@ -24,6 +25,7 @@ from . import tiny_models
 
 EVALUATION = registry.evaluation("prost")
 UPSTREAM_MASK = r"( \[MASK\])|(\[MASK\])"
+OPT = "ABCD"
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +57,12 @@ def sample(rows, tokenizer, single_token=True, n=8):
 
 # --- causal: create_examples_gpt + mean token loss ---------------------------------------------
 def upstream_gpt_instances(row, tokenizer):
-    """input_pipeline.py:74-116 step by step: <pad> for the mask, BOS/EOS around, pad id -> option id."""
+    """input_pipeline.py:74-116 step by step: <pad> for the mask, BOS/EOS around when the tokenizer's name
+    starts with 'gpt' (:88-89), encoded with the tokenizer's special tokens, pad id -> option id."""
     question = re.sub(UPSTREAM_MASK, tokenizer.pad_token, row["question"])
-    text = f"{tokenizer.bos_token}{row['context']} {question}{tokenizer.eos_token}"
+    text = f"{row['context']} {question}"
+    if tokenizer.name_or_path.startswith("gpt"):
+        text = f"{tokenizer.bos_token}{text}{tokenizer.eos_token}"
     encoding = tokenizer(text, padding="do_not_pad", add_special_tokens=True)
     tokens = encoding.tokens()
     target = tokens.index(tokenizer.pad_token, 1, len(tokens) - 1)
@@ -84,8 +89,15 @@ def upstream_gpt_losses(model, instances, pad_id):
     return loss.reshape(len(instances), -1).mean(-1)
 
 
+def named(folder, name, **kwargs):
+    """The folder's tokenizer under the name the released code would have loaded it by (its test reads it)."""
+    tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
+    tokenizer.name_or_path = name
+    return tokenizer
+
+
 def test_released_gpt_input_is_the_upstream_token_sequence(rows, tiny):
-    tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
+    tokenizer = named(tiny["causal"], "gpt2")
     protocol = EVALUATION.protocol("released-gpt")
     for row in sample(rows, tokenizer):
         request = protocol.build(row, "default")
@@ -97,9 +109,32 @@ def test_released_gpt_input_is_the_upstream_token_sequence(rows, tiny):
         assert tokenizer.decode(payload[0][1:-1]) == f"{row['context']} {row['question'].replace('[MASK]', row['A'])}"
 
 
-def test_released_gpt_decision_is_the_lowest_mean_loss(rows, tiny):
+def test_released_gpt_input_for_other_tokenizer_names_is_the_tokenizers_own_encoding(rows, tiny):
+    # Not a 'gpt' name: no BOS/EOS added (input_pipeline.py:88-89 skipped), the text encoded with the tokenizer's
+    # own special tokens: none for this tokenizer (as SmolLM2's), a leading <s> once a post-processor adds it
+    # (as Gemma's and Llama's tokenizers do).
+    protocol = EVALUATION.protocol("released-gpt")
+    plain = named(tiny["causal"], "HuggingFaceTB/SmolLM2-135M-Instruct")
+    with_bos = named(tiny["causal"], "google/gemma-3-270m")
+    bos = with_bos.bos_token_id
+    with_bos.backend_tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", bos)])
+    for row in sample(rows, plain, n=4):
+        payload = hf.mean_token_ids(protocol.build(row, "default"), plain)
+        assert payload == upstream_gpt_instances(row, plain)
+        assert bos not in payload[0]  # neither BOS nor EOS (<s> is both here)
+        assert plain.decode(payload[1]) == f"{row['context']} {row['question'].replace('[MASK]', row['B'])}"
+        payload = hf.mean_token_ids(protocol.build(row, "default"), with_bos)
+        assert payload == upstream_gpt_instances(row, with_bos)
+        assert payload[0][0] == bos and payload[0].count(bos) == 1
+        # The tokenizer-agnostic variant keeps BOS + text + EOS whatever the name (physprobe's earlier default).
+        variant = hf.mean_token_ids(EVALUATION.protocol("released-gpt-bos-eos").build(row, "default"), plain)
+        assert variant == [[bos, *ids, bos] for ids in hf.mean_token_ids(protocol.build(row, "default"), plain)]
+
+
+@pytest.mark.parametrize("name", ["gpt2", "HuggingFaceTB/SmolLM2-135M-Instruct"])
+def test_released_gpt_decision_is_the_lowest_mean_loss(rows, tiny, name):
     model = AutoModelForCausalLM.from_pretrained(tiny["causal"]).eval()
-    tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
+    tokenizer = named(tiny["causal"], name)
     protocol = EVALUATION.protocol("released-gpt")
     picked = sample(rows, tokenizer)
     payloads = [hf.mean_token_ids(protocol.build(row, "default"), tokenizer) for row in picked]
@@ -205,8 +240,25 @@ def test_unifiedqa_input_choices_and_matching(rows, tiny):
     assert protocol.match("a red apple", choices) == 0  # overlap 1/2
     assert protocol.match("book box", choices) == 1  # overlap ties: first (numpy argmax)
     assert protocol.match("a ball", choices) is None  # every score 0: upstream -1, here unparsed
+    assert protocol.predict(["a ball"], Generate("", tuple(choices))) == protocols.UNPARSED
     assert protocol.skip({"name": "sliding_2", "ex_question": "Which?"}) and protocol.skip({"name": "mass_1_a", "ex_question": ""})
     assert protocol.reported_apart and EVALUATION.default("seq2seq", model_name=str(tiny["unifiedqa"])) is protocol
+
+
+def test_unifiedqa_unmatched_answers_count_wrong_as_results_py_counts_them(rows):
+    # Answers as UnifiedQA writes them, for eight questions of one concept: zs_runner.py:160-171 gives an answer
+    # matching no option pred_idx -1, and results.py's correct = pred_idx == label keeps it, wrong.
+    picked = [r for r in rows if r["group"] == "mass" and r["ex_question"]][:8]
+    protocol = EVALUATION.protocol("released-unifiedqa")
+    answers = [picked[0][OPT[picked[0]["label"]]], "The " + picked[1][OPT[picked[1]["label"]]] + ".", "none of them",
+               picked[3][OPT[(picked[3]["label"] + 1) % 4]], "I do not know", picked[5][OPT[picked[5]["label"]]],
+               "a feather", picked[7][OPT[picked[7]["label"]]]]  # fmt: skip
+    predictions = [protocol.predict([a], Generate("", tuple([r[o] for o in "ABCD"]))) for a, r in zip(answers, picked)]
+    upstream = [-1 if p == protocols.UNPARSED else p for p in predictions]
+    correct = [p == r["label"] for p, r in zip(upstream, picked)]
+    assert upstream.count(-1) == 3 and sum(correct) == 4
+    out = prost.metrics("default", picked, predictions, [[] for _ in picked])
+    assert out["n"] == 8 and out["undecided"] == 0 and out["accuracy"] == pytest.approx(sum(correct) / 8)
 
 
 # --- Tables 5-7 as results.py computes them ----------------------------------------------------

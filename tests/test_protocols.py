@@ -148,7 +148,7 @@ def _greedy_alone(model, tokenizer, prompt, budget, seq2seq):
         encoder = torch.tensor([tokenizer(prompt)["input_ids"]])
         out = [model.config.decoder_start_token_id]
     else:
-        out = [tokenizer.bos_token_id] + tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        out = tokenizer(prompt)["input_ids"]  # as the tokenizer encodes it: no BOS forced (issue 20, item 3)
     start = 1 if seq2seq else len(out)
     for _ in range(budget):
         if seq2seq:
@@ -183,10 +183,13 @@ def test_score_method_generate_keeps_raw_text_and_counts_unparsed(tiny, built_al
     assert json.loads((out / "run.json").read_text())["protocol"] == "question-generate"
     assert all(isinstance(r["generated"], str) and r["scores"] == [] for r in records)
     for config in ("ordinary", "ccommon"):
-        parsed = [r for r in records if r["config"] == config and r["prediction"] != -1]
-        assert metrics[config]["unparsed"] == 6 - len(parsed) == metrics[config]["undecided"]
+        mine = [r for r in records if r["config"] == config]
+        parsed = [r for r in mine if r["prediction"] != protocols.UNPARSED]
+        assert metrics[config]["unparsed"] == 6 - len(parsed) and metrics[config]["undecided"] == 0
         for record in parsed:  # a parsed answer names the object it was scored as
             assert record["prediction"] in (0, 1)
+        # An unparsed answer stays in the denominator, wrong.
+        assert metrics[config]["accuracy"] == pytest.approx(sum(r["prediction"] == r["reference"][0] for r in mine) / 6)
     # Resume: the generated answers come from the cache.
     assert main(args) == 0
     assert json.loads((out / "run.json").read_text())["questions_scored"] == 0

@@ -125,7 +125,7 @@ def test_paper_protocols_are_real_protocols_of_their_method():
                           "generate": ("released-unifiedqa",)},
                 "cccons": {"mlm": ("mask-four",), "generate": ("question-generate",)},
                 "newton": {"generate": ("released-generate",)},
-                "text2afford": {"mlm": ("mlm-released-probing",), "nli": ("nli-zero-shot-multi-label",),
+                "text2afford": {"mlm": ("mlm-released-probing",), "nli": ("nli-released-multi-choice",),
                                 "yes_no": ("yes-no-flan-t5", "yes-no-falcon", "yes-no-llama3-released")}}  # fmt: skip
     for benchmark in BENCHMARKS:
         declared = report.paper_tables(benchmark).protocols

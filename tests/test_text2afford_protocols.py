@@ -9,16 +9,24 @@ from transformers import PreTrainedTokenizerFast
 from physprobe.dataset_scripts.text2afford import evaluation
 from physprobe.dataset_scripts.text2afford.evaluation import EVALUATION, from_yes_set, prompt, yes_set
 from physprobe.generators import text2afford
-from physprobe.requests import Entailment, Masked, MaskedPair, YesNo
+from physprobe.backends import hf
+from physprobe.backends.hf import score_loaded
+from physprobe.requests import Entailment, GenerateEach, Masked, MaskedPair
 
 ROW = {"sentence": "Make sure to have steaks and potatoes .", "object": "steaks",  # first row of the release
        "labels": [1, 1, 1, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0]}  # fmt: skip
 
 
+def prompts(name):
+    return list(EVALUATION.protocol(name).build(ROW, "default").prompts)
+
+
 def test_flan_t5_prompts_are_table_10s_with_the_released_class_words():
     request = EVALUATION.protocol("yes-no-flan-t5").build(ROW, "default")
-    prompts = request.prompts
-    assert isinstance(request, YesNo) and len(prompts) == 15
+    # One greedy answer per class, up to 20 new tokens (src/LLM/zero_shot_LLM.py:68); no stop strings.
+    assert isinstance(request, GenerateEach) and len(request.prompts) == 15
+    assert (request.max_new_tokens, request.stop) == (20, ())
+    prompts = list(request.prompts)
     assert prompts[0] == ("consider Make sure to have steaks and potatoes .. Now, from this information can human "
                           "grasp the steaks? Answer YES or NO:")  # fmt: skip
     # src/LLM/zero_shot_LLM.py oov_class_map: play -> "play using", siton -> "sit on", typeon -> "type using".
@@ -27,18 +35,20 @@ def test_flan_t5_prompts_are_table_10s_with_the_released_class_words():
 
 
 def test_falcon_and_vlm_prompts_are_table_10s():
-    falcon = EVALUATION.protocol("yes-no-falcon").build(ROW, "default").prompts
+    falcon = prompts("yes-no-falcon")
     assert falcon[1] == ('You are a helpful AI assistant. Answer only "YES" or "NO" for the question based on the given '
                          "context. Context:Make sure to have steaks and potatoes . \n \u00bbQUESTION\u00ab Can human "
                          "lift the steaks? \n \u00bbANSWER\u00ab")  # fmt: skip
-    vlm = EVALUATION.protocol("yes-no-vlm-text").build(ROW, "default").prompts
+    vlm = prompts("yes-no-vlm-text")
     assert vlm[2].startswith("consider the sentence Make sure to have steaks and potatoes .. Now from this information, "
                              "can human throw the steaks? Accompanying this query is an image of the steaks.")  # fmt: skip
     assert vlm[2].endswith('answer YES or NO whether the human can throw the steaks. Answer: "')
 
 
 def test_llama3_prompt_is_the_released_scripts():
-    prompt = EVALUATION.protocol("yes-no-llama3-released").build(ROW, "default").prompts[13]
+    prompt = prompts("yes-no-llama3-released")[13]
+    # The script's 5 new tokens (zero_shot_llama-3.py:110); greedy here where it samples.
+    assert EVALUATION.protocol("yes-no-llama3-released").build(ROW, "default").max_new_tokens == 5
     assert "### Context:\nMake sure to have steaks and potatoes .\n\n### Object:\nsteaks\n\n" in prompt
     assert prompt.endswith("### Question:\nCan human 'write with' the steaks?\n\n### Answer: ")
     assert "Example 5: can human write with chalk? Answer: Yes \n\n### Question:" in prompt
@@ -49,7 +59,7 @@ def test_default_protocol_follows_the_family_and_model_name():
     assert EVALUATION.default("causal").name == "yes-no-falcon"
     assert EVALUATION.default("causal", model_name="meta-llama/Meta-Llama-3-8B-Instruct").name == "yes-no-llama3-released"
     assert EVALUATION.default("mlm").name == "mlm-released-probing"
-    assert EVALUATION.default("nli").name == "nli-zero-shot-multi-label"
+    assert EVALUATION.default("nli").name == "nli-released-multi-choice"
 
 
 def test_token_ids_of_a_flan_t5_input_worked_by_hand():
@@ -69,7 +79,7 @@ def test_token_ids_of_a_flan_t5_input_worked_by_hand():
 def test_yes_no_decision_on_hand_made_scores():
     # P(YES) per class: YES on Grasp, Lift, Feed and Ride (0.51 > 0.5); NO elsewhere (0.5 is not YES).
     p_yes = [0.9, 0.7, 0.1, 0.5, 0.2, 0.51, 0.3, 0.4, 0.0, 0.8, 0.1, 0.1, 0.1, 0.1, 0.1]
-    protocol = EVALUATION.protocol("yes-no-flan-t5")
+    protocol = EVALUATION.protocol("yes-no-logprob-flan-t5")
     mask = protocol.predict(p_yes, ROW)
     assert mask == yes_set(p_yes) == 0b1000100011
     assert from_yes_set(mask) == [1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
@@ -126,15 +136,13 @@ def test_released_mlm_encoding_and_scores_worked_by_hand():
     import torch
     from transformers import BertConfig, BertForMaskedLM
 
-    from physprobe.backends.hf import score_loaded
-
     row = {"sentence": "he rides a horse .", "object": "horse", "labels": [0] * 5 + [1] + [0] * 9}
     words = "he rides a horse . can be used for by human grasp lift ride sitting".split()
     tokenizer, vocab = _word_tokenizer(words)
     request = EVALUATION.protocol("mlm-released-probing").build(row, "default")
     payload = (request.first, request.second)
     assert isinstance(request, MaskedPair) and EVALUATION.default("mlm").name == "mlm-released-probing"
-    # src/probing.py: encode_plus(sentence, object + " can be used for  " + mask + " by human")
+    # src/probing.py:93-106: encode_plus(sentence, object + " can be used for  " + mask + " by human")
     assert payload[:2] == ("he rides a horse .", "horse can be used for  [MASK] by human")
     encoded = tokenizer(payload[0], payload[1].replace("[MASK]", tokenizer.mask_token), return_token_type_ids=True)
     # [CLS]=2 he=5 rides=6 a=7 horse=8 .=9 [SEP]=3 | horse=8 can=10 be=11 used=12 for=13 [MASK]=4 by=14 human=15 [SEP]=3
@@ -144,22 +152,114 @@ def test_released_mlm_encoding_and_scores_worked_by_hand():
     model = BertForMaskedLM(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                        intermediate_size=32, max_position_embeddings=64)).eval()  # fmt: skip
     (scores,) = score_loaded(_loaded(model, tokenizer, "mlm"), [request])
-    with torch.no_grad():
-        logits = model(input_ids=torch.tensor([encoded["input_ids"]]),
-                       token_type_ids=torch.tensor([encoded["token_type_ids"]])).logits[0, 12]  # fmt: skip
-    expected = torch.log_softmax(logits, dim=-1)
-    # convert_tokens_to_ids of each class word: grasp, lift, ride, sitting are in the vocabulary; the rest are not.
-    assert scores[0] == pytest.approx(expected[vocab["grasp"]].item(), abs=1e-5)
-    assert scores[5] == pytest.approx(expected[vocab["ride"]].item(), abs=1e-5)
-    assert scores[8] == pytest.approx(expected[vocab["sitting"]].item(), abs=1e-5)
-    assert scores[2] is None and scores[14] is None
+    ids, mask = torch.tensor([encoded["input_ids"]]), torch.tensor([encoded["attention_mask"]])
+    with torch.no_grad():  # probing.py:130: model(input_ids, attention_mask), no token types
+        released = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits[0, 12], dim=-1)
+        segments = torch.log_softmax(model(input_ids=ids, token_type_ids=torch.tensor([encoded["token_type_ids"]])).logits[0, 12], dim=-1)
+    assert not torch.allclose(released, segments)  # the token types change the scores
+    # probing.py:151: convert_tokens_to_ids of each class word; a word outside the vocabulary converts to [UNK].
+    expected = [released[vocab.get(c.mlm_word, vocab["[UNK]"])].item() for c in evaluation.CLASSES]
+    assert scores == pytest.approx(expected, abs=1e-5)
+    assert scores[2] == scores[14] == pytest.approx(released[vocab["[UNK]"]].item(), abs=1e-5)
+    # The alternative passes the segment ids and leaves unknown words unscored (physprobe's earlier reading).
+    (scores,) = score_loaded(_loaded(model, tokenizer, "mlm"), [EVALUATION.protocol("mlm-pair-segments").build(row, "default")])
+    assert scores[5] == pytest.approx(segments[vocab["ride"]].item(), abs=1e-5) and scores[2] is None
+
+
+def test_released_mlm_lower_cases_for_a_cased_tokenizer_that_takes_the_option():
+    # src/probing.py:38 loads the tokenizer with do_lower_case=True: a cased BERT tokenizer then lower-cases (and
+    # strips accents); an uncased one does already; BPE tokenizers have no such option.
+    protocol = EVALUATION.protocol("mlm-released-probing")
+    row = {"sentence": "Zoë rode the Horse .", "object": "the Horse"}
+
+    class Cased:
+        do_lower_case = False
+
+    class Uncased:
+        do_lower_case = True
+
+    request = protocol.build(row, "default")
+    assert request.lower_case  # the backend reads the pair as such a tokenizer reads it (hf.lower_cased)
+    assert (hf.lower_cased(request.first, Cased()), hf.lower_cased(request.second, Cased())) == (
+        "zoe rode the horse .", "the horse can be used for  [mask] by human")  # fmt: skip
+    assert hf.lower_cased(request.first, Uncased()) == "Zoë rode the Horse ."
+    assert hf.lower_cased(request.second, object()) == "the Horse can be used for  [MASK] by human"
+
+
+def test_ties_count_as_each_released_script_counts_them():
+    # Positives Grasp, Lift, Throw, Push, Watch, Feed; every class scored equal but Grasp (higher).
+    scores = [0.0] + [-1.0] * 14
+    mlm = EVALUATION.protocol("mlm-released-probing")
+    # probing.py:214 / multi_choice.py:132: pos >= neg is correct, so every pair is right (6 x 9 = 54).
+    out = evaluation.metrics("default", [ROW], [mlm.predict(scores, ROW)], [scores], **mlm.metric_options)
+    assert out["pairwise"]["accuracy"] == 1.0
+    assert EVALUATION.protocol("nli-released-multi-choice").metric_options == mlm.metric_options == {"ties": "correct"}
+    # zero_shot_LLM.py:132 (YES/NO): pos > neg, ties wrong: only Grasp's 9 pairs are right.
+    assert evaluation.metrics("default", [ROW], [None], [scores])["pairwise"]["accuracy"] == pytest.approx(9 / 54)
+    assert EVALUATION.protocol("yes-no-flan-t5").metric_options == {}
+
+
+@pytest.mark.parametrize(
+    "answers, yes",
+    [(["Yes", "yes.", " YES", "No", "no", "Yes, a human can.", "No, they cannot.", "Eyes", "", "NO", "yes and no",
+       "I don't know", "Sure", "Nope", "Answer: Yes"], [0, 1, 2, 5, 7, 10, 14])],
+)  # fmt: skip
+def test_released_yes_no_rule_on_generated_answers(answers, yes):
+    # zero_shot_LLM.py:73-76: 1 if 'yes' in answer.lower() else 0; the pair's prediction is the YES set.
+    protocol = EVALUATION.protocol("yes-no-flan-t5")
+    assert protocol.scores(answers) == [1.0 if i in yes else 0.0 for i in range(15)]
+    mask = protocol.predict(answers, None)
+    assert mask == sum(1 << i for i in yes)
+    # Pairwise, pos > neg (zero_shot_LLM.py:132): YES positives (Grasp, Lift, Throw, and Watch: "Eyes" holds
+    # 'yes') x NO negatives (the 9 negatives but Ride, Row, TypeOn: 6) = 24 of 54.
+    positives = [i for i, label in enumerate(ROW["labels"]) if label]
+    negatives = [i for i, label in enumerate(ROW["labels"]) if not label]
+    right = sum(int(p in yes) > int(n in yes) for p in positives for n in negatives)
+    assert right == 24
+    out = evaluation.metrics("default", [ROW], [mask], [protocol.scores(answers)])
+    assert out["pairwise"]["accuracy"] == pytest.approx(right / 54)
+
+
+def test_yes_no_generation_equals_the_released_greedy_call(tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from . import tiny_models
+
+    protocol = EVALUATION.protocol("yes-no-falcon")
+    texts = [p for p in prompts("yes-no-falcon")] + ["YES", "NO", "Yes, a human can.", "No."]
+    folder = tiny_models.causal_lm(tmp_path / "m", texts)
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+    request = protocol.build(ROW, "default")
+    (answers,) = score_loaded(_loaded(model, tokenizer, "causal"), [request])
+    released = []
+    for text in prompts("yes-no-falcon"):  # zero_shot_LLM.py:66-76, greedy
+        inputs = tokenizer(text, return_tensors="pt")
+        with torch.inference_mode():
+            out = model.generate(**inputs, max_new_tokens=20, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+        released.append(tokenizer.decode(out[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True))
+    assert answers == released
+    assert protocol.predict(answers, request) == sum(1 << i for i, text in enumerate(released) if "yes" in text.lower())
+
+
+def test_released_generative_config_is_the_rows_the_scripts_score(built_all, upstream_dir):
+    import csv
+
+    import datasets
+
+    # zero_shot_LLM.py:96-99: `for ids, rows in data.iterrows(): if ids < 1868: continue` over the release.
+    with open(upstream_dir / "text2afford" / "final_normal_dataset.tsv", newline="") as handle:
+        release = list(csv.DictReader(handle, delimiter="\t"))
+    scored = [(r["Sentence"], r["Object"]) for ids, r in enumerate(release) if not ids < 1868]
+    subset = datasets.load_dataset(str(built_all / "text2afford"), "released_generative", split="test")
+    assert len(scored) == subset.num_rows == 500
+    assert list(zip(subset["sentence"], subset["object"])) == scored
+    assert "released_generative" in EVALUATION.scorable
 
 
 def test_nli_pipeline_multi_label_and_released_single_label_worked_by_hand():
     import torch
     from transformers import BertConfig, BertForSequenceClassification
-
-    from physprobe.backends.hf import score_loaded
 
     row = {"sentence": "he rides a horse .", "object": "horse", "labels": [0] * 15}
     words = "he rides a horse . can be used for by human This example is".split() + [c.mlm_word for c in evaluation.CLASSES]
@@ -177,6 +277,14 @@ def test_nli_pipeline_multi_label_and_released_single_label_worked_by_hand():
     with torch.no_grad():
         logits = [model(**tokenizer(p, h, return_tensors="pt")).logits[0] for p, h in pairs]
     # The pipeline with multi_label=True: softmax over (contradiction, entailment) for each label on its own.
+    assert scores == pytest.approx([torch.softmax(l[[0, 2]], dim=0)[1].item() for l in logits], abs=1e-5)
+    # multi_choice.py:65-68 at the pinned commit: bare class words as the labels, multi_label=True.
+    request = EVALUATION.protocol("nli-released-multi-choice").build(row, "default")
+    pairs = request.pairs
+    assert request.reading == "vs_contradiction" and pairs[12] == ("he rides a horse .", "This example is looking.")
+    (scores,) = score_loaded(loaded, [request])
+    with torch.no_grad():
+        logits = [model(**tokenizer(p, h, return_tensors="pt")).logits[0] for p, h in pairs]
     assert scores == pytest.approx([torch.softmax(l[[0, 2]], dim=0)[1].item() for l in logits], abs=1e-5)
     request = EVALUATION.protocol("nli-released-single-label").build(row, "default")
     pairs = request.pairs

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from physprobe.generators import cccons
-from physprobe.protocols import Evaluation, Protocol, decided, first_mentioned, load_metric
+from physprobe.protocols import Evaluation, Protocol, decided, first_mentioned, load_metric, scored_as_wrong
 from physprobe.requests import Choice, Generate, Masked, Seq2Seq
 
 FORMATS = "CConS §4 'Tasks Format Details'"
@@ -71,13 +71,17 @@ def decide_vocabulary(scores) -> int | None:
 
 
 def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> dict:
-    """Accuracy (Tables 2-3), and Easy/Hard for rows that carry a difficulty."""
+    """Accuracy (Tables 2-3), and Easy/Hard for rows that carry a difficulty.
+
+    A generated answer that names neither object is wrong (it stays in the denominator, as NEWTON's and
+    PROST's do); a masked-LM question whose candidates are not single tokens is left out (``undecided``).
+    """
     out, kept = decided(rows, predictions)
     if not kept:
         return out
     accuracy = load_metric("probe_accuracy")
-    preds = [predictions[i] for i in kept]
     refs = [int(rows[i]["label"]) for i in kept]
+    preds = scored_as_wrong([predictions[i] for i in kept], refs, 2)
     out.update(accuracy.compute(predictions=preds, references=refs, num_choices=2))
     difficulty = [j for j, i in enumerate(kept) if rows[i]["difficulty"]]
     if difficulty:
@@ -103,7 +107,8 @@ EVALUATION = Evaluation(
         Protocol("mask-vocab", "mlm", _masked, f"{MLM_RULE}; probabilities over the whole vocabulary",
                  "obj1 larger if P(larger)+P(bigger) over the whole vocabulary > 0.5", decide=decide_vocabulary),
         Protocol("question-generate", "generate", _question, QUESTION,
-                 "the paper's question answered by greedy generation; the object named first is the answer",
+                 "the paper's question answered by greedy generation; the object named first is the answer, "
+                 "an answer naming neither is wrong",
                  default_for=("causal", "seq2seq"), match=first_mentioned, max_new_tokens=20, stop=("\n",)),
         Protocol("answer-loglik", "causal", _answer_sentences, f"{QUESTION}; ranking by log-likelihood is physprobe's",
                  "the question, then each object as the answer; highest log-probability"),

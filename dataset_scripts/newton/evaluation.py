@@ -54,23 +54,35 @@ def table1_prompt(row: dict, config: str) -> str:
     return f"True/False: {row['question']}" if config == "track2_boolean" else released_prompt(row, config)
 
 
+# An option label stated as the answer, anywhere in it: "(b)", "b)", "answer is b", "option b", or a bare
+# letter that is the whole answer ("b", "b, pillow"); not the article of "a rock".
+_LABEL = re.compile(
+    r"\(([a-d])\)"
+    r"|(?<![\w(])([a-d])\)"
+    r"|(?:answer(?:\s+is)?\s*:?|option)\s+([a-d])(?=\s*(?:$|[,;:!?]))"
+    r"|^([a-d])(?=\s*(?:$|[,;:!?]))"
+)
+
+
 def match_answer(text: str, choices: list[str]) -> int | None:
     """The option a generated answer names, or None (unparsed).
 
     Normalised as the released ``gpt_track*.py`` store responses (lower case, full stops removed), then:
-    an option label at the start (``(b)``, ``b)``, ``b``); else the option text named first, in whole
-    words (``protocols.first_mentioned``: a longer option wins over one inside it).
+    the first option label stated as the answer anywhere (``(b)``, ``b)``, ``the answer is b``,
+    ``option b``, or ``b`` alone); else the option text named first, in whole words
+    (``protocols.first_mentioned``: a longer option wins over one inside it).
 
     >>> choices = ["rock", "rocking_chair", "pillow", "sponge"]
-    >>> match_answer("(c) pillow", choices), match_answer("Rocking_chair.", choices), match_answer("d", choices)
+    >>> match_answer("The answer is (c).", choices), match_answer("Rocking_chair.", choices), match_answer("d", choices)
     (2, 1, 3)
-    >>> match_answer("I am not sure", choices) is None, match_answer("rock or pillow", choices)
-    (True, 0)
+    >>> match_answer("I am not sure", choices) is None, match_answer("rock or pillow", choices), match_answer("a pillow", choices)
+    (True, 0, 2)
     """
     answer = text.lower().replace(".", "").strip()
-    label = re.match(r"^\(?([a-d])\)?(?:\s|$)", answer)
-    if label and LABELS.index(label.group(1)) < len(choices):
-        return LABELS.index(label.group(1))
+    for hit in _LABEL.finditer(answer):
+        index = LABELS.index(next(group for group in hit.groups() if group))
+        if index < len(choices):
+            return index
     return first_mentioned(answer, [choice.lower().replace(".", "") for choice in choices])
 
 

@@ -18,7 +18,7 @@ import re
 import string
 
 from physprobe.generators.prost import superlative_pair
-from physprobe.protocols import Evaluation, Protocol, decided, load_metric
+from physprobe.protocols import Evaluation, Protocol, decided, load_metric, scored_as_wrong
 from physprobe.requests import Choice, Generate, Masked, MeanTokens, Seq2Seq
 
 OPTIONS = "ABCD"
@@ -47,19 +47,32 @@ def around_mask(row: dict) -> tuple[str, str]:
 
 
 def released_gpt(row: dict, config: str) -> MeanTokens:
-    """The four token sequences of ``create_examples_gpt`` (``input_pipeline.py:74-116``).
+    """The four token sequences of ``create_examples_gpt`` (``input_pipeline.py:74-116``) as released.
 
-    ``BOS + "{context} {question}" + EOS`` with the mask (and the space before it) replaced by a pad
-    token, tokenised, the pad's id then overwritten by the option's token (``' option'``, no special tokens,
-    ``input_pipeline.py:38-42``). Special tokens split the text, so the text before the mask, the option and
-    the text after it are tokenised apart (the request's segments). BOS and EOS are the tokenizer's, when it
-    has them (upstream adds them for GPT-2, whose tokenizer has both, and not for GPT-1, whose tokenizer has
-    neither): the backend resolves ``specials="bos_eos"``. An option of several tokens (upstream aborts)
-    keeps them all.
+    The mask (and the space before it) is replaced by a pad token, the text tokenised, the pad's id then
+    overwritten by the option's token (``' option'``, no special tokens, ``input_pipeline.py:38-42``). A
+    tokenizer whose name starts with ``gpt`` gets ``BOS + text + EOS`` (``input_pipeline.py:88-89``); special
+    tokens split the text, so the text before the mask, the option and the text after it are tokenised apart
+    (the request's segments). Any other tokenizer encodes the text whole, as it does, its own special tokens
+    included (``:92-93``), the pad found from position 1 on (``:95-96``) and overwritten by the option's
+    tokens (``:106-110``). The backend resolves ``specials="gpt_names"``. An option of several tokens
+    (upstream aborts) keeps them all.
 
     >>> released_gpt({"context": "A coin and an egg fall.", "question": "The [MASK] is heavier.", "A": "coin",
     ...               "B": "egg", "C": "leaf", "D": "brick"}, "default").options[1]
     ('A coin and an egg fall. The', ' egg', ' is heavier.')
+    """
+    left, right = around_mask(row)
+    return MeanTokens(tuple((left, f" {row[o]}", right) for o in OPTIONS), specials="gpt_names")
+
+
+def bos_eos(row: dict, config: str) -> MeanTokens:
+    """``released_gpt``'s sequences with the GPT-2 branch for every tokenizer: its BOS + text + EOS, whatever
+    its name (``input_pipeline.py:88-89``; physprobe's earlier default).
+
+    >>> bos_eos({"context": "A coin falls.", "question": "The [MASK] lands.", "A": "coin", "B": "egg", "C": "leaf",
+    ...          "D": "brick"}, "default").specials
+    'bos_eos'
     """
     left, right = around_mask(row)
     return MeanTokens(tuple((left, f" {row[o]}", right) for o in OPTIONS), specials="bos_eos")
@@ -170,6 +183,9 @@ def template_position(name: str) -> int:
 def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> dict:
     """Table 5 (templates into concepts, macro average), Table 6 (position), Table 7 (inverse gaps).
 
+    An undecided question (an option that is not one token) is left out; a generated answer that names no
+    option is wrong, as the released ``results.py`` counts it.
+
     ``by_position``: Table 6 as ``results.py`` computes it (position from the template name, template
     accuracies averaged, every concept); ``by_answer_position``: the answer's context position
     (``label`` + 1), questions pooled, directions left out. Table 7 pools each side's questions per
@@ -179,8 +195,9 @@ def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> d
     if not kept:
         return out
     accuracy = load_metric("probe_accuracy")
-    preds = [predictions[i] for i in kept]
     refs = [int(rows[i]["label"]) for i in kept]
+    # An answer that named no option is wrong (zs_runner.py:160-171 pred_idx -1; results.py correct = pred_idx == label).
+    preds = scored_as_wrong([predictions[i] for i in kept], refs, len(OPTIONS))
     names = [rows[i]["name"] for i in kept]
     pairs, inverted = zip(*(superlative_pair(n) for n in names))
     sides = {(pair, flip) for pair, flip in zip(pairs, inverted)}
@@ -210,9 +227,18 @@ EVALUATION = Evaluation(
     protocols=(
         Protocol(
             "released-gpt", "causal", released_gpt, default_for=("causal",),
-            source=f"PROST §4 'Decoder Models', Table 2; {UPSTREAM}input_pipeline.py:74-116 (create_examples_gpt), "
-                   "zs_runner.py:89-103 (mean token loss), results.py to_wide_rankings (lowest loss)",
-            summary="BOS + context + question with the option's token + EOS; highest mean token log-probability",
+            source=f"PROST §4 'Decoder Models', Table 2; {UPSTREAM}input_pipeline.py:74-116 (create_examples_gpt; "
+                   "BOS/EOS only for tokenizer names starting with 'gpt', :88-89), zs_runner.py:89-103 (mean token "
+                   "loss), results.py to_wide_rankings (lowest loss)",
+            summary="context + question with the option's token, BOS + .. + EOS for 'gpt*' names, else as the "
+                    "tokenizer encodes it; highest mean token log-probability",
+        ),
+        Protocol(
+            "released-gpt-bos-eos", "causal", bos_eos,
+            source=f"{UPSTREAM}input_pipeline.py:88-89 (the GPT-2 branch of create_examples_gpt) for every tokenizer, "
+                   "zs_runner.py:89-103; tokenizer-agnostic variant (physprobe's earlier default)",
+            summary="the tokenizer's BOS + context + question with the option's token + EOS, whatever its name; "
+                    "highest mean token log-probability",
         ),
         Protocol(
             "sentence-sum", "causal", _sentences,
@@ -244,7 +270,8 @@ EVALUATION = Evaluation(
             skip_reason="sliding and questions without ex_question (input_pipeline.py:290)",
             source=f"PROST §4 'Finetuned Conditional LMs', Table 2; {UPSTREAM}input_pipeline.py:265-301 "
                    "(create_examples_unifiedqa), zs_runner.py:80-83 (generate, default max_length 20), "
-                   "unifiedqa.py:38-90 (answer matching); Table 5: outside the task average",
+                   "unifiedqa.py:38-90 (answer matching; none matched: wrong, zs_runner.py:160-171, results.py "
+                   "process_preds_base); Table 5: outside the task average",
             summary="'ex_question \\n (A) .. (D) .. \\n context', greedy answer matched to an option as UnifiedQA scores it",
         ),
     ),  # fmt: skip

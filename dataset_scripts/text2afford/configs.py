@@ -5,7 +5,13 @@ Read by the builder (``text2afford.py``) and, without importing ``datasets``, by
 
 from physprobe.generators.text2afford import CLASSES
 
+# The released generative scripts (src/LLM/zero_shot_LLM.py:98, zero_shot_llama-3.py:145, src/VLM/*) skip
+# the release's rows with index < 1868: they score its last 500 pairs.
+RELEASED_GENERATIVE_FROM = 1868
+
 CONFIGS = {
     "default": "one row per sentence-object pair with all 15 labels",
     **{c.config: f"can a human {c.phrase} the object? one row per pair" for c in CLASSES},
+    "released_generative": f"the pairs from row {RELEASED_GENERATIVE_FROM} on (the last 500), all 15 labels: those "
+    "the released generative scripts score",
 }

@@ -1,15 +1,18 @@
 """Text2Afford evaluation: protocols per model family and the metric wiring (read by ``physprobe score``).
 
 Every protocol scores the 15 classes of a sentence-object pair; ``affordance_rank`` compares them with
-the labels (pairwise, Appendix G). What differs is what the model reads and what a class's score is:
+the labels (pairwise, Appendix G). What differs is what the model reads, what a class's score is, and
+how equal scores count (``ties``: each protocol follows the released script it names):
 
-- YES/NO (generative models, paper Table 10): one prompt per class. The paper maps YES to 1 and NO
-  to 0 and counts ties as wrong: the ``yes-no-*`` protocols score a class 1 when the model prefers
-  "YES" to "NO" after the prompt, else 0 (their prediction is the set of YES classes as a 15-bit
-  mask). ``yes-no-probability-*`` keep P(YES) as a continuous score instead (not the paper's).
-- MLM (released ``src/probing.py``; paper Table 4): the class words at the mask of a sentence pair.
-- NLI (paper Appendix F's zero-shot pipeline, multi-label; released ``src/multi_choice.py`` as an
-  option): P(entailment) of a hypothesis per class.
+- YES/NO (generative models, paper Table 10): one prompt per class, answered by greedy generation and
+  read as the released scripts read it, YES when ``'yes' in answer.lower()`` (1) else NO (0); a
+  positive class beats a negative one only with a higher score (``>``: ties wrong). The prediction is the
+  set of YES classes as a 15-bit mask. ``yes-no-logprob-*`` decide YES when the model prefers " YES" to
+  " NO" (physprobe's earlier default); ``yes-no-probability-*`` keep P(YES) as a continuous score.
+- MLM (released ``src/probing.py``; paper Table 4): the class words at the mask of a sentence pair,
+  ties correct (``>=``).
+- NLI (released ``src/multi_choice.py``; paper Appendix F's zero-shot pipeline): P(entailment) of a
+  hypothesis per class, ties correct (``>=``).
 
 >>> from physprobe.dataset_scripts.text2afford.evaluation import EVALUATION
 >>> [p.name for p in EVALUATION.protocols][:4]
@@ -106,26 +109,50 @@ def _nli_pairs(row: dict) -> tuple[tuple[str, str], ...]:
 
 
 def _mlm_released(row: dict, config: str) -> MaskedPair:
-    # src/probing.py: encode_plus(sentence, object + " can be used for  " + mask + " by human") (two spaces).
+    # src/probing.py:93-94: encode_plus(sentence, object + " can be used for  " + mask + " by human") (two spaces),
+    # read by a tokenizer loaded with do_lower_case=True (:38), the model called without token types (:130), a
+    # word outside the vocabulary scored as <unk> (:151).
+    return MaskedPair(row["sentence"], f"{row['object']} can be used for  [MASK] by human", tuple(c.mlm_word for c in CLASSES),
+                      token_type_ids=False, unknown_as_unk=True, lower_case=True)  # fmt: skip
+
+
+def _mlm_pair(row: dict, config: str) -> MaskedPair:
     return MaskedPair(row["sentence"], f"{row['object']} can be used for  [MASK] by human", tuple(c.mlm_word for c in CLASSES))
 
 
 def _nli_released(row: dict, config: str) -> Entailment:
-    # src/multi_choice.py: the whole hypotheses are the pipeline's candidate labels, put into its default
-    # template "This example is {}."; single-label scoring (softmax across the 15).
+    # src/multi_choice.py:65-68 at f8593ffc: the hypotheses are overwritten by the bare class words, which the
+    # zero-shot pipeline puts into its default template "This example is {}." (multi_label=True).
+    return Entailment(tuple((row["sentence"], f"This example is {c.mlm_word}.") for c in CLASSES), reading="vs_contradiction")
+
+
+def _nli_single_label(row: dict, config: str) -> Entailment:
+    # src/multi_choice.py at 0463363d (its first revision): the whole hypotheses are the pipeline's candidate
+    # labels, in its default template; single-label scoring (softmax across the 15).
     return Entailment(tuple((row["sentence"], f"This example is {row['object']} can be used for {c.mlm_word} by human.")
                             for c in CLASSES), reading="softmax_across")  # fmt: skip
 
 
-def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> dict:
-    """``affordance_rank`` (pairwise, ties wrong: the paper's reading) and strict, over the 15 class
-    scores of each pair, each with ``by_class`` (the comparisons of each positive class: the report's
-    per-class accuracy); a YES/NO protocol's scores are its YES set (1/0)."""
+def released_yes(text: str, _choices=None) -> int:
+    """The released scripts' reading of a generated answer: YES (1) when it holds ``yes`` in any case, else
+    NO (0) (``src/LLM/zero_shot_LLM.py:73-76``, ``zero_shot_llama-3.py:120-123``); as a protocol's ``match``
+    it is given the choices ``("NO", "YES")``, which the rule does not need.
+
+    >>> released_yes("Yes."), released_yes(" no, it cannot"), released_yes("Eyes are for watching"), released_yes("")
+    (1, 0, 1, 0)
+    """
+    return int("yes" in text.lower())
+
+
+def metrics(config: str, rows: list[dict], predictions: list, scores: list, ties: str = "wrong") -> dict:
+    """``affordance_rank`` pairwise (the paper's reading) and strict, over the 15 class scores of each
+    pair, each with ``by_class`` (the comparisons of each positive class: the report's per-class
+    accuracy); a YES/NO protocol's scores are its YES set (1/0). ``ties``: the protocol's tie rule."""
     rank = load_metric("affordance_rank")
     refs = [list(r["labels"]) for r in rows]
     clean = [from_yes_set(p) if p is not None else [s if s is not None else -1e9 for s in row_scores]
              for p, row_scores in zip(predictions, scores)]  # fmt: skip
-    return {mode: rank.compute(predictions=clean, references=refs, mode=mode, class_names=text2afford.CLASS_NAMES)
+    return {mode: rank.compute(predictions=clean, references=refs, mode=mode, ties=ties, class_names=text2afford.CLASS_NAMES)
             for mode in ("strict", "pairwise")}  # fmt: skip
 
 
@@ -133,27 +160,49 @@ def _yes_no(family: str):
     return lambda row, config: YesNo(tuple(yes_no_prompts(row, family)))
 
 
-PAPER_RULE = "YES=1, NO=0, ties wrong (Appendix G)"
+RELEASED_RULE = "'yes' in answer.lower() is YES=1, else NO=0; pos > neg, ties wrong"
+LOGPROB_RULE = "YES=1 if P(' YES') > P(' NO'), else NO=0; ties wrong (Appendix G; physprobe's earlier default)"
+GREEDY = "greedy decoding (physprobe, every model)"
+TIES_CORRECT = {"ties": "correct"}
 EVALUATION = Evaluation(
     benchmark="text2afford",
     headline=("pairwise.accuracy",),
     configs=("default",),
-    scorable=("default",),  # the one-class configs are for training classifiers, not the paper's ranking
+    scorable=("default", "released_generative"),  # the one-class configs are for training classifiers
     protocols=(
         Protocol("yes-no-flan-t5", "yes_no", _yes_no("flan-t5"),
-                 f"Text2Afford Table 10 (FLAN-T5 prompt), class words of src/LLM/zero_shot_LLM.py; {PAPER_RULE}",
-                 "FLAN-T5 prompt per class; YES if the model prefers YES to NO", default_for=("seq2seq",),
-                 default_for_models=(r"flan",), decide=yes_set),
+                 f"Text2Afford Table 10 (FLAN-T5 prompt), class words and answer rule of src/LLM/zero_shot_LLM.py "
+                 f"(generate max_new_tokens=20, :68; {RELEASED_RULE}, :73-76, :132); {GREEDY}, as the script",
+                 "FLAN-T5 prompt per class; greedy answer, YES if it holds 'yes'", default_for=("seq2seq",),
+                 default_for_models=(r"flan",), decide=yes_set, match=released_yes, max_new_tokens=20),
         Protocol("yes-no-falcon", "yes_no", _yes_no("falcon"),
-                 f"Text2Afford Table 10 (Falcon prompt, .strip()); {PAPER_RULE}",
-                 "Falcon prompt per class; YES if the model prefers YES to NO", default_for=("causal",),
-                 default_for_models=(r"falcon",), decide=yes_set),
+                 f"Text2Afford Table 10 (Falcon prompt, .strip()); answer rule and 20 new tokens of "
+                 f"src/LLM/zero_shot_LLM.py:68-76 (no Falcon script is released); {RELEASED_RULE}; {GREEDY}",
+                 "Falcon prompt per class; greedy answer, YES if it holds 'yes'", default_for=("causal",),
+                 default_for_models=(r"falcon",), decide=yes_set, match=released_yes, max_new_tokens=20),
         Protocol("yes-no-llama3-released", "yes_no", _yes_no("llama3"),
-                 f"src/LLM/zero_shot_llama-3.py (alpaca_prompt, its five examples; no chat template here); {PAPER_RULE}",
-                 "the released LLaMA-3 prompt per class; YES if the model prefers YES to NO",
-                 default_for_models=(r"llama",), decide=yes_set),
+                 "src/LLM/zero_shot_llama-3.py (alpaca_prompt, its five examples; no chat template here; "
+                 f"max_new_tokens=5, :110; {RELEASED_RULE}, :120-123, :184); {GREEDY}: the script samples "
+                 "(do_sample=True, temperature 0.7, top_p 0.9, :112-114)",
+                 "the released LLaMA-3 prompt per class; greedy answer, YES if it holds 'yes'",
+                 default_for_models=(r"llama",), decide=yes_set, match=released_yes, max_new_tokens=5),
         Protocol("yes-no-vlm-text", "yes_no", _yes_no("vlm"),
-                 f"Text2Afford Table 10 (I-BLIP, IDEFICS, LLaVA text prompt, without the image); {PAPER_RULE}",
+                 "Text2Afford Table 10 (I-BLIP, IDEFICS, LLaVA text prompt, without the image); answer rule of "
+                 f"src/VLM/zero_shot_llava.py (max_new_tokens=5, :92; {RELEASED_RULE}, :132, :195); {GREEDY}",
+                 "VLM text prompt per class; greedy answer, YES if it holds 'yes'", decide=yes_set,
+                 match=released_yes, max_new_tokens=5),
+        Protocol("yes-no-logprob-falcon", "yes_no", _yes_no("falcon"),
+                 f"Text2Afford Table 10 (Falcon prompt, .strip()); {LOGPROB_RULE}",
+                 "Falcon prompt per class; YES if the model prefers YES to NO", families=("causal",),
+                 decide=yes_set),
+        Protocol("yes-no-logprob-flan-t5", "yes_no", _yes_no("flan-t5"),
+                 f"Text2Afford Table 10 (FLAN-T5 prompt), class words of src/LLM/zero_shot_LLM.py; {LOGPROB_RULE}",
+                 "FLAN-T5 prompt per class; YES if the model prefers YES to NO", decide=yes_set),
+        Protocol("yes-no-logprob-llama3", "yes_no", _yes_no("llama3"),
+                 f"src/LLM/zero_shot_llama-3.py (alpaca_prompt, its five examples; no chat template here); {LOGPROB_RULE}",
+                 "the released LLaMA-3 prompt per class; YES if the model prefers YES to NO", decide=yes_set),
+        Protocol("yes-no-logprob-vlm-text", "yes_no", _yes_no("vlm"),
+                 f"Text2Afford Table 10 (I-BLIP, IDEFICS, LLaVA text prompt, without the image); {LOGPROB_RULE}",
                  "VLM text prompt per class; YES if the model prefers YES to NO", decide=yes_set),
         Protocol("yes-no-probability-flan-t5", "yes_no", _yes_no("flan-t5"),
                  "Text2Afford Table 10 (FLAN-T5 prompt); P(YES) as a continuous score (physprobe, not the paper's)",
@@ -162,20 +211,35 @@ EVALUATION = Evaluation(
                  "Text2Afford Table 10 (Falcon prompt); P(YES) as a continuous score (physprobe, not the paper's)",
                  "P(YES) / (P(YES) + P(NO)) after the Falcon prompt", decide=_ranked),
         Protocol("mlm-released-probing", "mlm", _mlm_released,
-                 "Text2Afford src/probing.py (predict_affordance_proba: encode_plus of the sentence pair, "
-                 "convert_tokens_to_ids of the oov_class_map words); paper Table 4",
-                 "sentence pair '<sentence>' + '<object> can be used for  [MASK] by human'; class words at the mask",
-                 default_for=("mlm",), decide=_ranked),
+                 "Text2Afford src/probing.py (do_lower_case=True, :38; encode_plus of the sentence pair, :100-106; "
+                 "model(input_ids, attention_mask) without token types, :130; convert_tokens_to_ids of the "
+                 "oov_class_map words, a word outside the vocabulary scored as <unk>, :151; pos >= neg, ties "
+                 "correct, :214); paper Table 4",
+                 "sentence pair '<sentence>' + '<object> can be used for  [MASK] by human', no segment ids; class "
+                 "words at the mask (<unk> for unknown words); ties correct",
+                 default_for=("mlm",), decide=_ranked, metric_options=TIES_CORRECT),
+        Protocol("mlm-pair-segments", "mlm", _mlm_pair,
+                 "Text2Afford src/probing.py's input (:93-106) with its segment ids passed (commented out at :128); "
+                 "words outside the vocabulary undecided; ties wrong (physprobe's earlier reading)",
+                 "sentence pair as mlm-released-probing, token type ids given; unknown class words score lowest",
+                 decide=_ranked),
         Protocol("mlm-table4", "mlm", _mlm,
                  "Text2Afford Table 4 (one string with the separator), class words of src/probing.py",
                  "class words at the mask after '<sentence> <sep> <object> can be used for'", decide=_ranked),
+        Protocol("nli-released-multi-choice", "nli", _nli_released,
+                 "Text2Afford src/multi_choice.py at f8593ffc (hypotheses overwritten by the bare class words, :65-66; "
+                 "zero-shot pipeline, default template 'This example is {}.', multi_label=True, :68: entailment "
+                 "against contradiction per class; pos >= neg, ties correct, :132)",
+                 "'This example is <word>.' per class; P(entailment) against contradiction; ties correct",
+                 default_for=("nli",), decide=_ranked, metric_options=TIES_CORRECT),
         Protocol("nli-zero-shot-multi-label", "nli", lambda row, config: Entailment(_nli_pairs(row), reading="vs_contradiction"),
                  "Text2Afford Appendix F (zero-shot-classification pipeline, several labels true) and Table 4 "
                  "(hypothesis); class words of src/multi_choice.py",
                  "P(entailment) against contradiction only, of '<object> can be used for <word> by human'",
-                 default_for=("nli",), decide=_ranked),
-        Protocol("nli-released-single-label", "nli", _nli_released,
-                 "Text2Afford src/multi_choice.py (pipeline default template, multi_label=False)",
+                 decide=_ranked),
+        Protocol("nli-released-single-label", "nli", _nli_single_label,
+                 "Text2Afford src/multi_choice.py at 0463363d, its first revision (whole hypotheses as the "
+                 "pipeline's labels, default template, multi_label=False: softmax across the 15)",
                  "'This example is <hypothesis>.' per class; softmax of the entailment logits across the 15",
                  decide=_ranked),
         Protocol("nli-table4", "nli", lambda row, config: Entailment(_nli_pairs(row)),

@@ -23,7 +23,7 @@ from pathlib import Path
 import datasets
 
 from physprobe.builder import Benchmark, Card, Config, Generated, read_card_body
-from physprobe.dataset_scripts.text2afford.configs import CONFIGS
+from physprobe.dataset_scripts.text2afford.configs import CONFIGS, RELEASED_GENERATIVE_FROM
 from physprobe.errors import DataError
 from physprobe.generators import text2afford as generator
 from physprobe.sources import github_release
@@ -160,6 +160,7 @@ TEXT2AFFORD = Benchmark(
     configs=(
         Config("default", CONFIGS["default"]),
         *(_class_config(i) for i in range(len(generator.CLASSES))),
+        Config("released_generative", CONFIGS["released_generative"], select=lambda rows: rows[RELEASED_GENERATIVE_FROM:]),
     ),
     card=Card(
         pretty_name="Text2Afford: contextual object affordances from text",

@@ -18,6 +18,8 @@ JSON-ready list (the resume cache stores it as is):
 - ``Seq2Seq(source, targets, first_token_after)`` -> one float per target: its summed log-probability.
 - ``Entailment(pairs, reading)`` -> one float per pair, read as ``reading`` says.
 - ``YesNo(prompts)`` -> one float per prompt: P(YES) / (P(YES) + P(NO)).
+- ``GenerateEach(prompts, max_new_tokens, stop)`` -> ``[text, ...]``: the greedy answer to each prompt, cut
+  as ``Generate``'s is.
 - ``Generate(prompt, choices, max_new_tokens, stop, first_token_choices)`` -> ``[text]``: the greedy answer,
   cut before the first stop string (``physprobe.backends.hf.generation.cut``); with ``first_token_choices``
   ``[text, choice, ...]``, the choices as the backend resolved them.
@@ -27,9 +29,9 @@ scoring with a one-line error naming the protocol, the backend and the backends 
 
 Chat templates. ``Settings.chat`` (``Chat``: ``mode`` ``"auto"``/``"on"``/``"off"``, a named
 ``template``, a ``system_instruction``) reaches the backend when it is made; the backend alone applies
-it, and only to the requests that read a prompt: ``Generate`` (the prompt), ``Choice`` (the context) and
-``YesNo`` (each prompt). ``chat_applied(request_type)`` says whether it does: ``"on"`` always (an error
-if the model has no template), ``"off"`` never, ``"auto"`` for ``Generate`` when the model has a template
+it, and only to the requests that read a prompt: ``Generate`` and ``GenerateEach`` (the prompts), ``Choice``
+(the context) and ``YesNo`` (each prompt). ``chat_applied(request_type)`` says whether it does: ``"on"`` always
+(an error if the model has no template), ``"off"`` never, ``"auto"`` for the generating types when the model has a template
 (instruct models answer in their own format) and never for scored text (the papers scored raw text). The
 prompt becomes the user message, after a system message holding ``system_instruction`` if given; with no
 template applied, a system instruction precedes the prompt, followed by a blank line. Other request types
@@ -58,10 +60,11 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from physprobe.errors import BackendError
-from physprobe.requests import Choice, Generate, YesNo
+from physprobe.requests import Choice, Generate, GenerateEach, YesNo
 
 CHAT_MODES = ("auto", "on", "off")
-PROMPTED = (Generate, Choice, YesNo)  # the request types a chat template applies to
+PROMPTED = (Generate, GenerateEach, Choice, YesNo)  # the request types a chat template applies to
+GENERATING = (Generate, GenerateEach)  # those a chat template applies to by default (auto)
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,7 @@ class Chat:
             return False
         if self.mode == "on":
             return True
-        return request_type is Generate and has_template
+        return request_type in GENERATING and has_template
 
     def check(self, request_type: type) -> None:
         """A one-line error when the setting asks a chat template or an instruction of a request type that

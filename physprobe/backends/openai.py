@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
-from physprobe.backends.base import Backend, BackendError, Chat, Settings, messages, prompt_text
-from physprobe.requests import Choice, Generate, YesNo
+from physprobe.backends.base import Backend, BackendError, Settings, messages, prompt_text
+from physprobe.requests import Choice, Generate, GenerateEach, YesNo
 
 API_KEY_VARIABLE = "OPENAI_API_KEY"
 TRANSIENT = {408, 409, 425, 429, 500, 502, 503, 504}
@@ -238,7 +238,7 @@ class OpenAIBackend(Backend):
     """A model behind an OpenAI-compatible server: ``--backend openai --model SERVED_ID --model-args base_url=URL,...``.
 
     ``Choice`` and ``YesNo`` are scored through ``/v1/completions`` with ``echo`` and ``logprobs`` (one request per
-    distinct text; a ``YesNo`` prompt is the ``Choice`` of ``" YES"`` and ``" NO"``), ``Generate`` through
+    distinct text; a ``YesNo`` prompt is the ``Choice`` of ``" YES"`` and ``" NO"``), ``Generate`` (and each prompt of a ``GenerateEach``) through
     ``/v1/chat/completions`` when the chat setting applies (the server's own template) or ``/v1/completions``. The
     server is asked for its model list on the first ``score`` call, so a fully cached run needs no server.
 
@@ -252,7 +252,7 @@ class OpenAIBackend(Backend):
     """
 
     name = "openai"
-    serves = (Choice, YesNo, Generate)
+    serves = (Choice, YesNo, Generate, GenerateEach)
 
     @staticmethod
     def parse_model_args(text: str | None) -> dict:
@@ -312,6 +312,10 @@ class OpenAIBackend(Backend):
         client = self._connect()
         if kind is Generate:
             return client.map(self._generate, requests, progress)
+        if kind is GenerateEach:  # one answer per prompt, each asked as a Generate
+            asks = [Generate(p, (), r.max_new_tokens, r.stop) for r in requests for p in r.prompts]
+            texts = iter(text for text, in client.map(self._generate, asks, progress, step=len(requests) / len(asks)))
+            return [[next(texts) for _ in r.prompts] for r in requests]
         if self.chat_applied(kind):
             raise BackendError("--apply-chat-template with a log-likelihood protocol needs --backend hf: a server applies its "
                                "chat template to chat messages only; drop --apply-chat-template or score with --method generate")  # fmt: skip
@@ -337,7 +341,7 @@ class OpenAIBackend(Backend):
             raise BackendError("this protocol matches answers to the options' first tokens, which needs the model's tokenizer: "
                                "use --backend hf")  # fmt: skip
         chat = self.settings.chat
-        if self.chat_applied(Generate):
+        if self.chat_applied(type(request)):
             text = self.client.chat(messages(request.prompt, chat), request.max_new_tokens)
         else:
             text = self.client.complete(prompt_text(request.prompt, chat, templated=False), request.max_new_tokens)

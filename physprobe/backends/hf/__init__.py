@@ -17,9 +17,10 @@ template is applied here, and only here (``Templating.render``), as ``physprobe.
 from __future__ import annotations
 
 import time
+import unicodedata
 
 from physprobe.backends.base import Backend, BackendError, Chat, Settings, messages, prompt_text, template_hash
-from physprobe.requests import Choice, Entailment, Generate, Masked, MaskedPair, MeanTokens, Seq2Seq, YesNo
+from physprobe.requests import Choice, Entailment, Generate, GenerateEach, Masked, MaskedPair, MeanTokens, Seq2Seq, YesNo
 
 # Entailment readings -> the engine's (softmax_across: raw logits, softmaxed across the request's pairs).
 READINGS = {"three_way": "three_way", "vs_contradiction": "vs_contradiction", "softmax_across": "logit"}
@@ -29,11 +30,39 @@ def _ids(tokenizer, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
 
 
+def gpt_named(name: str) -> bool:
+    """Whether a tokenizer's name starts with ``gpt``, read on the last part of its path (the Hub's
+    ``openai-community/gpt2`` and a local ``models/gpt2`` as ``gpt2``), as PROST's released
+    ``input_pipeline.py:88`` tests ``tokenizer.name_or_path.startswith('gpt')``.
+
+    >>> gpt_named("gpt2-medium"), gpt_named("openai-community/gpt2"), gpt_named("openai-gpt"), gpt_named("./models/gpt2")
+    (True, True, False, True)
+    >>> gpt_named("HuggingFaceTB/SmolLM2-135M-Instruct")
+    False
+    """
+    return name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].startswith("gpt")
+
+
 def mean_token_ids(request: MeanTokens, tokenizer) -> list[list[int]]:
-    """The token ids of each option of a ``MeanTokens`` request: its segments encoded apart without special
-    tokens, concatenated, framed by the tokenizer's BOS and EOS where it has them (``specials="bos_eos"``)."""
-    if request.specials != "bos_eos":
-        raise BackendError(f"MeanTokens specials {request.specials!r} is not one the hf backend knows (bos_eos)")
+    """The token ids of each option of a ``MeanTokens`` request.
+
+    ``specials="bos_eos"``: the segments encoded apart without special tokens, concatenated, framed by the
+    tokenizer's BOS and EOS where it has them. ``"gpt_names"``: that for a tokenizer whose name starts with
+    ``gpt`` (``gpt_named``); any other encodes the option's text whole as it does, its own special tokens
+    included, with its pad token standing for the middle segment, whose own tokens (encoded without special
+    tokens) then replace the pad (PROST's released ``input_pipeline.py:88-110``)."""
+    if request.specials not in ("bos_eos", "gpt_names"):
+        raise BackendError(f"MeanTokens specials {request.specials!r} is not one the hf backend knows (bos_eos, gpt_names)")
+    if request.specials == "gpt_names" and not gpt_named(tokenizer.name_or_path):
+        if tokenizer.pad_token_id is None:
+            raise BackendError(f"tokenizer {tokenizer.name_or_path!r} has no pad (or end-of-sequence) token to stand for the "
+                               "option while the text is encoded whole; choose a protocol that frames it with BOS and EOS")  # fmt: skip
+        spliced = []
+        for before, option, after in request.options:
+            ids = tokenizer(f"{before}{tokenizer.pad_token}{after}")["input_ids"]
+            at = ids.index(tokenizer.pad_token_id, 1)
+            spliced.append(ids[:at] + _ids(tokenizer, option) + ids[at + 1 :])
+        return spliced
     bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
     eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
     return [bos + [i for segment in option for i in _ids(tokenizer, segment)] + eos for option in request.options]
@@ -100,7 +129,7 @@ def score_loaded(loaded, requests: list, chat: Chat | None = None, truncate: boo
     in memory (``physprobe.backends.hf.model.Loaded``), under a chat setting (None: ``Chat()``, auto)."""
     templating = Templating(loaded.tokenizer, chat or Chat())
     engine = {Choice: _choice, MeanTokens: _mean_tokens, Masked: _masked, MaskedPair: _masked_pair, Seq2Seq: _seq2seq,
-              Entailment: _entailment, YesNo: _yes_no, Generate: _generate}[type(requests[0])]  # fmt: skip
+              Entailment: _entailment, YesNo: _yes_no, Generate: _generate, GenerateEach: _generate_each}[type(requests[0])]  # fmt: skip
     return engine(loaded, requests, templating, {"progress": progress, "truncate": truncate, **loaded.batching})
 
 
@@ -129,12 +158,32 @@ def _masked(loaded, requests: list[Masked], templating: Templating, options: dic
     return scoring.masked_logprobs(loaded.model, tokenizer, texts, [r.candidates for r in requests], loaded.device, **options)
 
 
+def lower_cased(text: str, tokenizer) -> str:
+    """``text`` as a tokenizer loaded with ``do_lower_case=True`` reads it: lower-cased and accents stripped
+    (BERT's normaliser) by a cased tokenizer that takes the option; as it is otherwise (an uncased tokenizer
+    lower-cases it anyway; BPE tokenizers ignore the option).
+
+    >>> class Cased:
+    ...     do_lower_case = False
+    >>> lower_cased("Café Kittens", Cased()), lower_cased("Café Kittens", object())
+    ('cafe kittens', 'Café Kittens')
+    """
+    if getattr(tokenizer, "do_lower_case", None) is not False:
+        return text
+    decomposed = unicodedata.normalize("NFD", text.lower())
+    return "".join(ch for ch in decomposed if unicodedata.category(ch) != "Mn")
+
+
 def _masked_pair(loaded, requests: list[MaskedPair], templating: Templating, options: dict) -> list[list]:
     from physprobe.backends.hf import scoring
 
     templating.applied(MaskedPair)
-    return scoring.masked_pair_logprobs(loaded.model, loaded.tokenizer, [(r.first, r.second, r.words) for r in requests],
-                                        loaded.device, token_type_ids=requests[0].token_type_ids, **options)  # fmt: skip
+    tokenizer, first = loaded.tokenizer, requests[0]
+    pairs = [(r.first, r.second, r.words) if not r.lower_case else
+             (lower_cased(r.first, tokenizer), lower_cased(r.second, tokenizer).replace("[mask]", "[MASK]"), r.words)
+             for r in requests]  # fmt: skip
+    return scoring.masked_pair_logprobs(loaded.model, tokenizer, pairs, loaded.device, token_type_ids=first.token_type_ids,
+                                        unknown_as_unk=first.unknown_as_unk, **options)  # fmt: skip
 
 
 def _seq2seq(loaded, requests: list[Seq2Seq], templating: Templating, options: dict) -> list[list]:
@@ -195,6 +244,19 @@ def _generate(loaded, requests: list[Generate], templating: Templating, options:
     return [[text, *(first_token_choices(r, loaded.tokenizer) if r.first_token_choices else [])] for text, r in zip(texts, requests)]
 
 
+def _generate_each(loaded, requests: list[GenerateEach], templating: Templating, options: dict) -> list[list]:
+    from physprobe.backends.hf import generation
+
+    progress = options.pop("progress")
+    asks = [{"prompt": templating.render(p, GenerateEach), "max_new_tokens": r.max_new_tokens, "stop": list(r.stop)}
+            for r in requests for p in r.prompts]  # fmt: skip
+    texts = generation.generate(loaded.model, loaded.tokenizer, asks, loaded.device, seq2seq=loaded.family == "seq2seq",
+                                chat=templating.applied(GenerateEach), **options)  # fmt: skip
+    if progress is not None:
+        progress.update(len(requests))
+    return _split(texts, [len(r.prompts) for r in requests])
+
+
 def recorded_args(kwargs: dict) -> dict:
     """The ``from_pretrained`` options that change a score, as the cache key and run.json hold them
     (``load_in_8bit``/``4bit`` by their quantization config's settings).
@@ -212,7 +274,7 @@ class HFBackend(Backend):
     """Models loaded in this process with ``transformers`` (``AutoModelFor*`` of the model's family)."""
 
     name = "hf"
-    serves = (Choice, MeanTokens, Masked, MaskedPair, Seq2Seq, Entailment, YesNo, Generate)
+    serves = (Choice, MeanTokens, Masked, MaskedPair, Seq2Seq, Entailment, YesNo, Generate, GenerateEach)
 
     @staticmethod
     def parse_model_args(text: str | None) -> dict:

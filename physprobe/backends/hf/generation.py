@@ -133,17 +133,16 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
              chat: bool = False) -> list[str]:  # fmt: skip
     """The greedy answer to each request (``{"prompt", "max_new_tokens", "stop"}``), in request order.
 
-    A causal model reads its BOS first, unless ``chat``: a prompt rendered by a chat template carries its own.
+    A prompt is encoded as the tokenizer encodes it (its special tokens included), unless ``chat``: a prompt
+    rendered by a chat template carries its own.
 
     Requests are batched by length (and by ``max_new_tokens``); on CUDA out-of-memory the batch halves.
     """
-    if seq2seq:
-        limit = tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None
-        encoded = [tokenizer(r["prompt"])["input_ids"] for r in requests]
-    else:
-        limit = max_positions(model)
-        bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None and not chat else []
-        encoded = [bos + tokenizer(r["prompt"], add_special_tokens=False)["input_ids"] for r in requests]
+    # Prompts are encoded as the tokenizer encodes them, its special tokens included (a BOS only where the
+    # tokenizer adds one), as the released scripts' pipelines and generate calls do; a prompt a chat template
+    # rendered carries its special tokens already, so none are added to it.
+    limit = (tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None) if seq2seq else max_positions(model)
+    encoded = [tokenizer(r["prompt"], add_special_tokens=not chat)["input_ids"] for r in requests]
     encoded = [  # a causal model's prompt leaves room for the answer
         _check_length(ids, limit if seq2seq or limit is None else limit - r["max_new_tokens"], truncate, f"prompt {r['prompt'][:60]!r}")
         for ids, r in zip(encoded, requests)

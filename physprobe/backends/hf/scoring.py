@@ -405,12 +405,13 @@ def masked_logprobs(model, tokenizer, texts: Sequence[str], candidates: Sequence
 
 def masked_pair_logprobs(model, tokenizer, requests: Sequence[tuple[str, str, Sequence[str]]], device: torch.device,
                          batch_tokens: int = 16384, max_batch: int = 128, truncate: bool = False,
-                         progress=None, token_type_ids: bool = True) -> list[list[float | None]]:  # fmt: skip
+                         progress=None, token_type_ids: bool = True, unknown_as_unk: bool = False) -> list[list[float | None]]:  # fmt: skip
     """Log-probability of candidate tokens at the ``[MASK]`` of a sentence pair ``(first, second, words)``.
 
-    The pair is encoded as one, ``tokenizer(first, second)`` (segment ids fed when ``token_type_ids``), and each word is
-    looked up as one vocabulary entry, ``convert_tokens_to_ids(word)`` — as Text2Afford's released
-    ``src/probing.py`` does; a word outside the vocabulary gets None.
+    The pair is encoded as one, ``tokenizer(first, second)`` (its segment ids fed to the model when
+    ``token_type_ids``), and each word is looked up as one vocabulary entry, ``convert_tokens_to_ids(word)``
+    — as Text2Afford's released ``src/probing.py`` does. A word outside the vocabulary gets None, or with
+    ``unknown_as_unk`` the score of the unknown token it converts to (``src/probing.py:151``).
     """
     if tokenizer.mask_token is None:
         raise ScoringError(f"tokenizer {tokenizer.name_or_path!r} has no mask token: it cannot score a masked-LM method")
@@ -426,7 +427,7 @@ def masked_pair_logprobs(model, tokenizer, requests: Sequence[tuple[str, str, Se
         masks.append(ids.index(tokenizer.mask_token_id))
         cand.append([tokenizer.convert_tokens_to_ids(w) for w in words])
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    unknown = tokenizer.unk_token_id
+    unknown = None if unknown_as_unk else tokenizer.unk_token_id
 
     def step(batch: list[int]) -> list[list[float | None]]:
         ids, attention = _pad_right([encoded[i] for i in batch], pad, device)

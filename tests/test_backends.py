@@ -129,8 +129,8 @@ def test_templated_prompts_are_fed_as_rendered_without_an_extra_bos(models):
 
 
 # --- chat templates end to end: run.json, metrics.json, cache, warnings, errors -----------------
-def _score(model, data, out, *extra):
-    return main(["score", "--model", str(model), "--benchmark", "cccons", "--config", "ordinary", "--limit", "4", "--data", str(data),
+def _score(model, data, out, *extra, configs="ordinary"):
+    return main(["score", "--model", str(model), "--benchmark", "cccons", "--config", configs, "--limit", "4", "--data", str(data),
                  "--out", str(out), "--device", "cpu", "--bootstrap-iters", "0", *extra])  # fmt: skip
 
 
@@ -160,12 +160,15 @@ def test_chat_setting_is_recorded_keyed_and_warned(models, built_all, tmp_path, 
 
 
 def test_untemplated_generation_warns_with_the_chat_fix(models, built_all, tmp_path, capsys):
-    out = tmp_path / "plain"
-    assert _score(models["plain"], built_all, out) == 0
-    unparsed = json.loads((out / "metrics.json").read_text())["ordinary"]["unparsed"]
+    out = tmp_path / "plain"  # two configs and the figure pooled over them: the warning counts the configs' answers
+    assert _score(models["plain"], built_all, out, configs="ordinary_nocontext,ccommon_nocontext") == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    unparsed = metrics["ordinary_nocontext"]["unparsed"] + metrics["ccommon_nocontext"]["unparsed"]
+    assert json.loads((out / "run.json").read_text())["backend"] == "hf" and metrics["nocontext"]["unparsed"] == unparsed
     warned = [line for line in capsys.readouterr().err.splitlines() if "named no option" in line]
-    assert len(warned) == (1 if unparsed * 2 > 4 else 0)
+    assert len(warned) == (1 if unparsed * 2 > 8 else 0)
     if warned:
+        assert warned[0].startswith(f"physprobe: warning: {unparsed} of 8 answers of ")
         assert "score with --apply-chat-template, or a log-likelihood protocol" in warned[0]
 
 

@@ -108,10 +108,10 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
     else:
         source = hub_data.local(data_dir, benchmark)
     model_args = dict(model_args or {})
-    name = backends.resolve(backend, model_args)
+    backend = backends.resolve(backend, model_args)
     settings = Settings(model_name, model_args, method=method or (chosen.method if chosen else None), device=device, dtype=dtype,
                         batch_size=batch_size, gguf_file=gguf_file, truncate=truncate, chat=chat or Chat())  # fmt: skip
-    model = backends.create(name, settings)  # every model option checked; no weights loaded, no request sent
+    model = backends.create(backend, settings)  # every model option checked; no weights loaded, no request sent
     chosen = chosen or evaluation.default(model.family, method, model_name)
     if model.family not in chosen.families:
         raise protocols.ProtocolError(f"protocol {chosen.name!r} is for {', '.join(chosen.families)} models, not {model.family}")
@@ -188,10 +188,10 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
                 for i in range(len(rows))
             ]  # fmt: skip
             timings[config] = round(time.perf_counter() - config_started, 3)
-        for name, pooled in evaluation.pooled_metrics(outcomes, **chosen.metric_options).items():  # e.g. CConS's NoCon
+        for figure, pooled in evaluation.pooled_metrics(outcomes, **chosen.metric_options).items():  # e.g. CConS's NoCon
             if method == "generate":
-                pooled["unparsed"] = sum(metrics[member]["unparsed"] for member in evaluation.pooled[name])
-            metrics[name] = pooled
+                pooled["unparsed"] = sum(metrics[member]["unparsed"] for member in evaluation.pooled[figure])
+            metrics[figure] = pooled
         elapsed = time.perf_counter() - started
         if method == "generate" and ranks.main:
             warn_unparsed(metrics, configs, model_name, bool(identity and identity["chat"]["applied"]))

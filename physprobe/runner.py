@@ -109,10 +109,10 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
     else:
         source = hub_data.local(data_dir, benchmark)
     model_args = dict(model_args or {})
-    name = backends.resolve(backend, model_args)
+    backend = backends.resolve(backend, model_args)
     settings = Settings(model_name, model_args, method=method or (chosen.method if chosen else None), device=device, dtype=dtype,
                         batch_size=batch_size, gguf_file=gguf_file, truncate=truncate, chat=chat or Chat())  # fmt: skip
-    model = backends.create(name, settings)  # every model option checked; no weights loaded, no request sent
+    model = backends.create(backend, settings)  # every model option checked; no weights loaded, no request sent
     chosen = chosen or evaluation.default(model.family, method, model_name)
     if model.family not in chosen.families:
         raise protocols.ProtocolError(f"protocol {chosen.name!r} is for {', '.join(chosen.families)} models, not {model.family}")
@@ -197,7 +197,7 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
     with atomic_file(out / "predictions.parquet") as temporary:
         pq.write_table(pa.Table.from_pylist(records), temporary)
     info = {"model": model_name, "benchmark": benchmark, "method": method, "configs": configs, "limit": limit,
-            "backend": name, **model.info(), "chat": identity.get("chat"), "questions_scored": scored_items,
+            "backend": backend, **model.info(), "chat": identity.get("chat"), "questions_scored": scored_items,
             "seconds": round(elapsed, 2),
             "dataset": {"source": "hub" if source.on_hub else "local", "path": source.path, "revision": source.revision,
                         "fingerprints": dataset_revisions},

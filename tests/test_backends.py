@@ -129,8 +129,8 @@ def test_templated_prompts_are_fed_as_rendered_without_an_extra_bos(models):
 
 
 # --- chat templates end to end: run.json, metrics.json, cache, warnings, errors -----------------
-def _score(model, data, out, *extra):
-    return main(["score", "--model", str(model), "--benchmark", "cccons", "--config", "ordinary", "--limit", "4", "--data", str(data),
+def _score(model, data, out, *extra, configs="ordinary"):
+    return main(["score", "--model", str(model), "--benchmark", "cccons", "--config", configs, "--limit", "4", "--data", str(data),
                  "--out", str(out), "--device", "cpu", "--bootstrap-iters", "0", *extra])  # fmt: skip
 
 
@@ -160,12 +160,15 @@ def test_chat_setting_is_recorded_keyed_and_warned(models, built_all, tmp_path, 
 
 
 def test_untemplated_generation_warns_with_the_chat_fix(models, built_all, tmp_path, capsys):
-    out = tmp_path / "plain"
-    assert _score(models["plain"], built_all, out) == 0
-    unparsed = json.loads((out / "metrics.json").read_text())["ordinary"]["unparsed"]
+    out = tmp_path / "plain"  # two configs and the figure pooled over them: the warning counts the configs' answers
+    assert _score(models["plain"], built_all, out, configs="ordinary_nocontext,ccommon_nocontext") == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    unparsed = metrics["ordinary_nocontext"]["unparsed"] + metrics["ccommon_nocontext"]["unparsed"]
+    assert json.loads((out / "run.json").read_text())["backend"] == "hf" and metrics["nocontext"]["unparsed"] == unparsed
     warned = [line for line in capsys.readouterr().err.splitlines() if "named no option" in line]
-    assert len(warned) == (1 if unparsed * 2 > 4 else 0)
+    assert len(warned) == (1 if unparsed * 2 > 8 else 0)
     if warned:
+        assert warned[0].startswith(f"physprobe: warning: {unparsed} of 8 answers of ")
         assert "score with --apply-chat-template, or a log-likelihood protocol" in warned[0]
 
 
@@ -186,3 +189,48 @@ def test_a_template_asked_of_token_sequences_is_one_line(models, built_all, tmp_
     assert main(args) == 2  # PROST's released-gpt scores token sequences: no prompt to template
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "MeanTokens requests read none: leave them out" in err
+
+
+# --- declarative request fields the hf backend resolves -------------------------------------------
+def test_masked_pair_feeds_segment_ids_only_when_the_request_says_so(tmp_path):
+    from transformers import AutoModelForMaskedLM
+
+    from physprobe.requests import MaskedPair
+
+    folder = tiny_models.masked_lm(tmp_path / "bert", ["he rides a horse .", "a horse can be used for riding by human"] * 20)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForMaskedLM.from_pretrained(folder).eval()
+    loaded = Loaded(model, tokenizer, "mlm", torch.device("cpu"))
+    request = MaskedPair("he rides a horse .", "horse can be used for [MASK] by human", ("horse", "a"))
+    encoded = tokenizer(request.first, request.second.replace("[MASK]", tokenizer.mask_token), return_tensors="pt",
+                        return_token_type_ids=True)
+    assert encoded["token_type_ids"].sum() > 0  # the second segment's ids are 1: feeding them changes the logits
+    where = encoded["input_ids"][0].tolist().index(tokenizer.mask_token_id)
+    words = tokenizer.convert_tokens_to_ids(list(request.words))
+    with torch.inference_mode():
+        typed = torch.log_softmax(model(**encoded).logits[0, where], -1)[words].tolist()
+        untyped = torch.log_softmax(model(input_ids=encoded["input_ids"]).logits[0, where], -1)[words].tolist()
+    assert typed != pytest.approx(untyped, abs=1e-6)
+    assert score_loaded(loaded, [request])[0] == pytest.approx(typed, abs=1e-5)
+    without = MaskedPair(request.first, request.second, request.words, token_type_ids=False)
+    assert score_loaded(loaded, [without])[0] == pytest.approx(untyped, abs=1e-5)
+
+
+def test_a_separator_placeholder_becomes_the_tokenizers_separator(models, monkeypatch):
+    import physprobe.backends.hf
+    from physprobe.requests import Masked
+
+    seen = {}
+
+    class Engine:  # stands in for the masked-LM engine: records the texts the backend resolved
+        @staticmethod
+        def masked_logprobs(model, tokenizer, texts, candidates, device, **options):
+            seen["texts"] = texts
+            return [[0.0] for _ in texts]
+
+    monkeypatch.setattr(physprobe.backends.hf, "scoring", Engine, raising=False)
+    tokenizer = AutoTokenizer.from_pretrained(models["plain"])  # no sep token: its EOS, as RoBERTa's </s>
+    assert tokenizer.sep_token is None and tokenizer.eos_token == "<s>"
+    request = Masked("A bat . [SEP] bat can be used for [MASK] by human", ("hit",))
+    score_loaded(Loaded(None, tokenizer, "mlm", torch.device("cpu")), [request])
+    assert seen["texts"] == ["A bat . <s> bat can be used for [MASK] by human"]

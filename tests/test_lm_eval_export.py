@@ -82,7 +82,8 @@ def test_exported_tasks_in_lm_eval_decide_as_physprobe_score(built_all, tmp_path
     choice = [t for t, (_, _, s) in causal.items() if s["output_type"] == "multiple_choice"]
     assert generate and choice
 
-    results, samples = _lm_eval(model, choice, tasks_dir, tmp_path / "mc", "add_bos_token=False")
+    # add_bos_token=True: a context is encoded after BOS, as physprobe scores it (an empty one is BOS alone).
+    results, samples = _lm_eval(model, choice, tasks_dir, tmp_path / "mc", "add_bos_token=True")
     generated_results, generated_samples = _lm_eval(model, generate, tasks_dir, tmp_path / "gen", "add_bos_token=True")
     results.update(generated_results)
     samples.update(generated_samples)

@@ -14,15 +14,15 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from physprobe.backends.base import BackendError, Chat, Settings
+from physprobe.backends.base import BackendError, Settings
 from physprobe.backends.openai import Client, OpenAIBackend
 from physprobe.requests import Generate, Masked
 from physprobe.runner import run
 from tests.llama_server import ALIAS, GGUF, LlamaServer, free_port, gguf_folder
 
 
-def backend(base_url: str, model: str = ALIAS, chat: Chat = Chat(), **args) -> OpenAIBackend:
-    return OpenAIBackend(Settings(model, {"base_url": base_url, **{k: str(v) for k, v in args.items()}}, chat=chat))
+def backend(base_url: str, model: str = ALIAS, **args) -> OpenAIBackend:
+    return OpenAIBackend(Settings(model, {"base_url": base_url, **{k: str(v) for k, v in args.items()}}))
 
 
 def test_unreachable_server_is_one_line():

@@ -54,6 +54,15 @@ def test_model_the_server_does_not_serve_is_one_line(llama_server):
 
 
 @pytest.mark.slow
+def test_echo_holds_the_prompt_tokens_only(llama_server):
+    # llama-cpp-python decodes each echoed token on its own: the three bytes of a CJK character split over tokens
+    # come back as empty strings. The prompt's tokens end at its full stop; the generated token after it is left out.
+    tokens = Client(llama_server.base_url, ALIAS).echo("The \u6771\u4eac tower is tall.")
+    assert [token for token, _ in tokens][-4:] == [" tower", " is", " tall", "."]
+    assert tokens[0] == ("The", None) and all(value is not None for _, value in tokens[1:])
+
+
+@pytest.mark.slow
 def test_refused_key_is_one_line_and_never_printed(tmp_path, monkeypatch):
     with LlamaServer(tmp_path / "server.log", api_key="right-key") as server:
         monkeypatch.setenv("OPENAI_API_KEY", "wrong-key")

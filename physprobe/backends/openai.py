@@ -61,6 +61,10 @@ def after_shared_prefix(echoed: Sequence[Sequence[tuple[str, float | None]]]) ->
     return totals
 
 
+def _ascii(text: str) -> str:
+    return text.encode("ascii", "ignore").decode()
+
+
 def _reason(response) -> str:
     """The server's own error message, on one line."""
     try:
@@ -183,8 +187,8 @@ class Client:
 
     def echo(self, prompt: str) -> list[tuple[str, float | None]]:
         """The prompt's tokens and their log-probabilities as the server scores them: ``/v1/completions`` with ``echo``
-        and ``logprobs``. The prompt's tokens are the shortest run of echoed tokens whose text ends with the prompt (a
-        BOS token the server echoes comes first; the one generated token comes after); a server whose echo does not
+        and ``logprobs``. The prompt's tokens are the shortest run of echoed tokens whose text ends with the prompt, both
+        read in ASCII (a BOS token the server echoes comes first; the one generated token comes after); a server whose echo does not
         hold the prompt (llama.cpp's own server returns the generated token only) is a one-line error."""
         body = {"prompt": prompt, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1}
         answer = self.post("/completions", body, unsupported=LOGLIKELIHOOD_UNSUPPORTED)
@@ -193,10 +197,11 @@ class Client:
             tokens = list(zip(logprobs["tokens"], logprobs["token_logprobs"], strict=True))
         except (KeyError, IndexError, TypeError, ValueError):
             tokens = []
-        text = ""
+        # Compared in ASCII: a server that decodes each token on its own drops the bytes of a character split over tokens.
+        wanted, text = _ascii(prompt), ""
         for count, (token, _) in enumerate(tokens, 1):
-            text += token
-            if len(text) >= len(prompt) and text.endswith(prompt):
+            text += _ascii(token)
+            if len(text) >= len(wanted) and text.endswith(wanted):
                 return tokens[:count]
         raise BackendError(f"{self.base_url}/completions does not echo the prompt's tokens with their log-probabilities "
                            f"(asked for {prompt[:40]!r}...): {LOGLIKELIHOOD_UNSUPPORTED}")  # fmt: skip

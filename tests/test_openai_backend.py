@@ -14,15 +14,15 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from physprobe.backends.base import BackendError, Chat, Settings
+from physprobe.backends.base import BackendError, Settings
 from physprobe.backends.openai import Client, OpenAIBackend
 from physprobe.requests import Generate, Masked
 from physprobe.runner import run
 from tests.llama_server import ALIAS, GGUF, LlamaServer, free_port, gguf_folder
 
 
-def backend(base_url: str, model: str = ALIAS, chat: Chat = Chat(), **args) -> OpenAIBackend:
-    return OpenAIBackend(Settings(model, {"base_url": base_url, **{k: str(v) for k, v in args.items()}}, chat=chat))
+def backend(base_url: str, model: str = ALIAS, **args) -> OpenAIBackend:
+    return OpenAIBackend(Settings(model, {"base_url": base_url, **{k: str(v) for k, v in args.items()}}))
 
 
 def test_unreachable_server_is_one_line():
@@ -51,6 +51,15 @@ def test_model_the_server_does_not_serve_is_one_line(llama_server):
     # llama.cpp's server answers any model name with the model it holds; the backend asks /v1/models first.
     with pytest.raises(BackendError, match=rf"^{llama_server.base_url} does not serve model 'gpt-4'; it serves: {ALIAS} \(pass"):
         backend(llama_server.base_url, model="gpt-4").score([Generate("Hi", ("a", "b"))])
+
+
+@pytest.mark.slow
+def test_echo_holds_the_prompt_tokens_only(llama_server):
+    # llama-cpp-python decodes each echoed token on its own: the three bytes of a CJK character split over tokens
+    # come back as empty strings. The prompt's tokens end at its full stop; the generated token after it is left out.
+    tokens = Client(llama_server.base_url, ALIAS).echo("The \u6771\u4eac tower is tall.")
+    assert [token for token, _ in tokens][-4:] == [" tower", " is", " tall", "."]
+    assert tokens[0] == ("The", None) and all(value is not None for _, value in tokens[1:])
 
 
 @pytest.mark.slow

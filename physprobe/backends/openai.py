@@ -29,6 +29,8 @@ from physprobe.requests import Choice, Generate, GenerateEach, YesNo
 
 API_KEY_VARIABLE = "OPENAI_API_KEY"
 TRANSIENT = {408, 409, 425, 429, 500, 502, 503, 504}
+LOGLIKELIHOOD_UNSUPPORTED = ("this server cannot score log-likelihood protocols (they need /v1/completions with echo and "
+                             "logprobs; a chat-only endpoint has none): score a generation protocol, --method generate")
 
 
 def after_shared_prefix(echoed: Sequence[Sequence[tuple[str, float | None]]]) -> list[float]:
@@ -57,6 +59,10 @@ def after_shared_prefix(echoed: Sequence[Sequence[tuple[str, float | None]]]) ->
                                "options differ: give them a shared context to score them over the API")  # fmt: skip
         totals.append(sum(value for _, value in scored))
     return totals
+
+
+def _ascii(text: str) -> str:
+    return text.encode("ascii", "ignore").decode()
 
 
 def _reason(response) -> str:
@@ -154,9 +160,12 @@ class Client:
             raise BackendError(f"{self.base_url} does not serve model {self.model!r}; it serves: {', '.join(served) or 'nothing'} "
                                "(pass one of them as --model)")  # fmt: skip
 
-    def post(self, path: str, body: dict) -> dict:
-        """POST ``body`` (with the model's name) and return the JSON answer; any refusal is a ``BackendError``."""
+    def post(self, path: str, body: dict, unsupported: str = "") -> dict:
+        """POST ``body`` (with the model's name) and return the JSON answer; any refusal is a ``BackendError``, which
+        adds ``unsupported`` where the server refuses the request itself (HTTP 400, 404, 405, 422)."""
         response = self._send("POST", path, {"model": self.model, **body})
+        if response.status_code in (400, 404, 405, 422) and unsupported:
+            raise BackendError(f"{self.base_url}{path} refused the request (HTTP {response.status_code}: {_reason(response)}): {unsupported}")
         if response.status_code != 200:
             raise self._refused(response, path)
         return response.json()
@@ -178,23 +187,24 @@ class Client:
 
     def echo(self, prompt: str) -> list[tuple[str, float | None]]:
         """The prompt's tokens and their log-probabilities as the server scores them: ``/v1/completions`` with ``echo``
-        and ``logprobs``. The prompt's tokens are the shortest run of echoed tokens whose text ends with the prompt (a
-        BOS token the server echoes comes first; the one generated token comes after); a server whose echo does not
+        and ``logprobs``. The prompt's tokens are the shortest run of echoed tokens whose text ends with the prompt, both
+        read in ASCII (a BOS token the server echoes comes first; the one generated token comes after); a server whose echo does not
         hold the prompt (llama.cpp's own server returns the generated token only) is a one-line error."""
-        answer = self.post("/completions", {"prompt": prompt, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1})
+        body = {"prompt": prompt, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1}
+        answer = self.post("/completions", body, unsupported=LOGLIKELIHOOD_UNSUPPORTED)
         try:
             logprobs = answer["choices"][0]["logprobs"]
             tokens = list(zip(logprobs["tokens"], logprobs["token_logprobs"], strict=True))
         except (KeyError, IndexError, TypeError, ValueError):
             tokens = []
-        text = ""
+        # Compared in ASCII: a server that decodes each token on its own drops the bytes of a character split over tokens.
+        wanted, text = _ascii(prompt), ""
         for count, (token, _) in enumerate(tokens, 1):
-            text += token
-            if len(text) >= len(prompt) and text.endswith(prompt):
+            text += _ascii(token)
+            if len(text) >= len(wanted) and text.endswith(wanted):
                 return tokens[:count]
         raise BackendError(f"{self.base_url}/completions does not echo the prompt's tokens with their log-probabilities "
-                           f"(asked for {prompt[:40]!r}...): this server cannot score log-likelihood protocols; score "
-                           "with --method generate")  # fmt: skip
+                           f"(asked for {prompt[:40]!r}...): {LOGLIKELIHOOD_UNSUPPORTED}")  # fmt: skip
 
     def complete(self, prompt: str, max_tokens: int) -> str:
         """The greedy completion of a raw prompt (``/v1/completions``)."""
@@ -309,6 +319,9 @@ class OpenAIBackend(Backend):
             return []
         kind = type(requests[0])
         self.settings.chat.check(kind)
+        if kind not in (Generate, GenerateEach) and self.chat_applied(kind):
+            raise BackendError("--apply-chat-template with a log-likelihood protocol needs --backend hf: a server applies its "
+                               "chat template to chat messages only; drop --apply-chat-template or score with --method generate")  # fmt: skip
         client = self._connect()
         if kind is Generate:
             return client.map(self._generate, requests, progress)
@@ -316,9 +329,6 @@ class OpenAIBackend(Backend):
             asks = [Generate(p, (), r.max_new_tokens, r.stop) for r in requests for p in r.prompts]
             texts = iter(text for text, in client.map(self._generate, asks, progress, step=len(requests) / len(asks)))
             return [[next(texts) for _ in r.prompts] for r in requests]
-        if self.chat_applied(kind):
-            raise BackendError("--apply-chat-template with a log-likelihood protocol needs --backend hf: a server applies its "
-                               "chat template to chat messages only; drop --apply-chat-template or score with --method generate")  # fmt: skip
         chat = self.settings.chat
         if kind is YesNo:
             questions = [(prompt_text(p, chat, templated=False), (" YES", " NO")) for r in requests for p in r.prompts]

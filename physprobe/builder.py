@@ -38,8 +38,8 @@ def keep(predicate: Callable[[Row], bool]) -> Callable[[list[Row]], list[Row]]:
 
 
 @dataclass(frozen=True)
-class Generated:
-    """What a builder's ``generate`` returns: the rows, and values for the card body's placeholders."""
+class MadeRows:
+    """What a builder's ``make_rows`` returns: the rows, and values for the card body's placeholders."""
 
     rows: list[Row]
     card_fields: dict[str, str] = field(default_factory=dict)
@@ -63,7 +63,7 @@ class Card:
 
 @dataclass(frozen=True)
 class Benchmark:
-    """A benchmark builder: from upstream files (``generate``) to typed rows, split into configs.
+    """A benchmark builder: from upstream files (``make_rows``) to typed rows, split into configs.
 
     Its files are whatever ``local_sources`` finds in the mirror folder (inputs that replace the
     release, e.g. Text2Afford's raw annotations), else the pinned ``upstream`` release.
@@ -74,7 +74,7 @@ class Benchmark:
     features: datasets.Features
     configs: tuple[Config, ...]
     card: Card
-    generate: Callable[[Mapping[str, Path]], Generated]
+    make_rows: Callable[[Mapping[str, Path]], MadeRows]
     split: str = "test"
     local_sources: Callable[[Path | None], dict[str, Path]] | None = None
 

@@ -27,7 +27,7 @@ from datasets.info import DatasetInfosDict
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
-from physprobe.builder import Benchmark, Generated
+from physprobe.builder import Benchmark, MadeRows
 from physprobe.errors import DataError
 from physprobe.paths import Owner, check_folder_name, staged
 
@@ -86,18 +86,18 @@ def _staged(out_dir: Path, name: str, configs: list[str], stream: bool = False):
 
 
 def build(benchmark: Benchmark, out_dir: str | os.PathLike, source_dir: str | os.PathLike | None = None) -> BuildResult:
-    """Fetch the upstream files, generate the rows and write ``out_dir/<benchmark.name>``."""
-    return write(benchmark, benchmark.generate(benchmark.sources(source_dir)), out_dir)
+    """Fetch the upstream files, make the rows and write ``out_dir/<benchmark.name>``."""
+    return write(benchmark, benchmark.make_rows(benchmark.sources(source_dir)), out_dir)
 
 
-def write(benchmark: Benchmark, generated: Generated, out_dir: str | os.PathLike) -> BuildResult:
-    """Write already generated rows of ``benchmark`` as a Hub-ready folder under ``out_dir``."""
+def write(benchmark: Benchmark, made: MadeRows, out_dir: str | os.PathLike) -> BuildResult:
+    """Write the rows made for ``benchmark`` as a Hub-ready folder under ``out_dir``."""
     out_dir = Path(out_dir)
     with _staged(out_dir, benchmark.name, [c.name for c in benchmark.configs]) as staging:
         counts, infos = {}, {}
         for config in benchmark.configs:
             features = config.features or benchmark.features
-            rows = generated.rows if config.select is None else config.select(generated.rows)
+            rows = made.rows if config.select is None else config.select(made.rows)
             subset = _table(features, rows)
             path = staging / data_file(config.name, benchmark.split)
             path.parent.mkdir(parents=True)
@@ -113,7 +113,7 @@ def write(benchmark: Benchmark, generated: Generated, out_dir: str | os.PathLike
                 download_size=path.stat().st_size,
                 dataset_size=subset.nbytes,
             )
-        _card(benchmark, counts, infos, generated.card_fields).save(staging / "README.md")
+        _card(benchmark, counts, infos, made.card_fields).save(staging / "README.md")
     return BuildResult(benchmark.name, out_dir / benchmark.name, counts)
 
 

@@ -11,7 +11,7 @@ from physprobe.sources import fetch
 
 @pytest.fixture(scope="module")
 def rows(upstream_dir):
-    return builder.generate(fetch(builder.UPSTREAM, upstream_dir)).rows
+    return builder.make_rows(fetch(builder.UPSTREAM, upstream_dir)).rows
 
 
 def by_context(rows, name, context):

@@ -258,7 +258,7 @@ def test_report_markdown_holds_every_paper_table_with_the_runs(rendered, runs):
     loaded = [report.load_run(r) for r in runs]
     expected = []
     for benchmark in sorted(BENCHMARKS):
-        expected.append(["Run", "Model", "Method", "Protocol", "Paper's protocol", "Configs", "Folder"])
+        expected.append(["Run", "Model", "Method", "Protocol", "Paper's protocol", "Configs", "Headline", "Folder"])
         expected += [["Model", *[c.name for c in t.columns]] for t in report.paper_tables(benchmark).tables]
     assert [header for header, _ in tables] == expected  # every table, each column by its printed name
     header = ["Model", *[c.name for c in report.paper_tables("prost").table("table5").columns]]
@@ -272,6 +272,9 @@ def test_report_markdown_holds_every_paper_table_with_the_runs(rendered, runs):
         assert f"({100 * low:.1f}–{100 * high:.1f})" in cell["Mass"]
         macro = run.metrics["default"]["macro_accuracy"]
         assert cell["Macro Average"].startswith(f"{100 * macro:.1f}")
+        runs_table = [body for found, body in tables if found[0] == "Run"][sorted(BENCHMARKS).index("prost")]
+        runs_row = next(r for r in runs_table if run.id in r[0])  # PROST's headline: Table 5's macro average
+        assert runs_row[6] == f"default: macro\\_accuracy {macro:.3f}"
     published = next(r for r in table5 if r[0] == "T5 S")
     assert published[-1] == "27.0\\*" or published[-1] == "27.0*"  # printed as the paper prints it
     # a column the run did not score is a dash with a footnote saying why
@@ -447,5 +450,5 @@ def test_runs_of_several_benchmarks_get_one_section_each(tmp_path, one_run):
     out = report.render([one_run, prost], tmp_path / "report")
     text = (out / "report.md").read_text()
     assert text.index("## CConS") < text.index("## PROST")
-    row = next(line for line in text.splitlines() if line.startswith("| **bert-base-uncased-") and "0.667" in line)
+    row = next(line for line in text.splitlines() if line.startswith("| **bert-base-uncased-") and "0.667 (" in line)
     assert "0.667 (0.208–0.939) n=3" in row  # Wilson for 2 of 3, worked by hand: centre 0.5731, half-width 0.3654

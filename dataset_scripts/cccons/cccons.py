@@ -14,7 +14,7 @@ from pathlib import Path
 
 import datasets
 
-from physprobe.builder import Benchmark, Card, Config, Generated, keep, read_card_body
+from physprobe.builder import Benchmark, Card, Config, MadeRows, keep, read_card_body
 from physprobe.dataset_scripts.cccons.configs import CONFIGS
 from physprobe.errors import DataError
 from physprobe.generators import cccons as generator
@@ -109,7 +109,7 @@ def induction(paths: Mapping[str, Path]) -> generator.Induction:
     return generator.induce_templates(rows)
 
 
-def generate(paths: Mapping[str, Path]) -> Generated:
+def make_rows(paths: Mapping[str, Path]) -> MadeRows:
     """All eight configs' rows (tagged with their config) and the induction figures for the card."""
     by_config = released(paths)
     induced = induction(paths)
@@ -121,7 +121,7 @@ def generate(paths: Mapping[str, Path]) -> Generated:
             )
             fields = (row["context"], row["obj1"], row["obj2"], row["label"], row["subset"], row["difficulty"], template_id)
             rows.append(generator.row(*fields) | {"config": config})
-    return Generated(rows, card_fields(by_config, induced))
+    return MadeRows(rows, card_fields(by_config, induced))
 
 
 def card_fields(by_config: Mapping[str, list[dict]], induced: generator.Induction) -> dict[str, str]:
@@ -166,7 +166,7 @@ CCCONS = Benchmark(
         tags=("physical-reasoning", "commonsense", "size-comparison", "probing", "counterfactual"),
         body=read_card_body(__file__),
     ),
-    generate=generate,
+    make_rows=make_rows,
 )
 
 
@@ -187,13 +187,13 @@ GENERATED = Benchmark(
             "Columns as in `physprobe/cccons`, plus `generated` (always true).\n\n$configs_table\n"
         ),
     ),
-    generate=lambda paths: Generated([]),
+    make_rows=lambda paths: MadeRows([]),
 )
 
 
-def generate_new(paths: Mapping[str, Path], n: int, seed: int) -> Generated:
+def generate_new(paths: Mapping[str, Path], n: int, seed: int) -> MadeRows:
     """``n`` new rows (see ``generator.new_examples``) with the card fields of ``GENERATED``."""
     by_config = released(paths)
     order = generator.partial_order(by_config["ordinary"] + by_config["ccommon"])
     rows = generator.new_examples(induction(paths), order, n, seed)
-    return Generated(rows, {"n": str(n), "seed": str(seed)})
+    return MadeRows(rows, {"n": str(n), "seed": str(seed)})

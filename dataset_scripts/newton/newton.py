@@ -15,7 +15,7 @@ from pathlib import Path
 import datasets
 import yaml
 
-from physprobe.builder import Benchmark, Card, Config, Generated, keep, read_card_body
+from physprobe.builder import Benchmark, Card, Config, MadeRows, keep, read_card_body
 from physprobe.dataset_scripts.newton.configs import CONFIGS
 from physprobe.dataset_scripts.newton.published import TABLE_6_COLUMNS
 from physprobe.errors import DataError, TemplateError
@@ -79,7 +79,7 @@ def repository(paths: Mapping[str, Path]) -> generator.Repository:
     return generator.read_repository(read_rows(paths[FILE]), str(paths[FILE]))
 
 
-def generate(paths: Mapping[str, Path]) -> Generated:
+def make_rows(paths: Mapping[str, Path]) -> MadeRows:
     """Every config's rows (tagged with their config) and the figures for the card."""
     rows = read_rows(paths[FILE])
     repo = generator.read_repository(rows, str(paths[FILE]))
@@ -98,7 +98,7 @@ def generate(paths: Mapping[str, Path]) -> Generated:
         "track3": generator.track3(repo, SEED),
     }
     tagged = [row | {"config": name} for name, rows_ in configs.items() for row in rows_]
-    return Generated(tagged, card_fields(configs, repo))
+    return MadeRows(tagged, card_fields(configs, repo))
 
 
 def card_fields(configs: Mapping[str, list[dict]], repo: generator.Repository) -> dict[str, str]:
@@ -136,7 +136,7 @@ NEWTON = Benchmark(
         tags=("physical-reasoning", "object-attributes", "probing", "human-agreement"),
         body=read_card_body(__file__),
     ),
-    generate=generate,
+    make_rows=make_rows,
 )
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import datasets
 import yaml
 
-from physprobe.builder import Benchmark, Card, Config, Generated, keep, read_card_body
+from physprobe.builder import Benchmark, Card, Config, MadeRows, keep, read_card_body
 from physprobe.dataset_scripts.prost.configs import CONFIGS
 from physprobe.errors import DataError, PhysprobeError
 from physprobe.generators import prost as generator
@@ -94,7 +94,7 @@ def read_templates(paths: Mapping[str, Path]) -> tuple[list[dict], dict[str, lis
     return templates, lexicons
 
 
-def generate(paths: Mapping[str, Path]) -> Generated:
+def make_rows(paths: Mapping[str, Path]) -> MadeRows:
     """All PROST rows, in upstream order, from the upstream files."""
     templates, lexicons = read_templates(paths)
     rows = []
@@ -103,7 +103,7 @@ def generate(paths: Mapping[str, Path]) -> Generated:
             rows += generator.questions(template, lexicons)
         except PhysprobeError as error:
             raise type(error)(f"{path}: {error}") from None
-    return Generated(generator.order(rows))
+    return MadeRows(generator.order(rows))
 
 
 PROST = Benchmark(
@@ -120,5 +120,5 @@ PROST = Benchmark(
         tags=("physical-reasoning", "probing", "zero-shot", "cloze", "checklist"),
         body=read_card_body(__file__),
     ),
-    generate=generate,
+    make_rows=make_rows,
 )

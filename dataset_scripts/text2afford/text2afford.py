@@ -22,7 +22,7 @@ from pathlib import Path
 
 import datasets
 
-from physprobe.builder import Benchmark, Card, Config, Generated, read_card_body
+from physprobe.builder import Benchmark, Card, Config, MadeRows, read_card_body
 from physprobe.dataset_scripts.text2afford.configs import CONFIGS, RELEASED_GENERATIVE_FROM
 from physprobe.errors import DataError
 from physprobe.generators import text2afford as generator
@@ -98,7 +98,7 @@ def _alpha_text(value: float | None) -> str:
     return "undefined (a single annotator or one rating value throughout)" if value is None else f"{value:.3f}"
 
 
-def generate(paths: Mapping[str, Path]) -> Generated:
+def make_rows(paths: Mapping[str, Path]) -> MadeRows:
     """Rows and card facts from the pinned release or, where the mirror holds them, raw annotations."""
     ((kind, path),) = paths.items()
     if kind == "annotations":
@@ -130,7 +130,7 @@ def generate(paths: Mapping[str, Path]) -> Generated:
     stats = generator.statistics(rows)
     fields = {"source": source, "agreement_summary": agreement,
               **{f"stat_{key}": _figure(value) for key, value in stats.items()}}  # fmt: skip
-    return Generated(rows, fields)
+    return MadeRows(rows, fields)
 
 
 def _figure(value) -> str:
@@ -171,6 +171,6 @@ TEXT2AFFORD = Benchmark(
         tags=("affordance", "physical-reasoning", "probing", "commonsense"),
         body=read_card_body(__file__),
     ),
-    generate=generate,
+    make_rows=make_rows,
     local_sources=local_sources,
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from physprobe import registry
 from physprobe.report.blocks import Heading, Image, Notes, Paragraph, TableBlock
 from physprobe.report.cells import Missing, RunCell, number, run_cell
 from physprobe.report.figures import DRAW
@@ -81,6 +82,17 @@ def table_block(table: Table, runs: list[Run], paper: PaperTables) -> tuple[Tabl
     return TableBlock(header, rows, kinds), extra + notes.items()
 
 
+def headlines(run: Run) -> str:
+    """Each scored config's headline figure, as the benchmark's ``Evaluation.headline`` declares it.
+
+    >>> headlines(Run(Path("r"), {"benchmark": "prost", "method": "mlm"}, {"default": {"accuracy": 0.3, "macro_accuracy": 0.25}}))
+    'default: macro_accuracy 0.250'
+    """
+    evaluation = registry.evaluation(run.info["benchmark"])
+    found = [(config, evaluation.headline_of(values)) for config, values in run.metrics.items() if isinstance(values, dict)]
+    return "; ".join(f"{config}: {key} {value:.3f}" for config, (key, value) in ((c, h) for c, h in found if h)) or "—"
+
+
 def _runs_table(runs: list[Run], paper: PaperTables) -> TableBlock:
     rows = []
     for run in runs:
@@ -89,8 +101,9 @@ def _runs_table(runs: list[Run], paper: PaperTables) -> TableBlock:
         # The papers scored raw text: a chat template applied (run.json ``chat.applied``) is flagged.
         chat = " ⚠ chat template" if (run.info.get("chat") or {}).get("applied") else ""
         rows.append([run.id, str(run.info.get("model")), run.method, str(run.info.get("protocol") or "not recorded") + chat,
-                     ", ".join(paper.protocols.get(run.method, ("—",))), configs + (f" (limit {limit})" if limit else ""), str(run.folder)])  # fmt: skip
-    header = ["Run", "Model", "Method", "Protocol", "Paper's protocol", "Configs", "Folder"]
+                     ", ".join(paper.protocols.get(run.method, ("—",))), configs + (f" (limit {limit})" if limit else ""),
+                     headlines(run), str(run.folder)])  # fmt: skip
+    header = ["Run", "Model", "Method", "Protocol", "Paper's protocol", "Configs", "Headline", "Folder"]
     return TableBlock(header, rows, ["run"] * len(rows))
 
 

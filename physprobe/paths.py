@@ -19,7 +19,6 @@ import contextlib
 import ctypes
 import errno
 import fcntl
-import glob
 import json
 import os
 import secrets

@@ -103,10 +103,12 @@ def _score(args: argparse.Namespace) -> int:
     model_args = backends.backend_class(backend).parse_model_args(args.model_args)
     batch_size = model_options.parse_batch_size(args.batch_size)
     configs = args.config.split(",") if args.config is not None else None
+    out = Path(args.out or f"runs/{Path(args.model).name}-{args.benchmark}")
     if args.num_processes is not None and args.num_processes > 1:  # arguments checked here once, not in every rank
-        from physprobe import parallel
+        from physprobe import parallel, run_files
 
         resolve(args.benchmark, configs, args.method, args.protocol)
+        run_files.open_folder(out, args.model, args.benchmark, model_options.looks_local(args.model))  # claimed before the ranks race
         rest = [a for i, a in enumerate(args.argv) if a != "--num-processes" and (i == 0 or args.argv[i - 1] != "--num-processes")]
         rest = [a for a in rest if not a.startswith("--num-processes=")]
         status = parallel.launch(rest, args.num_processes, cpu=args.device == "cpu")
@@ -114,7 +116,6 @@ def _score(args: argparse.Namespace) -> int:
             raise PhysprobeError(f"score failed in its {args.num_processes} processes (exit status {status}); "
                                  "the first error above says why")  # fmt: skip
         return 0
-    out = Path(args.out or f"runs/{Path(args.model).name}-{args.benchmark}")
     data = Path(args.data) if args.data is not None else None
     metrics = run(args.model, args.benchmark, out, data, configs, args.method, args.limit, args.device, args.gguf_file,
                   args.truncate, model_args=model_args, dtype=args.dtype, batch_size=batch_size,

@@ -88,6 +88,8 @@ def local(data_dir: str | os.PathLike, benchmark: str) -> DataSource:
                               f"or leave out --data to read {ORG}/{benchmark} from the Hub")  # fmt: skip
     try:
         names = get_dataset_config_names(str(folder))
+    except ImportError:  # a missing package is the cli's "pip install" line, not a damaged card
+        raise
     except Exception as error:  # a damaged card: YAML, metadata or data-file errors of any kind
         reason = " ".join(str(error).split())[:200] or type(error).__name__
         raise DataSourceError(f"{folder / 'README.md'}: the card's configs cannot be read ({reason}); "

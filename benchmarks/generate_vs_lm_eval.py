@@ -36,7 +36,8 @@ import torch
 from tokenizers import processors
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from physprobe import generation, lm_eval_export, registry
+from physprobe import lm_eval_export, registry
+from physprobe.backends.hf import generation
 
 SUITE = {"newton": ("released-generate", ["track1", "track2_boolean", "track2_mc", "track3"]),
          "cccons": ("question-generate", ["ordinary", "ccommon"])}  # fmt: skip
@@ -190,7 +191,8 @@ def main() -> None:
                 for index, row in enumerate(rows):
                     if not (protocol.skip and protocol.skip(row)):
                         keys.append((config, index))
-                        requests.append(protocol.build(row, config, tokenizer)[1])
+                        request = protocol.build(row, config)
+                        requests.append({"prompt": request.prompt, "max_new_tokens": request.max_new_tokens, "stop": list(request.stop)})
             tasks = {lm_eval_export.task_name(benchmark, c, "causal", protocol_name): c for c in configs}
             suite[benchmark] = (protocol, keys, requests, tasks)
         table = {b: {"physprobe": [], "lm-eval": []} for b in SUITE}

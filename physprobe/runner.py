@@ -198,7 +198,7 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
         if not ranks.main:  # rank 0 writes the run folder
             return metrics
         info = {"model": model_name, "benchmark": benchmark, "method": method, "configs": configs, "limit": limit,
-                "backend": name, **model.info(), "chat": identity.get("chat"), "questions_scored": scored_items,
+                "backend": backend, **model.info(), "chat": identity.get("chat"), "questions_scored": scored_items,
                 "seconds": round(elapsed, 2),
                 "dataset": {"source": "hub" if source.on_hub else "local", "path": source.path, "revision": source.revision,
                             "fingerprints": dataset_revisions},

@@ -10,7 +10,7 @@ import datasets
 import pytest
 from markdown_it import MarkdownIt
 
-from physprobe import report
+from physprobe import paths, report
 from physprobe.errors import DataError
 from physprobe.report import tables
 from physprobe.cli import main
@@ -378,7 +378,8 @@ def test_same_runs_same_bytes_and_a_previous_report_is_replaced(runs, tmp_path):
     for figure in (first / "figures").iterdir():  # pixels only: no text, time or software chunk that could vary
         assert set(png_chunks(figure.read_bytes())) == {b"IHDR", b"pHYs", b"IDAT", b"IEND"}, figure.name
     manifest = json.loads((first / report.MANIFEST).read_text())["files"]
-    assert manifest == sorted(p.relative_to(first).as_posix() for p in first.rglob("*") if p.is_file() and p.name != report.MANIFEST)
+    ours = (report.MANIFEST, paths.MARKER)  # the manifest lists the report's files; the marker names the folder's owner
+    assert manifest == sorted(p.relative_to(first).as_posix() for p in first.rglob("*") if p.is_file() and p.name not in ours)
     assert main(["report", str(runs[2]), "--out", str(again)]) == 0  # a report folder physprobe wrote is replaced
     text = (again / "report.md").read_text()
     assert "## CConS" in text and "## PROST" not in text and not (again / "figures" / "prost-positions.png").exists()

@@ -428,7 +428,7 @@ def test_bad_inputs_are_one_line_errors_leaving_nothing(tmp_path, one_run, capsy
     theirs = tmp_path / "theirs"
     theirs.mkdir()
     (theirs / "notes.txt").write_text("mine")
-    fails(["report", str(one_run), "--out", str(theirs)], capsys, "did not write")
+    fails(["report", str(one_run), "--out", str(theirs)], capsys, "is not a physprobe output")
     assert a_file.read_text() == "mine" and [p.name for p in theirs.iterdir()] == ["notes.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["alien", "broken", "empty", "report.md", "run", "theirs"]
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from physprobe import hub_data, registry
 from physprobe.errors import ExportError, PhysprobeError
 from physprobe.protocols import GENERATIVE
-from physprobe.requests import Choice, Generate, Seq2Seq, YesNo
+from physprobe.requests import Choice, Generate, GenerateEach, Seq2Seq, YesNo
 
 
 SEQ2SEQ_EOS = ("lm-eval scores each target without the end-of-sequence token a T5 tokenizer appends (physprobe "
@@ -73,8 +73,9 @@ def export_plan(benchmark: str, first_rows: dict[str, dict]) -> list[tuple[str, 
                 if not usable:
                     continue
                 chosen = usable[0]
-                kind = type(default.build(row, config)).__name__
-                note = f"default {default.name!r} ({kind}, resolved by the tokenizer) is not expressible in lm-eval; exported {chosen.name!r}"
+                request = default.build(row, config)
+                why = "one generated answer per prompt" if isinstance(request, GenerateEach) else "resolved by the tokenizer"
+                note = f"default {default.name!r} ({type(request).__name__}, {why}) is not expressible in lm-eval; exported {chosen.name!r}"
             if (config, chosen.name, _form(chosen, family)) not in seen:
                 seen.add((config, chosen.name, _form(chosen, family)))
                 plan.append((config, family, chosen.name, note))

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -36,6 +35,7 @@ from physprobe.backends.openai import OpenAIBackend  # noqa: E402
 from physprobe.dataset_scripts.newton.evaluation import EVALUATION as NEWTON  # noqa: E402
 from physprobe.dataset_scripts.newton.evaluation import match_answer  # noqa: E402
 from physprobe.dataset_scripts.prost.evaluation import EVALUATION as PROST  # noqa: E402
+from score_vs_lm_eval import spread  # noqa: E402  (a sibling script: min/median/max as the others print it)
 
 MAX_TOKENS = 32
 
@@ -120,10 +120,6 @@ class AccessLog:
         with open(self.path, "rb") as handle:
             handle.seek(self.at)
             return sum(b'"POST /v1/' in line for line in handle)
-
-
-def spread(values: list[float]) -> str:
-    return f"{min(values):.2f}/{statistics.median(values):.2f}/{max(values):.2f}"
 
 
 def main() -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import shutil
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -38,6 +37,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from physprobe import lm_eval_export, registry
 from physprobe.backends.hf import generation
+from score_vs_lm_eval import spread  # a sibling script: min/median/max as the others print it
 
 SUITE = {"newton": ("released-generate", ["track1", "track2_boolean", "track2_mc", "track3"]),
          "cccons": ("question-generate", ["ordinary", "ccommon"])}  # fmt: skip
@@ -154,10 +154,6 @@ def lm_eval_runner(model_dir: Path, tasks_dir: Path, device: str, dtype: str, ba
         return texts, state["seconds"], state["answers"]
 
     return lm, run
-
-
-def spread(values: list[float], digits: int = 2) -> str:
-    return "/".join(f"{v:.{digits}f}" for v in (min(values), statistics.median(values), max(values)))
 
 
 def main() -> None:

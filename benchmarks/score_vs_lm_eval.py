@@ -183,8 +183,9 @@ def unit_costs(model, device: str, width: int = 32, rows: int = 32, repeats: int
     return per_token, per_row
 
 
-def spread(values: list[float]) -> str:
-    return f"{min(values):.2f}/{statistics.median(values):.2f}/{max(values):.2f}"
+def spread(values: list[float], digits: int = 2) -> str:
+    """min/median/max of repeated measurements, as every benchmark here prints them."""
+    return "/".join(f"{v:.{digits}f}" for v in (min(values), statistics.median(values), max(values)))
 
 
 def main() -> None:

@@ -23,11 +23,11 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 from physprobe.backends.hf.scoring import (
     _as_tensor,
     _autocast,
-    _cache_from,
     _cache_layers,
     _check_length,
     _forward,
     exact_batches,
+    filled_cache,
     max_positions,
     run_batches,
 )
@@ -82,8 +82,9 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
     plain ``DynamicCache`` (this layout cannot be built from it).
 
     Prompts run once per exact length (no padding fed); their caches go, left-padded in the keys only, into
-    one batch that decodes a token per row per step, rows leaving it once ``done(row, tokens)`` or EOS or
-    ``budget`` ends them.
+    one table per layer with room for ``budget`` more tokens, where each decoding step writes its keys and
+    values in place (``filled_cache``); a token per row per step, rows leaving the batch once
+    ``done(row, tokens)`` or EOS or ``budget`` ends them.
     """
     lengths = [len(p) for p in prompts]
     width, n = max(lengths), len(prompts)
@@ -96,16 +97,16 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
         if layers is None:
             return None
         if not keys:
-            keys = [k.new_zeros((n, k.shape[1], width, k.shape[3])) for k, _ in layers]
-            values = [v.new_zeros((n, v.shape[1], width, v.shape[3])) for _, v in layers]
+            keys = [k.new_zeros((n, k.shape[1], width + budget, k.shape[3])) for k, _ in layers]
+            values = [v.new_zeros((n, v.shape[1], width + budget, v.shape[3])) for _, v in layers]
         where = torch.tensor(rows, device=device)
         for layer, (k, v) in enumerate(layers):
-            keys[layer][where, :, width - lengths[rows[0]] :] = k
-            values[layer][where, :, width - lengths[rows[0]] :] = v
+            keys[layer][where, :, width - lengths[rows[0]] : width] = k
+            values[layer][where, :, width - lengths[rows[0]] : width] = v
         tokens[where] = out.logits[:, -1].argmax(-1)
-    cache = _cache_from(list(zip(keys, values)))
+    cache = filled_cache(keys, values, width)
     position = torch.tensor(lengths, device=device)
-    mask = (torch.arange(width, device=device) >= (width - position)[:, None]).long()
+    mask = (torch.arange(width + budget, device=device) >= (width - position)[:, None]).long()  # the answer's columns: 1
     answers: list[list[int]] = [[] for _ in prompts]
     alive = list(range(n))  # the request row of each batch row
     while True:
@@ -120,8 +121,8 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
             cache.batch_select_indices(select)
             tokens, position, mask = tokens[select], position[select], mask[select]
             alive = [alive[j] for j in keep]
-        mask = torch.cat([mask, mask.new_ones((len(alive), 1))], dim=1)
-        logits = _forward(model, 1, input_ids=tokens[:, None], attention_mask=mask, position_ids=position[:, None],
+        seen = cache.get_seq_length() + 1
+        logits = _forward(model, 1, input_ids=tokens[:, None], attention_mask=mask[:, :seen], position_ids=position[:, None],
                           past_key_values=cache).logits  # fmt: skip
         tokens = logits[:, -1].argmax(-1)
         position = position + 1

@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 import torch
 
+from transformers.cache_utils import DynamicCache, DynamicLayer
+
 from physprobe.errors import ScoringError
 
 
@@ -259,13 +261,14 @@ def _shared_prefix_batch(model, groups: list[list[list[int]]], prefixes: list[in
         shared = _token_logprobs(out.logits[:, :-1], ids[:, 1:]).sum(-1).tolist() if count_prefix else [0.0] * len(rows)
         for row, q in enumerate(rows):
             totals[q] = [shared[row] + value for value in first_next[row, [options[n] for options in groups[q]]].tolist()]
-        if keys is None:
-            keys = [k.new_zeros((n_questions, k.shape[1], width, k.shape[3])) for k, _ in layers]
-            values = [v.new_zeros((n_questions, v.shape[1], width, v.shape[3])) for _, v in layers]
+        if keys is None:  # room after the prefixes for the longest suffix pass's own keys/values
+            room = width + max((len(options) - prefixes[q] - 1 for q, group in enumerate(groups) for options in group), default=0)
+            keys = [k.new_zeros((n_questions, k.shape[1], room, k.shape[3])) for k, _ in layers]
+            values = [v.new_zeros((n_questions, v.shape[1], room, v.shape[3])) for _, v in layers]
         where = torch.tensor(rows, device=device)
         for layer, (k, v) in enumerate(layers):
-            keys[layer][where, :, width - n :] = k
-            values[layer][where, :, width - n :] = v
+            keys[layer][where, :, width - n : width] = k
+            values[layer][where, :, width - n : width] = v
     # 2. Every option's tokens after its first, grouped by exact count across the batch (no padded queries).
     suffixes = [(q, o, options[prefixes[q] :]) for q, options in enumerate(groups) for o, options in enumerate(options)]
     longer = [item for item in suffixes if len(item[2]) > 1]
@@ -276,7 +279,8 @@ def _shared_prefix_batch(model, groups: list[list[list[int]]], prefixes: list[in
         select = torch.tensor(questions, device=device)
         start = torch.tensor([prefixes[q] for q in questions], device=device)
         key_mask = (torch.arange(width, device=device) >= (width - start)[:, None]).long()
-        cache = _cache_from([(k[select], v[select]) for k, v in zip(keys, values)])
+        cache = filled_cache([k[:, :, : width + m].index_select(0, select) for k in keys],
+                             [v[:, :, : width + m].index_select(0, select) for v in values], width)  # fmt: skip
         ids = _as_tensor([suffix[:-1] for _, _, suffix in items], device)
         targets = _as_tensor([suffix[1:] for _, _, suffix in items], device)
         logits = model(input_ids=ids, attention_mask=torch.cat([key_mask, key_mask.new_ones((len(items), m))], dim=1),
@@ -289,17 +293,45 @@ def _shared_prefix_batch(model, groups: list[list[list[int]]], prefixes: list[in
 
 def _cache_layers(cache) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     """(keys, values) per layer of a transformers ``DynamicCache`` of plain layers; None for any other cache."""
-    from transformers.cache_utils import DynamicCache, DynamicLayer
-
     if type(cache) is not DynamicCache or any(type(layer) is not DynamicLayer for layer in cache.layers):
         return None
     return [(layer.keys, layer.values) for layer in cache.layers]
 
 
-def _cache_from(layers: list[tuple[torch.Tensor, torch.Tensor]]):
-    from transformers.cache_utils import DynamicCache
+class FilledLayer(DynamicLayer):
+    """A cache layer over preallocated key/value buffers whose first ``filled`` positions hold keys and values;
+    a forward pass writes its tokens' keys/values in place after them.
 
-    return DynamicCache(ddp_cache_data=layers)
+    transformers' ``DynamicLayer`` concatenates on every update, copying the whole cache per pass (per
+    decoding step, per suffix pass); none of its layers writes into a buffer that starts partly filled.
+    """
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, filled: int):
+        super().__init__()
+        self.buffers, self.filled = (keys, values), filled
+        self.keys, self.values = keys[..., :filled, :], values[..., :filled, :]
+        self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+        keys, values = self.buffers
+        end = self.filled + key_states.shape[-2]
+        if end > keys.shape[-2]:
+            raise ScoringError(f"a cache buffer of {keys.shape[-2]} positions cannot take {end}")
+        keys[..., self.filled : end, :] = key_states
+        values[..., self.filled : end, :] = value_states
+        self.filled, self.keys, self.values = end, keys[..., :end, :], values[..., :end, :]
+        return self.keys, self.values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self.buffers = tuple(buffer.index_select(0, indices) for buffer in self.buffers)
+        self.keys, self.values = (buffer[..., : self.filled, :] for buffer in self.buffers)
+
+
+def filled_cache(keys: list[torch.Tensor], values: list[torch.Tensor], filled: int) -> DynamicCache:
+    """A ``DynamicCache`` of ``FilledLayer`` s: per layer, a buffer whose first ``filled`` positions are set."""
+    cache = DynamicCache()
+    cache.layers = [FilledLayer(k, v, filled) for k, v in zip(keys, values)]
+    return cache
 
 
 def _whole_sequences(model, groups, prefixes, device, batch_tokens, count_prefix) -> list[list[float]]:

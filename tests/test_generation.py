@@ -104,26 +104,30 @@ def test_texts_equal_the_full_budget_path_cut_afterwards(tiny, built_all, benchm
     assert texts == expected
 
 
-def test_causal_decoding_feeds_no_padding_and_no_finished_row(tiny, built_all):
+@pytest.mark.parametrize("template", [False, True])
+def test_causal_decoding_feeds_no_padding_no_finished_row_and_the_shared_prefix_once(tiny, built_all, template):
+    """One batch of 24 CConS prompts (raw, or behind one instruction, as a chat template's system turn puts
+    one): the tokens fed are the prompts' shared prefix once, each prompt's own tokens, and one per answer
+    token after the first, until the answer's end."""
     model, tokenizer = tiny["causal"]
     requests = _requests(built_all, "cccons", "question-generate", "ordinary", tokenizer, n=24)
-    fed = {"prompt": 0, "step": 0}
-
-    def count(module, args, kwargs):
-        cache = kwargs.get("past_key_values")
-        fed["step" if cache is not None and cache.get_seq_length() > 0 else "prompt"] += kwargs["input_ids"].numel()
-
-    hook = model.register_forward_pre_hook(count, with_kwargs=True)
+    if template:
+        requests = [{**r, "prompt": "Answer the question with one of the two objects. " + r["prompt"]} for r in requests]
+    fed = []
+    hook = model.register_forward_pre_hook(lambda module, args, kwargs: fed.append(kwargs["input_ids"].numel()), with_kwargs=True)
     try:
         with torch.inference_mode():
-            generation.generate(model, tokenizer, requests, torch.device("cpu"))
+            texts = generation.generate(model, tokenizer, requests, torch.device("cpu"), max_batch=24)
     finally:
         hook.remove()
     with torch.inference_mode():
         needed = _answer_lengths(model, tokenizer, requests, seq2seq=False)
+        assert texts == _full_budget_then_cut(model, tokenizer, requests, seq2seq=False)
+    prompts = [tokenizer(r["prompt"])["input_ids"] for r in requests]
+    shared = next(n for n in range(min(map(len, prompts))) if len({tuple(p[: n + 1]) for p in prompts}) > 1)
+    assert shared >= (10 if template else 1)
     assert len(set(needed)) > 2
-    assert fed["prompt"] == sum(len(tokenizer(r["prompt"])["input_ids"]) for r in requests)
-    assert fed["step"] == sum(n - 1 for n in needed)  # the first answer token comes from the prompt's pass
+    assert sum(fed) == shared + sum(len(p) - shared for p in prompts) + sum(n - 1 for n in needed)
 
 
 def test_stopped_reads_stop_strings_as_cut_does():

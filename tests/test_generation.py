@@ -105,10 +105,11 @@ def test_texts_equal_the_full_budget_path_cut_afterwards(tiny, built_all, benchm
 
 
 @pytest.mark.parametrize("template", [False, True])
-def test_causal_decoding_feeds_no_padding_no_finished_row_and_the_shared_prefix_once(tiny, built_all, template):
+def test_causal_decoding_feeds_the_shared_prefix_once_little_padding_and_no_finished_row(tiny, built_all, template):
     """One batch of 24 CConS prompts (raw, or behind one instruction, as a chat template's system turn puts
-    one): the tokens fed are the prompts' shared prefix once, each prompt's own tokens, and one per answer
-    token after the first, until the answer's end."""
+    one): the tokens fed are the prompts' shared prefix once, each group's own tokens padded to its longest
+    (padding within a tenth of the prompts' tokens), and one per answer token after the first, until the
+    answer's end; the texts are those of the full-budget path."""
     model, tokenizer = tiny["causal"]
     requests = _requests(built_all, "cccons", "question-generate", "ordinary", tokenizer, n=24)
     if template:
@@ -125,9 +126,12 @@ def test_causal_decoding_feeds_no_padding_no_finished_row_and_the_shared_prefix_
         assert texts == _full_budget_then_cut(model, tokenizer, requests, seq2seq=False)
     prompts = [tokenizer(r["prompt"])["input_ids"] for r in requests]
     shared = next(n for n in range(min(map(len, prompts))) if len({tuple(p[: n + 1]) for p in prompts}) > 1)
-    assert shared >= (10 if template else 1)
-    assert len(set(needed)) > 2
-    assert sum(fed) == shared + sum(len(p) - shared for p in prompts) + sum(n - 1 for n in needed)
+    own = [len(p) - shared for p in prompts]
+    groups = generation.prompt_groups(own)
+    padded = sum(len(g) * max(own[i] for i in g) for g in groups)
+    assert shared >= (10 if template else 1) and len(set(needed)) > 2 and len(groups) < len(set(own))
+    assert sum(own) < padded <= 1.1 * sum(own)
+    assert sum(fed) == shared + padded + sum(n - 1 for n in needed)
 
 
 def test_stopped_reads_stop_strings_as_cut_does():

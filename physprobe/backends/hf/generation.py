@@ -26,7 +26,6 @@ from physprobe.backends.hf.scoring import (
     _cache_layers,
     _check_length,
     _forward,
-    exact_batches,
     filled_cache,
     max_positions,
     run_batches,
@@ -78,30 +77,57 @@ def _left_padded(sequences: Sequence[Sequence[int]], pad: int, device: torch.dev
     return ids.to(device), mask.to(device)
 
 
+def prompt_groups(lengths: Sequence[int], slack: float = 0.1) -> list[list[int]]:
+    """Rows by decreasing length, cut into groups that each run as one pass: a group takes the next (shorter)
+    prompt while the padding its shorter rows need stays within ``slack`` of its own tokens (one pass of a few
+    padded rows costs less than a pass per length; padding ``slack`` = 0: one group per exact length).
+
+    >>> prompt_groups([30, 10, 29, 31, 12]), prompt_groups([30, 29], slack=0)
+    ([[3, 0, 2], [4, 1]], [[0], [1]])
+    """
+    groups: list[list[int]] = []
+    tokens = padding = 0
+    for index in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        if groups:
+            extra = lengths[groups[-1][0]] - lengths[index]
+            if padding + extra <= slack * (tokens + lengths[index]):
+                groups[-1].append(index)
+                tokens, padding = tokens + lengths[index], padding + extra
+                continue
+        groups.append([index])
+        tokens, padding = lengths[index], 0
+    return groups
+
+
 def _prompt_caches(model, prompts: list[list[int]], device: torch.device):
-    """Yield each exact prompt length's rows, their keys/values per layer and their first answer tokens; the
-    prompts' shared token prefix (a chat template's system turn, an instruction) runs once, each prompt's own
-    tokens on a copy of its cache. Yields ``(rows, None, None)`` and stops when the model's cache is not a
-    plain ``DynamicCache``."""
+    """Yield each group of prompts (``prompt_groups``) as its rows, their keys/values per layer (left-padded
+    to the group's longest prompt), which of those positions are real (1) or padding (0), and each row's first
+    answer token. The prompts' shared token prefix (a chat template's system turn, an instruction) runs
+    once, each group's own tokens on copies of its cache. Yields ``(rows, None, None, None)`` and stops when
+    the model's cache is not a plain ``DynamicCache``."""
     shared = shared_length(prompts) if len(prompts) > 1 else 0
     prefix: list[tuple[torch.Tensor, torch.Tensor]] | None = []
     if shared:
         prefix = _cache_layers(_forward(model, 1, input_ids=_as_tensor([prompts[0][:shared]], device), use_cache=True).past_key_values)
-    lengths = [len(p) for p in prompts]
-    for rows in exact_batches(lengths, max(lengths) * len(prompts), len(prompts)):
-        own = _as_tensor([prompts[r][shared:] for r in rows], device)
+    for rows in prompt_groups([len(p) - shared for p in prompts]):
         if prefix is None:
-            yield rows, None, None
+            yield rows, None, None, None
             return
+        own, real = _left_padded([prompts[r][shared:] for r in rows], 0, device)
+        padded = not bool(real.all())
+        width = own.shape[1]
+        positions = shared + (torch.arange(width, device=device)[None] - (width - real.sum(1, keepdim=True))).clamp(min=0)
+        real = torch.cat([real.new_ones((len(rows), shared)), real], dim=1)
         if prefix:
-            cache = filled_cache(*_repeated(prefix, len(rows), own.shape[1]), shared)
-            out = _forward(model, 1, input_ids=own, past_key_values=cache, use_cache=True,
-                           position_ids=shared + torch.arange(own.shape[1], device=device)[None])  # fmt: skip
+            cache = filled_cache(*_repeated(prefix, len(rows), width), shared)
+            out = _forward(model, 1, input_ids=own, past_key_values=cache, use_cache=True, position_ids=positions,
+                           attention_mask=real if padded else None)  # fmt: skip
             layers = [(layer.keys, layer.values) for layer in cache.layers]
         else:
-            out = _forward(model, 1, input_ids=own, use_cache=True)
+            out = _forward(model, 1, input_ids=own, use_cache=True, position_ids=positions if padded else None,
+                           attention_mask=real if padded else None)  # fmt: skip
             layers = _cache_layers(out.past_key_values)
-        yield rows, layers, out.logits[:, -1].argmax(-1)
+        yield rows, layers, real, out.logits[:, -1].argmax(-1)
 
 
 def _repeated(prefix: list[tuple[torch.Tensor, torch.Tensor]], rows: int, room: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
@@ -120,8 +146,8 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
     """The greedy answer tokens of causal ``prompts`` (up to EOS); None when the model's cache is not a
     plain ``DynamicCache`` (this layout cannot be built from it).
 
-    Prompts run once per exact length (no padding fed; their shared prefix once); their caches go, left-padded
-    in the keys only, into one table per layer with room for ``budget`` more tokens, where each decoding step
+    Prompts run in groups of near-equal length (``prompt_groups``; their shared prefix once); their caches go,
+    left-padded, into one table per layer with room for ``budget`` more tokens, where each decoding step
     writes its keys and values in place (``filled_cache``); a token per row per step, rows leaving the batch
     once ``done(row, tokens)`` or EOS or ``budget`` ends them.
     """
@@ -130,20 +156,23 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
     keys: list[torch.Tensor] = []
     values: list[torch.Tensor] = []
     tokens = torch.zeros(n, dtype=torch.long, device=device)
-    for rows, layers, first in _prompt_caches(model, prompts, device):
+    mask = torch.ones((n, width + budget), dtype=torch.long, device=device)  # the answer's columns: 1
+    mask[:, :width] = 0
+    for rows, layers, real, first in _prompt_caches(model, prompts, device):
         if layers is None:
             return None
         if not keys:
             keys = [k.new_zeros((n, k.shape[1], width + budget, k.shape[3])) for k, _ in layers]
             values = [v.new_zeros((n, v.shape[1], width + budget, v.shape[3])) for _, v in layers]
         where = torch.tensor(rows, device=device)
+        start = width - real.shape[1]
         for layer, (k, v) in enumerate(layers):
-            keys[layer][where, :, width - lengths[rows[0]] : width] = k
-            values[layer][where, :, width - lengths[rows[0]] : width] = v
+            keys[layer][where, :, start:width] = k
+            values[layer][where, :, start:width] = v
+        mask[where, start:width] = real
         tokens[where] = first
     cache = filled_cache(keys, values, width)
     position = torch.tensor(lengths, device=device)
-    mask = (torch.arange(width + budget, device=device) >= (width - position)[:, None]).long()  # the answer's columns: 1
     answers: list[list[int]] = [[] for _ in prompts]
     alive = list(range(n))  # the request row of each batch row
     while True:
@@ -167,7 +196,7 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
 
 
 def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, seq2seq: bool = False,
-             batch_tokens: int = 8192, max_batch: int = 32, truncate: bool = False, progress=None,
+             batch_tokens: int = 8192, max_batch: int = 128, truncate: bool = False, progress=None,
              chat: bool = False) -> list[str]:  # fmt: skip
     """The greedy answer to each request (``{"prompt", "max_new_tokens", "stop"}``), in request order.
 

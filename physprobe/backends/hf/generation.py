@@ -1,8 +1,9 @@
 """Generation-based scoring: batched greedy decoding of each prompt's answer, cut at the first stop string.
 
-A causal model's prompts run without padding (one forward pass per exact prompt length); their key/value
-caches join one decoding batch, left-padded in the keys only (masked), and each row leaves the batch as soon
-as its answer is done: its stop string has appeared (after the answer's leading blank lines, as ``cut``
+A causal model's batch of prompts runs its shared token prefix once (a chat template's system turn), then
+the prompts' own tokens in groups of near-equal length (padding within a tenth of their tokens: fewer passes);
+their key/value caches join one decoding batch, left-padded (masked), in buffers each step writes in place,
+and each row leaves the batch as soon as its answer is done: its stop string has appeared (after the answer's leading blank lines, as ``cut``
 reads it), or EOS, or its token budget. Seq2seq models (and causal models whose cache is not a plain
 ``DynamicCache``) read left-padded prompts in ``model.generate``, which stops once every row of the batch is
 done. The answer text is returned as generated (special tokens dropped, cut before the first stop string);

@@ -120,6 +120,40 @@ def predictions(folder: Path) -> list[dict]:
     return pq.read_table(folder / "predictions.parquet").to_pylist()
 
 
+def test_both_backends_read_the_same_chat_prompt_ids(built_all):
+    """Where the two backends' answers part, it is not their input: NEWTON's prompts through physprobe's hf
+    templating (the GGUF's template, no special tokens added) and through llama-cpp-python's chat handler (the
+    GGUF's template rendered by its Jinja2 formatter, tokenized by llama.cpp as the server does for
+    ``/v1/chat/completions``, with the fixture's BOS override) are the same token ids."""
+    import datasets
+    import llama_cpp
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+    from transformers import AutoTokenizer
+
+    from physprobe import registry
+    from physprobe.backends.base import Chat
+    from physprobe.backends.hf import Templating
+
+    folder = gguf_folder()
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF)
+    server = llama_cpp.Llama(model_path=str(folder / GGUF), vocab_only=True, verbose=False,
+                             kv_overrides={"tokenizer.ggml.add_bos_token": True})  # fmt: skip
+    formatter = Jinja2ChatFormatter(template=server.metadata["tokenizer.chat_template"], eos_token="<|im_end|>",
+                                    bos_token="<|im_start|>")  # fmt: skip
+    templating = Templating(tokenizer, Chat())
+    protocol = registry.evaluation("newton").protocol("released-generate")
+    compared = 0
+    for config in ("track1", "track2_boolean", "track2_mc", "track3"):
+        for row in datasets.load_dataset(str(built_all / "newton"), config, split="test").select(range(0, 200, 10)):
+            prompt = protocol.build(row, config).prompt
+            ours = tokenizer(templating.render(prompt, Generate), add_special_tokens=False)["input_ids"]
+            rendered = formatter(messages=[{"role": "user", "content": prompt}])
+            theirs = server.tokenize(rendered.prompt.encode(), add_bos=not rendered.added_special, special=True)
+            assert ours == theirs, prompt
+            compared += 1
+    assert compared == 80
+
+
 @pytest.fixture(scope="module")
 def same_questions(llama_server, built_all, tmp_path_factory):
     """PROST (``sentence-sum``, log-likelihood) and NEWTON Track 1 (``released-generate``, the chat template: hf's

@@ -119,15 +119,10 @@ def _prompt_caches(model, prompts: list[list[int]], device: torch.device):
         width = own.shape[1]
         positions = shared + (torch.arange(width, device=device)[None] - (width - real.sum(1, keepdim=True))).clamp(min=0)
         real = torch.cat([real.new_ones((len(rows), shared)), real], dim=1)
-        if prefix:
-            cache = filled_cache(*_repeated(prefix, len(rows), width), shared)
-            out = _forward(model, 1, input_ids=own, past_key_values=cache, use_cache=True, position_ids=positions,
-                           attention_mask=real if padded else None)  # fmt: skip
-            layers = [(layer.keys, layer.values) for layer in cache.layers]
-        else:
-            out = _forward(model, 1, input_ids=own, use_cache=True, position_ids=positions if padded else None,
-                           attention_mask=real if padded else None)  # fmt: skip
-            layers = _cache_layers(out.past_key_values)
+        cache = filled_cache(*_repeated(prefix, len(rows), width), shared) if prefix else None
+        out = _forward(model, 1, input_ids=own, past_key_values=cache, use_cache=True,
+                       position_ids=positions if prefix or padded else None, attention_mask=real if padded else None)  # fmt: skip
+        layers = _cache_layers(out.past_key_values) if cache is None else [(layer.keys, layer.values) for layer in cache.layers]
         yield rows, layers, real, out.logits[:, -1].argmax(-1)
 
 

@@ -88,19 +88,34 @@ def small_build(data: Path, out: Path, limit: int) -> Path:
 
 class Fed:
     """Counts a model's forward inputs: prompt tokens (every pass but a decoding step: one token per row on a
-    filled cache; physprobe's passes over a shared prompt prefix's cache count as prompt tokens) and decoding steps."""
+    filled cache) and decoding steps. physprobe's prompt passes (``generation._padded_pass``, marked by
+    ``mark_prompt_passes``) count as prompt tokens even where they feed one token per row on a shared prefix's cache."""
 
     def __init__(self, model):
         self.prompt = self.steps = 0
+        self.in_prompt_pass = False
         model.register_forward_pre_hook(self._hook, with_kwargs=True)
 
     def _hook(self, module, args, kwargs):
         ids = kwargs["input_ids"]
         cache = kwargs.get("past_key_values")
-        if cache is not None and cache.get_seq_length() > 0 and ids.shape[1] == 1:
+        if not self.in_prompt_pass and cache is not None and cache.get_seq_length() > 0 and ids.shape[1] == 1:
             self.steps += ids.numel()
         else:
             self.prompt += ids.numel()
+
+    def mark_prompt_passes(self) -> None:
+        """Count every pass of physprobe's ``generation._padded_pass`` as prompt tokens."""
+        original = generation._padded_pass
+
+        def marked(*args, **kwargs):
+            self.in_prompt_pass = True
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.in_prompt_pass = False
+
+        generation._padded_pass = marked
 
     def reset(self) -> None:
         self.prompt = self.steps = 0
@@ -191,6 +206,7 @@ def main() -> None:
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, args.dtype)).eval().to(args.device)
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         fed = Fed(model)
+        fed.mark_prompt_passes()
         lm, run_lm_eval = lm_eval_runner(model_dir, tmp / "tasks", args.device, args.dtype, args.lm_eval_batch_size, args.chat_template)
         theirs_fed = Fed(lm.model)
         suite = {}

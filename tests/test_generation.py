@@ -5,6 +5,8 @@ no token slot spent on a finished answer."""
 import datasets
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tokenizers import processors
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerFast
 
@@ -104,14 +106,17 @@ def test_texts_equal_the_full_budget_path_cut_afterwards(tiny, built_all, benchm
     assert texts == expected
 
 
-@pytest.mark.parametrize("template", [False, True])
-def test_causal_decoding_feeds_the_shared_prefix_once_little_padding_and_no_finished_row(tiny, built_all, template):
-    """One batch of 24 CConS prompts (raw, or behind one instruction, as a chat template's system turn puts
-    one): the tokens fed are the prompts' shared prefix once, each group's own tokens padded to its longest
-    (padding within a tenth of the prompts' tokens), and one per answer token after the first, until the
-    answer's end; the texts are those of the full-budget path."""
+@pytest.mark.parametrize("benchmark, protocol, config, template", [
+    ("cccons", "question-generate", "ordinary", False), ("cccons", "question-generate", "ordinary", True),
+    ("newton", "released-generate", "track3", False)])  # fmt: skip
+def test_causal_decoding_feeds_shared_prefixes_once_little_padding_and_no_finished_row(tiny, built_all, benchmark, protocol,
+                                                                                       config, template):  # fmt: skip
+    """One batch of 24 prompts (raw, or behind one instruction, as a chat template's system turn puts one): the
+    tokens fed are each run's shared prefix once, each group's own tokens padded to its longest (padding within a
+    tenth of the prompts' tokens), and one per answer token after the first, until the answer's end; the texts
+    are those of the full-budget path."""
     model, tokenizer = tiny["causal"]
-    requests = _requests(built_all, "cccons", "question-generate", "ordinary", tokenizer, n=24)
+    requests = _requests(built_all, benchmark, protocol, config, tokenizer, n=24)
     if template:
         requests = [{**r, "prompt": "Answer the question with one of the two objects. " + r["prompt"]} for r in requests]
     fed = []
@@ -125,13 +130,52 @@ def test_causal_decoding_feeds_the_shared_prefix_once_little_padding_and_no_fini
         needed = _answer_lengths(model, tokenizer, requests, seq2seq=False)
         assert texts == _full_budget_then_cut(model, tokenizer, requests, seq2seq=False)
     prompts = [tokenizer(r["prompt"])["input_ids"] for r in requests]
-    shared = next(n for n in range(min(map(len, prompts))) if len({tuple(p[: n + 1]) for p in prompts}) > 1)
-    own = [len(p) - shared for p in prompts]
-    groups = generation.prompt_groups(own)
-    padded = sum(len(g) * max(own[i] for i in g) for g in groups)
-    assert shared >= (10 if template else 1) and len(set(needed)) > 2 and len(groups) < len(set(own))
-    assert sum(own) < padded <= 1.1 * sum(own)
-    assert sum(fed) == shared + padded + sum(n - 1 for n in needed)
+    runs = generation.prefix_clusters(prompts)
+    shared = {r: length for length, rows in runs for r in rows}
+    heads = [length for length, _ in runs if length]
+    own = [len(p) - shared[r] for r, p in enumerate(prompts)]
+    prefix_fed = sum(len(g) * max(heads[i] for i in g) for g in generation.prompt_groups(heads))
+    own_fed = sum(len(g) * max(own[i] for i in g) for g in generation.prompt_groups(own))
+    assert len(set(needed)) > 2 and sum(own) < own_fed <= 1.1 * sum(own)
+    assert sum(fed) == prefix_fed + own_fed + sum(n - 1 for n in needed)
+    # What sharing saves, counted on the prompts themselves: every prompt behind the instruction shares it; NEWTON
+    # Track 3's prompts share their scenario's context.
+    tokens = sum(map(len, prompts))
+    assert sum(heads) + sum(own) < (0.99 if benchmark == "cccons" and not template else 0.8) * tokens
+
+
+def _partitions(items: list[int]):
+    """Every partition of ``items`` into non-empty sets."""
+    if not items:
+        yield []
+        return
+    first, rest = items[0], items[1:]
+    for partition in _partitions(rest):
+        yield [[first], *partition]
+        for k in range(len(partition)):
+            yield [*partition[:k], [first, *partition[k]], *partition[k + 1 :]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 2), min_size=1, max_size=5), min_size=1, max_size=6))
+def test_prefix_clusters_save_as_many_tokens_as_the_best_partition(prompts):
+    """Runs cover every prompt once; a run's members share its prefix and keep a token of their own; and the tokens
+    saved, (members - 1) x shared, equal the best of every partition of the prompts (worked by brute force)."""
+    runs = generation.prefix_clusters(prompts)
+    assert sorted(r for _, rows in runs for r in rows) == list(range(len(prompts)))
+
+    def common(rows: list[int]) -> int:
+        if len(rows) == 1:
+            return 0
+        n = 0
+        while all(len(prompts[r]) > n + 1 for r in rows) and len({prompts[r][n] for r in rows}) == 1:
+            n += 1
+        return n
+
+    for length, rows in runs:
+        assert length == common(rows)
+    best = max(sum((len(part) - 1) * common(part) for part in partition) for partition in _partitions(list(range(len(prompts)))))
+    assert sum((len(rows) - 1) * length for length, rows in runs) == best
 
 
 def test_stopped_reads_stop_strings_as_cut_does():

@@ -1,7 +1,8 @@
 """Generation-based scoring: batched greedy decoding of each prompt's answer, cut at the first stop string.
 
-A causal model's batch of prompts runs its shared token prefix once (a chat template's system turn), then
-the prompts' own tokens in groups of near-equal length (padding within a tenth of their tokens: fewer passes);
+A causal model's batch holds prompts in token order; each run of prompts sharing a token prefix (a chat
+template's system turn, NEWTON's attribute question or context) runs that prefix once, then the prompts' own
+tokens run in groups of near-equal length (padding within a tenth of their tokens: fewer passes);
 their key/value caches join one decoding batch, left-padded (masked), in buffers each step writes in place,
 and each row leaves the batch as soon as its answer is done: its stop string has appeared (after the answer's leading blank lines, as ``cut``
 reads it), or EOS, or its token budget. Seq2seq models (and causal models whose cache is not a plain
@@ -16,6 +17,7 @@ a protocol's ``match`` turns it into an option, or None (``unparsed``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 
@@ -100,61 +102,167 @@ def prompt_groups(lengths: Sequence[int], slack: float = 0.1) -> list[list[int]]
     return groups
 
 
-def _prompt_caches(model, prompts: list[list[int]], device: torch.device):
-    """Yield each group of prompts (``prompt_groups``) as its rows, their keys/values per layer (left-padded
-    to the group's longest prompt), which of those positions are real (1) or padding (0), and each row's first
-    answer token. The prompts' shared token prefix (a chat template's system turn, an instruction) runs
-    once, each group's own tokens on copies of its cache. Yields ``(rows, None, None, None)`` and stops when
-    the model's cache is not a plain ``DynamicCache``."""
-    shared = shared_length(prompts) if len(prompts) > 1 else 0
-    prefix: list[tuple[torch.Tensor, torch.Tensor]] | None = []
-    if shared:
-        prefix = _cache_layers(_forward(model, 1, input_ids=_as_tensor([prompts[0][:shared]], device), use_cache=True).past_key_values)
-    for rows in prompt_groups([len(p) - shared for p in prompts]):
-        if prefix is None:
-            yield rows, None, None, None
+def prefix_clusters(prompts: Sequence[Sequence[int]]) -> list[tuple[int, list[int]]]:
+    """Prompts in token order, cut into runs whose shared token prefix runs once for the whole run: the cut that
+    saves the most tokens, (members - 1) x shared length summed over the runs. ``(shared, rows)`` per run; a
+    run of one shares nothing, and every member keeps at least one token of its own.
+
+    A prefix tree would share nested prefixes too; one level keeps every prompt's cache a single copy of its
+    run's prefix plus its own tokens, and on NEWTON's prompts (instruction, attribute or context first)
+    saves most of what the tree would.
+
+    >>> prefix_clusters([[1, 2, 3, 4], [5, 6], [1, 2, 3, 9], [1, 2, 7]])
+    [(2, [0, 2, 3]), (0, [1])]
+    """
+    # By hand: a dynamic programme over cut points of the sorted order (the best cut is one of consecutive runs,
+    # whose shared prefix is the least shared prefix of neighbours); no library partitions prompts this way.
+    order = sorted(range(len(prompts)), key=lambda i: prompts[i])
+    neighbours = [shared_length([prompts[a], prompts[b]]) for a, b in zip(order, order[1:])]
+    saved = [0] * (len(order) + 1)
+    start_of = list(range(-1, len(order)))  # start_of[end]: where the last run of the best cut of order[:end] starts
+    for end in range(1, len(order) + 1):
+        saved[end] = saved[end - 1]
+        shared = None
+        for start in range(end - 2, -1, -1):
+            shared = neighbours[start] if shared is None else min(shared, neighbours[start])
+            if shared == 0:
+                break
+            if saved[start] + (end - start - 1) * shared > saved[end]:
+                saved[end], start_of[end] = saved[start] + (end - start - 1) * shared, start
+    runs, end = [], len(order)
+    while end:
+        rows = order[start_of[end] : end]
+        runs.append((shared_length([prompts[r] for r in rows]) if len(rows) > 1 else 0, rows))
+        end = start_of[end]
+    return runs[::-1]
+
+
+def _padded_pass(model, rows: list[list[int]], device: torch.device, before: tuple | None = None):
+    """One forward pass over token ``rows``, left-padded to the longest, each after its filled cache in ``before``
+    (``(keys, values, mask, lengths)``: per-layer buffers of the rows' earlier positions, real where ``mask`` is 1,
+    ``lengths`` real ones per row). Returns the keys/values per layer of all positions (None when the model's
+    cache is not a plain ``DynamicCache``), their mask, and each row's next token."""
+    ids, real = _left_padded(rows, 0, device)
+    width = ids.shape[1]
+    start = before[3] if before else torch.zeros(len(rows), dtype=torch.long, device=device)
+    positions = start[:, None] + (torch.arange(width, device=device)[None] - (width - real.sum(1, keepdim=True))).clamp(min=0)
+    mask = torch.cat([before[2], real], dim=1) if before else real
+    cache = filled_cache(before[0], before[1], before[2].shape[1]) if before else None
+    masked = not bool(mask.all())
+    out = _forward(model, 1, input_ids=ids, past_key_values=cache, use_cache=True,
+                   position_ids=positions if before or masked else None, attention_mask=mask if masked else None)  # fmt: skip
+    layers = _cache_layers(out.past_key_values) if cache is None else [(layer.keys, layer.values) for layer in cache.layers]
+    return layers, mask, out.logits[:, -1].argmax(-1)
+
+
+class _PromptPlan(NamedTuple):
+    """How a batch of prompts runs: the runs of ``prefix_clusters``, each prompt's run and shared length, and the
+    groups of prompts whose own tokens run as one pass (``prompt_groups``)."""
+
+    clusters: list[tuple[int, list[int]]]
+    cluster_of: list[int]
+    shared: list[int]
+    groups: list[list[int]]
+
+    @classmethod
+    def of(cls, prompts: list[list[int]]) -> _PromptPlan:
+        clusters = prefix_clusters(prompts)
+        cluster_of, shared = [0] * len(prompts), [0] * len(prompts)
+        for c, (length, rows) in enumerate(clusters):
+            for r in rows:
+                cluster_of[r], shared[r] = c, length
+        return cls(clusters, cluster_of, shared, prompt_groups([len(prompt) - shared[r] for r, prompt in enumerate(prompts)]))
+
+    def width(self, prompts: list[list[int]]) -> int:
+        """The positions a group's cache spans at most: its longest shared prefix, then its longest own tokens."""
+        return max(max(self.shared[r] for r in rows) + max(len(prompts[r]) - self.shared[r] for r in rows) for rows in self.groups)
+
+
+def _prompt_caches(model, prompts: list[list[int]], plan: _PromptPlan, device: torch.device):
+    """Yield each group of prompts as its rows, their keys/values per layer, which of those positions are real (1)
+    or padding (0), and each row's first answer token. Each run of ``prefix_clusters`` runs its shared prefix
+    once (the prefixes together, in groups of near-equal length); then each group's own tokens, each row on its
+    run's prefix (prefixes left-padded to the group's longest). Yields ``(rows, None, None, None)`` and stops
+    when the model's cache is not a plain ``DynamicCache``."""
+    width = max(length for length, _ in plan.clusters)
+    table: list[tuple[torch.Tensor, torch.Tensor]] = []  # per layer, every run's prefix right-aligned (zeros: none)
+    table_mask = torch.zeros((len(plan.clusters), width), dtype=torch.long, device=device)
+    with_prefix = [c for c, (length, _) in enumerate(plan.clusters) if length]
+    for group in prompt_groups([plan.clusters[c][0] for c in with_prefix]):
+        members = [with_prefix[g] for g in group]
+        layers, real, _ = _padded_pass(model, [prompts[plan.clusters[c][1][0]][: plan.clusters[c][0]] for c in members], device)
+        if layers is None:
+            yield [], None, None, None
             return
-        own, real = _left_padded([prompts[r][shared:] for r in rows], 0, device)
-        padded = not bool(real.all())
-        width = own.shape[1]
-        positions = shared + (torch.arange(width, device=device)[None] - (width - real.sum(1, keepdim=True))).clamp(min=0)
-        real = torch.cat([real.new_ones((len(rows), shared)), real], dim=1)
-        cache = filled_cache(*_repeated(prefix, len(rows), width), shared) if prefix else None
-        out = _forward(model, 1, input_ids=own, past_key_values=cache, use_cache=True,
-                       position_ids=positions if prefix or padded else None, attention_mask=real if padded else None)  # fmt: skip
-        layers = _cache_layers(out.past_key_values) if cache is None else [(layer.keys, layer.values) for layer in cache.layers]
-        yield rows, layers, real, out.logits[:, -1].argmax(-1)
+        if not table:
+            table = [(k.new_zeros((len(plan.clusters), k.shape[1], width, k.shape[3])),
+                      v.new_zeros((len(plan.clusters), v.shape[1], width, v.shape[3]))) for k, v in layers]  # fmt: skip
+        where = torch.tensor(members, device=device)
+        for (keys, values), (k, v) in zip(table, layers):
+            keys[where, :, width - k.shape[2] :] = k
+            values[where, :, width - v.shape[2] :] = v
+        table_mask[where, width - real.shape[1] :] = real
+    for rows in plan.groups:
+        own = [prompts[r][plan.shared[r] :] for r in rows]
+        longest = max(plan.shared[r] for r in rows)
+        before = None
+        if longest:
+            select = torch.tensor([plan.cluster_of[r] for r in rows], device=device)
+            room = longest + max(map(len, own))
+            keys = [_with_room(k[:, :, width - longest :], select, room) for k, _ in table]
+            values = [_with_room(v[:, :, width - longest :], select, room) for _, v in table]
+            lengths = torch.tensor([plan.shared[r] for r in rows], device=device)
+            before = (keys, values, table_mask[select, width - longest :], lengths)
+        layers, real, first = _padded_pass(model, own, device, before)
+        yield rows, layers, real, first
+        if layers is None:
+            return
 
 
-def _repeated(prefix: list[tuple[torch.Tensor, torch.Tensor]], rows: int, room: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Per layer, key and value buffers of ``rows`` rows, each starting with the one-row ``prefix``'s
-    keys/values, with ``room`` positions after it."""
-    buffers: tuple[list[torch.Tensor], list[torch.Tensor]] = ([], [])
-    for layer in prefix:
-        for tensor, out in zip(layer, buffers):
-            buffer = tensor.new_empty((rows, tensor.shape[1], tensor.shape[2] + room, tensor.shape[3]))
-            buffer[:, :, : tensor.shape[2]] = tensor
-            out.append(buffer)
-    return buffers
+def _with_room(table: torch.Tensor, select: torch.Tensor, room: int) -> torch.Tensor:
+    """A buffer of ``room`` positions per selected row of ``table``, whose first ones are that row's."""
+    buffer = table.new_empty((len(select), table.shape[1], room, table.shape[3]))
+    buffer[:, :, : table.shape[2]] = table[select]
+    return buffer
+
+
+def token_order_batches(prompts: Sequence[Sequence[int]], budget: int, batch_tokens: int, max_batch: int) -> list[list[int]]:
+    """Indices in token order (prompts that share a prefix side by side, for ``prefix_clusters``), cut into
+    batches of at most ``max_batch`` rows whose rows x (longest prompt + ``budget``) stay within ``batch_tokens``.
+
+    >>> token_order_batches([[5, 1], [1, 2, 3], [1, 2], [4]], budget=2, batch_tokens=10, max_batch=8)
+    [[2, 1], [3, 0]]
+    """
+    batches: list[list[int]] = []
+    longest = 0
+    for index in sorted(range(len(prompts)), key=lambda i: prompts[i]):
+        longest = max(longest, len(prompts[index])) if batches else len(prompts[index])
+        if batches and len(batches[-1]) < max_batch and (len(batches[-1]) + 1) * (longest + budget) <= batch_tokens:
+            batches[-1].append(index)
+        else:
+            batches.append([index])
+            longest = len(prompts[index])
+    return batches
 
 
 def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None, device: torch.device) -> list[list[int]] | None:
     """The greedy answer tokens of causal ``prompts`` (up to EOS); None when the model's cache is not a
     plain ``DynamicCache`` (this layout cannot be built from it).
 
-    Prompts run in groups of near-equal length (``prompt_groups``; their shared prefix once); their caches go,
-    left-padded, into one table per layer with room for ``budget`` more tokens, where each decoding step
+    Prompts run as ``_prompt_caches`` plans them (shared prefixes once, own tokens in groups of near-equal length);
+    their caches go, left-padded, into one table per layer with room for ``budget`` more tokens, where each decoding step
     writes its keys and values in place (``filled_cache``); a token per row per step, rows leaving the batch
     once ``done(row, tokens)`` or EOS or ``budget`` ends them.
     """
     lengths = [len(p) for p in prompts]
-    width, n = max(lengths), len(prompts)
+    plan = _PromptPlan.of(prompts)
+    width, n = plan.width(prompts), len(prompts)
     keys: list[torch.Tensor] = []
     values: list[torch.Tensor] = []
     tokens = torch.zeros(n, dtype=torch.long, device=device)
     mask = torch.ones((n, width + budget), dtype=torch.long, device=device)  # the answer's columns: 1
     mask[:, :width] = 0
-    for rows, layers, real, first in _prompt_caches(model, prompts, device):
+    for rows, layers, real, first in _prompt_caches(model, prompts, plan, device):
         if layers is None:
             return None
         if not keys:
@@ -238,8 +346,10 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
             return [cut(text, stop) for text, stop in zip(decoded, stops)]
 
         with torch.inference_mode(), _autocast(device):
+            # A causal batch holds prompts in token order (shared prefixes together); a seq2seq batch similar lengths.
+            order = None if seq2seq else token_order_batches([encoded[i] for i in members], budget, batch_tokens, max_batch)
             answers = run_batches(len(members), [len(encoded[i]) + budget for i in members], step,
-                                  batch_tokens, max_batch, progress)  # fmt: skip
+                                  batch_tokens, max_batch, progress, batches=order)  # fmt: skip
         for index, answer in zip(members, answers):
             texts[index] = answer
     return texts

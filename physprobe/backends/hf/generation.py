@@ -2,7 +2,7 @@
 
 A causal model's batch holds prompts in token order; each run of prompts sharing a token prefix (a chat
 template's system turn, NEWTON's attribute question or context) runs that prefix once, then the prompts' own
-tokens run in groups of near-equal length (padding within a tenth of their tokens: fewer passes);
+tokens run in groups of near-equal length (padded where a pass would cost more than the padding);
 their key/value caches join one decoding batch, left-padded (masked), in buffers each step writes in place,
 and each row leaves the batch as soon as its answer is done: its stop string has appeared (after the answer's leading blank lines, as ``cut``
 reads it), or EOS, or its token budget. Seq2seq models (and causal models whose cache is not a plain
@@ -80,32 +80,45 @@ def _left_padded(sequences: Sequence[Sequence[int]], pad: int, device: torch.dev
     return ids.to(device), mask.to(device)
 
 
-def prompt_groups(lengths: Sequence[int], slack: float = 0.1) -> list[list[int]]:
-    """Rows by decreasing length, cut into groups that each run as one pass: a group takes the next (shorter)
-    prompt while the padding its shorter rows need stays within ``slack`` of its own tokens (one pass of a few
-    padded rows costs less than a pass per length; padding ``slack`` = 0: one group per exact length).
+# What a forward pass costs beyond its tokens, in tokens: measured on the 2-core CPU (one-token passes of
+# SmolLM2-135M and GPT-2-small take 53 and 35 ms, a token in a batched pass 1.1-1.3 ms). On CUDA a pass is kernel
+# launches while tokens are nearly free up to thousands; 512 is an estimate (no GPU was lent to measure it).
+PASS_TOKENS = {"cpu": 32, "cuda": 512}
 
-    >>> prompt_groups([30, 10, 29, 31, 12]), prompt_groups([30, 29], slack=0)
+
+def pass_tokens(device: torch.device) -> int:
+    """``PASS_TOKENS`` of the device's type (a CUDA-like accelerator's otherwise)."""
+    return PASS_TOKENS.get(device.type, PASS_TOKENS["cuda"])
+
+
+def length_groups(lengths: Sequence[int], pass_cost: int) -> list[list[int]]:
+    """Rows by decreasing length, cut into groups that each run as one pass, padded to their longest: the cut of
+    least cost, each pass costing ``pass_cost`` tokens more than the tokens it feeds (fewer passes against
+    more padding; ``pass_cost`` 0: one group per exact length).
+
+    >>> length_groups([30, 10, 29, 31, 12], 32), length_groups([30, 29], 0)
     ([[3, 0, 2], [4, 1]], [[0], [1]])
     """
-    groups: list[list[int]] = []
-    tokens = padding = 0
-    for index in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
-        if groups:
-            extra = lengths[groups[-1][0]] - lengths[index]
-            if padding + extra <= slack * (tokens + lengths[index]):
-                groups[-1].append(index)
-                tokens, padding = tokens + lengths[index], padding + extra
-                continue
-        groups.append([index])
-        tokens, padding = lengths[index], 0
-    return groups
+    # By hand: a dynamic programme over the cut points of the sorted lengths (each group padded to its first).
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    cost = [0] + [None] * len(order)
+    start_of = [0] * (len(order) + 1)
+    for end in range(1, len(order) + 1):
+        for start in range(end):
+            total = cost[start] + pass_cost + (end - start) * lengths[order[start]]
+            if cost[end] is None or total < cost[end]:
+                cost[end], start_of[end] = total, start
+    groups, end = [], len(order)
+    while end:
+        groups.append(order[start_of[end] : end])
+        end = start_of[end]
+    return groups[::-1]
 
 
-def prefix_clusters(prompts: Sequence[Sequence[int]]) -> list[tuple[int, list[int]]]:
+def prefix_clusters(prompts: Sequence[Sequence[int]], run_cost: int = 0) -> list[tuple[int, list[int]]]:
     """Prompts in token order, cut into runs whose shared token prefix runs once for the whole run: the cut that
-    saves the most tokens, (members - 1) x shared length summed over the runs. ``(shared, rows)`` per run; a
-    run of one shares nothing, and every member keeps at least one token of its own.
+    saves the most tokens, (members - 1) x shared length - ``run_cost`` summed over the runs that share.
+    ``(shared, rows)`` per run; a run of one shares nothing, and every member keeps at least one token of its own.
 
     A prefix tree would share nested prefixes too; one level keeps every prompt's cache a single copy of its
     run's prefix plus its own tokens, and on NEWTON's prompts (instruction, attribute or context first)
@@ -127,8 +140,8 @@ def prefix_clusters(prompts: Sequence[Sequence[int]]) -> list[tuple[int, list[in
             shared = neighbours[start] if shared is None else min(shared, neighbours[start])
             if shared == 0:
                 break
-            if saved[start] + (end - start - 1) * shared > saved[end]:
-                saved[end], start_of[end] = saved[start] + (end - start - 1) * shared, start
+            if saved[start] + (end - start - 1) * shared - run_cost > saved[end]:
+                saved[end], start_of[end] = saved[start] + (end - start - 1) * shared - run_cost, start
     runs, end = [], len(order)
     while end:
         rows = order[start_of[end] : end]
@@ -156,22 +169,42 @@ def _padded_pass(model, rows: list[list[int]], device: torch.device, before: tup
 
 
 class _PromptPlan(NamedTuple):
-    """How a batch of prompts runs: the runs of ``prefix_clusters``, each prompt's run and shared length, and the
-    groups of prompts whose own tokens run as one pass (``prompt_groups``)."""
+    """How a batch of prompts runs: runs of prompts sharing a token prefix (``prefix_clusters``), each prompt's run
+    and shared length, the groups of run prefixes and of prompts' own tokens that each run as one pass
+    (``length_groups``)."""
 
     clusters: list[tuple[int, list[int]]]
     cluster_of: list[int]
     shared: list[int]
+    prefix_groups: list[list[int]]  # indices into the runs that share
     groups: list[list[int]]
 
     @classmethod
-    def of(cls, prompts: list[list[int]]) -> _PromptPlan:
-        clusters = prefix_clusters(prompts)
+    def of(cls, prompts: list[list[int]], pass_cost: int) -> _PromptPlan:
+        """The cheapest of a few plans (a pass costing ``pass_cost`` tokens more than it feeds): the runs saving the
+        most tokens, those saving more than a pass each, one run of the whole batch, and no sharing."""
+        candidates = [prefix_clusters(prompts), prefix_clusters(prompts, pass_cost), [(0, list(range(len(prompts))))]]
+        if len(prompts) > 1 and shared_length(prompts):
+            candidates.append([(shared_length(prompts), list(range(len(prompts))))])
+        plans = [cls._of(prompts, clusters, pass_cost) for clusters in candidates]
+        return min(plans, key=lambda plan: plan.cost(prompts, pass_cost))
+
+    @classmethod
+    def _of(cls, prompts: list[list[int]], clusters: list[tuple[int, list[int]]], pass_cost: int) -> _PromptPlan:
         cluster_of, shared = [0] * len(prompts), [0] * len(prompts)
         for c, (length, rows) in enumerate(clusters):
             for r in rows:
                 cluster_of[r], shared[r] = c, length
-        return cls(clusters, cluster_of, shared, prompt_groups([len(prompt) - shared[r] for r, prompt in enumerate(prompts)]))
+        heads = [length for length, _ in clusters if length]
+        own = [len(prompt) - shared[r] for r, prompt in enumerate(prompts)]
+        return cls(clusters, cluster_of, shared, length_groups(heads, pass_cost), length_groups(own, pass_cost))
+
+    def cost(self, prompts: list[list[int]], pass_cost: int) -> int:
+        """Passes (``pass_cost`` tokens each) and tokens fed, padding included."""
+        heads = [length for length, _ in self.clusters if length]
+        own = [len(prompt) - self.shared[r] for r, prompt in enumerate(prompts)]
+        return sum(pass_cost + len(g) * max(heads[i] for i in g) for g in self.prefix_groups) + sum(
+            pass_cost + len(g) * max(own[i] for i in g) for g in self.groups)
 
     def width(self, prompts: list[list[int]]) -> int:
         """The positions a group's cache spans at most: its longest shared prefix, then its longest own tokens."""
@@ -188,7 +221,7 @@ def _prompt_caches(model, prompts: list[list[int]], plan: _PromptPlan, device: t
     table: list[tuple[torch.Tensor, torch.Tensor]] = []  # per layer, every run's prefix right-aligned (zeros: none)
     table_mask = torch.zeros((len(plan.clusters), width), dtype=torch.long, device=device)
     with_prefix = [c for c, (length, _) in enumerate(plan.clusters) if length]
-    for group in prompt_groups([plan.clusters[c][0] for c in with_prefix]):
+    for group in plan.prefix_groups:
         members = [with_prefix[g] for g in group]
         layers, real, _ = _padded_pass(model, [prompts[plan.clusters[c][1][0]][: plan.clusters[c][0]] for c in members], device)
         if layers is None:
@@ -255,7 +288,7 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
     once ``done(row, tokens)`` or EOS or ``budget`` ends them.
     """
     lengths = [len(p) for p in prompts]
-    plan = _PromptPlan.of(prompts)
+    plan = _PromptPlan.of(prompts, pass_tokens(device))
     width, n = plan.width(prompts), len(prompts)
     keys: list[torch.Tensor] = []
     values: list[torch.Tensor] = []

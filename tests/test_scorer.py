@@ -259,8 +259,9 @@ def _tiny_llama(tokenizer, folder):
     return folder
 
 
-def test_no_padding_and_head_only_at_scored_tokens(tiny, built_all, tmp_path):
-    """Fed tokens are exactly each prefix once plus every option's own tokens; one head row per scored token
+def test_padding_only_where_cheaper_than_a_pass_and_head_only_at_scored_tokens(tiny, built_all, tmp_path):
+    """Fed tokens are each prefix once, padded within its group of near-equal prefixes (``length_groups``: the
+    padding costs less than the passes it saves), plus every option's own tokens; one head row per scored token
     (the prefix's last row serves every option's first token) — on GPT-2 and on a Llama with its own cache."""
     tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
     prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 997))
@@ -274,7 +275,15 @@ def test_no_padding_and_head_only_at_scored_tokens(tiny, built_all, tmp_path):
         model = AutoModelForCausalLM.from_pretrained(folder).eval()
         seen = _fed_and_head_rows(model)
         fast = scoring.sequence_logprobs(model, tokenizer, questions, torch.device("cpu"), batch_tokens=400, max_batch=8)
-        assert seen == {"fed": sum(prefixes) + own, "head": len(questions) + own}
+        costs = [n + sum(len(s) - n - 1 for s in options) for options, n in zip(ids, prefixes)]
+        padded = passes = exact = 0
+        for batch in scoring._prefix_sorted_batches(prefixes, costs, 400, 8):
+            groups = scoring.length_groups([prefixes[q] for q in batch], scoring.pass_tokens(torch.device("cpu")))
+            padded += sum(len(g) * max(prefixes[batch[i]] for i in g) for g in groups)
+            passes, exact = passes + len(groups), exact + len({prefixes[q] for q in batch})
+        assert seen == {"fed": padded + own, "head": len(questions) + own}
+        assert sum(prefixes) <= padded <= sum(prefixes) + scoring.pass_tokens(torch.device("cpu")) * (exact - passes)
+        assert passes < exact
         with torch.inference_mode():
             reference = [naive_logprobs(model, tokenizer, q) for q in questions]
         assert max(abs(a - b) for f, r in zip(fast, reference) for a, b in zip(f, r)) <= 1e-4
@@ -313,7 +322,16 @@ def test_mean_token_logprobs_share_the_prefix_and_equal_whole_sequences(tiny, bu
         for batch_tokens in (60, 100_000):  # many small batches, and one mixing prefix lengths
             seen.update(fed=0, head=0)
             fast = scoring.mean_token_logprobs(model, tokenizer, questions, torch.device("cpu"), batch_tokens=batch_tokens)
-            assert seen == {"fed": needed, "head": needed}
+            # Prefixes padded within their groups of near-equal length, where a padded position (trunk and head)
+            # costs less than the pass it saves: here 16 tokens, half a CPU pass.
+            costs = [n + sum(len(s) - n - 1 for s in options) for options, n in zip(questions, prefixes)]
+            padding = 0
+            for batch in scoring._prefix_sorted_batches(prefixes, costs, batch_tokens, 64):
+                groups = scoring.length_groups([prefixes[q] for q in batch], scoring.pass_tokens(torch.device("cpu")) // 2)
+                extra = sum(len(g) * max(prefixes[batch[i]] for i in g) - sum(prefixes[batch[i]] for i in g) for g in groups)
+                assert extra <= 16 * (len({prefixes[q] for q in batch}) - len(groups))
+                padding += extra
+            assert seen == {"fed": needed + padding, "head": needed + padding}
             assert max(abs(a - b) for f, w in zip(fast, whole) for a, b in zip(f, w)) <= 1e-4
             assert [max(range(len(f)), key=f.__getitem__) for f in fast] == [max(range(len(w)), key=w.__getitem__) for w in whole]
     monkeypatch.setattr(scoring, "_cache_layers", lambda cache: None)

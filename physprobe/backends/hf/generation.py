@@ -30,7 +30,10 @@ from physprobe.backends.hf.scoring import (
     _check_length,
     _forward,
     filled_cache,
+    left_padded,
+    length_groups,
     max_positions,
+    pass_tokens,
     run_batches,
     shared_length,
 )
@@ -67,52 +70,6 @@ class _StopStrings(StoppingCriteria):
     def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
         texts = self.tokenizer.batch_decode(input_ids[:, self.start :], skip_special_tokens=True)
         return torch.tensor([stopped(t, s) for t, s in zip(texts, self.stops)], device=input_ids.device)
-
-
-def _left_padded(sequences: Sequence[Sequence[int]], pad: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(s) for s in sequences)
-    ids = torch.full((len(sequences), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(sequences), width), dtype=torch.long)
-    for row, sequence in enumerate(sequences):
-        if sequence:
-            ids[row, width - len(sequence) :] = torch.tensor(sequence, dtype=torch.long)
-            mask[row, width - len(sequence) :] = 1
-    return ids.to(device), mask.to(device)
-
-
-# What a forward pass costs beyond its tokens, in tokens: measured on the 2-core CPU (one-token passes of
-# SmolLM2-135M and GPT-2-small take 53 and 35 ms, a token in a batched pass 1.1-1.3 ms). On CUDA a pass is kernel
-# launches while tokens are nearly free up to thousands; 512 is an estimate (no GPU was lent to measure it).
-PASS_TOKENS = {"cpu": 32, "cuda": 512}
-
-
-def pass_tokens(device: torch.device) -> int:
-    """``PASS_TOKENS`` of the device's type (a CUDA-like accelerator's otherwise)."""
-    return PASS_TOKENS.get(device.type, PASS_TOKENS["cuda"])
-
-
-def length_groups(lengths: Sequence[int], pass_cost: int) -> list[list[int]]:
-    """Rows by decreasing length, cut into groups that each run as one pass, padded to their longest: the cut of
-    least cost, each pass costing ``pass_cost`` tokens more than the tokens it feeds (fewer passes against
-    more padding; ``pass_cost`` 0: one group per exact length).
-
-    >>> length_groups([30, 10, 29, 31, 12], 32), length_groups([30, 29], 0)
-    ([[3, 0, 2], [4, 1]], [[0], [1]])
-    """
-    # By hand: a dynamic programme over the cut points of the sorted lengths (each group padded to its first).
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    cost = [0] + [None] * len(order)
-    start_of = [0] * (len(order) + 1)
-    for end in range(1, len(order) + 1):
-        for start in range(end):
-            total = cost[start] + pass_cost + (end - start) * lengths[order[start]]
-            if cost[end] is None or total < cost[end]:
-                cost[end], start_of[end] = total, start
-    groups, end = [], len(order)
-    while end:
-        groups.append(order[start_of[end] : end])
-        end = start_of[end]
-    return groups[::-1]
 
 
 def prefix_clusters(prompts: Sequence[Sequence[int]], run_cost: int = 0) -> list[tuple[int, list[int]]]:
@@ -155,7 +112,7 @@ def _padded_pass(model, rows: list[list[int]], device: torch.device, before: tup
     (``(keys, values, mask, lengths)``: per-layer buffers of the rows' earlier positions, real where ``mask`` is 1,
     ``lengths`` real ones per row). Returns the keys/values per layer of all positions (None when the model's
     cache is not a plain ``DynamicCache``), their mask, and each row's next token."""
-    ids, real = _left_padded(rows, 0, device)
+    ids, real = left_padded(rows, 0, device)
     width = ids.shape[1]
     start = before[3] if before else torch.zeros(len(rows), dtype=torch.long, device=device)
     positions = start[:, None] + (torch.arange(width, device=device)[None] - (width - real.sum(1, keepdim=True))).clamp(min=0)
@@ -369,7 +326,7 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
 
             answers = None if seq2seq else _greedy(model, [encoded[i] for i in chosen], budget, done, eos, device)
             if answers is None:
-                ids, attention = _left_padded([encoded[i] for i in chosen], pad, device)
+                ids, attention = left_padded([encoded[i] for i in chosen], pad, device)
                 start = 0 if seq2seq else ids.shape[1]
                 out = model.generate(input_ids=ids, attention_mask=attention, max_new_tokens=budget, do_sample=False,
                                      num_beams=1, pad_token_id=pad, eos_token_id=eos,

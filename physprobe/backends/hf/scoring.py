@@ -17,8 +17,9 @@
 - ``yes_probs``: P(YES) / (P(YES) + P(NO)) of the answer after a prompt.
 
 All run under ``torch.inference_mode``, with bf16 autocast on CUDA, and halve a batch on out-of-memory.
-The causal, masked-LM, seq2seq and NLI engines feed no padding (batches hold sequences of one length) and apply the
-vocabulary head only at scored positions; ``benchmarks/score_vs_lm_eval.py`` compares them with the
+The masked-LM, seq2seq and NLI engines feed no padding (batches hold sequences of one length), the causal ones
+pad only where a pass would cost more than the padding (``length_groups``); all apply the vocabulary head only at
+scored positions; ``benchmarks/score_vs_lm_eval.py`` compares them with the
 token-minimal limit.
 """
 
@@ -73,6 +74,53 @@ def exact_batches(lengths: Sequence[int], batch_tokens: int, max_batch: int) -> 
         else:
             batches.append([index])
     return batches
+
+
+# What a forward pass costs beyond its tokens, in tokens: measured on the 2-core CPU (one-token passes of
+# SmolLM2-135M and GPT-2-small take 53 and 35 ms, a token in a batched pass 1.1-1.3 ms). On CUDA a pass is kernel
+# launches while tokens are nearly free up to thousands; 512 is an estimate (no GPU was lent to measure it).
+PASS_TOKENS = {"cpu": 32, "cuda": 512}
+
+
+def pass_tokens(device: torch.device) -> int:
+    """``PASS_TOKENS`` of the device's type (a CUDA-like accelerator's otherwise)."""
+    return PASS_TOKENS.get(device.type, PASS_TOKENS["cuda"])
+
+
+def length_groups(lengths: Sequence[int], pass_cost: int) -> list[list[int]]:
+    """Rows by decreasing length, cut into groups that each run as one pass, padded to their longest: the cut of
+    least cost, each pass costing ``pass_cost`` tokens more than the tokens it feeds (fewer passes against
+    more padding; ``pass_cost`` 0: one group per exact length).
+
+    >>> length_groups([30, 10, 29, 31, 12], 32), length_groups([30, 29], 0)
+    ([[3, 0, 2], [4, 1]], [[0], [1]])
+    """
+    # By hand: a dynamic programme over the cut points of the sorted lengths (each group padded to its first).
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    cost = [0] + [None] * len(order)
+    start_of = [0] * (len(order) + 1)
+    for end in range(1, len(order) + 1):
+        for start in range(end):
+            total = cost[start] + pass_cost + (end - start) * lengths[order[start]]
+            if cost[end] is None or total < cost[end]:
+                cost[end], start_of[end] = total, start
+    groups, end = [], len(order)
+    while end:
+        groups.append(order[start_of[end] : end])
+        end = start_of[end]
+    return groups[::-1]
+
+
+def left_padded(sequences: Sequence[Sequence[int]], pad: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-padded ids and the mask of real (1) and padding (0) positions of token sequences."""
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, sequence in enumerate(sequences):
+        if sequence:
+            ids[row, width - len(sequence) :] = torch.tensor(sequence, dtype=torch.long)
+            mask[row, width - len(sequence) :] = 1
+    return ids.to(device), mask.to(device)
 
 
 def run_batches(n_items: int, lengths: Sequence[int], step: Callable[[list[int]], list], batch_tokens: int,
@@ -199,9 +247,10 @@ def sequence_logprobs(model, tokenizer, questions: Sequence[Sequence[str]], devi
                       progress=None, bos: bool = True) -> list[list[float]]:  # fmt: skip
     """Total log-probability of every option text of every question (tokens after the first).
 
-    No token is padding and the vocabulary head runs at scored positions only: questions are grouped by
-    the exact length of their shared prefix, which runs once (head at its last position: it predicts
-    every option's first own token); then the options' remaining tokens, grouped by exact length across
+    The vocabulary head runs at scored positions only: each question's shared prefix runs once, in groups of
+    near-equal length (``length_groups``, left-padded where a pass costs more than the padding), with the head
+    at its last position (it predicts every option's first own token); then the options' remaining tokens,
+    grouped by exact length across
     the batch, run on their question's prefix cache (left-padded in the *keys* only, masked), with the
     head at every fed position, each of which predicts a scored token.
     """
@@ -256,20 +305,29 @@ def _shared_prefix_batch(model, groups: list[list[list[int]]], prefixes: list[in
     keys: list[torch.Tensor] | None = None
     values: list[torch.Tensor] | None = None
     totals = [[0.0] * len(options) for options in groups]
-    # 1. Prefixes, one pass per exact prefix length; their keys/values go, left-padded, into one table per layer.
-    for rows in exact_batches(prefixes, batch_tokens, n_questions):
-        n = prefixes[rows[0]]
-        ids = _as_tensor([groups[q][0][:n] for q in rows], device)
+    # 1. Prefixes, in groups of near-equal length (``length_groups``: left-padded where a pass would cost more than
+    #    the padding); their keys/values go, left-padded, into one table per layer.
+    # Where every prefix position is scored, a padded position costs a head row as well as a trunk token.
+    for rows in length_groups(prefixes, pass_tokens(device) // (2 if count_prefix else 1)):
+        ids, real = left_padded([groups[q][0][: prefixes[q]] for q in rows], 0, device)
+        n = ids.shape[1]
+        padded = not bool(real.all())
+        positions = (torch.arange(n, device=device)[None] - (n - real.sum(1, keepdim=True))).clamp(min=0) if padded else None
         # The head at the last prefix position (it predicts each option's first own token), or at every
         # prefix position when the prefix's own tokens after the first are scored too.
-        out = _forward(model, n if count_prefix else 1, input_ids=ids, use_cache=True)
+        out = _forward(model, n if count_prefix else 1, input_ids=ids, use_cache=True, attention_mask=real if padded else None,
+                       position_ids=positions)  # fmt: skip
         layers = _cache_layers(out.past_key_values)
         if layers is None:  # a cache this engine cannot rearrange: score each option whole instead
             return _whole_sequences(model, groups, prefixes, device, batch_tokens, count_prefix)
         first_next = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
-        shared = _token_logprobs(out.logits[:, :-1], ids[:, 1:]).sum(-1).tolist() if count_prefix else [0.0] * len(rows)
+        if count_prefix:  # tokens predicted from a real position (padding comes first, so its target is real too)
+            predicted = _token_logprobs(out.logits[:, :-1], ids[:, 1:])
+            shared = torch.where(real[:, :-1].bool(), predicted, 0.0).sum(-1).tolist()
+        else:
+            shared = [0.0] * len(rows)
         for row, q in enumerate(rows):
-            totals[q] = [shared[row] + value for value in first_next[row, [options[n] for options in groups[q]]].tolist()]
+            totals[q] = [shared[row] + value for value in first_next[row, [options[prefixes[q]] for options in groups[q]]].tolist()]
         if keys is None:  # room after the prefixes for the longest suffix pass's own keys/values
             room = width + max((len(options) - prefixes[q] - 1 for q, group in enumerate(groups) for options in group), default=0)
             keys = [k.new_zeros((n_questions, k.shape[1], room, k.shape[3])) for k, _ in layers]

@@ -201,3 +201,46 @@ def test_stopped_reads_stop_strings_as_cut_does():
     assert not generation.stopped("\n\n", ["\n"])  # leading blank lines do not end an answer
     assert generation.stopped("\nA box\n", ["\n"]) and generation.cut("\nA box\n", ["\n"]) == "\nA box"
     assert not generation.stopped("A box", ["\n", "."]) and generation.stopped("A box.", ["\n", "."])
+
+
+def test_seq2seq_decoding_spends_no_step_on_a_finished_answer(tiny, built_all):
+    """A T5 batch: the encoder runs once over the batch, and the decoder is fed one token per answer token (each
+    row up to its EOS or stop string), not the batch's longest answer for every row; the texts are the full-budget
+    path's."""
+    model, tokenizer = tiny["seq2seq"]
+    requests = _requests(built_all, "newton", "released-generate", "track2_mc", tokenizer, n=12)
+    decoder_tokens, encoder_rows = [], []
+    hooks = [model.register_forward_pre_hook(lambda m, a, k: decoder_tokens.append(k["decoder_input_ids"].numel()), with_kwargs=True),
+             model.get_encoder().register_forward_pre_hook(lambda m, a, k: encoder_rows.append(k["input_ids"].shape[0]), with_kwargs=True)]  # fmt: skip
+    try:
+        with torch.inference_mode():
+            texts = generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=True, max_batch=12)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    with torch.inference_mode():
+        needed = _answer_lengths(model, tokenizer, requests, seq2seq=True)
+        assert texts == _full_budget_then_cut(model, tokenizer, requests, seq2seq=True)
+    assert len(set(needed)) > 2 and encoder_rows == [12]
+    assert sum(decoder_tokens) == sum(needed) < len(requests) * max(needed)
+
+
+@pytest.mark.parametrize("family", ["causal", "seq2seq"])
+def test_a_generation_config_with_logits_processors_decodes_through_generate(tiny, built_all, family):
+    """A model whose generation config sets a repetition penalty and an n-gram ban answers as ``model.generate``
+    answers with them (the released scripts' generate and pipeline calls apply them), not as plain argmax."""
+    model, tokenizer = tiny[family]
+    requests = _requests(built_all, "newton", "released-generate", "track1", tokenizer, n=12)
+    requests = [{**r, "max_new_tokens": 12, "stop": []} for r in requests]  # long answers, where the penalty shows
+    config = model.generation_config
+    with torch.inference_mode():
+        plain = generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq")
+        try:
+            config.repetition_penalty, config.no_repeat_ngram_size = 5.0, 2
+            assert not generation.argmax_decodes(model)
+            penalised = generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq")
+            expected = _full_budget_then_cut(model, tokenizer, requests, family == "seq2seq")
+        finally:
+            config.repetition_penalty, config.no_repeat_ngram_size = None, None
+    assert generation.argmax_decodes(model)
+    assert penalised == expected and penalised != plain

@@ -5,9 +5,10 @@ template's system turn, NEWTON's attribute question or context) runs that prefix
 tokens run in groups of near-equal length (padded where a pass would cost more than the padding);
 their key/value caches join one decoding batch, left-padded (masked), in buffers each step writes in place,
 and each row leaves the batch as soon as its answer is done: its stop string has appeared (after the answer's leading blank lines, as ``cut``
-reads it), or EOS, or its token budget. Seq2seq models (and causal models whose cache is not a plain
-``DynamicCache``) read left-padded prompts in ``model.generate``, which stops once every row of the batch is
-done. The answer text is returned as generated (special tokens dropped, cut before the first stop string);
+reads it), or EOS, or its token budget. A seq2seq batch runs its encoder once, then decodes the same way, rows
+leaving as their answers end. Models whose generation config asks for logits processors (``argmax_decodes``), and
+models whose cache is not a plain ``DynamicCache``, read left-padded prompts in ``model.generate``, which applies
+the processors and stops once every row of the batch is done. The answer text is returned as generated (special tokens dropped, cut before the first stop string);
 a protocol's ``match`` turns it into an option, or None (``unparsed``).
 
 >>> cut("(B) ball\\nQuestion: next", ["\\n"])
@@ -22,6 +23,7 @@ from typing import NamedTuple
 import torch
 
 from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from physprobe.backends.hf.scoring import (
     _as_tensor,
@@ -216,6 +218,26 @@ def _with_room(table: torch.Tensor, select: torch.Tensor, room: int) -> torch.Te
     return buffer
 
 
+def argmax_decodes(model) -> bool:
+    """Whether ``model.generate``'s greedy search takes each token as the argmax of the logits alone: the model's
+    generation config turns on none of transformers' logits processors that act without sampling (penalties,
+    n-gram bans, forced, suppressed or biased tokens, minimum lengths, guidance, watermarks). Otherwise answers
+    come from ``model.generate``, which applies them, as the released scripts' generate and pipeline calls do."""
+    config = getattr(model, "generation_config", None)
+    if config is None:
+        return True
+    active = [
+        config.repetition_penalty not in (None, 1.0), config.encoder_repetition_penalty not in (None, 1.0),
+        (config.no_repeat_ngram_size or 0) > 0, (config.encoder_no_repeat_ngram_size or 0) > 0,
+        (config.min_length or 0) > 0, (config.min_new_tokens or 0) > 0, config.guidance_scale not in (None, 1),
+        config.bad_words_ids is not None, config.sequence_bias is not None, config.forced_bos_token_id is not None,
+        config.forced_eos_token_id is not None, config.suppress_tokens is not None, config.begin_suppress_tokens is not None,
+        config.exponential_decay_length_penalty is not None, config.watermarking_config is not None,
+        config.remove_invalid_values is True,
+    ]  # fmt: skip
+    return not any(active)
+
+
 def token_order_batches(prompts: Sequence[Sequence[int]], budget: int, batch_tokens: int, max_batch: int) -> list[list[int]]:
     """Indices in token order (prompts that share a prefix side by side, for ``prefix_clusters``), cut into
     batches of at most ``max_batch`` rows whose rows x (longest prompt + ``budget``) stay within ``batch_tokens``.
@@ -289,6 +311,44 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
     return answers
 
 
+def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int | None, pad: int,
+                    device: torch.device) -> list[list[int]] | None:  # fmt: skip
+    """The greedy answer tokens of seq2seq ``prompts`` (up to EOS); None when the model's cache is not a plain
+    ``EncoderDecoderCache`` of ``DynamicCache`` s.
+
+    The encoder runs once over the batch (prompts left-padded, masked, as ``model.generate`` reads them here);
+    then one decoder token per row per step on its self- and cross-attention caches, rows leaving the batch once
+    ``done(row, tokens)`` or EOS or ``budget`` ends them.
+    """
+    ids, attention = left_padded(prompts, pad, device)
+    encoded = model.get_encoder()(input_ids=ids, attention_mask=attention).last_hidden_state
+    start = next(s for s in (model.generation_config.decoder_start_token_id, model.config.decoder_start_token_id, pad) if s is not None)
+    tokens = torch.full((len(prompts),), start, dtype=torch.long, device=device)
+    cache = None
+    answers: list[list[int]] = [[] for _ in prompts]
+    alive = list(range(len(prompts)))  # the request row of each batch row
+    while True:
+        out = model(encoder_outputs=(encoded,), attention_mask=attention, decoder_input_ids=tokens[:, None],
+                    past_key_values=cache, use_cache=True)  # fmt: skip
+        cache = out.past_key_values
+        if not isinstance(cache, EncoderDecoderCache) or not all(
+            type(part) is DynamicCache for part in (cache.self_attention_cache, cache.cross_attention_cache)
+        ):
+            return None
+        tokens = out.logits[:, -1].argmax(-1)
+        for row, token in zip(alive, tokens.tolist()):
+            answers[row].append(token)
+        keep = [j for j, row in enumerate(alive)
+                if answers[row][-1] != eos and len(answers[row]) < budget and not done(row, answers[row])]  # fmt: skip
+        if not keep:
+            return answers
+        if len(keep) < len(alive):  # finished rows leave the batch
+            select = torch.tensor(keep, device=device)
+            cache.batch_select_indices(select)
+            encoded, attention, tokens = encoded[select], attention[select], tokens[select]
+            alive = [alive[j] for j in keep]
+
+
 def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, seq2seq: bool = False,
              batch_tokens: int = 8192, max_batch: int = 128, truncate: bool = False, progress=None,
              chat: bool = False) -> list[str]:  # fmt: skip
@@ -310,6 +370,7 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
     ]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     eos = tokenizer.eos_token_id
+    plain = argmax_decodes(model)
     texts: list[str] = [""] * len(requests)
     by_budget: dict[int, list[int]] = {}
     for index, request in enumerate(requests):
@@ -324,9 +385,13 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
             def done(row: int, tokens: list[int]) -> bool:
                 return bool(stops[row]) and stopped(tokenizer.decode(tokens, skip_special_tokens=True), stops[row])
 
-            answers = None if seq2seq else _greedy(model, [encoded[i] for i in chosen], budget, done, eos, device)
+            prompts = [encoded[i] for i in chosen]
+            answers = None
+            if plain:
+                answers = (_greedy_seq2seq(model, prompts, budget, done, eos, pad, device) if seq2seq
+                           else _greedy(model, prompts, budget, done, eos, device))  # fmt: skip
             if answers is None:
-                ids, attention = left_padded([encoded[i] for i in chosen], pad, device)
+                ids, attention = left_padded(prompts, pad, device)
                 start = 0 if seq2seq else ids.shape[1]
                 out = model.generate(input_ids=ids, attention_mask=attention, max_new_tokens=budget, do_sample=False,
                                      num_beams=1, pad_token_id=pad, eos_token_id=eos,

@@ -345,9 +345,10 @@ def _shared_prefix_batch(model, groups: list[list[list[int]]], prefixes: list[in
         questions = [q for q, _, _ in items]
         select = torch.tensor(questions, device=device)
         start = torch.tensor([prefixes[q] for q in questions], device=device)
-        key_mask = (torch.arange(width, device=device) >= (width - start)[:, None]).long()
-        cache = filled_cache([k[:, :, : width + m].index_select(0, select) for k in keys],
-                             [v[:, :, : width + m].index_select(0, select) for v in values], width)  # fmt: skip
+        lead = max(prefixes[q] for q in questions)  # the table's columns before the pass's longest prefix: padding for all
+        key_mask = (torch.arange(lead, device=device) >= (lead - start)[:, None]).long()
+        cache = filled_cache([k[:, :, width - lead : width + m].index_select(0, select) for k in keys],
+                             [v[:, :, width - lead : width + m].index_select(0, select) for v in values], lead)  # fmt: skip
         ids = _as_tensor([suffix[:-1] for _, _, suffix in items], device)
         targets = _as_tensor([suffix[1:] for _, _, suffix in items], device)
         logits = model(input_ids=ids, attention_mask=torch.cat([key_mask, key_mask.new_ones((len(items), m))], dim=1),

@@ -2,6 +2,8 @@
 full token budget, cut afterwards (the path physprobe took before), on every generate protocol; no padding fed and
 no token slot spent on a finished answer."""
 
+import random
+
 import datasets
 import pytest
 import torch
@@ -244,3 +246,82 @@ def test_a_generation_config_with_logits_processors_decodes_through_generate(tin
             config.repetition_penalty, config.no_repeat_ngram_size = None, None
     assert generation.argmax_decodes(model)
     assert penalised == expected and penalised != plain
+
+
+def _one_at_a_time(model, prompts: list[list[int]], budget: int, seq2seq: bool = False) -> list[list[int]]:
+    """Greedy answer tokens of each prompt alone through ``model.generate`` (no padding anywhere)."""
+    answers = []
+    for prompt in prompts:
+        ids = torch.tensor([prompt])
+        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=budget, do_sample=False,
+                             num_beams=1, pad_token_id=0, eos_token_id=None)  # fmt: skip
+        answers.append(out[0, 1 if seq2seq else len(prompt) :].tolist())
+    return answers
+
+
+def test_alibi_models_get_no_padding_between_prefix_and_own_tokens(monkeypatch):
+    """MPT biases attention by cache slot, not by position_ids: its prompts sharing a prefix but of different own
+    lengths run in exact-length groups, and the answers are each prompt's alone (padded together, they are not)."""
+    from transformers import MptConfig, MptForCausalLM
+
+    torch.manual_seed(0)
+    config = MptConfig(vocab_size=100, d_model=32, n_layers=2, n_heads=2, max_seq_len=128, initializer_range=0.3, eos_token_id=99)
+    model = MptForCausalLM(config).eval()
+    rng = random.Random(0)
+    trials = []
+    for _ in range(12):
+        shared = [rng.randrange(1, 98) for _ in range(80)]
+        trials.append([shared + [rng.randrange(1, 98)], shared + [rng.randrange(1, 98) for _ in range(8)]])
+    assert not generation.positions_follow_ids(model)
+    with torch.inference_mode():
+        expected = [_one_at_a_time(model, prompts, 6) for prompts in trials]
+        assert [generation._greedy(model, p, 6, lambda r, t: False, None, torch.device("cpu")) for p in trials] == expected
+        monkeypatch.setattr(generation, "positions_follow_ids", lambda model: True)  # padded as for a rotary model
+        assert [generation._greedy(model, p, 6, lambda r, t: False, None, torch.device("cpu")) for p in trials] != expected
+
+
+def test_seq2seq_prompts_are_right_padded_for_learned_positions():
+    """BART's encoder counts positions from the first token: a batch of prompts of different lengths answers as
+    each prompt alone."""
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    torch.manual_seed(0)
+    config = BartConfig(vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
+                        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
+                        init_std=0.3, forced_eos_token_id=None, forced_bos_token_id=None)  # fmt: skip
+    model = BartForConditionalGeneration(config).eval()
+    rng = random.Random(0)
+    prompts = [[rng.randrange(3, 98) for _ in range(n)] for n in (8, 3, 2, 11, 5)]
+    assert generation.argmax_decodes(model)
+    with torch.inference_mode():
+        answers = generation._greedy_seq2seq(model, prompts, 6, lambda r, t: False, None, config.pad_token_id, torch.device("cpu"))
+        assert answers == _one_at_a_time(model, prompts, 6, seq2seq=True)
+
+
+def test_logits_processors_never_see_padding():
+    """With an n-gram ban in the generation config and a pad id that is a real token (GPT-2 has no pad token),
+    ``model.generate`` reads prompts of one length at a time: a batch answers as each prompt alone."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(1)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=256, initializer_range=0.3)).eval()
+    model.generation_config.no_repeat_ngram_size = 2
+
+    class Digits:  # a tokenizer of space-separated ids, without a pad token
+        pad_token_id = eos_token_id = None
+        model_max_length = int(1e30)
+
+        def __call__(self, text, add_special_tokens=True):
+            return {"input_ids": [int(x) for x in text.split()]}
+
+        def decode(self, ids, skip_special_tokens=True):
+            return " ".join(map(str, ids))
+
+        def batch_decode(self, rows, skip_special_tokens=True):
+            return [self.decode(row) for row in rows]
+
+    prompts = [[41, 74, 31, 38, 0], [5, 6, 7, 8, 9, 10, 11, 12], [3, 4]]
+    requests = [{"prompt": " ".join(map(str, p)), "max_new_tokens": 4, "stop": []} for p in prompts]
+    with torch.inference_mode():
+        texts = generation.generate(model, Digits(), requests, torch.device("cpu"))
+        assert texts == [" ".join(map(str, answer)) for answer in _one_at_a_time(model, prompts, 4)]

@@ -17,6 +17,7 @@ a protocol's ``match`` turns it into an option, or None (``unparsed``).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -31,6 +32,7 @@ from physprobe.backends.hf.scoring import (
     _cache_layers,
     _check_length,
     _forward,
+    _pad_right,
     filled_cache,
     left_padded,
     length_groups,
@@ -221,8 +223,9 @@ def _with_room(table: torch.Tensor, select: torch.Tensor, room: int) -> torch.Te
 def argmax_decodes(model) -> bool:
     """Whether ``model.generate``'s greedy search takes each token as the argmax of the logits alone: the model's
     generation config turns on none of transformers' logits processors that act without sampling (penalties,
-    n-gram bans, forced, suppressed or biased tokens, minimum lengths, guidance, watermarks). Otherwise answers
-    come from ``model.generate``, which applies them, as the released scripts' generate and pipeline calls do."""
+    n-gram bans, forced, suppressed or biased tokens, minimum lengths, guidance, watermarks) nor another search
+    (DoLa, contrastive). Otherwise answers come from ``model.generate``, which applies them, as the released
+    scripts' generate and pipeline calls do."""
     config = getattr(model, "generation_config", None)
     if config is None:
         return True
@@ -233,9 +236,17 @@ def argmax_decodes(model) -> bool:
         config.bad_words_ids is not None, config.sequence_bias is not None, config.forced_bos_token_id is not None,
         config.forced_eos_token_id is not None, config.suppress_tokens is not None, config.begin_suppress_tokens is not None,
         config.exponential_decay_length_penalty is not None, config.watermarking_config is not None,
-        config.remove_invalid_values is True,
+        config.remove_invalid_values is True, config.dola_layers is not None,  # DoLa decoding
+        config.penalty_alpha not in (None, 0) and (config.top_k or 0) > 1,  # contrastive search
+        config.stop_strings is not None, bool(config.token_healing),  # generate's own handling (or its error)
     ]  # fmt: skip
     return not any(active)
+
+
+def positions_follow_ids(model) -> bool:
+    """Whether the model places tokens by the ``position_ids`` it is given (rotary or learned positions), not by
+    their slot in the cache (ALiBi: MPT, Bloom, ALiBi Falcon)."""
+    return "position_ids" in inspect.signature(model.forward).parameters and not getattr(model.config, "alibi", False)
 
 
 def token_order_batches(prompts: Sequence[Sequence[int]], budget: int, batch_tokens: int, max_batch: int) -> list[list[int]]:
@@ -267,7 +278,9 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
     once ``done(row, tokens)`` or EOS or ``budget`` ends them.
     """
     lengths = [len(p) for p in prompts]
-    plan = _PromptPlan.of(prompts, pass_tokens(device))
+    # Padding between a row's prefix and its own tokens is harmless where positions come from position_ids; a model
+    # biasing attention by cache slot (ALiBi: MPT, Bloom) gets groups of exact length (padding only before the prefix).
+    plan = _PromptPlan.of(prompts, pass_tokens(device) if positions_follow_ids(model) else 0)
     width, n = plan.width(prompts), len(prompts)
     keys: list[torch.Tensor] = []
     values: list[torch.Tensor] = []
@@ -316,13 +329,16 @@ def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int
     """The greedy answer tokens of seq2seq ``prompts`` (up to EOS); None when the model's cache is not a plain
     ``EncoderDecoderCache`` of ``DynamicCache`` s.
 
-    The encoder runs once over the batch (prompts left-padded, masked, as ``model.generate`` reads them here);
+    The encoder runs once over the batch (prompts right-padded, masked);
     then one decoder token per row per step on its self- and cross-attention caches, rows leaving the batch once
     ``done(row, tokens)`` or EOS or ``budget`` ends them.
     """
-    ids, attention = left_padded(prompts, pad, device)
+    config = model.generation_config
+    start = config.decoder_start_token_id if config.decoder_start_token_id is not None else config.bos_token_id
+    if not isinstance(start, int):  # none, or one per row: generate's own handling
+        return None
+    ids, attention = _pad_right(prompts, pad, device)  # right: a learned position table (BART) counts from the first token
     encoded = model.get_encoder()(input_ids=ids, attention_mask=attention).last_hidden_state
-    start = next(s for s in (model.generation_config.decoder_start_token_id, model.config.decoder_start_token_id, pad) if s is not None)
     tokens = torch.full((len(prompts),), start, dtype=torch.long, device=device)
     cache = None
     answers: list[list[int]] = [[] for _ in prompts]
@@ -347,6 +363,26 @@ def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int
             cache.batch_select_indices(select)
             encoded, attention, tokens = encoded[select], attention[select], tokens[select]
             alive = [alive[j] for j in keep]
+
+
+def _generated(model, tokenizer, prompts: list[list[int]], budget: int, stops: list[Sequence[str]], pad: int, eos: int | None,
+               seq2seq: bool, one_length: bool) -> list[list[int]]:  # fmt: skip
+    """Answer tokens from ``model.generate``: a causal batch left-padded, a seq2seq batch right-padded (a learned
+    position table counts from the first token), or with ``one_length`` prompts of one length per call, so that no
+    logits processor (an n-gram ban, a repetition penalty) sees padding, as one prompt at a time would not."""
+    by_length: dict[int, list[int]] = {}
+    for index, prompt in enumerate(prompts):
+        by_length.setdefault(len(prompt) if one_length else 0, []).append(index)
+    answers: list[list[int]] = [[] for _ in prompts]
+    for rows in by_length.values():
+        ids, attention = (_pad_right if seq2seq else left_padded)([prompts[r] for r in rows], pad, model.device)
+        start = 0 if seq2seq else ids.shape[1]
+        out = model.generate(input_ids=ids, attention_mask=attention, max_new_tokens=budget, do_sample=False, num_beams=1,
+                             pad_token_id=pad, eos_token_id=eos,
+                             stopping_criteria=StoppingCriteriaList([_StopStrings(tokenizer, [stops[r] for r in rows], start)]))  # fmt: skip
+        for r, row in zip(rows, out[:, start:].tolist()):
+            answers[r] = row
+    return answers
 
 
 def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, seq2seq: bool = False,
@@ -391,12 +427,7 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
                 answers = (_greedy_seq2seq(model, prompts, budget, done, eos, pad, device) if seq2seq
                            else _greedy(model, prompts, budget, done, eos, device))  # fmt: skip
             if answers is None:
-                ids, attention = left_padded(prompts, pad, device)
-                start = 0 if seq2seq else ids.shape[1]
-                out = model.generate(input_ids=ids, attention_mask=attention, max_new_tokens=budget, do_sample=False,
-                                     num_beams=1, pad_token_id=pad, eos_token_id=eos,
-                                     stopping_criteria=StoppingCriteriaList([_StopStrings(tokenizer, stops, start)]))  # fmt: skip
-                answers = out[:, start:]
+                answers = _generated(model, tokenizer, prompts, budget, stops, pad, eos, seq2seq, one_length=not plain)
             decoded = tokenizer.batch_decode(answers, skip_special_tokens=True)
             return [cut(text, stop) for text, stop in zip(decoded, stops)]
 

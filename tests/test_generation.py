@@ -325,3 +325,43 @@ def test_logits_processors_never_see_padding():
     with torch.inference_mode():
         texts = generation.generate(model, Digits(), requests, torch.device("cpu"))
         assert texts == [" ".join(map(str, answer)) for answer in _one_at_a_time(model, prompts, 4)]
+
+
+def _tiny_gemma3(window: int):
+    """A random Gemma-3 text model (its layers sliding-window but every sixth) with a ``window``-token window."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    torch.manual_seed(0)
+    config = Gemma3TextConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=6, num_attention_heads=2,
+                              num_key_value_heads=1, head_dim=16, sliding_window=window, max_position_embeddings=256,
+                              initializer_range=0.3, eos_token_id=99, pad_token_id=0, bos_token_id=1)  # fmt: skip
+    return Gemma3ForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize("window, fast", [(64, True), (12, False)])
+def test_sliding_window_models_take_the_fast_path_where_the_window_holds_everything(window, fast, monkeypatch):
+    """Gemma-3's sliding-window layers: while every cache fits in the window, generation runs physprobe's loop
+    (prefix runs, rows leaving) and scoring shares prefixes; past it, ``model.generate`` and whole sequences. Both
+    equal each prompt alone (generation) and each sequence whole (scoring, 1e-4)."""
+    model = _tiny_gemma3(window)
+    rng = random.Random(0)
+    shared = [rng.randrange(2, 98) for _ in range(6)]
+    prompts = [[1, *shared, *[rng.randrange(2, 98) for _ in range(n)]] for n in (1, 3, 4, 9)]
+    fell_back = []
+    original = generation._generated
+    monkeypatch.setattr(generation, "_generated", lambda *a, **k: fell_back.append(1) or original(*a, **k))
+    with torch.inference_mode():
+        answers = generation._greedy(model, prompts, 6, lambda r, t: False, None, torch.device("cpu"))
+        assert (answers is not None) == fast
+        if answers is not None:
+            assert answers == _one_at_a_time(model, prompts, 6)
+        questions = [[p, p[:-1] + [rng.randrange(2, 98), rng.randrange(2, 98)]] for p in prompts]
+        fed = []
+        hook = model.register_forward_pre_hook(lambda m, a, k: fed.append(k["input_ids"].numel()), with_kwargs=True)
+        totals = scoring.mean_token_logprobs(model, None, questions, torch.device("cpu"))
+        hook.remove()
+        whole = [[torch.log_softmax(model(torch.tensor([s])).logits[0, :-1].float(), -1).gather(-1, torch.tensor(s[1:])[:, None])
+                  .mean().item() for s in options] for options in questions]  # fmt: skip
+    assert max(abs(a - b) for t, w in zip(totals, whole) for a, b in zip(t, w)) <= 1e-4
+    # Shared prefixes fed once on the fast path; every sequence whole on the other.
+    assert (sum(fed) < sum(len(s) for options in questions for s in options)) == fast

@@ -334,7 +334,7 @@ def test_mean_token_logprobs_share_the_prefix_and_equal_whole_sequences(tiny, bu
             assert seen == {"fed": needed + padding, "head": needed + padding}
             assert max(abs(a - b) for f, w in zip(fast, whole) for a, b in zip(f, w)) <= 1e-4
             assert [max(range(len(f)), key=f.__getitem__) for f in fast] == [max(range(len(w)), key=w.__getitem__) for w in whole]
-    monkeypatch.setattr(scoring, "_cache_layers", lambda cache: None)
+    monkeypatch.setattr(scoring, "_cache_layers", lambda cache, span: None)
     fallback = scoring.mean_token_logprobs(model, tokenizer, questions, torch.device("cpu"))
     assert max(abs(a - b) for f, w in zip(fallback, whole) for a, b in zip(f, w)) <= 1e-4
 

@@ -7,8 +7,9 @@ their key/value caches join one decoding batch, left-padded (masked), in buffers
 and each row leaves the batch as soon as its answer is done: its stop string has appeared (after the answer's leading blank lines, as ``cut``
 reads it), or EOS, or its token budget. A seq2seq batch runs its encoder once, then decodes the same way, rows
 leaving as their answers end. Models whose generation config asks for logits processors (``argmax_decodes``), and
-models whose cache is not a plain ``DynamicCache``, read left-padded prompts in ``model.generate``, which applies
-the processors and stops once every row of the batch is done. The answer text is returned as generated (special tokens dropped, cut before the first stop string);
+models whose cache this layout cannot be built from (``scoring._cache_layers``: a sliding window narrower than the
+cache would grow), read padded prompts in ``model.generate``, which applies the processors and stops once every
+row of the batch is done. The answer text is returned as generated (special tokens dropped, cut before the first stop string);
 a protocol's ``match`` turns it into an option, or None (``unparsed``).
 
 >>> cut("(B) ball\\nQuestion: next", ["\\n"])
@@ -111,11 +112,11 @@ def prefix_clusters(prompts: Sequence[Sequence[int]], run_cost: int = 0) -> list
     return runs[::-1]
 
 
-def _padded_pass(model, rows: list[list[int]], device: torch.device, before: tuple | None = None):
+def _padded_pass(model, rows: list[list[int]], device: torch.device, span: int, before: tuple | None = None):
     """One forward pass over token ``rows``, left-padded to the longest, each after its filled cache in ``before``
     (``(keys, values, mask, lengths)``: per-layer buffers of the rows' earlier positions, real where ``mask`` is 1,
     ``lengths`` real ones per row). Returns the keys/values per layer of all positions (None when the model's
-    cache is not a plain ``DynamicCache``), their mask, and each row's next token."""
+    cache is not one ``_cache_layers`` takes for a cache of ``span`` positions), their mask, and each row's next token."""
     ids, real = left_padded(rows, 0, device)
     width = ids.shape[1]
     start = before[3] if before else torch.zeros(len(rows), dtype=torch.long, device=device)
@@ -125,7 +126,7 @@ def _padded_pass(model, rows: list[list[int]], device: torch.device, before: tup
     masked = not bool(mask.all())
     out = _forward(model, 1, input_ids=ids, past_key_values=cache, use_cache=True,
                    position_ids=positions if before or masked else None, attention_mask=mask if masked else None)  # fmt: skip
-    layers = _cache_layers(out.past_key_values) if cache is None else [(layer.keys, layer.values) for layer in cache.layers]
+    layers = _cache_layers(out.past_key_values, span) if cache is None else [(layer.keys, layer.values) for layer in cache.layers]
     return layers, mask, out.logits[:, -1].argmax(-1)
 
 
@@ -172,19 +173,19 @@ class _PromptPlan(NamedTuple):
         return max(max(self.shared[r] for r in rows) + max(len(prompts[r]) - self.shared[r] for r in rows) for rows in self.groups)
 
 
-def _prompt_caches(model, prompts: list[list[int]], plan: _PromptPlan, device: torch.device):
+def _prompt_caches(model, prompts: list[list[int]], plan: _PromptPlan, device: torch.device, span: int):
     """Yield each group of prompts as its rows, their keys/values per layer, which of those positions are real (1)
-    or padding (0), and each row's first answer token. Each run of ``prefix_clusters`` runs its shared prefix
-    once (the prefixes together, in groups of near-equal length); then each group's own tokens, each row on its
-    run's prefix (prefixes left-padded to the group's longest). Yields ``(rows, None, None, None)`` and stops
-    when the model's cache is not a plain ``DynamicCache``."""
+    or padding (0), and each row's first answer token (``span``: the longest cache decoding will build). Each run
+    of ``prefix_clusters`` runs its shared prefix once (the prefixes together, in groups of near-equal length);
+    then each group's own tokens, each row on its run's prefix (prefixes left-padded to the group's longest).
+    Yields ``(rows, None, None, None)`` and stops when ``_cache_layers`` refuses the model's cache."""
     width = max(length for length, _ in plan.clusters)
     table: list[tuple[torch.Tensor, torch.Tensor]] = []  # per layer, every run's prefix right-aligned (zeros: none)
     table_mask = torch.zeros((len(plan.clusters), width), dtype=torch.long, device=device)
     with_prefix = [c for c, (length, _) in enumerate(plan.clusters) if length]
     for group in plan.prefix_groups:
         members = [with_prefix[g] for g in group]
-        layers, real, _ = _padded_pass(model, [prompts[plan.clusters[c][1][0]][: plan.clusters[c][0]] for c in members], device)
+        layers, real, _ = _padded_pass(model, [prompts[plan.clusters[c][1][0]][: plan.clusters[c][0]] for c in members], device, span)
         if layers is None:
             yield [], None, None, None
             return
@@ -207,7 +208,7 @@ def _prompt_caches(model, prompts: list[list[int]], plan: _PromptPlan, device: t
             values = [_with_room(v[:, :, width - longest :], select, room) for _, v in table]
             lengths = torch.tensor([plan.shared[r] for r in rows], device=device)
             before = (keys, values, table_mask[select, width - longest :], lengths)
-        layers, real, first = _padded_pass(model, own, device, before)
+        layers, real, first = _padded_pass(model, own, device, span, before)
         yield rows, layers, real, first
         if layers is None:
             return
@@ -269,8 +270,8 @@ def token_order_batches(prompts: Sequence[Sequence[int]], budget: int, batch_tok
 
 
 def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None, device: torch.device) -> list[list[int]] | None:
-    """The greedy answer tokens of causal ``prompts`` (up to EOS); None when the model's cache is not a
-    plain ``DynamicCache`` (this layout cannot be built from it).
+    """The greedy answer tokens of causal ``prompts`` (up to EOS); None when ``scoring._cache_layers`` refuses
+    the model's cache (this layout cannot be built from it).
 
     Prompts run as ``_prompt_caches`` plans them (shared prefixes once, own tokens in groups of near-equal length);
     their caches go, left-padded, into one table per layer with room for ``budget`` more tokens, where each decoding step
@@ -287,7 +288,7 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
     tokens = torch.zeros(n, dtype=torch.long, device=device)
     mask = torch.ones((n, width + budget), dtype=torch.long, device=device)  # the answer's columns: 1
     mask[:, :width] = 0
-    for rows, layers, real, first in _prompt_caches(model, prompts, plan, device):
+    for rows, layers, real, first in _prompt_caches(model, prompts, plan, device, width + budget):
         if layers is None:
             return None
         if not keys:

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from transformers.cache_utils import DynamicCache, DynamicLayer
+from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
 
 from physprobe.errors import ScoringError
 
@@ -317,7 +317,8 @@ def _shared_prefix_batch(model, groups: list[list[list[int]]], prefixes: list[in
         # prefix position when the prefix's own tokens after the first are scored too.
         out = _forward(model, n if count_prefix else 1, input_ids=ids, use_cache=True, attention_mask=real if padded else None,
                        position_ids=positions)  # fmt: skip
-        layers = _cache_layers(out.past_key_values)
+        room = width + max((len(options) - prefixes[q] - 1 for q, group in enumerate(groups) for options in group), default=0)
+        layers = _cache_layers(out.past_key_values, room)
         if layers is None:  # a cache this engine cannot rearrange: score each option whole instead
             return _whole_sequences(model, groups, prefixes, device, batch_tokens, count_prefix)
         first_next = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
@@ -329,7 +330,6 @@ def _shared_prefix_batch(model, groups: list[list[list[int]]], prefixes: list[in
         for row, q in enumerate(rows):
             totals[q] = [shared[row] + value for value in first_next[row, [options[prefixes[q]] for options in groups[q]]].tolist()]
         if keys is None:  # room after the prefixes for the longest suffix pass's own keys/values
-            room = width + max((len(options) - prefixes[q] - 1 for q, group in enumerate(groups) for options in group), default=0)
             keys = [k.new_zeros((n_questions, k.shape[1], room, k.shape[3])) for k, _ in layers]
             values = [v.new_zeros((n_questions, v.shape[1], room, v.shape[3])) for _, v in layers]
         where = torch.tensor(rows, device=device)
@@ -359,10 +359,15 @@ def _shared_prefix_batch(model, groups: list[list[list[int]]], prefixes: list[in
     return totals
 
 
-def _cache_layers(cache) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
-    """(keys, values) per layer of a transformers ``DynamicCache`` of plain layers; None for any other cache."""
-    if type(cache) is not DynamicCache or any(type(layer) is not DynamicLayer for layer in cache.layers):
+def _cache_layers(cache, span: int) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+    """(keys, values) per layer of a transformers ``DynamicCache`` of plain layers, or of sliding-window layers
+    (Gemma, Mistral) whose window is wider than ``span``, the longest cache the engine will build: nothing is
+    dropped from them, and a plain buffer under the model's sliding mask attends as they do. None for any other cache."""
+    if type(cache) is not DynamicCache:
         return None
+    for layer in cache.layers:
+        if type(layer) is not DynamicLayer and not (type(layer) is DynamicSlidingWindowLayer and span < layer.sliding_window):
+            return None
     return [(layer.keys, layer.values) for layer in cache.layers]
 
 

@@ -38,6 +38,7 @@ from physprobe.backends.hf.scoring import (
     left_padded,
     length_groups,
     max_positions,
+    padded_positions,
     pass_tokens,
     run_batches,
     shared_length,
@@ -118,9 +119,7 @@ def _padded_pass(model, rows: list[list[int]], device: torch.device, span: int, 
     ``lengths`` real ones per row). Returns the keys/values per layer of all positions (None when the model's
     cache is not one ``_cache_layers`` takes for a cache of ``span`` positions), their mask, and each row's next token."""
     ids, real = left_padded(rows, 0, device)
-    width = ids.shape[1]
-    start = before[3] if before else torch.zeros(len(rows), dtype=torch.long, device=device)
-    positions = start[:, None] + (torch.arange(width, device=device)[None] - (width - real.sum(1, keepdim=True))).clamp(min=0)
+    positions = padded_positions(real, before[3] if before else 0)
     mask = torch.cat([before[2], real], dim=1) if before else real
     cache = filled_cache(before[0], before[1], before[2].shape[1]) if before else None
     masked = not bool(mask.all())

@@ -123,6 +123,18 @@ def left_padded(sequences: Sequence[Sequence[int]], pad: int, device: torch.devi
     return ids.to(device), mask.to(device)
 
 
+def padded_positions(real: torch.Tensor, start: torch.Tensor | int = 0) -> torch.Tensor:
+    """Position ids of left-padded rows (``real``: 1 at a token, 0 at padding), counted from ``start`` per row at each
+    row's first token (padding takes that first position; it is masked).
+
+    >>> padded_positions(torch.tensor([[0, 1, 1], [1, 1, 1]]), torch.tensor([5, 0])).tolist()
+    [[5, 5, 6], [0, 1, 2]]
+    """
+    width = real.shape[1]
+    offset = torch.as_tensor(start, device=real.device).reshape(-1, 1)
+    return offset + (torch.arange(width, device=real.device)[None] - (width - real.sum(1, keepdim=True))).clamp(min=0)
+
+
 def run_batches(n_items: int, lengths: Sequence[int], step: Callable[[list[int]], list], batch_tokens: int,
                 max_batch: int, progress=None, batches: list[list[int]] | None = None) -> list:  # fmt: skip
     """Apply ``step`` to length-sorted batches (or the ``batches`` given); on CUDA out-of-memory halve a
@@ -250,9 +262,8 @@ def sequence_logprobs(model, tokenizer, questions: Sequence[Sequence[str]], devi
     The vocabulary head runs at scored positions only: each question's shared prefix runs once, in groups of
     near-equal length (``length_groups``, left-padded where a pass costs more than the padding), with the head
     at its last position (it predicts every option's first own token); then the options' remaining tokens,
-    grouped by exact length across
-    the batch, run on their question's prefix cache (left-padded in the *keys* only, masked), with the
-    head at every fed position, each of which predicts a scored token.
+    grouped by exact length across the batch, run on their question's prefix cache (left-padded in the *keys*
+    only, masked), with the head at every fed position, each of which predicts a scored token.
     """
     limit = max_positions(model)
     flat = tokenize_options(tokenizer, [text for texts in questions for text in texts], bos)
@@ -305,6 +316,8 @@ def _shared_prefix_batch(model, groups: list[list[list[int]]], prefixes: list[in
     keys: list[torch.Tensor] | None = None
     values: list[torch.Tensor] | None = None
     totals = [[0.0] * len(options) for options in groups]
+    # Room after the prefixes for the longest suffix pass's own keys/values.
+    room = width + max((len(options) - prefixes[q] - 1 for q, group in enumerate(groups) for options in group), default=0)
     # 1. Prefixes, in groups of near-equal length (``length_groups``: left-padded where a pass would cost more than
     #    the padding); their keys/values go, left-padded, into one table per layer.
     # Where every prefix position is scored, a padded position costs a head row as well as a trunk token.
@@ -312,12 +325,11 @@ def _shared_prefix_batch(model, groups: list[list[list[int]]], prefixes: list[in
         ids, real = left_padded([groups[q][0][: prefixes[q]] for q in rows], 0, device)
         n = ids.shape[1]
         padded = not bool(real.all())
-        positions = (torch.arange(n, device=device)[None] - (n - real.sum(1, keepdim=True))).clamp(min=0) if padded else None
+        positions = padded_positions(real) if padded else None
         # The head at the last prefix position (it predicts each option's first own token), or at every
         # prefix position when the prefix's own tokens after the first are scored too.
         out = _forward(model, n if count_prefix else 1, input_ids=ids, use_cache=True, attention_mask=real if padded else None,
                        position_ids=positions)  # fmt: skip
-        room = width + max((len(options) - prefixes[q] - 1 for q, group in enumerate(groups) for options in group), default=0)
         layers = _cache_layers(out.past_key_values, room)
         if layers is None:  # a cache this engine cannot rearrange: score each option whole instead
             return _whole_sequences(model, groups, prefixes, device, batch_tokens, count_prefix)
@@ -329,7 +341,7 @@ def _shared_prefix_batch(model, groups: list[list[list[int]]], prefixes: list[in
             shared = [0.0] * len(rows)
         for row, q in enumerate(rows):
             totals[q] = [shared[row] + value for value in first_next[row, [options[prefixes[q]] for options in groups[q]]].tolist()]
-        if keys is None:  # room after the prefixes for the longest suffix pass's own keys/values
+        if keys is None:
             keys = [k.new_zeros((n_questions, k.shape[1], room, k.shape[3])) for k, _ in layers]
             values = [v.new_zeros((n_questions, v.shape[1], room, v.shape[3])) for _, v in layers]
         where = torch.tensor(rows, device=device)

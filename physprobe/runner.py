@@ -173,8 +173,6 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
                 metrics[config]["unparsed"] = predictions.count(protocols.UNPARSED)
             if excluded:
                 metrics[config]["excluded"] = excluded
-            if identity:
-                metrics[config]["chat"] = identity["chat"]
             if bootstrap_iters and rows and ranks.main:
                 def resampled(idx, rows=rows, predictions=predictions, row_scores=row_scores, config=config):
                     return evaluation.metrics(config, [rows[i] for i in idx], [predictions[i] for i in idx],

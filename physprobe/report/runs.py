@@ -21,7 +21,11 @@ class Run:
     id: str = field(init=False)
 
     def __post_init__(self):
-        canonical = json.dumps([self.info, self.metrics], sort_keys=True, default=str).encode()
+        # The id hashes what the run measured and on what, not how run.json lays it out or how long it took:
+        # the same run scored twice gets the same id.
+        measured = [self.info.get(k) for k in ("benchmark", "method", "protocol", "configs", "limit", "chat")]
+        fingerprints = (self.info.get("dataset") or {}).get("fingerprints") if isinstance(self.info.get("dataset"), dict) else None
+        canonical = json.dumps([measured, fingerprints, self.metrics], sort_keys=True, default=str).encode()
         model = Path(str(self.info.get("model", "model"))).name or "model"
         if self.info.get("gguf_file"):
             model += "-" + Path(self.info["gguf_file"]).stem

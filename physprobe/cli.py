@@ -61,14 +61,14 @@ def _build(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from physprobe.dataset_scripts import BENCHMARKS as benchmarks
-    from physprobe.export import build, legacy, owner
+    from physprobe.export import build, owner
     from physprobe.paths import check_disjoint, check_target
     from physprobe.sources import resolve_source_dir
 
     names = list(benchmarks) if args.benchmark == "all" else [args.benchmark]
     check_disjoint(args.out, resolve_source_dir(args.source_dir))
     for name in names:  # every target checked before any is changed
-        check_target(Path(args.out) / name, owner(name), legacy({c.name for c in benchmarks[name].configs}))
+        check_target(Path(args.out) / name, owner(name))
     results = [
         build(benchmarks[name], args.out, args.source_dir)
         for name in tqdm(names, desc="Building benchmarks", unit="benchmark", disable=None)

@@ -1,7 +1,8 @@
-"""Exception types raised by physprobe, all defined here; each message names the file, row, key or argument at
-fault. Every one derives from ``PhysprobeError``, which the command line turns into a one-line error.
+"""Exception types raised by physprobe, one per kind of fault, all defined here; each message names the file,
+row, key or argument at fault and the fix. Every one derives from ``PhysprobeError``, which the command line
+turns into a one-line error.
 
->>> issubclass(ModelLoadError, PhysprobeError), issubclass(FolderInUse, DataError)
+>>> issubclass(ModelLoadError, PhysprobeError), issubclass(FolderInUse, OutputFolderError)
 (True, True)
 """
 
@@ -19,19 +20,28 @@ class TemplateError(PhysprobeError):
 
 
 class DataError(PhysprobeError):
-    """An upstream row or configuration entry does not have the expected shape."""
-
-
-class FolderInUse(DataError):
-    """Another process holds the lock of a run folder."""
+    """A row of an upstream file, a built config or a challenge-set spec that does not have the expected shape."""
 
 
 class DataSourceError(PhysprobeError):
     """A benchmark's data cannot be read: unreachable Hub, unknown repo or revision, missing local build."""
 
 
+class OutputFolderError(PhysprobeError):
+    """An output folder (``--out``) physprobe may not write: a symlink, a file, another program's or another
+    run's folder, or a path that cannot be created."""
+
+
+class FolderInUse(OutputFolderError):
+    """Another process holds the lock of a run folder."""
+
+
 class ProtocolError(PhysprobeError):
     """A benchmark, config, method or protocol that does not exist or does not go together."""
+
+
+class DeclarationError(PhysprobeError):
+    """A benchmark's declaration (``paper_tables.yaml``) that contradicts itself or the benchmark's protocols."""
 
 
 class ModelOptionError(PhysprobeError):
@@ -39,7 +49,7 @@ class ModelOptionError(PhysprobeError):
 
 
 class ModelLoadError(PhysprobeError):
-    """A model or tokenizer that ``from_pretrained`` cannot load as the family the protocol needs."""
+    """A model or tokenizer that ``from_pretrained`` cannot load, or that cannot encode text."""
 
 
 class BackendError(PhysprobeError):
@@ -47,7 +57,15 @@ class BackendError(PhysprobeError):
 
 
 class ScoringError(PhysprobeError):
-    """A model or tokenizer cannot do what the method needs (no mask token, input too long, ...)."""
+    """A model that cannot do what the method needs (no mask token, input too long) or gives no usable score."""
+
+
+class MetricInputError(PhysprobeError, ValueError):
+    """Predictions, references or options a metric module refuses (the module's own ``ValueError``, named)."""
+
+
+class RunRecordError(PhysprobeError):
+    """A run folder whose run.json or metrics.json is missing or holds what no ``physprobe score`` writes."""
 
 
 class ExportError(PhysprobeError):
@@ -55,7 +73,7 @@ class ExportError(PhysprobeError):
 
 
 class ReportError(PhysprobeError):
-    """A run folder, a table declaration or the output folder is not what the report needs."""
+    """Runs that cannot go in one report (none, the same run twice, an unknown benchmark)."""
 
 
 class PublishError(PhysprobeError):

@@ -67,22 +67,10 @@ def owner(name: str, stream: bool = False):
     return Owner("challenge", {"name": name}) if stream else Owner("build", {"benchmark": name})
 
 
-def legacy(configs: set[str]):
-    """Whether an unmarked folder is an earlier physprobe version's output with exactly ``configs``: a
-    README.md and one Parquet file per config folder, nothing else."""
-
-    def check(folder: Path) -> bool:
-        files = [p.relative_to(folder) for p in folder.rglob("*") if not p.is_dir()]
-        parquet = [p for p in files if p.suffix == ".parquet" and len(p.parts) == 2]
-        return {p.parts[0] for p in parquet} == configs and len(files) == len(parquet) + 1 and (folder / "README.md").is_file()
-
-    return check
-
-
-def _staged(out_dir: Path, name: str, configs: list[str], stream: bool = False):
+def _staged(out_dir: Path, name: str, stream: bool = False):
     """A fresh folder beside ``out_dir/name`` that replaces it whole on success (``paths.staged``)."""
     check_folder_name(name, "output name")
-    return staged(Path(out_dir) / name, owner(name, stream), legacy(set(configs)))
+    return staged(Path(out_dir) / name, owner(name, stream))
 
 
 def build(benchmark: Benchmark, out_dir: str | os.PathLike, source_dir: str | os.PathLike | None = None) -> BuildResult:
@@ -93,7 +81,7 @@ def build(benchmark: Benchmark, out_dir: str | os.PathLike, source_dir: str | os
 def write(benchmark: Benchmark, made: MadeRows, out_dir: str | os.PathLike) -> BuildResult:
     """Write the rows made for ``benchmark`` as a Hub-ready folder under ``out_dir``."""
     out_dir = Path(out_dir)
-    with _staged(out_dir, benchmark.name, [c.name for c in benchmark.configs]) as staging:
+    with _staged(out_dir, benchmark.name) as staging:
         counts, infos = {}, {}
         for config in benchmark.configs:
             features = config.features or benchmark.features
@@ -126,7 +114,7 @@ def stream(
     ``card`` is the Markdown body of the README (the front matter is added here).
     """
     out_dir = Path(out_dir)
-    with _staged(out_dir, name, ["default"], stream=True) as staging:
+    with _staged(out_dir, name, stream=True) as staging:
         path = staging / data_file("default", "test")
         path.parent.mkdir(parents=True)
         count = 0

@@ -1,18 +1,19 @@
 """Checks that stop ``physprobe score`` from turning input that cannot give a number into one: an empty
 config, a tokenizer that encodes nothing, non-finite scores, gold labels that name no option, and cached
-values of the wrong shape. Each failure is one ``DataError`` line naming the config and row, or a bool.
+values of the wrong shape. Each failure is one line naming the config and row (``ScoringError`` for what a
+model gave, ``DataError`` for the data, ``ModelLoadError`` for a tokenizer), or a bool.
 
 >>> finite_scores([[0.5, -1.0], ["a text"]], "mass", [3, 9])
 >>> finite_scores([[0.5, float("nan")]], "mass", [3])
 Traceback (most recent call last):
-physprobe.errors.DataError: config mass row 3: the model gave a non-finite score (nan) (in float16 this is usually an overflow); score again with --dtype float32 or bfloat16
+physprobe.errors.ScoringError: config mass row 3: the model gave a non-finite score (nan) (in float16 this is usually an overflow); score again with --dtype float32 or bfloat16
 """
 
 from __future__ import annotations
 
 import math
 
-from physprobe.errors import DataError
+from physprobe.errors import DataError, ModelLoadError, ScoringError
 
 
 def _finite(value) -> bool:
@@ -20,11 +21,11 @@ def _finite(value) -> bool:
 
 
 def finite_scores(results: list[list], config: str, rows: list[int]) -> None:
-    """``DataError`` naming the first row whose scores hold NaN or infinity (never scored as an option)."""
+    """``ScoringError`` naming the first row whose scores hold NaN or infinity (never scored as an option)."""
     for result, row in zip(results, rows):
         bad = next((v for v in result if not _finite(v)), None)
         if bad is not None:
-            raise DataError(f"config {config} row {row}: the model gave a non-finite score ({bad}) (in float16 this is "
+            raise ScoringError(f"config {config} row {row}: the model gave a non-finite score ({bad}) (in float16 this is "
                             "usually an overflow); score again with --dtype float32 or bfloat16")  # fmt: skip
 
 
@@ -81,12 +82,12 @@ def cached_value(value) -> bool:
 
 
 def usable_tokenizer(tokenizer, model: str) -> None:
-    """``DataError`` for a tokenizer that cannot tell texts apart (e.g. a model folder without tokenizer
+    """``ModelLoadError`` for a tokenizer that cannot tell texts apart (e.g. a model folder without tokenizer
     files, where transformers builds an empty one): it must give different ids for different words."""
     try:
         ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in ("The coin is heavier.", "An egg falls.")]
     except (TypeError, ValueError, KeyError, AttributeError) as error:
-        raise DataError(f"{model}: its tokenizer cannot encode text ({error}); add the tokenizer files to the model folder") from None
+        raise ModelLoadError(f"{model}: its tokenizer cannot encode text ({error}); add the tokenizer files to the model folder") from None
     if not all(ids) or ids[0] == ids[1] or len(set(ids[0])) < 2:
-        raise DataError(f"{model}: its tokenizer encodes every text alike (vocabulary of {len(tokenizer)}); "
+        raise ModelLoadError(f"{model}: its tokenizer encodes every text alike (vocabulary of {len(tokenizer)}); "
                         "add the model's tokenizer files (tokenizer.json or vocab files) to its folder")  # fmt: skip

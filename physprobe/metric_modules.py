@@ -20,7 +20,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from physprobe.errors import PhysprobeError
+from physprobe.errors import MetricInputError, PhysprobeError
 
 
 def _found() -> tuple[str, ...]:
@@ -82,8 +82,12 @@ class Direct:
         self._check_inputs = sys.modules[type(evaluate_module).__module__]._check_inputs
 
     def compute(self, *, predictions=None, references=None, **kwargs) -> dict:
-        """``evaluate_module.compute(...)`` without the Arrow round trip: same checks, same numbers."""
-        if predictions is None or references is None:
-            raise ValueError("predictions and references are both required")
-        self._check_inputs(predictions, references)
-        return self.module._compute(predictions=predictions, references=references, **kwargs)
+        """``evaluate_module.compute(...)`` without the Arrow round trip: same checks, same numbers; a refused
+        input is a ``MetricInputError`` (a ``ValueError`` too, as the module's own is)."""
+        try:
+            if predictions is None or references is None:
+                raise ValueError("predictions and references are both required")
+            self._check_inputs(predictions, references)
+            return self.module._compute(predictions=predictions, references=references, **kwargs)
+        except ValueError as error:  # the module's own refusal of its inputs, as physprobe's one line
+            raise MetricInputError(f"metric {self.module.name}: {error}") from None

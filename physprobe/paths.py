@@ -26,11 +26,10 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from physprobe.errors import DataError, FolderInUse
+from physprobe.errors import FolderInUse, OutputFolderError
 
 STAGING = ".staging-"  # folders this module creates beside a target: .<name>.staging-<pid>-<random>
 RETIRED = ".retired-"  # the old version, renamed aside while the new one moves in
@@ -40,7 +39,7 @@ _MAX_NAME = 100
 
 
 def check_folder_name(name: object, where: str) -> str:
-    """``name`` if it is a plain folder name, else ``DataError`` naming ``where`` (a file and key, an argument).
+    """``name`` if it is a plain folder name, else ``OutputFolderError`` naming ``where`` (a file and key, an argument).
 
     Refused: non-strings, empty, ``.``/``..``, path separators, a leading ``~`` or ``.``, control
     characters, more than 100 characters. An output name never becomes a path outside its folder.
@@ -49,7 +48,7 @@ def check_folder_name(name: object, where: str) -> str:
     'soft_things'
     >>> check_folder_name("../victim", "spec.yaml: name")
     Traceback (most recent call last):
-    physprobe.errors.DataError: spec.yaml: name must be a plain folder name (letters, digits, '-', '_', ' ', '.', not starting with '.' or '~', at most 100 characters), got '../victim'
+    physprobe.errors.OutputFolderError: spec.yaml: name must be a plain folder name (letters, digits, '-', '_', ' ', '.', not starting with '.' or '~', at most 100 characters), got '../victim'
     """
     ok = (
         isinstance(name, str)
@@ -60,7 +59,7 @@ def check_folder_name(name: object, where: str) -> str:
         and all(c.isprintable() for c in name)
     )
     if not ok:
-        raise DataError(
+        raise OutputFolderError(
             f"{where} must be a plain folder name (letters, digits, '-', '_', ' ', '.', not starting with '.' or '~', "
             f"at most {_MAX_NAME} characters), got {name!r}"
         )
@@ -137,7 +136,7 @@ def replace_folder(staging: Path, target: Path) -> None:
         staging.rename(target)
         return
     if target.is_symlink() or not target.is_dir():
-        raise DataError(f"{target} exists and is not a folder; move it away or choose another --out")
+        raise OutputFolderError(f"{target} exists and is not a folder; move it away or choose another --out")
     if _exchange(staging, target):
         shutil.rmtree(staging)  # now holds the old version
         return
@@ -181,48 +180,47 @@ def _marked(folder: Path) -> Owner | None:
         return None
 
 
-def check_target(target: str | os.PathLike, owner: Owner, legacy: Callable[[Path], bool] | None = None) -> None:
-    """``DataError`` (one line, suggesting another ``--out``) unless ``owner`` may write the folder ``target``:
-    it is absent, empty, or carries the marker of the same owner (or, unmarked, ``legacy(target)`` holds:
-    an output of an earlier physprobe version). Changes nothing, so a command writing several folders
-    checks them all first.
+def check_target(target: str | os.PathLike, owner: Owner) -> None:
+    """``OutputFolderError`` (one line, suggesting another ``--out``) unless ``owner`` may write the folder ``target``:
+    it is absent, empty, or carries the marker of the same owner. Changes nothing, so a command writing
+    several folders checks them all first.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     _ = (Path(folder) / "notes.txt").write_text("mine")
     ...     check_target(folder, Owner("report", {}))
     Traceback (most recent call last):
-    physprobe.errors.DataError: ... exists and is not a physprobe output (it holds notes.txt); nothing was changed: move it away or choose another --out
+    physprobe.errors.OutputFolderError: ... exists and is not a physprobe output (it holds notes.txt); nothing was changed: move it away or choose another --out
     """
     target = Path(target)
     if target.is_symlink():
-        raise DataError(f"{target} is a symlink (to {os.readlink(target)}); physprobe writes no folder through a link: choose another --out")
+        raise OutputFolderError(f"{target} is a symlink (to {os.readlink(target)}); physprobe writes no folder through a link: choose another --out")
     if not target.exists():
         return
     if not target.is_dir():
-        raise DataError(f"{target} exists and is not a folder; nothing was changed: move it away or choose another --out")
+        raise OutputFolderError(f"{target} exists and is not a folder; nothing was changed: move it away or choose another --out")
     found = _marked(target)
     if found == owner:
         return
     if found is not None:
-        raise DataError(f"{target} holds {found.describe()}, not {owner.describe()}; nothing was changed: "
+        raise OutputFolderError(f"{target} holds {found.describe()}, not {owner.describe()}; nothing was changed: "
                         "choose another --out (or remove that folder)")  # fmt: skip
     entries = sorted(p.name for p in target.iterdir())
-    if entries and not (legacy is not None and legacy(target)):
-        raise DataError(f"{target} exists and is not a physprobe output (it holds {entries[0]}); nothing was changed: "
+    if entries:
+        raise OutputFolderError(f"{target} exists and is not a physprobe output (it holds {entries[0]}); nothing was changed: "
                         "move it away or choose another --out")  # fmt: skip
 
 
 def _expanded(path: str | os.PathLike) -> Path:
     """``path`` unless it starts with a ``~`` no shell expanded (``--out '~'``): a folder named ``~`` is never
-    what was meant, so it is a ``DataError``.
+    what was meant, so it is a ``OutputFolderError``.
 
     >>> _expanded("~/runs")
     Traceback (most recent call last):
-    physprobe.errors.DataError: --out ~/runs starts with '~', which no shell expanded; give the folder's path itself (e.g. $HOME/...)
+    physprobe.errors.OutputFolderError: --out ~/runs starts with '~', which no shell expanded; give the folder's path itself (e.g. $HOME/...)
     """
     if str(path).startswith("~"):
-        raise DataError(f"--out {path} starts with '~', which no shell expanded; give the folder's path itself (e.g. $HOME/...)")
+        raise OutputFolderError(f"--out {path} starts with '~', which no shell expanded; give the folder's path itself (e.g. $HOME/...)")
     return Path(path)
 
 
@@ -232,11 +230,11 @@ def mark(folder: Path, owner: Owner) -> None:
         temporary.write_text(json.dumps(owner.record(), sort_keys=True) + "\n", encoding="utf-8")
 
 
-def claim(folder: str | os.PathLike, owner: Owner, legacy: Callable[[Path], bool] | None = None) -> Path:
+def claim(folder: str | os.PathLike, owner: Owner) -> Path:
     """Make ``folder`` ``owner``'s, for outputs that grow in place (a run folder's cache): checked by
     ``check_target``, created if absent, marked; its parent swept of what killed runs left."""
     folder = _expanded(folder)
-    check_target(folder, owner, legacy)
+    check_target(folder, owner)
     check_out_dir(folder.parent)
     sweep(folder.parent)
     folder.mkdir(exist_ok=True)
@@ -247,7 +245,7 @@ def claim(folder: str | os.PathLike, owner: Owner, legacy: Callable[[Path], bool
 
 
 @contextlib.contextmanager
-def staged(target: str | os.PathLike, owner: Owner, legacy: Callable[[Path], bool] | None = None, carry: bool = False):
+def staged(target: str | os.PathLike, owner: Owner, carry: bool = False):
     """The one way physprobe writes an output folder: a fresh folder beside ``target`` (yielded) that
     replaces ``target`` whole when the block ends, marked as ``owner``'s; on any failure it vanishes and
     ``target`` is untouched. ``target`` must pass ``check_target`` (checked before the block runs); what
@@ -263,7 +261,7 @@ def staged(target: str | os.PathLike, owner: Owner, legacy: Callable[[Path], boo
     """
     target = Path(os.path.abspath(_expanded(target)))  # a relative name such as ``s3:x`` is a local folder, never a URI
     check_folder_name(target.name, "--out")
-    check_target(target, owner, legacy)
+    check_target(target, owner)
     parent = check_out_dir(target.parent)
     sweep(parent)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}{STAGING}{os.getpid()}-", dir=parent))
@@ -284,33 +282,33 @@ def staged(target: str | os.PathLike, owner: Owner, legacy: Callable[[Path], boo
 
 
 def check_out_dir(out_dir: str | os.PathLike) -> Path:
-    """``out_dir`` as a folder that exists (created if needed); ``DataError`` naming it if it is a file,
+    """``out_dir`` as a folder that exists (created if needed); ``OutputFolderError`` naming it if it is a file,
     a symlink, or cannot be created."""
     out_dir = Path(out_dir)
     if out_dir.is_symlink():
-        raise DataError(f"--out {out_dir} is a symlink (to {os.readlink(out_dir)}); pass the real folder instead")
+        raise OutputFolderError(f"--out {out_dir} is a symlink (to {os.readlink(out_dir)}); pass the real folder instead")
     if out_dir.exists() and not out_dir.is_dir():
-        raise DataError(f"--out {out_dir} is a file, not a folder; choose a folder path")
+        raise OutputFolderError(f"--out {out_dir} is a file, not a folder; choose a folder path")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise DataError(f"--out {out_dir}: cannot create the folder ({error.strerror}); choose another path") from None
+        raise OutputFolderError(f"--out {out_dir}: cannot create the folder ({error.strerror}); choose another path") from None
     return out_dir
 
 
 def check_disjoint(out_dir: str | os.PathLike, source_dir: str | os.PathLike | None) -> None:
-    """``DataError`` if the output folder is, is inside, or contains the input folder.
+    """``OutputFolderError`` if the output folder is, is inside, or contains the input folder.
 
     >>> check_disjoint("build", "../shared/data/upstream")
     >>> check_disjoint("mirror/build", "mirror")
     Traceback (most recent call last):
-    physprobe.errors.DataError: --out mirror/build overlaps --source-dir mirror (one is inside the other); write the build to a separate folder
+    physprobe.errors.OutputFolderError: --out mirror/build overlaps --source-dir mirror (one is inside the other); write the build to a separate folder
     """
     if source_dir is None:
         return
     out, source = Path(out_dir).resolve(), Path(source_dir).resolve()
     if out == source or source in out.parents or out in source.parents:
-        raise DataError(
+        raise OutputFolderError(
             f"--out {out_dir} overlaps --source-dir {source_dir} (one is inside the other); write the build to a separate folder"
         )
 
@@ -371,7 +369,7 @@ class FolderLock:
         except OSError as error:
             if error.errno != errno.ELOOP:
                 raise
-            raise DataError(f"{self.path} is a symlink; physprobe writes no lock through a link: remove it") from None
+            raise OutputFolderError(f"{self.path} is a symlink; physprobe writes no lock through a link: remove it") from None
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

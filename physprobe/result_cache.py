@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from physprobe import inputs, requests
-from physprobe.errors import DataError
+from physprobe.errors import OutputFolderError
 
 
 class Cache:
@@ -27,7 +27,7 @@ class Cache:
 
     def __init__(self, path: Path):
         if path.is_symlink():
-            raise DataError(f"{path} is a symlink (to {os.readlink(path)}); physprobe writes no cache through a link: remove it")
+            raise OutputFolderError(f"{path} is a symlink (to {os.readlink(path)}); physprobe writes no cache through a link: remove it")
         self.path = path
         try:
             self.db = self._open(path)

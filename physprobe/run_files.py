@@ -35,31 +35,18 @@ def owner(model: str, benchmark: str, local: bool) -> Owner:
     return Owner("run", {"model": os.path.abspath(model) if local else model, "benchmark": benchmark})
 
 
-def _legacy(model: str, benchmark: str):
-    """An unmarked folder an earlier version wrote for the same model and benchmark (its run.json says so)."""
-
-    def check(folder: Path) -> bool:
-        try:
-            info = json.loads((folder / "run.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return False
-        return isinstance(info, dict) and info.get("model") == model and info.get("benchmark") == benchmark
-
-    return check
-
-
 def open_folder(out: Path, model: str, benchmark: str, local: bool) -> Path:
     """Claim the run folder ``out`` for ``model`` on ``benchmark`` (``paths.claim``): created and marked if
     new; a folder of another model, benchmark or program is a one-line error naming it."""
     check_folder_name(Path(os.path.abspath(out)).name, "--out")
-    return claim(out, owner(model, benchmark, local), _legacy(model, benchmark))
+    return claim(out, owner(model, benchmark, local))
 
 
 def write(out: Path, model: str, benchmark: str, local: bool, predictions, metrics: dict, info: dict) -> None:
     """Replace the run folder's results as one: ``predictions`` (a pyarrow table), metrics.json, run.json."""
     import pyarrow.parquet as pq
 
-    with staged(out, owner(model, benchmark, local), _legacy(model, benchmark), carry=True) as staging:
+    with staged(out, owner(model, benchmark, local), carry=True) as staging:
         pq.write_table(predictions, staging / "predictions.parquet")
         for name, data in (("metrics.json", metrics), ("run.json", info)):
             (staging / name).write_text(json.dumps(data, indent=2, sort_keys=True, default=str))

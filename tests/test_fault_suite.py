@@ -727,15 +727,16 @@ def test_a_data_parallel_score_ends_whole_with_its_launcher(how, inputs, tmp_pat
     assert not (out / "metrics.json").exists()
 
 
-def test_an_unmarked_build_of_an_earlier_version_is_replaced_only_by_its_own_benchmark(inputs, tmp_path, capsys):
+def test_an_unmarked_folder_is_never_replaced(inputs, tmp_path, capsys):
     out = tmp_path / "out"
     shutil.copytree(inputs["build"] / "prost", out / "prost")
-    (out / "prost" / MARKER).unlink()  # as physprobe wrote it before the marker existed
+    (out / "prost" / MARKER).unlink()  # physprobe's files without its marker: not provably physprobe's
     spec = tmp_path / "prost.yaml"
     spec.write_text(SPEC.replace("name: sharp", "name: prost"))
     before = tree_digest(out)
     assert main(["generate", "newton", "--spec", str(spec), "--out", str(out), "--source-dir", str(inputs["upstream"])]) == 2
     one_error_line(capsys.readouterr().err, str(out / "prost"), "is not a physprobe output")
     assert tree_digest(out) == before
-    assert main(["build", "prost", "--out", str(out), "--source-dir", str(inputs["upstream"])]) == 0
-    assert (out / "prost" / MARKER).is_file() and results_digest(out / "prost") == results_digest(inputs["build"] / "prost")
+    assert main(["build", "prost", "--out", str(out), "--source-dir", str(inputs["upstream"])]) == 2
+    one_error_line(capsys.readouterr().err, str(out / "prost"), "is not a physprobe output")
+    assert tree_digest(out) == before

@@ -13,7 +13,7 @@ import pytest
 
 from physprobe.cli import main
 from physprobe.dataset_scripts.newton import newton
-from physprobe.errors import DataError
+from physprobe.errors import DataError, OutputFolderError
 from physprobe.export import read_built
 from physprobe.paths import RETIRED, STAGING, check_folder_name, sweep
 
@@ -61,7 +61,7 @@ def test_folder_names_worked_by_hand():
     for good in ("soft_things", "Track 3 v2", "a.b", "ü"):
         assert check_folder_name(good, "k") == good
     for bad in (".", "..", "", " x", "a/b", "a\\b", "~", "x\x1f", None, ["x"], 3):
-        with pytest.raises(DataError, match="k must be a plain folder name"):
+        with pytest.raises(OutputFolderError, match="k must be a plain folder name"):
             check_folder_name(bad, "k")
 
 

@@ -11,7 +11,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from physprobe import paths, report
-from physprobe.errors import DataError
+from physprobe.errors import DeclarationError
 from physprobe.report import tables
 from physprobe.cli import main
 from physprobe.dataset_scripts import BENCHMARKS
@@ -85,10 +85,10 @@ def test_spot_values_agree_with_the_papers_prose(benchmark, table_id, model, col
 def test_a_bad_declaration_names_the_table_and_row():
     raw = {"id": "t9", "format": {"scale": "percent", "digits": 1}, "columns": [{"name": "A", "key": "x.a"}],
            "rows": [{"model": "M", "cells": ["1.0", "2.0"]}]}  # fmt: skip
-    with pytest.raises(DataError, match=r"paper_tables.yaml table 't9' row 0 \(M\): 2 cells for 1 columns"):
+    with pytest.raises(DeclarationError, match=r"paper_tables.yaml table 't9' row 0 \(M\): 2 cells for 1 columns"):
         tables._table(raw, "paper_tables.yaml")
     raw["rows"] = [{"model": "M", "cells": [None]}]
-    with pytest.raises(DataError, match="a null cell needs a `note`"):
+    with pytest.raises(DeclarationError, match="a null cell needs a `note`"):
         tables._table(raw, "paper_tables.yaml")
 
 
@@ -139,9 +139,9 @@ def test_paper_protocols_are_real_protocols_of_their_method():
             assert default.name in declared[default.method], (benchmark, family)
     unifiedqa = registry.evaluation("prost").default("seq2seq", model_name="unifiedqa-t5-small")
     assert unifiedqa.reported_apart and unifiedqa.name in report.paper_tables("prost").protocols["generate"]
-    with pytest.raises(DataError, match=r"protocols.mlm: prost has no protocol 'prost-released-mlm'; known: released-gpt"):
+    with pytest.raises(DeclarationError, match=r"protocols.mlm: prost has no protocol 'prost-released-mlm'; known: released-gpt"):
         tables._paper_protocols("prost", {"mlm": "prost-released-mlm"}, "paper_tables.yaml")
-    with pytest.raises(DataError, match=r"protocol 'released-gpt' uses method 'causal'; list it under causal"):
+    with pytest.raises(DeclarationError, match=r"protocol 'released-gpt' uses method 'causal'; list it under causal"):
         tables._paper_protocols("prost", {"mlm": "released-gpt"}, "paper_tables.yaml")
 
 

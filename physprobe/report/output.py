@@ -16,15 +16,6 @@ from physprobe.report.writers import to_html, to_markdown
 MANIFEST = "physprobe-report.json"  # marks a folder as a report physprobe wrote, listing its files
 
 
-def _earlier_report(out: Path) -> bool:
-    """Whether an unmarked ``out`` is a report an earlier physprobe wrote: a manifest listing every file in it."""
-    try:
-        ours = set(json.loads((out / MANIFEST).read_text())["files"]) | {MANIFEST}
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    return {p.relative_to(out).as_posix() for p in out.rglob("*") if not p.is_dir()} <= ours
-
-
 def render(runs: list[Path], out: Path) -> Path:
     """Write the report folder ``out``: report.md, report.html, figures/*.png; return ``out``.
 
@@ -42,7 +33,7 @@ def render(runs: list[Path], out: Path) -> Path:
         seen[run.id] = run.folder
     for run in loaded:
         paper_tables(run.info["benchmark"])  # unknown benchmarks fail before anything is written
-    with paths.staged(out, paths.Owner("report", {}), legacy=_earlier_report) as staging:
+    with paths.staged(out, paths.Owner("report", {})) as staging:
         (staging / "figures").mkdir()
         blocks = document(loaded, staging / "figures")
         (staging / "report.md").write_text(to_markdown(blocks), encoding="utf-8")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import yaml
 
 from physprobe import registry
-from physprobe.errors import DataError, ReportError
+from physprobe.errors import DeclarationError, ReportError
 
 
 @dataclass(frozen=True)
@@ -85,9 +85,9 @@ def _column(raw: dict, table_chance, where: str) -> Column:
     keys, ns = _as_tuple(raw.get("key")), _as_tuple(raw.get("n"))
     parts = tuple(raw.get("parts", ("value",)))
     if len(keys) != len(parts) or (raw.get("n") is not None and len(ns) != len(parts)):
-        raise DataError(f"{where}: key and n need one entry per part {list(parts)}")
+        raise DeclarationError(f"{where}: key and n need one entry per part {list(parts)}")
     if keys == (None,) and not raw.get("why"):
-        raise DataError(f"{where}: a column without a key needs `why` (the report's footnote)")
+        raise DeclarationError(f"{where}: a column without a key needs `why` (the report's footnote)")
     chance = raw.get("chance", table_chance)
     return Column(str(raw["name"]), str(raw.get("label", raw["name"])), keys, ns if raw.get("n") is not None else (None,) * len(parts),
                   parts, bool(raw.get("summary", False)), chance, raw.get("why"), tuple(raw.get("excluded_by", ())))  # fmt: skip
@@ -97,14 +97,14 @@ def _table(raw: dict, where: str) -> Table:
     where = f"{where} table {raw.get('id')!r}"
     fmt = raw.get("format", {})
     if fmt.get("scale") not in ("percent", "fraction") or not isinstance(fmt.get("digits"), int):
-        raise DataError(f"{where}: format needs scale (percent or fraction) and digits")
+        raise DeclarationError(f"{where}: format needs scale (percent or fraction) and digits")
     columns = tuple(_column(c, raw.get("chance"), f"{where} column {c.get('name')!r}") for c in raw["columns"])
     rows = []
     for i, r in enumerate(raw.get("rows") or []):
         if len(r["cells"]) != len(columns):
-            raise DataError(f"{where} row {i} ({r.get('model')}): {len(r['cells'])} cells for {len(columns)} columns")
+            raise DeclarationError(f"{where} row {i} ({r.get('model')}): {len(r['cells'])} cells for {len(columns)} columns")
         if None in r["cells"] and not r.get("note"):
-            raise DataError(f"{where} row {i} ({r.get('model')}): a null cell needs a `note` saying why")
+            raise DeclarationError(f"{where} row {i} ({r.get('model')}): a null cell needs a `note` saying why")
         rows.append(Row(str(r["model"]), tuple(r["cells"]), r.get("kind", "model"), r.get("section"), r.get("note")))
     methods = raw.get("methods")
     return Table(raw["id"], raw.get("source"), raw["title"], fmt["scale"], fmt["digits"],
@@ -134,17 +134,17 @@ def paper_tables(benchmark: str) -> PaperTables:
     figures = []
     for f in raw.get("figures", ()):
         if f.get("kind") not in ("bars", "lines"):
-            raise DataError(f"{where} figure {f.get('id')!r}: kind must be bars or lines, got {f.get('kind')!r}")
+            raise DeclarationError(f"{where} figure {f.get('id')!r}: kind must be bars or lines, got {f.get('kind')!r}")
         panels = tuple(f["panels"]) if f["kind"] == "bars" else ({"table": f["table"]},)
         for panel in panels:
             table = ids.get(panel["table"])
             if table is None:
-                raise DataError(f"{where} figure {f['id']!r}: no table {panel['table']!r}")
+                raise DeclarationError(f"{where} figure {f['id']!r}: no table {panel['table']!r}")
             for name in panel.get("columns", ()):
                 if name not in {c.name for c in table.columns}:
-                    raise DataError(f"{where} figure {f['id']!r}: table {table.id!r} has no column {name!r}")
+                    raise DeclarationError(f"{where} figure {f['id']!r}: table {table.id!r} has no column {name!r}")
                 if panel.get("part") and panel["part"] not in table.column(name).parts:
-                    raise DataError(f"{where} figure {f['id']!r}: column {name!r} has no part {panel['part']!r}")
+                    raise DeclarationError(f"{where} figure {f['id']!r}: column {name!r} has no part {panel['part']!r}")
         figures.append(Figure(f["id"], f["kind"], f["title"], panels, f.get("columns")))
     return PaperTables(benchmark, raw["paper"], raw["title"], protocols, tables, tuple(figures))
 
@@ -156,7 +156,7 @@ def _check_exclusions(benchmark: str, tables: tuple[Table, ...], where: str) -> 
         for column in table.columns:
             for name in column.excluded_by:
                 if name not in skipping:
-                    raise DataError(f"{where} table {table.id!r} column {column.name!r}: excluded_by names {name!r}, "
+                    raise DeclarationError(f"{where} table {table.id!r} column {column.name!r}: excluded_by names {name!r}, "
                                     f"not a {benchmark} protocol that leaves questions out ({', '.join(sorted(skipping)) or 'none'})")  # fmt: skip
 
 
@@ -169,10 +169,10 @@ def _paper_protocols(benchmark: str, raw: dict, where: str) -> dict[str, tuple[s
         names = tuple(_as_tuple(names))
         for name in names:
             if name not in known:
-                raise DataError(f"{where} protocols.{method}: {benchmark} has no protocol {name!r}; "
+                raise DeclarationError(f"{where} protocols.{method}: {benchmark} has no protocol {name!r}; "
                                 f"known: {', '.join(known)} (see `physprobe protocols {benchmark}`)")  # fmt: skip
             if known[name].method != method:
-                raise DataError(f"{where} protocols.{method}: protocol {name!r} uses method {known[name].method!r}; "
+                raise DeclarationError(f"{where} protocols.{method}: protocol {name!r} uses method {known[name].method!r}; "
                                 f"list it under {known[name].method}")  # fmt: skip
         out[str(method)] = names
     return out

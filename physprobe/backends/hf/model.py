@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from physprobe import inputs, model_options, protocols, provenance
-from physprobe.errors import DataError, ModelLoadError
+from physprobe.errors import ModelLoadError
 
 FAMILY_CLASSES = {
     "causal": "AutoModelForCausalLM",
@@ -122,7 +122,7 @@ def load_tokenizer(plan: ModelPlan):
         tokenizer = transformers.AutoTokenizer.from_pretrained(plan.name, **tokenizer_kwargs)
     except (OSError, ValueError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise DataError(f"{plan.name}: cannot load its tokenizer ({reason}); add the tokenizer files to the model folder") from None
+        raise ModelLoadError(f"{plan.name}: cannot load its tokenizer ({reason}); add the tokenizer files to the model folder") from None
     if tokenizer.pad_token is None and tokenizer.eos_token is not None:
         tokenizer.pad_token = tokenizer.eos_token
     inputs.usable_tokenizer(tokenizer, plan.name)

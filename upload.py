@@ -42,7 +42,7 @@ import physprobe
 from physprobe import metric_modules
 from physprobe.dataset_scripts import BENCHMARKS
 from physprobe.errors import PhysprobeError, PublishError
-from physprobe.export import build, legacy, owner
+from physprobe.export import build, owner
 from physprobe.paths import MARKER, Owner, check_disjoint, check_target, staged
 from physprobe.sources import resolve_source_dir
 
@@ -107,7 +107,7 @@ def export(out: Path, source_dir: str | None, only: set[str] | None = None) -> l
     selected = [name for name in (*BENCHMARKS, *METRICS) if not only or name in only]
     for name in selected:
         if name in BENCHMARKS:
-            check_target(out / "datasets" / name, owner(name), legacy({c.name for c in BENCHMARKS[name].configs}))
+            check_target(out / "datasets" / name, owner(name))
         else:
             check_target(out / "spaces" / name, Owner("space", {"metric": name}))
     repos = []

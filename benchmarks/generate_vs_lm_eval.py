@@ -38,7 +38,7 @@ import torch
 from tokenizers import processors
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from physprobe import lm_eval_export, registry
+from physprobe import answers, lm_eval_export, registry
 from physprobe.backends.hf import generation
 from score_vs_lm_eval import spread  # a sibling script: min/median/max as the others print it
 
@@ -141,7 +141,7 @@ def needed_tokens(answers: list[list[int]], tokenizer, stop: list[str]) -> int:
     total = 0
     for ids in answers:
         n = next((k + 1 for k in range(len(ids)) if ids[k] == tokenizer.eos_token_id
-                  or generation.stopped(tokenizer.decode(ids[: k + 1], skip_special_tokens=True), stop)), len(ids))  # fmt: skip
+                  or answers.stopped(tokenizer.decode(ids[: k + 1], skip_special_tokens=True), stop)), len(ids))  # fmt: skip
         total += n
     return total
 
@@ -237,7 +237,7 @@ def main() -> None:
                 synchronize(args.device)
                 table[benchmark]["physprobe"].append(time.perf_counter() - start)
                 stop = list(protocol.stop)
-                same = sum(text == generation.cut(their_texts[key], stop) for text, key in zip(ours, keys))
+                same = sum(text == answers.cut(their_texts[key], stop) for text, key in zip(ours, keys))
                 own = sum(len(tokenizer(r["prompt"], add_special_tokens=not args.chat_template)["input_ids"]) for r in requests)
                 figures[benchmark] = {"rows": len(keys), "identical": same, "needed": needed_tokens(answers, tokenizer, stop),
                                       "prompt": own, "physprobe": (fed.prompt, fed.slots(len(keys))),

@@ -14,7 +14,7 @@ questions (evenly spread):
 - ``lm-eval prompt``: lm-eval's own prost task, "{context}\\nQuestion: {ex_question}\\nAnswer:" with the four
   option words as the choices (``doc_to_choice: "{{[A, B, C, D]}}"``), joined with a space;
 - ``released-gpt``: PROST's released GPT code, the mean token log-probability of [BOS] + sentence + EOS, the
-  token ids built by the protocol itself (``released_gpt``, resolved by the hf backend's ``mean_token_ids``; this tokenizer has no BOS) and scored by
+  token ids built by the protocol itself (``released_gpt``, resolved by ``physprobe.tokenized.mean_token_ids``; this tokenizer has no BOS) and scored by
   ``scoring.mean_token_logprobs``, each question's shared prefix run once; no lm-eval counterpart.
 
 The token-minimal limit is computed in the same run from measured unit costs: the trunk's seconds per token
@@ -42,7 +42,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 from transformers import PreTrainedTokenizerFast
 
-from physprobe.backends.hf import mean_token_ids, scoring
+from physprobe.backends.hf import scoring
+from physprobe.tokenized import mean_token_ids
 from physprobe.dataset_scripts.prost.evaluation import released_gpt
 
 

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from physprobe.report import render
+from physprobe.plan import make
 from physprobe.runner import run
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -33,7 +34,7 @@ def main() -> None:
     for benchmark in ("prost", "cccons", "newton", "text2afford"):
         start = time.perf_counter()
         out = Path(args.out) / benchmark
-        run(folder, benchmark, out, Path(args.data), limit=args.limit, gguf_file=GGUF, bootstrap_iters=0)
+        run(make(folder, benchmark, out=out, data=args.data, limit=args.limit, gguf_file=GGUF, bootstrap_iters=0))
         print(f"{benchmark}: {time.perf_counter() - start:.0f} s")
         runs.append(out)
     print(f"-> {render(runs, Path(args.out) / 'report')}")

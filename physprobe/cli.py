@@ -89,47 +89,46 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from physprobe import model_options, provenance, registry
-    from physprobe.protocols import COUNTS
-    from physprobe.runner import resolve, run
+    from physprobe import plan as run_plan
+    from physprobe import run_record, runner
 
-    if args.num_processes is not None and args.num_processes < 1:
-        raise PhysprobeError(f"--num-processes must be at least 1, got {args.num_processes}")
-    if args.data is not None and (args.revision or args.dataset_repo):
-        raise PhysprobeError("--data reads a local build; --revision and --dataset-repo are for the Hub: give one or the other")
-    from physprobe import backends
+    plan = run_plan.make(
+        args.model, args.benchmark, out=args.out, data=args.data, dataset_repo=args.dataset_repo, revision=args.revision,
+        configs=args.config.split(",") if args.config is not None else None, method=args.method, protocol=args.protocol,
+        limit=args.limit, backend=args.backend, model_args=args.model_args, device=args.device, dtype=args.dtype,
+        batch_size=args.batch_size, gguf_file=args.gguf_file, truncate=args.truncate, chat=chat_setting(args),
+        bootstrap_iters=args.bootstrap_iters, processes=args.num_processes or 1, command=["physprobe", *args.argv],
+    )  # fmt: skip
+    if plan.processes == 1:
+        record = runner.run(plan)
+    else:
+        from physprobe import parallel
 
-    backend = backends.resolve(args.backend, model_options.split_model_args(args.model_args))
-    model_args = backends.backend_class(backend).parse_model_args(args.model_args)
-    batch_size = model_options.parse_batch_size(args.batch_size)
-    configs = args.config.split(",") if args.config is not None else None
-    out = Path(args.out or f"runs/{Path(args.model).name}-{args.benchmark}")
-    if args.num_processes is not None and args.num_processes > 1:  # arguments checked here once, not in every rank
-        from physprobe import parallel, run_files
-
-        resolve(args.benchmark, configs, args.method, args.protocol)
-        run_files.open_folder(out, args.model, args.benchmark, model_options.looks_local(args.model))  # claimed before the ranks race
-        rest = [a for i, a in enumerate(args.argv) if a != "--num-processes" and (i == 0 or args.argv[i - 1] != "--num-processes")]
-        rest = [a for a in rest if not a.startswith("--num-processes=")]
-        status = parallel.launch(rest, args.num_processes, cpu=args.device == "cpu")
+        run_record.open_folder(plan.out, plan.owner)  # claimed before the ranks race
+        status = parallel.launch(plan)
         if status:
-            raise PhysprobeError(f"score failed in its {args.num_processes} processes (exit status {status}); "
+            raise PhysprobeError(f"score failed in its {plan.processes} processes (exit status {status}); "
                                  "the first error above says why")  # fmt: skip
-        return 0
-    data = Path(args.data) if args.data is not None else None
-    metrics = run(args.model, args.benchmark, out, data, configs, args.method, args.limit, args.device, args.gguf_file,
-                  args.truncate, model_args=model_args, dtype=args.dtype, batch_size=batch_size,
-                  bootstrap_iters=args.bootstrap_iters, dataset_repo=args.dataset_repo,
-                  revision=args.revision, command=["physprobe", *args.argv], protocol=args.protocol,
-                  backend=backend, chat=chat_setting(args))  # fmt: skip
-    evaluation = registry.evaluation(args.benchmark)
-    for config, values in metrics.items():  # the headline figure first, then the other overall figures and counts
+        record = run_record.read(plan.out)
+    print("\n".join(summary_lines(record)))
+    print(f"-> {plan.out}")
+    return 0
+
+
+def summary_lines(record) -> list[str]:
+    """Per scored config (and pooled figure) of a ``RunRecord``: the headline figure first, then the other
+    overall figures and the counts."""
+    from physprobe import provenance, registry
+    from physprobe.protocols import COUNTS
+
+    evaluation = registry.evaluation(record.benchmark)
+    lines = []
+    for config, values in record.metrics.items():
         headline = evaluation.headline_of(values)
         figures = {**dict([headline] if headline else []), **provenance.overall_figures(values)}
         figures.update({k: v for k, v in values.items() if k in COUNTS})
-        print(f"{args.benchmark}/{config}: " + ", ".join(f"{k}={v:.4g}" for k, v in figures.items()))
-    print(f"-> {out}")
-    return 0
+        lines.append(f"{record.benchmark}/{config}: " + ", ".join(f"{k}={v:.4g}" for k, v in figures.items()))
+    return lines
 
 
 def chat_setting(args: argparse.Namespace):
@@ -272,15 +271,20 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser().parse_args(argv)
     args.argv = argv
+    return handled(lambda: args.run(args), args.command)
+
+
+def handled(command, name: str) -> int:
+    """``command()``'s exit status, with every failure physprobe foresees as its one line on stderr."""
     try:
-        return args.run(args)
+        return command()
     except PhysprobeError as error:
         print(f"physprobe: error: {error}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as error:
         if error.name not in SCORE_EXTRA:
             raise
-        print(f"physprobe: error: {args.command} needs {error.name}, which is not installed: "
+        print(f"physprobe: error: {name} needs {error.name}, which is not installed: "
               f"pip install 'physprobe[score]'", file=sys.stderr)  # fmt: skip
         return 2
     except KeyboardInterrupt:

@@ -28,10 +28,10 @@ such a model a close call can be decided otherwise (the README says so per task)
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from physprobe import hub_data, registry
+from physprobe.answers import cut, yes_probability
 from physprobe.errors import ExportError, PhysprobeError
 from physprobe.protocols import GENERATIVE
 from physprobe.requests import Choice, Generate, GenerateEach, Seq2Seq, YesNo
@@ -132,15 +132,13 @@ class Task:
     def result(self, results) -> list:
         """Scores as physprobe's backends give them (log-probabilities; ``[text]`` for generate)."""
         if self.generate:  # cut as physprobe cuts (lm-eval's until would cut a leading newline's answer away)
-            from physprobe.backends.hf.generation import cut
-
             return [cut(results[0], self.protocol.stop)]
         return [float(r[0]) if isinstance(r, (tuple, list)) else float(r) for r in results]
 
     def process_results(self, doc: dict, results) -> dict:
         result = self.result(results)
         if self.yes_no:
-            p_yes = 1.0 / (1.0 + math.exp(result[1] - result[0]))  # softmax over (YES, NO), as scoring.yes_probs
+            p_yes = yes_probability(result[0], result[1])
             return {"acc": float((p_yes > 0.5) == (doc["gold"] == 0)), "paper": (doc["row"], doc["part"], p_yes)}
         prediction = self.protocol.predict(result, Generate(doc["query"], tuple(doc["choices"])))
         return {"acc": float(prediction == doc["gold"]), "paper": (doc["row"], prediction, None if self.generate else result)}

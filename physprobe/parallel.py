@@ -1,10 +1,12 @@
-"""Data-parallel scoring: the processes of ``accelerate launch -m physprobe score ...`` split a run's requests.
+"""Data-parallel scoring: ``physprobe score --num-processes N`` runs its ``RunPlan`` in N processes
+(``launch``: ``accelerate launch`` of this module, each rank handed the plan itself, never the command line).
 
 A config's requests are cut, in row order, into chunks of a fixed size that does not depend on the number
 of processes (``chunks``). Ranks own whole chunks, balanced by token count (``owners`` over the chunks'
-token totals, fixed by the requests alone, so a restarted rank owns the same chunks). First the ranks pool
-what their caches hold (``Ranks.merged``: rank ``r`` keeps ``cache.rank<r>.sqlite``, rank 0 ``cache.sqlite``
-and ``run.lock``, a single-process run's), so no cached request is rescored; then each rank scores the
+token totals, fixed by the requests alone, so a restarted rank owns the same chunks; a server backend, which
+has no tokenizer here, balances them by characters). First the ranks pool what their caches hold
+(``Ranks.merged``: each rank keeps its own cache file, ``run_record.cache_file``), so no cached request is
+rescored; then each rank scores the
 uncached requests of its chunks, one engine call and one cache commit per chunk. A fresh chunk is one
 engine call in any number of processes, so its batches, and hence its float sums, are the same: two
 processes write the single process's bytes at any batch size (given the same number of threads per
@@ -22,8 +24,10 @@ nothing changes.
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import os
+import pickle
 import select
 import signal
 import subprocess
@@ -31,7 +35,6 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from physprobe.requests import key
 
 
 def owners(lengths: list[int], world: int) -> list[int]:
@@ -54,27 +57,18 @@ def chunks(count: int, size: int) -> list[range]:
     return [range(start, min(start + size, count)) for start in range(0, count, size)]
 
 
-def request_tokens(request, tokenizer) -> int:
-    """Tokens a request (``physprobe.requests``) makes the model read, about: its strings tokenised, its
-    numbers counted one each."""
-    texts: list[str] = []
-    ids = 0
+def request_load(request, tokenizer) -> int:
+    """What a request (``physprobe.requests``) makes the model read: the tokens of its texts, or without a
+    tokenizer (a server backend) their characters.
 
-    def walk(value):
-        nonlocal ids
-        if isinstance(value, str):
-            texts.append(value)
-        elif isinstance(value, int):
-            ids += 1
-        elif isinstance(value, dict):
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                walk(item)
-
-    walk(key(request)[1])
-    return ids + sum(len(encoded) for encoded in tokenizer(texts, add_special_tokens=False)["input_ids"]) if texts else ids
+    >>> from physprobe.requests import Choice
+    >>> request_load(Choice("Ice is", (" cold", " hot")), None)
+    21
+    """
+    texts = request.texts()
+    if tokenizer is None:
+        return sum(map(len, texts))
+    return sum(len(encoded) for encoded in tokenizer(texts, add_special_tokens=False)["input_ids"]) if texts else 0
 
 
 @dataclass(frozen=True)
@@ -88,20 +82,12 @@ class Ranks:
     def main(self) -> bool:
         return self.rank == 0
 
-    @property
-    def cache_name(self) -> str:
-        return "cache.sqlite" if self.main else f"cache.rank{self.rank}.sqlite"
-
-    @property
-    def lock_name(self) -> str:
-        return "run.lock" if self.main else f"run.rank{self.rank}.lock"
-
     def owners(self, cuts: list[range], requests: list, tokenizer) -> list[int]:
         """The rank that owns each chunk of ``requests`` (``owners`` over the chunks' token totals), the same
         on every rank and in every run over the same requests."""
         if self.world == 1:
             return [0] * len(cuts)
-        tokens = [request_tokens(r, tokenizer) for r in requests]
+        tokens = [request_load(r, tokenizer) for r in requests]
         return owners([sum(tokens[i] for i in cut) for cut in cuts], self.world)
 
     def everyone(self, value) -> list:
@@ -172,8 +158,12 @@ def die_with_launcher() -> None:
     threading.Thread(target=wait, name="physprobe-launcher-watch", daemon=True).start()
 
 
-def launch(argv: list[str], processes: int, cpu: bool) -> int:
-    """Run ``physprobe <argv>`` in ``processes`` processes through ``accelerate launch``; its exit status.
+PLAN = "PHYSPROBE_PLAN"  # the pickled RunPlan ``launch`` hands its ranks
+
+
+def launch(plan) -> int:
+    """Run ``plan`` (a ``physprobe.plan.RunPlan``) in ``plan.processes`` processes through ``accelerate launch``;
+    its exit status. Each rank unpickles the plan from the environment (``rank_main``): nothing is parsed twice.
 
     ``accelerate launch --cpu --num_processes N`` starts one process unless an MPI hostfile is given
     (accelerate 1.15), so CPU runs use torchrun (``--multi_gpu``) with ``ACCELERATE_USE_CPU`` set: gloo.
@@ -181,9 +171,10 @@ def launch(argv: list[str], processes: int, cpu: bool) -> int:
     once and re-raises) and dies with this process (``PR_SET_PDEATHSIG``); each rank watches this process
     too (``die_with_launcher``), so killing the launcher or its process group, even with SIGKILL, ends them all.
     """
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
-               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "physprobe", *argv]  # fmt: skip
-    env = dict(os.environ, **{LAUNCHER: str(os.getpid())}, **({"ACCELERATE_USE_CPU": "true"} if cpu else {}))
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(plan.processes),
+               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "physprobe.parallel"]  # fmt: skip
+    env = dict(os.environ, **{LAUNCHER: str(os.getpid()), PLAN: base64.b64encode(pickle.dumps(plan)).decode()},
+               **({"ACCELERATE_USE_CPU": "true"} if plan.device == "cpu" else {}))  # fmt: skip
     child = subprocess.Popen(command, env=env, start_new_session=True, preexec_fn=_kill_me_with_parent)
     try:
         return child.wait()
@@ -191,3 +182,20 @@ def launch(argv: list[str], processes: int, cpu: bool) -> int:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
         raise
+
+
+def rank_main() -> int:
+    """A rank of ``launch``: score the plan it was handed, errors as the command line's one line."""
+    from physprobe import cli, runner
+
+    plan = pickle.loads(base64.b64decode(os.environ[PLAN]))
+
+    def score() -> int:
+        runner.run(plan)
+        return 0
+
+    return cli.handled(score, "score")
+
+
+if __name__ == "__main__":
+    sys.exit(rank_main())

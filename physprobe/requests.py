@@ -1,18 +1,22 @@
 """The typed requests a protocol asks of a model, built from a benchmark row alone (no tokenizer).
 
 A protocol (``physprobe.protocols``) turns a row into one request; a backend (``physprobe.backends``)
-answers a list of requests of one type with one result per request. What each type means, and what
-its result is, is written in ``physprobe.backends.base``; the types hold plain data (strings, tuples of
-strings, a few flags), so a request is its own cache key (``key``) and reads the same to every backend.
+answers a list of requests of one type with one result per request, each a JSON-ready list (the resume cache
+stores it as is). Each type below says what it asks and what its result is; the types hold plain data
+(strings, tuples of strings, a few flags), so a request is its own cache key (``key``) and reads the same to
+every backend.
 
 Where a protocol's input depends on the model's tokenizer (PROST's released GPT and T5 code works on
 token ids), the request says so declaratively (``MeanTokens.specials``, ``Seq2Seq.first_token_after``,
-``Generate.first_token_choices``) and the backend resolves it.
+``Generate.first_token_choices``) and the backend resolves it (``physprobe.tokenized``).
+
+Adding a type is a class here (its fields, result and ``texts``) and an engine in each backend that serves it
+(its ``REGISTRY`` line in ``physprobe.backends`` names the type).
 
 >>> request = Choice("Which is heavier? Answer:", (" a brick", " a leaf"))
->>> key(request)
+>>> request.key()
 ['Choice', {'context': 'Which is heavier? Answer:', 'continuations': [' a brick', ' a leaf']}]
->>> texts(request)
+>>> request.texts()
 ['Which is heavier? Answer: a brick', 'Which is heavier? Answer: a leaf']
 """
 
@@ -22,128 +26,23 @@ import dataclasses
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
-class Choice:
-    """Multiple-choice log-likelihood: each continuation scored after the shared context (lm-eval's
-    ``loglikelihood``). An empty ``context`` scores whole texts (the model's BOS, where it has one, first)."""
+class Request:
+    """What every request type shares: its cache key and the texts it makes the model read."""
 
-    context: str
-    continuations: tuple[str, ...]
+    def key(self) -> list:
+        """The request as JSON-ready data: its type's name and the fields that differ from their defaults
+        (tuples as lists), for cache keys.
 
+        >>> Masked("A [MASK] one.", ("big", "small")).key()
+        ['Masked', {'text': 'A [MASK] one.', 'candidates': ['big', 'small']}]
+        """
+        fields = dataclasses.fields(self)
+        plain = {f.name: _plain(getattr(self, f.name)) for f in fields if getattr(self, f.name) != f.default}
+        return [type(self).__name__, plain]
 
-@dataclass(frozen=True)
-class MeanTokens:
-    """Mean token log-probability of each option's token sequence (PROST's released GPT code).
-
-    Each option is a tuple of text segments, each encoded apart without special tokens and concatenated
-    (the released code splits the text where it puts a special token). ``specials`` says which special
-    tokens frame the sequence: ``"bos_eos"``, the tokenizer's BOS first and EOS last, each where the
-    tokenizer has one.
-    """
-
-    options: tuple[tuple[str, ...], ...]
-    specials: str = "bos_eos"
-
-
-@dataclass(frozen=True)
-class Masked:
-    """Candidate words at the one ``[MASK]`` of a text, each encoded as ``" word"``; a ``[SEP]`` in the
-    text stands for the tokenizer's separator token (its sep token, else its EOS)."""
-
-    text: str
-    candidates: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class MaskedPair:
-    """Candidate words at the ``[MASK]`` of a sentence pair encoded as one (``tokenizer(first, second)``),
-    each word looked up as one vocabulary entry (Text2Afford's released ``src/probing.py``);
-    ``token_type_ids``: the pair's segment ids are fed to the model; ``unknown_as_unk``: a word outside the
-    vocabulary is scored as the unknown token it converts to (else it has no score); ``lower_case``: the
-    pair is read as a tokenizer loaded with ``do_lower_case=True`` reads it (lower-cased, accents stripped,
-    where the tokenizer is a cased one that takes the option)."""
-
-    first: str
-    second: str
-    words: tuple[str, ...]
-    token_type_ids: bool = True
-    unknown_as_unk: bool = False
-    lower_case: bool = False
-
-
-@dataclass(frozen=True)
-class Seq2Seq:
-    """Log-probability of each target given the source (encoder-decoder models).
-
-    A target is encoded as the tokenizer encodes it (its EOS included); with ``first_token_after`` (a
-    special token, e.g. T5's ``<extra_id_0>``), the decoder reads that token, then the first token of the
-    target encoded without special tokens, and only those two are scored (PROST's released T5 code).
-    """
-
-    source: str
-    targets: tuple[str, ...]
-    first_token_after: str | None = None
-
-
-@dataclass(frozen=True)
-class Entailment:
-    """NLI: one score per (premise, hypothesis) pair, read as ``reading`` says.
-
-    ``"three_way"``: P(entailment) over the model's labels; ``"vs_contradiction"``: over entailment and
-    contradiction only (the zero-shot pipeline with ``multi_label=True``); ``"softmax_across"``: the
-    entailment logits softmaxed across the request's pairs (the pipeline with ``multi_label=False``).
-    """
-
-    pairs: tuple[tuple[str, str], ...]
-    reading: str = "three_way"
-
-
-@dataclass(frozen=True)
-class YesNo:
-    """One YES/NO question per prompt; the score of each is P(YES) / (P(YES) + P(NO)) of the answer
-    right after the prompt (``" YES"`` / ``" NO"`` for a causal model, the target for a seq2seq one)."""
-
-    prompts: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Generate:
-    """A greedy answer to ``prompt``, at most ``max_new_tokens`` tokens, cut before the first ``stop``
-    string. ``choices`` are what the protocol's ``match`` reads in the answer (the backend does not);
-    with ``first_token_choices`` they are instead the first tokens of ``" choice"`` decoded together and
-    split on spaces (PROST's released UnifiedQA code), which the backend resolves."""
-
-    prompt: str
-    choices: tuple[str, ...]
-    max_new_tokens: int = 16
-    stop: tuple[str, ...] = ()
-    first_token_choices: bool = False
-
-
-@dataclass(frozen=True)
-class GenerateEach:
-    """A greedy answer to each of ``prompts`` (at most ``max_new_tokens`` tokens, cut before the first
-    ``stop`` string), which the protocol reads itself (e.g. Text2Afford's released YES/NO rule,
-    ``'yes' in answer.lower()``)."""
-
-    prompts: tuple[str, ...]
-    max_new_tokens: int = 16
-    stop: tuple[str, ...] = ()
-
-
-TYPES = (Choice, MeanTokens, Masked, MaskedPair, Seq2Seq, Entailment, YesNo, Generate, GenerateEach)
-
-
-def key(request) -> list:
-    """The request as JSON-ready data: its type's name and fields (tuples as lists), for cache keys.
-
-    >>> key(Masked("A [MASK] one.", ("big", "small")))
-    ['Masked', {'text': 'A [MASK] one.', 'candidates': ['big', 'small']}]
-    """
-    fields = {f.name: getattr(request, f.name) for f in dataclasses.fields(request)}
-    defaults = {f.name: f.default for f in dataclasses.fields(request)}
-    plain = {name: _plain(value) for name, value in fields.items() if value != defaults[name]}
-    return [type(request).__name__, plain]
+    def texts(self) -> list[str]:
+        """Every text the request makes the model read, once per sequence fed (token counts, exports)."""
+        raise NotImplementedError
 
 
 def _plain(value):
@@ -152,26 +51,166 @@ def _plain(value):
     return value
 
 
-def texts(request) -> list[str]:
-    """Every text a request makes the model read, once per sequence fed (for token counts and exports).
+@dataclass(frozen=True)
+class Choice(Request):
+    """Multiple-choice log-likelihood: each continuation scored after the shared context (lm-eval's
+    ``loglikelihood``). An empty ``context`` scores whole texts (the model's BOS, where it has one, first).
 
-    >>> texts(MeanTokens(options=(("A", " coin", " falls."),)))
+    Result: one float per continuation, log P(continuation | context) up to a constant shared by the
+    request's continuations (only the ranking and differences mean anything). The ``hf`` backend encodes each
+    ``context + continuation`` whole and sums the log-probabilities of the tokens after the options' shared
+    token prefix; a server backend echoes each text and sums the same tokens' log-probabilities."""
+
+    context: str
+    continuations: tuple[str, ...]
+
+    def texts(self) -> list[str]:
+        return [self.context + c for c in self.continuations]
+
+
+@dataclass(frozen=True)
+class MeanTokens(Request):
+    """Mean token log-probability of each option's token sequence (PROST's released GPT code).
+
+    Each option is a tuple of text segments, each encoded apart without special tokens and concatenated
+    (the released code splits the text where it puts a special token). ``specials`` says which special
+    tokens frame the sequence: ``"bos_eos"``, the tokenizer's BOS first and EOS last, each where the
+    tokenizer has one.
+
+    Result: one float per option, the mean log-probability of tokens 2..n of its token sequence.
+
+    >>> MeanTokens(options=(("A", " coin", " falls."),)).texts()
     ['A coin falls.']
-    >>> texts(Entailment((("He rode it.", "It can be ridden."),)))
+    """
+
+    options: tuple[tuple[str, ...], ...]
+    specials: str = "bos_eos"
+
+    def texts(self) -> list[str]:
+        return ["".join(parts) for parts in self.options]
+
+
+@dataclass(frozen=True)
+class Masked(Request):
+    """Candidate words at the one ``[MASK]`` of a text, each encoded as ``" word"``; a ``[SEP]`` in the
+    text stands for the tokenizer's separator token (its sep token, else its EOS).
+
+    Result: one float or None per candidate, log P(candidate) at the mask; None when ``" candidate"`` is not
+    one token of the vocabulary."""
+
+    text: str
+    candidates: tuple[str, ...]
+
+    def texts(self) -> list[str]:
+        return [self.text]
+
+
+@dataclass(frozen=True)
+class MaskedPair(Request):
+    """Candidate words at the ``[MASK]`` of a sentence pair encoded as one (``tokenizer(first, second)``),
+    each word looked up as one vocabulary entry (Text2Afford's released ``src/probing.py``);
+    ``token_type_ids``: the pair's segment ids are fed to the model; ``unknown_as_unk``: a word outside the
+    vocabulary is scored as the unknown token it converts to (else it has no score); ``lower_case``: the
+    pair is read as a tokenizer loaded with ``do_lower_case=True`` reads it (lower-cased, accents stripped,
+    where the tokenizer is a cased one that takes the option).
+
+    Result: one float or None per word, log P(word) at the mask; None when the word has no score."""
+
+    first: str
+    second: str
+    words: tuple[str, ...]
+    token_type_ids: bool = True
+    unknown_as_unk: bool = False
+    lower_case: bool = False
+
+    def texts(self) -> list[str]:
+        return [self.first, self.second]
+
+
+@dataclass(frozen=True)
+class Seq2Seq(Request):
+    """Log-probability of each target given the source (encoder-decoder models).
+
+    A target is encoded as the tokenizer encodes it (its EOS included); with ``first_token_after`` (a
+    special token, e.g. T5's ``<extra_id_0>``), the decoder reads that token, then the first token of the
+    target encoded without special tokens, and only those two are scored (PROST's released T5 code).
+
+    Result: one float per target, its summed log-probability.
+    """
+
+    source: str
+    targets: tuple[str, ...]
+    first_token_after: str | None = None
+
+    def texts(self) -> list[str]:
+        return [self.source, *self.targets]
+
+
+@dataclass(frozen=True)
+class Entailment(Request):
+    """NLI: one score per (premise, hypothesis) pair, read as ``reading`` says.
+
+    ``"three_way"``: P(entailment) over the model's labels; ``"vs_contradiction"``: over entailment and
+    contradiction only (the zero-shot pipeline with ``multi_label=True``); ``"softmax_across"``: the
+    entailment logits softmaxed across the request's pairs (the pipeline with ``multi_label=False``).
+
+    Result: one float per pair.
+
+    >>> Entailment((("He rode it.", "It can be ridden."),)).texts()
     ['He rode it.', 'It can be ridden.']
     """
-    if isinstance(request, Choice):
-        return [request.context + c for c in request.continuations]
-    if isinstance(request, MeanTokens):
-        return ["".join(parts) for parts in request.options]
-    if isinstance(request, Masked):
-        return [request.text]
-    if isinstance(request, MaskedPair):
-        return [request.first, request.second]
-    if isinstance(request, Seq2Seq):
-        return [request.source, *request.targets]
-    if isinstance(request, Entailment):
-        return [text for pair in request.pairs for text in pair]
-    if isinstance(request, (YesNo, GenerateEach)):
-        return list(request.prompts)
-    return [request.prompt]
+
+    pairs: tuple[tuple[str, str], ...]
+    reading: str = "three_way"
+
+    def texts(self) -> list[str]:
+        return [text for pair in self.pairs for text in pair]
+
+
+@dataclass(frozen=True)
+class YesNo(Request):
+    """One YES/NO question per prompt; the score of each is P(YES) / (P(YES) + P(NO)) of the answer
+    right after the prompt (``" YES"`` / ``" NO"`` for a causal model, the target for a seq2seq one).
+
+    Result: one float per prompt, P(YES) / (P(YES) + P(NO)) (``physprobe.answers.yes_probability``)."""
+
+    prompts: tuple[str, ...]
+
+    def texts(self) -> list[str]:
+        return list(self.prompts)
+
+
+@dataclass(frozen=True)
+class Generate(Request):
+    """A greedy answer to ``prompt``, at most ``max_new_tokens`` tokens, cut before the first ``stop``
+    string. ``choices`` are what the protocol's ``match`` reads in the answer (the backend does not);
+    with ``first_token_choices`` they are instead the first tokens of ``" choice"`` decoded together and
+    split on spaces (PROST's released UnifiedQA code), which the backend resolves.
+
+    Result: ``[text]``, the greedy answer cut before the first stop string (``physprobe.answers.cut``); with
+    ``first_token_choices``, ``[text, choice, ...]``: the choices as the backend resolved them."""
+
+    prompt: str
+    choices: tuple[str, ...]
+    max_new_tokens: int = 16
+    stop: tuple[str, ...] = ()
+    first_token_choices: bool = False
+
+    def texts(self) -> list[str]:
+        return [self.prompt]
+
+
+@dataclass(frozen=True)
+class GenerateEach(Request):
+    """A greedy answer to each of ``prompts`` (at most ``max_new_tokens`` tokens, cut before the first
+    ``stop`` string), which the protocol reads itself (e.g. Text2Afford's released YES/NO rule,
+    ``'yes' in answer.lower()``).
+
+    Result: ``[text, ...]``, each prompt's answer cut as ``Generate``'s is."""
+
+    prompts: tuple[str, ...]
+    max_new_tokens: int = 16
+    stop: tuple[str, ...] = ()
+
+    def texts(self) -> list[str]:
+        return list(self.prompts)

@@ -2,7 +2,7 @@
 
 A key is the sha256 of the run's key base (``provenance.cache_key`` of the backend's identity, the
 physprobe version, the protocol and the dataset revision), the method and the request
-(``physprobe.requests.key``); chunks are committed as they are scored, so an interrupted run
+(``Request.key``); chunks are committed as they are scored, so an interrupted run
 (Ctrl-C, crash, out-of-memory, a server gone) restarts where it stopped and a changed model, dataset or
 chat setting is never served stale results.
 """
@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from physprobe import inputs, requests
+from physprobe import inputs
 from physprobe.errors import OutputFolderError
 
 
@@ -54,7 +54,7 @@ class Cache:
     def key(base: str, method: str, request) -> str:
         """The cache key of one request (``physprobe.requests``), under ``base`` (``provenance.cache_key``:
         all that changes a result)."""
-        return hashlib.sha256(json.dumps([base, method, requests.key(request)]).encode()).hexdigest()
+        return hashlib.sha256(json.dumps([base, method, request.key()]).encode()).hexdigest()
 
     def get(self, keys: list[str]) -> dict[str, list]:
         found = {}

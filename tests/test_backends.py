@@ -49,13 +49,13 @@ def test_backend_resolution(monkeypatch):
         backends.resolve("tpu", {})
     with pytest.raises(BackendError, match="base_url=... names a server, which --backend hf does not use"):
         backends.resolve("hf", {"base_url": "http://127.0.0.1:8080/v1"})
-    monkeypatch.setitem(backends.REGISTRY, "openai", "nowhere:Server")  # a base_url implies the server backend
+    monkeypatch.setitem(backends.REGISTRY, "openai", backends.Registered("nowhere:Server", ()))  # a base_url implies the server backend
     assert backends.resolve(None, {"base_url": "http://127.0.0.1:8080/v1"}) == "openai"
 
 
-def test_a_protocol_the_backend_cannot_serve_is_one_line_naming_those_that_can():
+def test_a_protocol_the_backend_cannot_serve_is_one_line_naming_those_that_can(monkeypatch):
     class GenerateOnly(Backend):
-        name, serves = "generate-only", (Generate,)
+        name = "generate-only"
 
         @staticmethod
         def parse_model_args(text):
@@ -73,6 +73,7 @@ def test_a_protocol_the_backend_cannot_serve_is_one_line_naming_those_that_can()
         def info(self):
             return {}
 
+    monkeypatch.setitem(backends.REGISTRY, "generate-only", backends.Registered("tests:GenerateOnly", ("Generate",)))
     protocol = type("P", (), {"name": "released-gpt"})()
     with pytest.raises(BackendError, match="protocol 'released-gpt' asks MeanTokens requests, which --backend generate-only "
                                            "cannot serve; use --backend hf"):  # fmt: skip
@@ -91,7 +92,7 @@ def test_templating_renders_generation_prompts_only_by_default(models):
     assert Templating(tokenizer, Chat("on")).render("Which?", Choice) == "<user>Which?\n<assistant>"
     assert Templating(tokenizer, Chat("off")).render("Which?", Generate) == "Which?"
     plain = Templating(AutoTokenizer.from_pretrained(models["plain"]), Chat())
-    assert plain.render("Which?", Generate) == "Which?" and plain.template() is None
+    assert plain.render("Which?", Generate) == "Which?" and plain.template is None
     named = AutoTokenizer.from_pretrained(models["chat"])
     named.chat_template = {"default": TEMPLATE, "terse": "{{ messages[-1]['content'] }}="}
     assert Templating(named, Chat("on", "terse")).render("Which?", Generate) == "Which?="
@@ -141,7 +142,7 @@ def test_chat_setting_is_recorded_keyed_and_warned(models, built_all, tmp_path, 
     metrics = json.loads((out / "metrics.json").read_text())
     expected = {"applied": True, "template": None, "template_sha256": hashlib.sha256(TEMPLATE.encode()).hexdigest(),
                 "system_instruction": None}  # fmt: skip
-    assert info["backend"] == "hf" and info["chat"] == expected and "chat" not in metrics["ordinary"]
+    assert info["backend"]["name"] == "hf" and info["chat"] == expected and "chat" not in metrics["ordinary"]
     assert main(["report", str(out), "--out", str(tmp_path / "report")]) == 0  # the papers scored raw text: flagged
     assert "question-generate ⚠ chat template" in (tmp_path / "report" / "report.md").read_text()
     warned = [line for line in capsys.readouterr().err.splitlines() if "named no option" in line]
@@ -164,7 +165,7 @@ def test_untemplated_generation_warns_with_the_chat_fix(models, built_all, tmp_p
     assert _score(models["plain"], built_all, out, configs="ordinary_nocontext,ccommon_nocontext") == 0
     metrics = json.loads((out / "metrics.json").read_text())
     unparsed = metrics["ordinary_nocontext"]["unparsed"] + metrics["ccommon_nocontext"]["unparsed"]
-    assert json.loads((out / "run.json").read_text())["backend"] == "hf" and metrics["nocontext"]["unparsed"] == unparsed
+    assert json.loads((out / "run.json").read_text())["backend"]["name"] == "hf" and metrics["nocontext"]["unparsed"] == unparsed
     warned = [line for line in capsys.readouterr().err.splitlines() if "named no option" in line]
     assert len(warned) == (1 if unparsed * 2 > 8 else 0)
     if warned:

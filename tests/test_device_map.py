@@ -50,7 +50,7 @@ def test_cpu_and_disk_offload_scores_equal_the_whole_model(prost_build, tmp_path
                 "--protocol", protocol, "--limit", "12", "--device", "cpu", "--bootstrap-iters", "0", *extra]  # fmt: skip
         assert main(argv) == 0
         scores[name] = pq.read_table(out / "predictions.parquet").to_pylist()
-    assert json.loads((tmp_path / "dispatched" / "run.json").read_text())["device"] == "cpu"
+    assert json.loads((tmp_path / "dispatched" / "run.json").read_text())["backend"]["device"] == "cpu"
     whole, dispatched = scores["whole"], scores["dispatched"]
     assert whole and [r["row"] for r in whole] == [r["row"] for r in dispatched]
     for a, b in zip(whole, dispatched):

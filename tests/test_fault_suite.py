@@ -35,6 +35,7 @@ from physprobe.export import data_file
 from physprobe.paths import MARKER, STAGING, TEMPORARY, Owner, mark
 
 from . import tiny_models
+from .run_folders import write_run
 from .conftest import REPO
 
 
@@ -405,10 +406,10 @@ def test_truncate_and_model_args_are_in_the_cache_key_and_run_json(inputs, tmp_p
     assert _score(inputs, inputs["build"], out) == 0
     assert _score(inputs, inputs["build"], out, "--truncate") == 0
     info = json.loads((out / "run.json").read_text())
-    assert info["truncate"] is True and info["questions_scored"] == 6  # not served the scores of the run without it
+    assert info["backend"]["truncate"] is True and info["questions_scored"] == 6  # not served the scores of the run without it
     assert _score(inputs, inputs["build"], out, "--truncate", "--model-args", "attn_implementation=eager") == 0
     info = json.loads((out / "run.json").read_text())
-    assert info["model_args"] == {"attn_implementation": "eager"} and info["questions_scored"] == 6
+    assert info["backend"]["model_args"] == {"attn_implementation": "eager"} and info["questions_scored"] == 6
 
 
 # --- single faults: report's run files -------------------------------------------------------------------
@@ -429,9 +430,8 @@ BROKEN_RUNS = [  # (what is changed, the field the error names)
 
 @pytest.mark.parametrize("change,field", BROKEN_RUNS, ids=[f for _, f in BROKEN_RUNS])
 def test_report_refuses_broken_run_files_in_one_line_naming_file_and_field(change, field, tmp_path, capsys):
-    run = tmp_path / "run"
-    run.mkdir()
-    info = {"model": "gpt2", "benchmark": "prost", "method": "causal", "configs": ["mass"], "limit": 6} | change.get("info", {})
+    run = write_run(tmp_path / "run", "prost", "causal", {"mass": {"accuracy": 0.5, "n": 6}}, "released-gpt", model="gpt2", limit=6)
+    info = json.loads((run / "run.json").read_text()) | change.get("info", {})
     (run / "run.json").write_text(json.dumps(info))
     (run / "metrics.json").write_text(json.dumps(change.get("metrics", {"mass": {"accuracy": 0.5, "n": 6}})))
     name = "metrics.json" if "metrics" in change else "run.json"

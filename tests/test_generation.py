@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tokenizers import processors
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerFast
 
-from physprobe import registry
+from physprobe import answers, registry
 from physprobe.backends.hf import generation, scoring
 from tests import tiny_models
 
@@ -69,7 +69,7 @@ def _full_budget_then_cut(model, tokenizer, requests, seq2seq: bool) -> list[str
                              do_sample=False, num_beams=1, pad_token_id=tokenizer.pad_token_id,
                              eos_token_id=tokenizer.eos_token_id)  # fmt: skip
         new = out if seq2seq else out[:, ids.shape[1] :]
-        texts.append(generation.cut(tokenizer.decode(new[0], skip_special_tokens=True), request["stop"]))
+        texts.append(answers.cut(tokenizer.decode(new[0], skip_special_tokens=True), request["stop"]))
     return texts
 
 
@@ -83,7 +83,7 @@ def _answer_lengths(model, tokenizer, requests, seq2seq: bool) -> list[int]:
                              eos_token_id=tokenizer.eos_token_id)  # fmt: skip
         new = (out[0, 1:] if seq2seq else out[0, ids.shape[1] :]).tolist()
         n = next((k + 1 for k in range(len(new))
-                  if new[k] == tokenizer.eos_token_id or generation.stopped(tokenizer.decode(new[: k + 1], skip_special_tokens=True), request["stop"])),
+                  if new[k] == tokenizer.eos_token_id or answers.stopped(tokenizer.decode(new[: k + 1], skip_special_tokens=True), request["stop"])),
                  len(new))  # fmt: skip
         lengths.append(n)
     return lengths
@@ -200,9 +200,9 @@ def test_length_groups_cost_no_more_than_any_grouping(lengths, pass_cost):
 
 
 def test_stopped_reads_stop_strings_as_cut_does():
-    assert not generation.stopped("\n\n", ["\n"])  # leading blank lines do not end an answer
-    assert generation.stopped("\nA box\n", ["\n"]) and generation.cut("\nA box\n", ["\n"]) == "\nA box"
-    assert not generation.stopped("A box", ["\n", "."]) and generation.stopped("A box.", ["\n", "."])
+    assert not answers.stopped("\n\n", ["\n"])  # leading blank lines do not end an answer
+    assert answers.stopped("\nA box\n", ["\n"]) and answers.cut("\nA box\n", ["\n"]) == "\nA box"
+    assert not answers.stopped("A box", ["\n", "."]) and answers.stopped("A box.", ["\n", "."])
 
 
 def test_seq2seq_decoding_spends_no_step_on_a_finished_answer(tiny, built_all):

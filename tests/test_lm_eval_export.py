@@ -14,7 +14,7 @@ import yaml
 
 from physprobe import registry
 from physprobe.cli import main
-from physprobe.backends.hf.generation import cut
+from physprobe.answers import cut
 from physprobe.lm_eval_export import SEQ2SEQ_EOS, export_plan
 from tests import tiny_models
 

@@ -12,7 +12,6 @@ from physprobe.backends.hf import generation
 from physprobe.dataset_scripts.newton import evaluation
 from physprobe.dataset_scripts.newton.evaluation import EVALUATION, match_answer, released_prompt
 from physprobe.requests import Choice, Generate
-from physprobe.requests import texts as texts_of
 
 BS_N = "\\n"  # hf_track*.py write f'... \\n ...': a backslash and an "n", not a newline
 
@@ -68,9 +67,9 @@ def test_token_ids_of_a_seq2seq_input_worked_by_hand():
 def test_loglik_alternatives_score_labels_or_texts():
     mc = {"question": "Which object is the most soft?", "choices": ["rock", "pillow", "brick", "spoon"]}
     request = EVALUATION.protocol("released-loglik-labels").build(mc, "track2_mc")
-    labels = texts_of(request)
+    labels = request.texts()
     assert isinstance(request, Choice) and labels[1].endswith("(d) spoon Answer: (b)") and len(labels) == 4
-    texts = texts_of(EVALUATION.protocol("released-loglik-texts").build(mc, "track2_mc"))
+    texts = EVALUATION.protocol("released-loglik-texts").build(mc, "track2_mc").texts()
     assert texts[1].endswith("(d) spoon Answer: pillow")
     # The highest summed log-probability wins (hand-made scores).
     assert EVALUATION.protocol("released-loglik-texts").predict([-9.0, -4.5, -4.6, -12.0], mc) == 1

@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from physprobe.backends.base import BackendError, Settings
-from physprobe.backends.openai import Client, OpenAIBackend
+from physprobe import backends, plan
+from physprobe.backends.openai import Client, OpenAIBackend, ServerOptions
 from physprobe.requests import Generate, Masked
 from physprobe.runner import run
 from tests.llama_server import ALIAS, GGUF, LlamaServer, free_port, gguf_folder
@@ -41,9 +42,13 @@ def test_options_a_server_does_not_take_are_refused():
         OpenAIBackend(Settings(ALIAS, {"base_url": url}, dtype="float32"))
     with pytest.raises(BackendError, match=r"^--model-args gguf_file=\.\.\. does not apply to --backend openai; its keys: base_url, "):
         OpenAIBackend(Settings(ALIAS, {"base_url": url, "gguf_file": GGUF}))
-    with pytest.raises(BackendError, match=r"^--model-args num_concurrent='many': expected int$"):
-        backend(url, num_concurrent="many")
-    assert Masked not in OpenAIBackend.serves  # the runner names the backends that serve masked-LM and NLI protocols
+    for key, value, expected in [("num_concurrent", "many", "a whole number from 1 to 1024"), ("num_concurrent", "0", "a whole number from 1 to 1024"),
+                                 ("max_retries", "-1", "a whole number from 0 to 100"), ("timeout", "nan", "a number from 0.001 to 86400.0"),
+                                 ("timeout", "inf", "a number from 0.001 to 86400.0"), ("timeout", "0", "a number from 0.001 to 86400.0"),
+                                 ("timeout", "-1", "a number from 0.001 to 86400.0")]:  # fmt: skip
+        with pytest.raises(BackendError, match=rf"^--model-args {key}='{value}': expected {expected}$"):
+            backend(url, **{key: value})
+    assert not backends.serves("openai", Masked)  # the runner names the backends that serve masked-LM and NLI protocols
 
 
 @pytest.mark.slow
@@ -57,7 +62,7 @@ def test_model_the_server_does_not_serve_is_one_line(llama_server):
 def test_echo_holds_the_prompt_tokens_only(llama_server):
     # llama-cpp-python decodes each echoed token on its own: the three bytes of a CJK character split over tokens
     # come back as empty strings. The prompt's tokens end at its full stop; the generated token after it is left out.
-    tokens = Client(llama_server.base_url, ALIAS).echo("The \u6771\u4eac tower is tall.")
+    tokens = Client(ServerOptions(llama_server.base_url), ALIAS).echo("The \u6771\u4eac tower is tall.")
     assert [token for token, _ in tokens][-4:] == [" tower", " is", " tall", "."]
     assert tokens[0] == ("The", None) and all(value is not None for _, value in tokens[1:])
 
@@ -79,7 +84,7 @@ def test_refused_key_is_one_line_and_never_printed(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_retries_until_the_server_comes_up(tmp_path):
     server = LlamaServer(tmp_path / "server.log")
-    client = Client(server.base_url, ALIAS, max_retries=8)  # waits 1, 2, 4, 8, 16, 30, ... s between attempts
+    client = Client(ServerOptions(server.base_url, max_retries=8), ALIAS)  # waits 1, 2, 4, 8, 16, 30, ... s between attempts
     outcome = []
     asking = threading.Thread(target=lambda: outcome.append(client.check()))
     asking.start()  # connection refused at first
@@ -163,9 +168,9 @@ def same_questions(llama_server, built_all, tmp_path_factory):
     runs = {}
     for benchmark, config, protocol, limit in (("prost", "default", "sentence-sum", 4), ("newton", "track1", "released-generate", 10)):
         hf, api = out / f"{benchmark}-hf", out / f"{benchmark}-openai"
-        run(folder, benchmark, hf, built_all, [config], limit=limit, gguf_file=GGUF, dtype="float32", protocol=protocol, bootstrap_iters=0)
-        run(ALIAS, benchmark, api, built_all, [config], limit=limit, protocol=protocol, bootstrap_iters=0,
-            model_args={"base_url": llama_server.base_url, "num_concurrent": 2})  # fmt: skip
+        common = dict(data=built_all, configs=[config], limit=limit, protocol=protocol, bootstrap_iters=0)
+        run(plan.make(folder, benchmark, out=hf, gguf_file=GGUF, dtype="float32", **common))
+        run(plan.make(ALIAS, benchmark, out=api, model_args={"base_url": llama_server.base_url, "num_concurrent": 2}, **common))
         runs[benchmark] = predictions(hf), predictions(api), json.loads((api / "run.json").read_text())
     return runs
 
@@ -178,13 +183,13 @@ def test_loglikelihoods_agree_with_hf(same_questions):
     hf, api, info = same_questions["prost"]
     gaps = [abs(a - b) for x, y in zip(hf, api) for a, b in zip(x["scores"], y["scores"])]
     assert len(gaps) == 16 and max(gaps) < 1.5 and sum(gaps) / len(gaps) < 0.6, gaps
-    assert info["requests_sent"] == 1 + 16  # the model list, then each of the 16 sentences once
+    assert info["backend"]["requests_sent"] == 1 + 16  # the model list, then each of the 16 sentences once
 
 
 @pytest.mark.slow
 def test_generated_decisions_agree_with_hf(same_questions):
     hf, api, info = same_questions["newton"]
-    assert info["chat"]["applied"] and info["backend"] == "openai"
+    assert info["chat"]["applied"] and info["backend"]["name"] == "openai"
     # Measured 7 of 10 equal decisions (2026-11-24, after NEWTON's matching found labels stated anywhere in an answer):
     # the two backends' greedy answers part after a few tokens (quantised kernels; also seen: transformers writes
     # "adhesive" where llama.cpp writes the prompt's "adhesive_tape"), short of the issue's 95%. The bound keeps a
@@ -204,9 +209,9 @@ def test_killed_server_resumes_from_the_cache(built_all, tmp_path):
         reference, out = tmp_path / "reference", tmp_path / "killed"
         assert cli(*score(reference, server.base_url)).returncode == 0
         # --limit 6 in chunks of 2 (the runner's cache commits per chunk): kill the server once one is committed
-        scoring = subprocess.Popen([sys.executable, "-c", f"from physprobe.runner import run; from pathlib import Path; "
-                                    f"run({ALIAS!r}, 'newton', Path({str(out)!r}), Path({str(built_all)!r}), ['track1'], limit=6, "
-                                    f"chunk=2, bootstrap_iters=0, model_args={{'base_url': {server.base_url!r}, 'max_retries': 0}})"],
+        scoring = subprocess.Popen([sys.executable, "-c", f"from physprobe.runner import run; from physprobe.plan import make; "
+                                    f"run(make({ALIAS!r}, 'newton', out={str(out)!r}, data={str(built_all)!r}, configs=['track1'], limit=6, "
+                                    f"chunk=2, bootstrap_iters=0, model_args={{'base_url': {server.base_url!r}, 'max_retries': 0}}))"],
                                    stderr=subprocess.PIPE, text=True)  # fmt: skip
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and not cached(out) and scoring.poll() is None:
@@ -221,7 +226,7 @@ def test_killed_server_resumes_from_the_cache(built_all, tmp_path):
     finally:
         server.stop()
     assert predictions(out) == predictions(reference)
-    assert json.loads((out / "run.json").read_text())["requests_sent"] < 1 + 6  # the model list, then what was missing
+    assert json.loads((out / "run.json").read_text())["backend"]["requests_sent"] < 1 + 6  # the model list, then what was missing
 
 
 def cached(out: Path) -> int:

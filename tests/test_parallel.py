@@ -15,7 +15,7 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 
-from physprobe.parallel import Ranks, chunks, owners, request_tokens
+from physprobe.parallel import Ranks, chunks, owners, request_load
 from physprobe.requests import Choice, Masked, MeanTokens
 from tests import tiny_models
 
@@ -40,7 +40,8 @@ def test_chunks_are_balanced_over_ranks_and_caches_are_pooled():
             return {"input_ids": [t.split() for t in texts]}
 
     requests = [Choice("", ("a b c", "a b d e")), MeanTokens((("a b", " c"), ("a", " b"))), Masked("a [MASK]", ("x", "y"))]
-    assert [request_tokens(r, Words()) for r in requests] == [7, 5, 4]
+    assert [request_load(r, Words()) for r in requests] == [7, 5, 2]  # the texts each makes the model read
+    assert [request_load(r, None) for r in requests] == [12, 8, 8]  # a server backend's: their characters
 
 
 def _score(model, data, out, benchmark, limit, *extra, check=True):
@@ -154,5 +155,5 @@ def test_a_rank_killed_mid_run_resumes_from_its_own_cache(prost_build, tmp_path)
     again = subprocess.run([*command, "--num-processes", "2"], capture_output=True, text=True, env=env)
     assert again.returncode == 0, again.stderr[-3000:]
     info = json.loads((tmp_path / "single" / "run.json").read_text())
-    assert info["questions_scored"] == 0 and info["model_loaded"] is False
+    assert info["questions_scored"] == 0 and info["backend"]["model_loaded"] is False
     assert (tmp_path / "single" / "predictions.parquet").read_bytes() == (out / "predictions.parquet").read_bytes()

@@ -14,8 +14,7 @@ from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelFo
 from tokenizers import processors
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from physprobe import protocols, registry
-from physprobe.backends import hf
+from physprobe import protocols, registry, tokenized
 from physprobe.backends.hf import scoring
 from physprobe.cli import main
 from physprobe.dataset_scripts.prost import evaluation as prost
@@ -101,7 +100,7 @@ def test_released_gpt_input_is_the_upstream_token_sequence(rows, tiny):
     protocol = EVALUATION.protocol("released-gpt")
     for row in sample(rows, tokenizer):
         request = protocol.build(row, "default")
-        payload = hf.mean_token_ids(request, tokenizer)
+        payload = tokenized.mean_token_ids(request, tokenizer)
         assert isinstance(request, MeanTokens)
         assert payload == upstream_gpt_instances(row, tokenizer)
         first = tokenizer.convert_ids_to_tokens(payload[0])
@@ -119,16 +118,16 @@ def test_released_gpt_input_for_other_tokenizer_names_is_the_tokenizers_own_enco
     bos = with_bos.bos_token_id
     with_bos.backend_tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", bos)])
     for row in sample(rows, plain, n=4):
-        payload = hf.mean_token_ids(protocol.build(row, "default"), plain)
+        payload = tokenized.mean_token_ids(protocol.build(row, "default"), plain)
         assert payload == upstream_gpt_instances(row, plain)
         assert bos not in payload[0]  # neither BOS nor EOS (<s> is both here)
         assert plain.decode(payload[1]) == f"{row['context']} {row['question'].replace('[MASK]', row['B'])}"
-        payload = hf.mean_token_ids(protocol.build(row, "default"), with_bos)
+        payload = tokenized.mean_token_ids(protocol.build(row, "default"), with_bos)
         assert payload == upstream_gpt_instances(row, with_bos)
         assert payload[0][0] == bos and payload[0].count(bos) == 1
         # The tokenizer-agnostic variant keeps BOS + text + EOS whatever the name (physprobe's earlier default).
-        variant = hf.mean_token_ids(EVALUATION.protocol("released-gpt-bos-eos").build(row, "default"), plain)
-        assert variant == [[bos, *ids, bos] for ids in hf.mean_token_ids(protocol.build(row, "default"), plain)]
+        variant = tokenized.mean_token_ids(EVALUATION.protocol("released-gpt-bos-eos").build(row, "default"), plain)
+        assert variant == [[bos, *ids, bos] for ids in tokenized.mean_token_ids(protocol.build(row, "default"), plain)]
 
 
 @pytest.mark.parametrize("name", ["gpt2", "HuggingFaceTB/SmolLM2-135M-Instruct"])
@@ -137,7 +136,7 @@ def test_released_gpt_decision_is_the_lowest_mean_loss(rows, tiny, name):
     tokenizer = named(tiny["causal"], name)
     protocol = EVALUATION.protocol("released-gpt")
     picked = sample(rows, tokenizer)
-    payloads = [hf.mean_token_ids(protocol.build(row, "default"), tokenizer) for row in picked]
+    payloads = [tokenized.mean_token_ids(protocol.build(row, "default"), tokenizer) for row in picked]
     ours = scoring.mean_token_logprobs(model, tokenizer, payloads, torch.device("cpu"))
     with torch.inference_mode():
         for row, scores in zip(picked, ours):
@@ -204,7 +203,7 @@ def test_released_t5_input_decision_and_sliding(rows, tiny):
     tokenizer = AutoTokenizer.from_pretrained(tiny["seq2seq"])
     protocol = EVALUATION.protocol("released-t5")
     picked = [r for r in sample(rows, tokenizer, single_token=False, n=10) if "sliding" not in r["name"]]
-    payloads = [(r.source, hf.seq2seq_targets(r, tokenizer)) for r in (protocol.build(row, "default") for row in picked)]
+    payloads = [(r.source, tokenized.seq2seq_targets(r, tokenizer)) for r in (protocol.build(row, "default") for row in picked)]
     ours = scoring.seq2seq_logprobs(model, tokenizer, payloads, torch.device("cpu"))
     sentinels = tokenizer.convert_tokens_to_ids(["<extra_id_0>", "<extra_id_1>"])
     with torch.inference_mode():
@@ -233,7 +232,7 @@ def test_unifiedqa_input_choices_and_matching(rows, tiny):
     assert request.prompt == ("Which is the easiest to roll? \\n (A) apple (B) book (C) box (D) block \\n "
                                  "A person is trying to roll an apple, a book, a box, and a block.")  # fmt: skip
     first = [tokenizer(f" {row[o]}", add_special_tokens=False)["input_ids"][0] for o in "ABCD"]
-    assert hf.first_token_choices(request, tokenizer) == tokenizer.decode(first).split()  # zs_runner.py:161
+    assert tokenized.first_token_choices(request, tokenizer) == tokenizer.decode(first).split()  # zs_runner.py:161
     choices = ["apple", "book", "box", "block"]
     assert protocol.match("box", choices) == 2  # exact: 3.0
     assert protocol.match("The Box.", choices) == 2  # normalised: 2.0

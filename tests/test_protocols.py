@@ -11,7 +11,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from physprobe import protocols, registry, runner
+from physprobe import plan, protocols, registry, runner
 from physprobe.backends.hf import generation
 from physprobe.requests import Choice, Generate
 from physprobe.cli import main
@@ -69,7 +69,7 @@ def test_arguments_are_checked_before_any_model_loads(tmp_path, args, message):
     benchmark, configs, method, protocol = args
     with pytest.raises(protocols.ProtocolError, match=message):
         # The model path does not exist: the error must come first, from the arguments.
-        runner.run(str(tmp_path / "no-model"), benchmark, tmp_path / "run", tmp_path, configs, method, protocol=protocol)
+        runner.run(plan.make(str(tmp_path / "no-model"), benchmark, out=tmp_path / "run", data=tmp_path, configs=configs, method=method, protocol=protocol))
 
 
 def test_cli_errors_are_one_line(tmp_path, capsys):

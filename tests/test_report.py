@@ -18,6 +18,7 @@ from physprobe.dataset_scripts import BENCHMARKS
 from physprobe.dataset_scripts.cccons import evaluation as cccons
 
 from . import tiny_models
+from .run_folders import record, write_run
 
 SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
 # The text of each paper the tables were transcribed from (../shared/seeds/README.md); development-only, never in a report.
@@ -100,18 +101,16 @@ def test_wilson_interval_matches_newcombe_1998():
 
 def test_protocol_warnings(tmp_path):
     paper = report.paper_tables("prost")
-    same = report.Run(tmp_path, {"benchmark": "prost", "method": "mlm", "protocol": "released-mlm"}, {})
-    other = report.Run(tmp_path, {"benchmark": "prost", "method": "mlm", "protocol": "whole-sentence"}, {})
-    untold = report.Run(tmp_path, {"benchmark": "prost", "method": "mlm"}, {})
-    unknown = report.Run(tmp_path, {"benchmark": "prost", "method": "nli"}, {})
+    same = report.Run(tmp_path, record("prost", "mlm", {}, "released-mlm"))
+    other = report.Run(tmp_path, record("prost", "mlm", {}, "whole-sentence"))
+    unknown = report.Run(tmp_path, record("prost", "nli", {}))
     assert report.protocol_warning(same, paper) is None
     assert "used protocol `whole-sentence`" in report.protocol_warning(other, paper)
-    assert "does not record its protocol" in report.protocol_warning(untold, paper)
     assert "reports no model scored that way" in report.protocol_warning(unknown, paper)
     t2a = report.paper_tables("text2afford")  # each generative LLM of the paper has its own YES/NO prompt
     for name in ("yes-no-flan-t5", "yes-no-falcon", "yes-no-llama3-released"):
-        assert report.protocol_warning(report.Run(tmp_path, {"benchmark": "text2afford", "method": "yes_no", "protocol": name}, {}), t2a) is None
-    vlm = report.Run(tmp_path, {"benchmark": "text2afford", "method": "yes_no", "protocol": "yes-no-vlm-text"}, {})
+        assert report.protocol_warning(report.Run(tmp_path, record("text2afford", "yes_no", {}, name)), t2a) is None
+    vlm = report.Run(tmp_path, record("text2afford", "yes_no", {}, "yes-no-vlm-text"))
     assert "used `yes-no-flan-t5` or `yes-no-falcon` or `yes-no-llama3-released`" in report.protocol_warning(vlm, t2a)
 
 
@@ -145,23 +144,15 @@ def test_paper_protocols_are_real_protocols_of_their_method():
         tables._paper_protocols("prost", {"mlm": "released-gpt"}, "paper_tables.yaml")
 
 
-def _run(tmp_path, name, info, metrics) -> Path:
-    folder = tmp_path / name
-    folder.mkdir()
-    (folder / "run.json").write_text(json.dumps(info))
-    (folder / "metrics.json").write_text(json.dumps(metrics))
-    return folder
-
-
 def test_exclusions_and_protocols_reported_apart_get_footnotes(tmp_path):
     """A T5 run (sliding excluded by `released-t5`) and a UnifiedQA run (`released-unifiedqa`, reported apart):
     the Slide cell says which protocol leaves it out and why, the Macro Average says what it is over, the
     UnifiedQA row says the paper keeps it out of its averages; a --limit run's unsampled concept says so."""
     groups = {"mass": {"accuracy": 0.5, "n": 4}, "rolling": {"accuracy": 0.25, "n": 4}}
-    t5 = _run(tmp_path, "t5", {"benchmark": "prost", "method": "seq2seq", "protocol": "released-t5", "model": "t5-small", "limit": 10},
-              {"default": {"by_group": groups, "macro_accuracy": 0.375, "n": 8, "undecided": 0, "excluded": 2}})
-    uqa = _run(tmp_path, "uqa", {"benchmark": "prost", "method": "generate", "protocol": "released-unifiedqa", "model": "unifiedqa-t5-small"},
-               {"default": {"n": 8, "undecided": 8, "unparsed": 8, "excluded": 2}})  # fmt: skip
+    t5 = write_run(tmp_path / "t5", "prost", "seq2seq", {"default": {"by_group": groups, "macro_accuracy": 0.375, "n": 8, "undecided": 0,
+                   "excluded": 2}}, "released-t5", model="t5-small", limit=10)
+    uqa = write_run(tmp_path / "uqa", "prost", "generate", {"default": {"n": 8, "undecided": 8, "unparsed": 8, "excluded": 2}},
+                    "released-unifiedqa", model="unifiedqa-t5-small")  # fmt: skip
     text = (report.render([t5, uqa], tmp_path / "out") / "report.md").read_text()
     header, body = next((h, b) for h, b in markdown_tables(text) if h[1:3] == ["Direction", "Mass"])
     t5_row = dict(zip(header, next(r for r in body if r[0].startswith("**t5-small-"))))
@@ -392,11 +383,8 @@ def test_same_runs_same_bytes_and_a_previous_report_is_replaced(runs, tmp_path):
 @pytest.fixture
 def one_run(tmp_path) -> Path:
     """A run folder as ``physprobe score`` writes it (CConS, taken from the metric on three questions)."""
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "run.json").write_text(json.dumps({"benchmark": "cccons", "method": "mlm", "model": "bert-base-uncased", "configs": ["ordinary"]}))
-    (run / "metrics.json").write_text(json.dumps({"ordinary": {"accuracy": 2 / 3, "n": 3, "undecided": 0}}))
-    return run
+    return write_run(tmp_path / "run", "cccons", "mlm", {"ordinary": {"accuracy": 2 / 3, "n": 3, "undecided": 0}}, "mask-four",
+                     model="bert-base-uncased")
 
 
 def fails(args, capsys, *phrases):
@@ -419,7 +407,8 @@ def test_bad_inputs_are_one_line_errors_leaving_nothing(tmp_path, one_run, capsy
     fails(["report", str(one_run), str(one_run), "--out", str(out)], capsys, "are the same run")
     alien = tmp_path / "alien"
     shutil.copytree(one_run, alien)
-    (alien / "run.json").write_text(json.dumps({"benchmark": "piqa", "method": "mlm"}))
+    info = json.loads((alien / "run.json").read_text())
+    (alien / "run.json").write_text(json.dumps({**info, "benchmark": "piqa"}))
     fails(["report", str(alien), "--out", str(out)], capsys, "unknown benchmark 'piqa'")
     assert not (tmp_path / "out").exists()
     a_file = tmp_path / "report.md"
@@ -444,10 +433,8 @@ def test_a_failure_while_drawing_leaves_nothing(tmp_path, one_run, monkeypatch):
 
 
 def test_runs_of_several_benchmarks_get_one_section_each(tmp_path, one_run):
-    prost = tmp_path / "prost"
-    prost.mkdir()
-    (prost / "run.json").write_text(json.dumps({"benchmark": "prost", "method": "causal", "model": "gpt2"}))
-    (prost / "metrics.json").write_text(json.dumps({"default": {"by_group": {"mass": {"accuracy": 0.5, "n": 4}}, "n": 4}}))
+    prost = write_run(tmp_path / "prost", "prost", "causal", {"default": {"by_group": {"mass": {"accuracy": 0.5, "n": 4}}, "n": 4}},
+                      "released-gpt", model="gpt2")
     out = report.render([one_run, prost], tmp_path / "report")
     text = (out / "report.md").read_text()
     assert text.index("## CConS") < text.index("## PROST")

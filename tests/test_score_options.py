@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from physprobe import model_options, provenance, runner
+from physprobe import model_options, plan, provenance, runner
 from physprobe.backends.hf import model as hf_model
 from physprobe.cli import main
 
@@ -112,30 +112,30 @@ def test_model_args_reach_from_pretrained(models):
 
 def test_batch_size_gives_the_same_scores(models, prost_build, tmp_path):
     common = dict(configs=["mass"], limit=12, bootstrap_iters=0)
-    auto = runner.run(str(models["gpt"]), "prost", tmp_path / "auto", prost_build.parent, **common)
-    two = runner.run(str(models["gpt"]), "prost", tmp_path / "two", prost_build.parent, batch_size=2, **common)
-    assert auto == two
-    assert json.loads((tmp_path / "two" / "run.json").read_text())["batch_size"] == 2
+    auto = runner.run(plan.make(str(models["gpt"]), "prost", out=tmp_path / "auto", data=prost_build.parent, **common))
+    two = runner.run(plan.make(str(models["gpt"]), "prost", out=tmp_path / "two", data=prost_build.parent, batch_size=2, **common))
+    assert auto.metrics == two.metrics
+    assert json.loads((tmp_path / "two" / "run.json").read_text())["backend"]["batch_size"] == 2
 
 
 def test_cache_key_changes_with_what_changes_a_score(models, prost_build, tmp_path, monkeypatch):
     """A changed local model (same path) or another dtype must not be served the cached scores."""
     out = tmp_path / "run"
     args = dict(configs=["mass"], limit=8, bootstrap_iters=0)
-    runner.run(str(models["gpt"]), "prost", out, prost_build.parent, **args)
+    runner.run(plan.make(str(models["gpt"]), "prost", out=out, data=prost_build.parent, **args))
     assert json.loads((out / "run.json").read_text())["questions_scored"] == 8
-    runner.run(str(models["gpt"]), "prost", out, prost_build.parent, **args)
+    runner.run(plan.make(str(models["gpt"]), "prost", out=out, data=prost_build.parent, **args))
     assert json.loads((out / "run.json").read_text())["questions_scored"] == 0  # resumed: all from the cache
-    runner.run(str(models["gpt"]), "prost", out, prost_build.parent, dtype="bfloat16", **args)
+    runner.run(plan.make(str(models["gpt"]), "prost", out=out, data=prost_build.parent, dtype="bfloat16", **args))
     assert json.loads((out / "run.json").read_text())["questions_scored"] == 8
     changed = tiny_models.causal_lm(tmp_path / "gpt", TEXTS, seed=1)
     out = tmp_path / "changed-run"  # a run folder belongs to one model path
-    runner.run(str(changed), "prost", out, prost_build.parent, **args)
+    runner.run(plan.make(str(changed), "prost", out=out, data=prost_build.parent, **args))
     first = json.loads((out / "run.json").read_text())
     tiny_models.causal_lm(changed, TEXTS, seed=2)  # same folder, new weights
-    runner.run(str(changed), "prost", out, prost_build.parent, **args)
+    runner.run(plan.make(str(changed), "prost", out=out, data=prost_build.parent, **args))
     second = json.loads((out / "run.json").read_text())
-    assert second["questions_scored"] == 8 and first["model_revision"] != second["model_revision"]
+    assert second["questions_scored"] == 8 and first["backend"]["model_revision"] != second["backend"]["model_revision"]
 
 
 def test_run_json_provenance_and_bootstrap(models, prost_build, tmp_path, capsys):
@@ -147,9 +147,9 @@ def test_run_json_provenance_and_bootstrap(models, prost_build, tmp_path, capsys
     metrics = json.loads((out / "metrics.json").read_text())
     assert info["command"] == ["physprobe", *args]
     assert {"physprobe", "torch", "transformers", "datasets"} <= {k for k, v in info["versions"].items() if v}
-    assert info["model_revision"] == provenance.folder_hash(models["gpt"])
+    assert info["backend"]["model_revision"] == provenance.folder_hash(models["gpt"])
     assert info["dataset"]["source"] == "local" and info["dataset"]["fingerprints"]["mass"].startswith("sha256:")
-    assert info["method"] == "causal" and info["protocol"] == "released-gpt" and info["dtype"] == "float32"
+    assert info["method"] == "causal" and info["protocol"] == "released-gpt" and info["backend"]["dtype"] == "float32"
     assert set(info["timings"]) == {"load_model_s", "configs_s", "total_s"}
     bands = info["bootstrap"]["figures"]["mass"]
     assert set(bands) == set(provenance.overall_figures(metrics["mass"])) and "accuracy" in bands
@@ -182,7 +182,7 @@ def test_score_reads_the_hub_dataset_by_default(models, prost_build, tmp_path):
     assert info["dataset"] == {"source": "hub", "path": "physprobe/prost", "revision": head, "fingerprints": {"mass": head}}
     fork = json.loads((tmp_path / "fork" / "run.json").read_text())["dataset"]
     assert fork["path"] == "someone/prost-fork" and len(fork["revision"]) == 40
-    local = runner.run(str(models["gpt"]), "prost", tmp_path / "local", prost_build.parent, configs=["mass"], limit=8, bootstrap_iters=0)
+    local = runner.run(plan.make(str(models["gpt"]), "prost", out=tmp_path / "local", data=prost_build.parent, configs=["mass"], limit=8, bootstrap_iters=0))
     assert json.loads((tmp_path / "hub" / "metrics.json").read_text()) == json.loads(json.dumps(local))
 
 

@@ -9,11 +9,10 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
-from physprobe import protocols, registry, runner
+from physprobe import plan, protocols, registry, runner, tokenized
 from physprobe.backends import hf
 from physprobe.backends.hf import model as hf_model
 from physprobe.backends.hf import scoring
-from physprobe.requests import texts
 from physprobe.cli import main
 from physprobe.errors import PhysprobeError
 from physprobe.report import paper_tables
@@ -61,7 +60,7 @@ def test_shared_prefix_scoring_equals_naive_scoring(tiny, built_all, batch_token
     tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
     prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 1171))
     sentence_sum = registry.evaluation("prost").protocol("sentence-sum")
-    questions = [texts(sentence_sum.build(row, "default")) for row in prost]
+    questions = [sentence_sum.build(row, "default").texts() for row in prost]
     questions.append(["Short.", "A much longer option with many more tokens in it."])  # ragged suffixes
     fast = scoring.sequence_logprobs(model, tokenizer, questions, torch.device("cpu"), batch_tokens=batch_tokens)
     with torch.inference_mode():
@@ -121,7 +120,7 @@ def test_method_detection_and_mismatches(tiny):
     gguf_like.architectures = None  # GGUF configs name only the model type
     assert hf_model.detect_family(gguf_like) == "causal"
     with pytest.raises(protocols.ProtocolError, match="newton cannot be scored with method 'mlm'"):
-        runner.resolve("newton", None, "mlm", None)
+        plan.make(str(tiny["causal"]), "newton", method="mlm")
 
 
 def test_cccons_decision_rule_in_the_pipeline():
@@ -173,32 +172,32 @@ def test_resume_after_an_interruption(tiny, built_all, tmp_path, monkeypatch):
 
     monkeypatch.setattr(hf.HFBackend, "score", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        runner.run(str(tiny["causal"]), "prost", out, built_all, limit=20, chunk=8)
+        runner.run(plan.make(str(tiny["causal"]), "prost", out=out, data=built_all, limit=20, chunk=8))
     monkeypatch.setattr(hf.HFBackend, "score", real)
-    first = runner.run(str(tiny["causal"]), "prost", out, built_all, limit=20, chunk=8)
+    first = runner.run(plan.make(str(tiny["causal"]), "prost", out=out, data=built_all, limit=20, chunk=8))
     assert json.loads((out / "run.json").read_text())["questions_scored"] == 12  # 8 came from the cache
-    fresh = runner.run(str(tiny["causal"]), "prost", tmp_path / "fresh", built_all, limit=20, chunk=8)
-    assert first == fresh
+    fresh = runner.run(plan.make(str(tiny["causal"]), "prost", out=tmp_path / "fresh", data=built_all, limit=20, chunk=8))
+    assert first.metrics == fresh.metrics
 
     def no_weights(*args, **kwargs):
         raise AssertionError("a fully cached run loaded the model")
 
     monkeypatch.setattr(hf_model, "load", no_weights)  # everything is cached now: the tokenizer suffices
-    again = runner.run(str(tiny["causal"]), "prost", out, built_all, limit=20, chunk=8)
+    again = runner.run(plan.make(str(tiny["causal"]), "prost", out=out, data=built_all, limit=20, chunk=8))
     info = json.loads((out / "run.json").read_text())
-    assert again == first and info["questions_scored"] == 0 and info["model_loaded"] is False
+    assert again.metrics == first.metrics and info["questions_scored"] == 0 and info["backend"]["model_loaded"] is False
 
     # Another --limit cuts other chunks; the questions the first runs cached are still not rescored.
     monkeypatch.undo()  # the model may load again
     total = pq.read_metadata(built_all / "prost" / "default" / "test-00000-of-00001.parquet").num_rows
     overlap = {i * total // 20 for i in range(20)} & {i * total // 30 for i in range(30)}  # rows both samples hold
-    runner.run(str(tiny["causal"]), "prost", out, built_all, limit=30, chunk=8)
+    runner.run(plan.make(str(tiny["causal"]), "prost", out=out, data=built_all, limit=30, chunk=8))
     assert json.loads((out / "run.json").read_text())["questions_scored"] == 30 - len(overlap) < 30
 
 
 def test_unknown_config_is_a_clear_error(tiny, built_all, tmp_path):
     with pytest.raises(PhysprobeError, match="prost has no config 'weight'"):
-        runner.run(str(tiny["causal"]), "prost", tmp_path / "run", built_all, configs=["weight"])
+        runner.run(plan.make(str(tiny["causal"]), "prost", out=tmp_path / "run", data=built_all, configs=["weight"]))
 
 
 @pytest.mark.slow
@@ -232,7 +231,7 @@ def test_a_trained_tiny_lm_is_scored_right(built_all, tmp_path):
             optimiser.zero_grad()
     model.eval()
     sentence_sum = registry.evaluation("prost").protocol("sentence-sum")
-    questions = [texts(sentence_sum.build(r, "stacking")) for r in held_out]
+    questions = [sentence_sum.build(r, "stacking").texts() for r in held_out]
     scores = scoring.sequence_logprobs(model, tokenizer, questions, torch.device("cpu"))
     correct = sum(protocols.argmax(s) == r["label"] for s, r in zip(scores, held_out))
     assert correct / len(held_out) >= 0.8
@@ -266,7 +265,7 @@ def test_padding_only_where_cheaper_than_a_pass_and_head_only_at_scored_tokens(t
     tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
     prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 997))
     sentence_sum = registry.evaluation("prost").protocol("sentence-sum")
-    questions = [texts(sentence_sum.build(row, "default")) for row in prost]
+    questions = [sentence_sum.build(row, "default").texts() for row in prost]
     questions.append(["Short.", "A much longer option with many more tokens in it."])
     ids = [scoring.tokenize_options(tokenizer, q) for q in questions]
     prefixes = [scoring.common_prefix(options) for options in ids]
@@ -294,7 +293,7 @@ def _mean_token_questions(tokenizer, built_all):
     another, and a question with one option."""
     prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 1499))
     released = registry.evaluation("prost").protocol("released-gpt")
-    questions = [hf.mean_token_ids(released.build(row, "default"), tokenizer) for row in prost]
+    questions = [tokenized.mean_token_ids(released.build(row, "default"), tokenizer) for row in prost]
     bos = tokenizer.bos_token_id
     said = tokenizer("A person drops an egg, a ball and a glass on the floor. The", add_special_tokens=False)["input_ids"]
     words = [tokenizer(w, add_special_tokens=False)["input_ids"] for w in (" egg", " ball bounces", " glass is the most likely to break")]
@@ -353,7 +352,7 @@ def test_seq2seq_feeds_no_padding_and_equals_one_target_at_a_time(tiny, built_al
     tokenizer = AutoTokenizer.from_pretrained(tiny["seq2seq"])
     prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 1499))
     released = registry.evaluation("prost").protocol("released-t5")
-    questions = [(r.source, hf.seq2seq_targets(r, tokenizer)) for r in (released.build(row, "default") for row in prost)]
+    questions = [(r.source, tokenized.seq2seq_targets(r, tokenizer)) for r in (released.build(row, "default") for row in prost)]
     questions += [("A person drops an egg and a ball.", ["The egg breaks.", "The ball bounces off the floor twice.", "YES"]),
                   ("Stack them.", ["books", [7, 8, 9, 10], "NO"]), ("Stack the books.", ["books"]), ("Roll the can.", ["YES", "NO"])]  # fmt: skip
     inputs = [tokenizer(text)["input_ids"] for text, _ in questions]

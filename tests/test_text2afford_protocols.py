@@ -6,6 +6,7 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
+from physprobe import tokenized
 from physprobe.dataset_scripts.text2afford import evaluation
 from physprobe.dataset_scripts.text2afford.evaluation import EVALUATION, from_yes_set, prompt, yes_set
 from physprobe.generators import text2afford
@@ -179,11 +180,11 @@ def test_released_mlm_lower_cases_for_a_cased_tokenizer_that_takes_the_option():
         do_lower_case = True
 
     request = protocol.build(row, "default")
-    assert request.lower_case  # the backend reads the pair as such a tokenizer reads it (hf.lower_cased)
-    assert (hf.lower_cased(request.first, Cased()), hf.lower_cased(request.second, Cased())) == (
+    assert request.lower_case  # the backend reads the pair as such a tokenizer reads it (tokenized.lower_cased)
+    assert (tokenized.lower_cased(request.first, Cased()), tokenized.lower_cased(request.second, Cased())) == (
         "zoe rode the horse .", "the horse can be used for  [mask] by human")  # fmt: skip
-    assert hf.lower_cased(request.first, Uncased()) == "Zoë rode the Horse ."
-    assert hf.lower_cased(request.second, object()) == "the Horse can be used for  [MASK] by human"
+    assert tokenized.lower_cased(request.first, Uncased()) == "Zoë rode the Horse ."
+    assert tokenized.lower_cased(request.second, object()) == "the Horse can be used for  [MASK] by human"
 
 
 def test_ties_count_as_each_released_script_counts_them():

@@ -1,26 +1,38 @@
-"""Model backends: the registry of names ``--backend`` accepts, and how a run's backend is chosen.
+"""Model backends: the registry of names ``--backend`` accepts, what each serves, and how a run's backend is chosen.
 
 A backend is one module under ``physprobe/backends/`` holding a ``physprobe.backends.base.Backend``
-subclass, registered by one line in ``REGISTRY`` (name -> ``"module:Class"``, imported only when chosen,
-so ``physprobe --help`` imports no backend). ``docs/adding_a_backend.md`` walks through one.
+subclass, registered by one line in ``REGISTRY``: its name, where the class is (``"module:Class"``, imported
+only when the backend is used, so ``physprobe --help`` imports none) and the request types it serves (by name,
+so ``serving`` reads them without importing any backend). ``docs/adding_a_backend.md`` walks through one.
 
 >>> resolve(None, {}), resolve("hf", {"revision": "main"})
 ('hf', 'hf')
 >>> resolve("tpu", {})
 Traceback (most recent call last):
 physprobe.errors.BackendError: unknown --backend 'tpu'; known: hf, openai
+>>> from physprobe.requests import Masked
+>>> serving(Masked)
+['hf']
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import NamedTuple
 
 from physprobe.backends.base import Backend, BackendError, Settings
 
+
+class Registered(NamedTuple):
+    target: str  # "module:Class"
+    serves: tuple[str, ...]  # the names of the request types (physprobe.requests) it answers
+
+
 REGISTRY = {
-    "hf": "physprobe.backends.hf:HFBackend",
-    "openai": "physprobe.backends.openai:OpenAIBackend",
-}
+    "hf": Registered("physprobe.backends.hf:HFBackend",
+                     ("Choice", "MeanTokens", "Masked", "MaskedPair", "Seq2Seq", "Entailment", "YesNo", "Generate", "GenerateEach")),
+    "openai": Registered("physprobe.backends.openai:OpenAIBackend", ("Choice", "YesNo", "Generate", "GenerateEach")),
+}  # fmt: skip
 SERVER_ARGS = ("base_url",)  # --model-args keys that name a server: they imply the server backend
 SERVER_BACKEND = "openai"
 
@@ -40,7 +52,7 @@ def resolve(name: str | None, model_args: dict) -> str:
 
 def backend_class(name: str) -> type[Backend]:
     """The class registered as ``name`` (imported now)."""
-    module, _, attribute = REGISTRY[name].partition(":")
+    module, _, attribute = REGISTRY[name].target.partition(":")
     return getattr(importlib.import_module(module), attribute)
 
 
@@ -49,11 +61,11 @@ def create(name: str, settings: Settings) -> Backend:
     return backend_class(name)(settings)
 
 
-def serving(request_type: type) -> list[str]:
-    """The registered backends that serve ``request_type``.
+def serves(name: str, request_type: type) -> bool:
+    """Whether the backend registered as ``name`` answers ``request_type``."""
+    return request_type.__name__ in REGISTRY[name].serves
 
-    >>> from physprobe.requests import Masked
-    >>> serving(Masked)
-    ['hf']
-    """
-    return [name for name in REGISTRY if request_type in backend_class(name).serves]
+
+def serving(request_type: type) -> list[str]:
+    """The registered backends that serve ``request_type`` (no backend imported)."""
+    return [name for name in REGISTRY if serves(name, request_type)]

@@ -1,31 +1,11 @@
-"""The backend seam: what a model backend serves, how it scores requests, and how it names itself.
+"""The backend seam: what a model backend is given, how it scores requests, and how it names itself.
 
 A backend answers ``physprobe.requests`` objects. ``score(requests, progress)`` takes a list of requests
-of ONE type (one chunk of a protocol's requests) and returns one result per request, in order, each a
-JSON-ready list (the resume cache stores it as is):
-
-- ``Choice(context, continuations)`` -> one float per continuation: log P(continuation | context), up to
-  a constant shared by the request's continuations (so only the ranking and differences are meaningful).
-  The ``hf`` backend encodes each ``context + continuation`` whole (BOS first where the tokenizer has one)
-  and sums the log-probabilities of the tokens after the options' shared token prefix; a server backend
-  may echo ``context + continuation`` and sum the continuation's token log-probabilities.
-- ``MeanTokens(options, specials)`` -> one float per option: the mean log-probability of tokens 2..n of
-  the option's token sequence (its segments encoded apart, framed as ``specials`` says).
-- ``Masked(text, candidates)`` -> one float or None per candidate: log P(candidate) at the mask; None
-  when ``" candidate"`` is not one token of the vocabulary.
-- ``MaskedPair(first, second, words, token_type_ids)`` -> one float or None per word: log P(word) at the
-  mask of the pair; None when the word is not one vocabulary entry.
-- ``Seq2Seq(source, targets, first_token_after)`` -> one float per target: its summed log-probability.
-- ``Entailment(pairs, reading)`` -> one float per pair, read as ``reading`` says.
-- ``YesNo(prompts)`` -> one float per prompt: P(YES) / (P(YES) + P(NO)).
-- ``GenerateEach(prompts, max_new_tokens, stop)`` -> ``[text, ...]``: the greedy answer to each prompt, cut
-  as ``Generate``'s is.
-- ``Generate(prompt, choices, max_new_tokens, stop, first_token_choices)`` -> ``[text]``: the greedy answer,
-  cut before the first stop string (``physprobe.backends.hf.generation.cut``); with ``first_token_choices``
-  ``[text, choice, ...]``, the choices as the backend resolved them.
-
-A backend that cannot serve a request type leaves it out of ``serves``; the runner then stops before
-scoring with a one-line error naming the protocol, the backend and the backends that serve it.
+of ONE type (one chunk of a protocol's requests) and returns one result per request, in order, each the
+JSON-ready list that the request type's docstring describes (``Choice``: a log-likelihood per continuation,
+``Generate``: the answer text, ...). The request types a backend serves are named on its ``REGISTRY`` line
+(``physprobe.backends``); for a type it does not serve, the runner stops before scoring with a one-line error
+naming the protocol, the backend and the backends that serve it.
 
 Chat templates. ``Settings.chat`` (``Chat``: ``mode`` ``"auto"``/``"on"``/``"off"``, a named
 ``template``, a ``system_instruction``) reaches the backend when it is made; the backend alone applies
@@ -39,8 +19,9 @@ ignore ``"auto"``; an explicit ``"on"`` with them is an error.
 
 Identity. ``identity(request_type)`` is a JSON-ready dict of all that changes a result besides the
 request (model revision, dtype, device type, a server's URL and served model id, the chat setting
-applied and its template's sha256); the runner puts it in the cache key, ``run.json`` and
-``metrics.json``. ``info()`` adds what ``run.json`` records of the run (device, load time, options).
+applied and its template's sha256); the runner puts it in the cache key and the chat setting in run.json.
+``info()`` is the backend's own section of run.json (``backend``): a dataclass of what it records of
+itself (device, options, load state), beside the ``name`` the runner adds.
 
 >>> from physprobe.requests import Generate
 >>> chat = Chat(mode="auto", system_instruction="Answer briefly.")
@@ -147,7 +128,7 @@ class Settings:
 
 
 class Backend(abc.ABC):
-    """The base of every backend: subclasses set ``name`` and ``serves`` and implement the methods below.
+    """The base of every backend: subclasses set ``name`` (their ``REGISTRY`` key) and implement the methods below.
 
     Making one (``Backend(settings)``) checks every option and reads what is cheap (a config, a server's
     model list), so a bad option fails before any weight loads; ``family`` is then the model's family
@@ -156,7 +137,6 @@ class Backend(abc.ABC):
     """
 
     name: ClassVar[str]
-    serves: ClassVar[tuple[type, ...]]
     load_seconds: float = 0.0  # seconds spent loading the model (or connecting): run.json's timings
 
     @staticmethod
@@ -183,5 +163,5 @@ class Backend(abc.ABC):
         """One result per request (all of one type), in order; ``progress`` (a tqdm bar) advances per request."""
 
     @abc.abstractmethod
-    def info(self) -> dict:
-        """What ``run.json`` records of this backend beyond ``identity`` (device, options, load time)."""
+    def info(self):
+        """This backend's section of run.json (a dataclass; JSON-ready fields): device, options, load state."""

@@ -10,20 +10,23 @@ protocol's stop strings here, as the ``hf`` backend cuts its answers. Requests r
 other failure is one line naming the server and the fix. The API key is read from ``OPENAI_API_KEY`` and never
 printed or stored.
 
->>> Client("http://127.0.0.1:8000/v1", "my-model", num_concurrent=4).base_url
+>>> Client(ServerOptions("http://127.0.0.1:8000/v1", num_concurrent=4), "my-model").base_url
 'http://127.0.0.1:8000/v1'
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from physprobe.answers import cut, yes_probability
 from physprobe.backends.base import Backend, BackendError, Settings, messages, prompt_text
 from physprobe.requests import Choice, Generate, GenerateEach, YesNo
 
@@ -86,18 +89,12 @@ class Client:
     ``num_concurrent`` threads sharing one connection pool, results in item order.
     """
 
-    def __init__(self, base_url: str, model: str, num_concurrent: int = 1, max_retries: int = 5, timeout: float = 300.0):
+    def __init__(self, options: ServerOptions, model: str):
         import httpx
 
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise BackendError(f"--model-args base_url={base_url!r} is not an http(s) URL; give one such as http://127.0.0.1:8000/v1")
-        if num_concurrent < 1:
-            raise BackendError(f"--model-args num_concurrent={num_concurrent} must be at least 1")
-        if max_retries < 0:
-            raise BackendError(f"--model-args max_retries={max_retries} must be at least 0")
-        self.base_url, self.model = base_url.rstrip("/"), model
-        self.num_concurrent, self.max_retries = num_concurrent, max_retries
+        self.base_url, self.model = options.base_url, model
+        self.num_concurrent, self.max_retries = options.num_concurrent, options.max_retries
+        num_concurrent, timeout = options.num_concurrent, options.timeout
         key = os.environ.get(API_KEY_VARIABLE)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.http = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout, connect=10.0),
@@ -217,31 +214,65 @@ class Client:
         return answer["choices"][0]["message"]["content"] or ""
 
 
-# --model-args this backend reads, and their types
-ARGS = {"base_url": str, "num_concurrent": int, "max_retries": int, "timeout": float}
+@dataclass(frozen=True)
+class ServerOptions:
+    """``--model-args`` of a server, typed and in range: ``base_url`` (required, the server's /v1 root),
+    ``num_concurrent`` (requests at once), ``max_retries`` (of a transient failure), ``timeout`` (seconds a
+    request may take)."""
 
+    base_url: str
+    num_concurrent: int = 1
+    max_retries: int = 5
+    timeout: float = 300.0
 
-def server_args(model_args: dict) -> dict:
-    """``--model-args`` as this backend's typed options; an unknown key or a bad value is one line.
+    LIMITS = {"num_concurrent": (1, 1024), "max_retries": (0, 100), "timeout": (0.001, 86400.0)}
 
-    >>> server_args({"base_url": "http://127.0.0.1:8000/v1", "num_concurrent": "8"})
-    {'base_url': 'http://127.0.0.1:8000/v1', 'num_concurrent': 8}
-    >>> server_args({"num_concurrent": "8"})
-    Traceback (most recent call last):
-    ...
-    physprobe.errors.BackendError: --backend openai needs --model-args base_url=... (the server's /v1 root, e.g. http://127.0.0.1:8000/v1)
-    """
-    typed = {}
-    for key, value in model_args.items():
-        if key not in ARGS:
-            raise BackendError(f"--model-args {key}=... does not apply to --backend openai; its keys: {', '.join(ARGS)}")
+    @classmethod
+    def parse(cls, model_args: dict) -> ServerOptions:
+        """``--model-args`` (strings) as options; an unknown key, a value of the wrong type or out of range is one line.
+
+        >>> ServerOptions.parse({"base_url": "http://127.0.0.1:8000/v1", "num_concurrent": "8"}).num_concurrent
+        8
+        >>> ServerOptions.parse({"base_url": "http://127.0.0.1:8000/v1", "timeout": "nan"})
+        Traceback (most recent call last):
+        ...
+        physprobe.errors.BackendError: --model-args timeout='nan': expected a number from 0.001 to 86400.0
+        """
+        known = {f.name: f.type for f in dataclasses.fields(cls)}
+        typed = {}
+        for key, value in model_args.items():
+            if key not in known:
+                raise BackendError(f"--model-args {key}=... does not apply to --backend openai; its keys: {', '.join(known)}")
+            typed[key] = value if key == "base_url" else cls._number(key, value)
+        if "base_url" not in typed:
+            raise BackendError("--backend openai needs --model-args base_url=... (the server's /v1 root, e.g. http://127.0.0.1:8000/v1)")
+        parts = urlsplit(typed["base_url"])
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise BackendError(f"--model-args base_url={typed['base_url']!r} is not an http(s) URL; give one such as http://127.0.0.1:8000/v1")
+        return cls(**{**typed, "base_url": typed["base_url"].rstrip("/")})
+
+    @classmethod
+    def _number(cls, key: str, value) -> int | float:
+        low, high = cls.LIMITS[key]
+        whole = key != "timeout"
         try:
-            typed[key] = ARGS[key](value)
+            number = int(value) if whole else float(value)
         except (TypeError, ValueError):
-            raise BackendError(f"--model-args {key}={value!r}: expected {ARGS[key].__name__}") from None
-    if "base_url" not in typed:
-        raise BackendError("--backend openai needs --model-args base_url=... (the server's /v1 root, e.g. http://127.0.0.1:8000/v1)")
-    return typed
+            number = None
+        if number is None or not math.isfinite(number) or not low <= number <= high:
+            kind = "a whole number" if whole else "a number"
+            raise BackendError(f"--model-args {key}={value!r}: expected {kind} from {low} to {high}")
+        return number
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What run.json records of a served model (its ``backend`` section)."""
+
+    base_url: str
+    served_model: str
+    options: dict
+    requests_sent: int
 
 
 class OpenAIBackend(Backend):
@@ -262,18 +293,17 @@ class OpenAIBackend(Backend):
     """
 
     name = "openai"
-    serves = (Choice, YesNo, Generate, GenerateEach)
 
     @staticmethod
     def parse_model_args(text: str | None) -> dict:
-        """``--model-args`` of a server: ``base_url`` (required), ``num_concurrent``, ``max_retries``, ``timeout`` (s).
+        """``--model-args`` of a server (``ServerOptions``), as the plan holds them.
 
         >>> OpenAIBackend.parse_model_args("base_url=http://127.0.0.1:8000/v1,num_concurrent=4,timeout=60")
-        {'base_url': 'http://127.0.0.1:8000/v1', 'num_concurrent': 4, 'timeout': 60.0}
+        {'base_url': 'http://127.0.0.1:8000/v1', 'num_concurrent': 4, 'max_retries': 5, 'timeout': 60.0}
         """
         from physprobe.model_options import split_model_args
 
-        return server_args(split_model_args(text))
+        return dataclasses.asdict(ServerOptions.parse(split_model_args(text)))
 
     def __init__(self, settings: Settings):
         super().__init__(settings)
@@ -286,8 +316,8 @@ class OpenAIBackend(Backend):
         if settings.chat.mode == "on" and settings.chat.template is not None:
             raise BackendError(f"--apply-chat-template {settings.chat.template}: a server applies its own chat template; "
                                "give --apply-chat-template without a name")  # fmt: skip
-        self.options = server_args(settings.model_args)
-        self.base_url = self.options["base_url"].rstrip("/")
+        self.options = ServerOptions.parse(settings.model_args)
+        self.base_url = self.options.base_url
         self.client: Client | None = None
 
     def chat_applied(self, request_type: type) -> bool:
@@ -300,16 +330,14 @@ class OpenAIBackend(Backend):
                 "chat": {"applied": self.chat_applied(request_type), "template": "server" if self.chat_applied(request_type) else None,
                          "template_sha256": None, "system_instruction": chat.system_instruction}}  # fmt: skip
 
-    def info(self) -> dict:
-        return {"backend": self.name, "base_url": self.base_url, "served_model": self.settings.model,
-                "options": {k: v for k, v in self.options.items() if k != "base_url"},
-                "requests_sent": self.client.requests_sent if self.client else 0}  # fmt: skip
+    def info(self) -> ServerInfo:
+        options = {k: v for k, v in dataclasses.asdict(self.options).items() if k != "base_url"}
+        return ServerInfo(self.base_url, self.settings.model, options, self.client.requests_sent if self.client else 0)
 
     def _connect(self) -> Client:
         if self.client is None:
             started = time.perf_counter()
-            options = {k: v for k, v in self.options.items() if k != "base_url"}
-            client = Client(self.base_url, self.settings.model, **options)
+            client = Client(self.options, self.settings.model)
             client.check()
             self.client, self.load_seconds = client, time.perf_counter() - started
         return self.client
@@ -338,15 +366,13 @@ class OpenAIBackend(Backend):
         echoed = dict(zip(texts, client.map(client.echo, texts, progress, step=len(requests) / len(texts))))
         totals = [after_shared_prefix([echoed[context + c] for c in options]) for context, options in questions]
         if kind is YesNo:
-            yes = iter([0.5 * (1 + math.tanh((yes - no) / 2)) for yes, no in totals])  # softmax of (YES, NO), overflow-free
+            yes = iter([yes_probability(yes, no) for yes, no in totals])
             results = [[next(yes) for _ in r.prompts] for r in requests]
         else:
             results = totals
         return results
 
     def _generate(self, request: Generate) -> list:
-        from physprobe.backends.hf.generation import cut
-
         if request.first_token_choices:
             raise BackendError("this protocol matches answers to the options' first tokens, which needs the model's tokenizer: "
                                "use --backend hf")  # fmt: skip

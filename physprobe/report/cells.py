@@ -100,21 +100,21 @@ def _why_missing(run: Run, column: Column, key: str) -> Missing:
     config = key.split(".")[0]
     scored = run.metrics.get(config)
     if not isinstance(scored, dict):
-        pooled = registry.evaluation(run.info["benchmark"]).pooled.get(config)
+        pooled = registry.evaluation(run.record.benchmark).pooled.get(config)
         if pooled:
             return Missing("pooled", f"{config}|{','.join(pooled)}", run.id)
-        if config in _config_names(run.info["benchmark"]):
+        if config in _config_names(run.record.benchmark):
             return Missing("config", config, run.id)
         return Missing("key", key, run.id)
     figures = set(scored) - set(COUNTS)
     if not figures and scored.get("n") and scored.get("undecided") == scored.get("n"):
         return Missing("undecided", config, run.id)
-    if run.info.get("protocol") in column.excluded_by:
+    if run.record.protocol in column.excluded_by:
         protocol = run_protocol(run)
         why = f": {protocol.skip_reason}" if protocol is not None and protocol.skip_reason else ""
-        return Missing("excluded", f"protocol `{run.info['protocol']}` leaves this column's questions out{why}", run.id)
-    if run.info.get("limit") and "." in key:
-        return Missing("sample", f"{config}|{run.info['limit']}", run.id)
+        return Missing("excluded", f"protocol `{run.record.protocol}` leaves this column's questions out{why}", run.id)
+    if run.record.limit and "." in key:
+        return Missing("sample", f"{config}|{run.record.limit}", run.id)
     return Missing("key", key, run.id)
 
 

@@ -82,27 +82,27 @@ def table_block(table: Table, runs: list[Run], paper: PaperTables) -> tuple[Tabl
     return TableBlock(header, rows, kinds), extra + notes.items()
 
 
-def headlines(run: Run) -> str:
+def headlines(benchmark: str, metrics: dict) -> str:
     """Each scored config's headline figure, as the benchmark's ``Evaluation.headline`` declares it.
 
-    >>> headlines(Run(Path("r"), {"benchmark": "prost", "method": "mlm"}, {"default": {"accuracy": 0.3, "macro_accuracy": 0.25}}))
+    >>> headlines("prost", {"default": {"accuracy": 0.3, "macro_accuracy": 0.25}})
     'default: macro_accuracy 0.250'
     """
-    evaluation = registry.evaluation(run.info["benchmark"])
-    found = [(config, evaluation.headline_of(values)) for config, values in run.metrics.items() if isinstance(values, dict)]
+    evaluation = registry.evaluation(benchmark)
+    found = [(config, evaluation.headline_of(values)) for config, values in metrics.items() if isinstance(values, dict)]
     return "; ".join(f"{config}: {key} {value:.3f}" for config, (key, value) in ((c, h) for c, h in found if h)) or "—"
 
 
 def _runs_table(runs: list[Run], paper: PaperTables) -> TableBlock:
     rows = []
     for run in runs:
-        configs = ", ".join(run.info.get("configs") or [])
-        limit = run.info.get("limit")
+        configs = ", ".join(run.record.configs)
+        limit = run.record.limit
         # The papers scored raw text: a chat template applied (run.json ``chat.applied``) is flagged.
-        chat = " ⚠ chat template" if (run.info.get("chat") or {}).get("applied") else ""
-        rows.append([run.id, str(run.info.get("model")), run.method, str(run.info.get("protocol") or "not recorded") + chat,
+        chat = " ⚠ chat template" if (run.record.chat is not None and run.record.chat.applied) else ""
+        rows.append([run.id, run.record.model, run.method, run.record.protocol + chat,
                      ", ".join(paper.protocols.get(run.method, ("—",))), configs + (f" (limit {limit})" if limit else ""),
-                     headlines(run), str(run.folder)])  # fmt: skip
+                     headlines(run.record.benchmark, run.metrics), str(run.folder)])  # fmt: skip
     header = ["Run", "Model", "Method", "Protocol", "Paper's protocol", "Configs", "Headline", "Folder"]
     return TableBlock(header, rows, ["run"] * len(rows))
 
@@ -116,7 +116,7 @@ def document(runs: list[Run], figures_dir: Path) -> list:
                     Paragraph(INTERVALS)]  # fmt: skip
     by_benchmark: dict[str, list[Run]] = {}
     for run in runs:
-        by_benchmark.setdefault(run.info["benchmark"], []).append(run)
+        by_benchmark.setdefault(run.record.benchmark, []).append(run)
     for benchmark in sorted(by_benchmark):
         paper, group = paper_tables(benchmark), by_benchmark[benchmark]
         blocks += [Heading(2, paper.title), Paragraph(f"Paper: {paper.paper}. Runs in this section:"), _runs_table(group, paper)]

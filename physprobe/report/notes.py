@@ -72,13 +72,10 @@ def missing_texts(missing: list[Missing]) -> dict[Missing, str]:
 def protocol_warning(run: Run, paper: PaperTables) -> str | None:
     """Why a run's numbers may not compare with the paper's, or None when its protocol is the paper's."""
     names = paper.protocols.get(run.method)
-    used = run.info.get("protocol")
+    used = run.record.protocol
     if names is None:
         return f"run {run.id} used method `{run.method}`; the paper reports no model scored that way"
     expected = " or ".join(f"`{name}`" for name in names)
-    if used is None:
-        return (f"run {run.id} does not record its protocol (run.json has no `protocol`); the paper's "
-                f"`{run.method}` models used {expected}")  # fmt: skip
     if used not in names:
         return (f"run {run.id} used protocol `{used}`; the paper's `{run.method}` models used {expected}: "
                 f"its numbers do not compare one to one with the published rows")  # fmt: skip
@@ -105,5 +102,5 @@ def exclusion(run: Run, config: str) -> str | None:
         return None
     protocol = run_protocol(run)
     why = f" ({protocol.skip_reason})" if protocol is not None and protocol.skip_reason else ""
-    return (f"protocol `{run.info.get('protocol')}` leaves out {count} question{'s' if count > 1 else ''} of "
+    return (f"protocol `{run.record.protocol}` leaves out {count} question{'s' if count > 1 else ''} of "
             f"`{config}`{why}; this overall figure is over the other questions")  # fmt: skip

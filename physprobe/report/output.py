@@ -29,10 +29,11 @@ def render(runs: list[Path], out: Path) -> Path:
     seen = {}
     for run in loaded:
         if run.id in seen:
-            raise ReportError(f"{run.folder} and {seen[run.id]} are the same run (the same figures of the same protocol on the same rows); give it once")
+            raise ReportError(f"{run.folder} and {seen[run.id]} are the same run (the same figures of the same protocol "
+                              "on the same rows); give it once")  # fmt: skip
         seen[run.id] = run.folder
     for run in loaded:
-        paper_tables(run.info["benchmark"])  # unknown benchmarks fail before anything is written
+        paper_tables(run.record.benchmark)  # unknown benchmarks fail before anything is written
     with paths.staged(out, paths.Owner("report", {})) as staging:
         (staging / "figures").mkdir()
         blocks = document(loaded, staging / "figures")

@@ -1,95 +1,39 @@
 """The ``hf`` backend: Hugging Face models in this process, through ``transformers`` (a GGUF file too).
 
 It serves every request type with physprobe's exact engines (``scoring``: shared-prefix log-likelihoods
-without padding, masked LM, NLI, seq2seq; ``generation``: batched greedy decoding), and resolves what a
-request leaves to the tokenizer (``mean_token_ids``, ``seq2seq_targets``, ``first_token_choices``). A chat
-template is applied here, and only here (``Templating.render``), as ``physprobe.backends.base`` describes.
+without padding, masked LM, NLI, seq2seq; ``generation``: batched greedy decoding), resolving what a request
+leaves to the tokenizer with ``physprobe.tokenized``. A chat template is applied here, and only here
+(``Templating.render``), as ``physprobe.backends.base`` describes.
 
->>> from physprobe.requests import MeanTokens
->>> class Words:  # a tokenizer of whole words, ids by first letter, BOS 1 and EOS 2
-...     bos_token_id, eos_token_id = 1, 2
-...     def __call__(self, text, add_special_tokens=False):
-...         return {"input_ids": [ord(w[0]) for w in text.split()]}
->>> mean_token_ids(MeanTokens(options=(("A", " coin", " falls."),)), Words())
-[[1, 65, 99, 102, 2]]
+>>> HFBackend.name
+'hf'
 """
 
 from __future__ import annotations
 
+import functools
 import time
-import unicodedata
+from dataclasses import dataclass
 
+from physprobe.answers import yes_probability
 from physprobe.backends.base import Backend, BackendError, Chat, Settings, messages, prompt_text, template_hash
 from physprobe.requests import Choice, Entailment, Generate, GenerateEach, Masked, MaskedPair, MeanTokens, Seq2Seq, YesNo
+from physprobe.tokenized import first_token_choices, lower_cased, mean_token_ids, seq2seq_targets
 
 # Entailment readings -> the engine's (softmax_across: raw logits, softmaxed across the request's pairs).
 READINGS = {"three_way": "three_way", "vs_contradiction": "vs_contradiction", "softmax_across": "logit"}
 
 
-def _ids(tokenizer, text: str) -> list[int]:
-    return tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
-
-
-def gpt_named(name: str) -> bool:
-    """Whether a tokenizer's name starts with ``gpt``, read on the last part of its path (the Hub's
-    ``openai-community/gpt2`` and a local ``models/gpt2`` as ``gpt2``), as PROST's released
-    ``input_pipeline.py:88`` tests ``tokenizer.name_or_path.startswith('gpt')``.
-
-    >>> gpt_named("gpt2-medium"), gpt_named("openai-community/gpt2"), gpt_named("openai-gpt"), gpt_named("./models/gpt2")
-    (True, True, False, True)
-    >>> gpt_named("HuggingFaceTB/SmolLM2-135M-Instruct")
-    False
-    """
-    return name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].startswith("gpt")
-
-
-def mean_token_ids(request: MeanTokens, tokenizer) -> list[list[int]]:
-    """The token ids of each option of a ``MeanTokens`` request.
-
-    ``specials="bos_eos"``: the segments encoded apart without special tokens, concatenated, framed by the
-    tokenizer's BOS and EOS where it has them. ``"gpt_names"``: that for a tokenizer whose name starts with
-    ``gpt`` (``gpt_named``); any other encodes the option's text whole as it does, its own special tokens
-    included, with its pad token standing for the middle segment, whose own tokens (encoded without special
-    tokens) then replace the pad (PROST's released ``input_pipeline.py:88-110``)."""
-    if request.specials not in ("bos_eos", "gpt_names"):
-        raise BackendError(f"MeanTokens specials {request.specials!r} is not one the hf backend knows (bos_eos, gpt_names)")
-    if request.specials == "gpt_names" and not gpt_named(tokenizer.name_or_path):
-        if tokenizer.pad_token_id is None:
-            raise BackendError(f"tokenizer {tokenizer.name_or_path!r} has no pad (or end-of-sequence) token to stand for the "
-                               "option while the text is encoded whole; choose a protocol that frames it with BOS and EOS")  # fmt: skip
-        spliced = []
-        for before, option, after in request.options:
-            ids = tokenizer(f"{before}{tokenizer.pad_token}{after}")["input_ids"]
-            at = ids.index(tokenizer.pad_token_id, 1)
-            spliced.append(ids[:at] + _ids(tokenizer, option) + ids[at + 1 :])
-        return spliced
-    bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
-    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
-    return [bos + [i for segment in option for i in _ids(tokenizer, segment)] + eos for option in request.options]
-
-
-def seq2seq_targets(request: Seq2Seq, tokenizer) -> list:
-    """A ``Seq2Seq`` request's targets as the engine takes them: the texts, or with ``first_token_after``
-    the token ids ``[that token, the target's first token]`` (PROST's released T5 code)."""
-    if request.first_token_after is None:
-        return list(request.targets)
-    start = tokenizer.convert_tokens_to_ids(request.first_token_after)
-    return [[start, _ids(tokenizer, target)[0]] for target in request.targets]
-
-
-def first_token_choices(request: Generate, tokenizer) -> list[str]:
-    """The choices of a ``Generate`` request with ``first_token_choices``: the first token of each
-    ``" choice"``, decoded together and split on spaces (PROST's released ``zs_runner.py:161``)."""
-    return tokenizer.decode([_ids(tokenizer, f" {choice}")[0] for choice in request.choices]).split()
-
-
 class Templating:
-    """A tokenizer's chat template under a run's ``Chat`` setting: whether it applies to a request type,
-    and the prompt as the model then reads it (``physprobe.backends.base`` says when it applies)."""
+    """A tokenizer's chat template under a run's ``Chat`` setting: whether it applies to a request type
+    (decided once per type), and the prompt as the model then reads it (``physprobe.backends.base`` says when
+    it applies)."""
 
     def __init__(self, tokenizer, chat: Chat, model_name: str = "the model"):
         self.tokenizer, self.chat, self.model_name = tokenizer, chat, model_name
+        self._applied: dict[type, bool] = {}
 
+    @functools.cached_property
     def template(self) -> str | None:
         """The text of the template the run names (``Chat.template``: one of the tokenizer's named templates),
         else of the tokenizer's default one; None when it has none."""
@@ -107,13 +51,14 @@ class Templating:
     def applied(self, request_type: type) -> bool:
         """Whether ``request_type``'s prompts go through the template; an error when the run asks a template
         the tokenizer lacks, or a template or instruction of a request type without a prompt."""
-        self.chat.check(request_type)
-        template = self.template()
-        applied = self.chat.applies(request_type, has_template=template is not None)
-        if applied and template is None:
-            raise BackendError(f"--apply-chat-template: {self.model_name} has no default chat template (its tokenizer's "
-                               "chat_template is empty); leave the option out")  # fmt: skip
-        return applied
+        if request_type not in self._applied:
+            self.chat.check(request_type)
+            applied = self.chat.applies(request_type, has_template=self.template is not None)
+            if applied and self.template is None:
+                raise BackendError(f"--apply-chat-template: {self.model_name} has no default chat template (its tokenizer's "
+                                   "chat_template is empty); leave the option out")  # fmt: skip
+            self._applied[request_type] = applied
+        return self._applied[request_type]
 
     def render(self, prompt: str, request_type: type) -> str:
         """A prompt as the model reads it: through the template (generation prompt added) when it applies to
@@ -124,10 +69,11 @@ class Templating:
                                                   add_generation_prompt=True, tokenize=False)  # fmt: skip
 
 
-def score_loaded(loaded, requests: list, chat: Chat | None = None, truncate: bool = False, progress=None) -> list[list]:
-    """Results of requests of one type (``physprobe.backends.base`` says what each is) from a model already
-    in memory (``physprobe.backends.hf.model.Loaded``), under a chat setting (None: ``Chat()``, auto)."""
-    templating = Templating(loaded.tokenizer, chat or Chat())
+def score_loaded(loaded, requests: list, chat: Chat | Templating | None = None, truncate: bool = False, progress=None) -> list[list]:
+    """Results of requests of one type (``physprobe.requests`` says what each is) from a model already in
+    memory (``physprobe.backends.hf.model.Loaded``), under a chat setting (None: ``Chat()``, auto) or the
+    ``Templating`` that decided it."""
+    templating = chat if isinstance(chat, Templating) else Templating(loaded.tokenizer, chat or Chat())
     engine = {Choice: _choice, MeanTokens: _mean_tokens, Masked: _masked, MaskedPair: _masked_pair, Seq2Seq: _seq2seq,
               Entailment: _entailment, YesNo: _yes_no, Generate: _generate, GenerateEach: _generate_each}[type(requests[0])]  # fmt: skip
     return engine(loaded, requests, templating, {"progress": progress, "truncate": truncate, **loaded.batching})
@@ -156,22 +102,6 @@ def _masked(loaded, requests: list[Masked], templating: Templating, options: dic
     sep = getattr(tokenizer, "sep_token", None) or getattr(tokenizer, "eos_token", None) or "[SEP]"
     texts = [r.text.replace("[SEP]", sep) for r in requests]
     return scoring.masked_logprobs(loaded.model, tokenizer, texts, [r.candidates for r in requests], loaded.device, **options)
-
-
-def lower_cased(text: str, tokenizer) -> str:
-    """``text`` as a tokenizer loaded with ``do_lower_case=True`` reads it: lower-cased and accents stripped
-    (BERT's normaliser) by a cased tokenizer that takes the option; as it is otherwise (an uncased tokenizer
-    lower-cases it anyway; BPE tokenizers ignore the option).
-
-    >>> class Cased:
-    ...     do_lower_case = False
-    >>> lower_cased("Café Kittens", Cased()), lower_cased("Café Kittens", object())
-    ('cafe kittens', 'Café Kittens')
-    """
-    if getattr(tokenizer, "do_lower_case", None) is not False:
-        return text
-    decomposed = unicodedata.normalize("NFD", text.lower())
-    return "".join(ch for ch in decomposed if unicodedata.category(ch) != "Mn")
 
 
 def _masked_pair(loaded, requests: list[MaskedPair], templating: Templating, options: dict) -> list[list]:
@@ -227,8 +157,12 @@ def _yes_no(loaded, requests: list[YesNo], templating: Templating, options: dict
     progress = options.pop("progress")
     options.pop("truncate")  # the YES/NO engine reads prompts whole
     flat = [templating.render(p, YesNo) for r in requests for p in r.prompts]
-    values = scoring.yes_probs(loaded.model, loaded.tokenizer, flat, loaded.device, seq2seq=loaded.family == "seq2seq",
-                               bos=not templating.applied(YesNo), **options)  # fmt: skip
+    if loaded.family == "seq2seq":  # the answer is the target
+        pairs = scoring.seq2seq_logprobs(loaded.model, loaded.tokenizer, [(p, ["YES", "NO"]) for p in flat], loaded.device, **options)
+    else:  # the answer follows the prompt after a space (BOS first unless a template opens the text)
+        pairs = scoring.sequence_logprobs(loaded.model, loaded.tokenizer, [[f"{p} YES", f"{p} NO"] for p in flat], loaded.device,
+                                          bos=not templating.applied(YesNo), **options)  # fmt: skip
+    values = [yes_probability(yes, no) for yes, no in pairs]
     if progress is not None:
         progress.update(len(requests))
     return _split(values, [len(r.prompts) for r in requests])
@@ -270,11 +204,25 @@ def recorded_args(kwargs: dict) -> dict:
     return recorded
 
 
+@dataclass(frozen=True)
+class HFInfo:
+    """What run.json records of an in-process model (its ``backend`` section)."""
+
+    family: str
+    device: str
+    model_loaded: bool
+    model_revision: str
+    gguf_file: str | None
+    model_args: dict
+    truncate: bool
+    dtype: str
+    batch_size: int | str  # sequences per batch, or "auto"
+
+
 class HFBackend(Backend):
     """Models loaded in this process with ``transformers`` (``AutoModelFor*`` of the model's family)."""
 
     name = "hf"
-    serves = (Choice, MeanTokens, Masked, MaskedPair, Seq2Seq, Entailment, YesNo, Generate, GenerateEach)
 
     @staticmethod
     def parse_model_args(text: str | None) -> dict:
@@ -301,7 +249,7 @@ class HFBackend(Backend):
             self._tokenizer = model.load_tokenizer(self.plan)
         return self._tokenizer
 
-    @property
+    @functools.cached_property
     def templating(self) -> Templating:
         return Templating(self.tokenizer, self.settings.chat, self.settings.model)
 
@@ -315,16 +263,14 @@ class HFBackend(Backend):
                 "dtype": self.plan.dtype, "device": self.plan.device.type, "truncate": self.settings.truncate,
                 "model_args": recorded_args(self.plan.kwargs),
                 "chat": {"applied": applied, "template": chat.template if applied else None,
-                         "template_sha256": template_hash(self.templating.template()) if applied else None,
+                         "template_sha256": template_hash(self.templating.template) if applied else None,
                          "system_instruction": chat.system_instruction}}  # fmt: skip
 
-    def info(self) -> dict:
+    def info(self) -> HFInfo:
         loaded = self._loaded
-        return {"family": self.family, "device": str(loaded.device if loaded else self.plan.device),
-                "model_loaded": loaded is not None, "model_revision": self.plan.revision,
-                "gguf_file": self.plan.kwargs.get("gguf_file"),
-                "model_args": recorded_args(self.plan.kwargs), "truncate": self.settings.truncate,
-                "dtype": self.plan.dtype, "batch_size": self.plan.batch_size or "auto"}  # fmt: skip
+        return HFInfo(self.family, str(loaded.device if loaded else self.plan.device), loaded is not None, self.plan.revision,
+                      self.plan.kwargs.get("gguf_file"), recorded_args(self.plan.kwargs), self.settings.truncate,
+                      self.plan.dtype, self.plan.batch_size or "auto")  # fmt: skip
 
     def loaded(self):
         """The model, loaded on first use (a fully cached run never loads it)."""
@@ -337,4 +283,4 @@ class HFBackend(Backend):
         return self._loaded
 
     def score(self, requests: list, progress=None) -> list[list]:
-        return score_loaded(self.loaded(), requests, self.settings.chat, self.settings.truncate, progress)
+        return score_loaded(self.loaded(), requests, self.templating, self.settings.truncate, progress)

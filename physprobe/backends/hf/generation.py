@@ -4,7 +4,7 @@ A causal model's batch holds prompts in token order; each run of prompts sharing
 template's system turn, NEWTON's attribute question or context) runs that prefix once, then the prompts' own
 tokens run in groups of near-equal length (padded where a pass would cost more than the padding);
 their key/value caches join one decoding batch, left-padded (masked), in buffers each step writes in place,
-and each row leaves the batch as soon as its answer is done: its stop string has appeared (after the answer's leading blank lines, as ``cut``
+and each row leaves the batch as soon as its answer is done: its stop string has appeared (after the answer's leading blank lines, as ``answers.cut``
 reads it), or EOS, or its token budget. A seq2seq batch runs its encoder once, then decodes the same way, rows
 leaving as their answers end. Models whose generation config asks for logits processors (``argmax_decodes``), and
 models whose cache this layout cannot be built from (``scoring._cache_layers``: a sliding window narrower than the
@@ -12,8 +12,6 @@ cache would grow), read padded prompts in ``model.generate``, which applies the 
 row of the batch is done. The answer text is returned as generated (special tokens dropped, cut before the first stop string);
 a protocol's ``match`` turns it into an option, or None (``unparsed``).
 
->>> cut("(B) ball\\nQuestion: next", ["\\n"])
-'(B) ball'
 """
 
 from __future__ import annotations
@@ -27,6 +25,7 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
+from physprobe.answers import cut, stopped
 from physprobe.backends.hf.scoring import (
     _as_tensor,
     _autocast,
@@ -43,28 +42,6 @@ from physprobe.backends.hf.scoring import (
     run_batches,
     shared_length,
 )
-
-
-def cut(text: str, stop: Sequence[str]) -> str:
-    """``text`` up to (not including) the earliest of the ``stop`` strings after its leading whitespace: an
-    answer that opens with a blank line, as completion models' answers often do, is not cut to nothing.
-
-    >>> cut("yes. And more", [".", "\\n"]), cut("no stop here", []), cut("\\n\\nA box.\\nQ: next", ["\\n"])
-    ('yes', 'no stop here', '\\n\\nA box.')
-    """
-    start = len(text) - len(text.lstrip())
-    ends = [end for end in (text.find(s, start) for s in stop if s) if end >= 0]
-    return text[: min(ends)] if ends else text
-
-
-def stopped(text: str, stop: Sequence[str]) -> bool:
-    """Whether ``text`` holds one of the ``stop`` strings where ``cut`` looks for them (so more tokens
-    cannot change the cut answer).
-
-    >>> stopped("\\n\\nA box", ["\\n"]), stopped("\\n\\nA box.\\n", ["\\n"]), stopped("A box", [])
-    (False, True, False)
-    """
-    return len(cut(text, stop)) < len(text)
 
 
 class _StopStrings(StoppingCriteria):

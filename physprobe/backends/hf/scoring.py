@@ -14,7 +14,6 @@
 - ``mean_token_logprobs``: mean log-probability of the tokens of token-id sequences (each token after the
   first predicted), as PROST's released GPT code averages token losses; the shared prefix runs once too.
 - ``entailment_probs``: NLI entailment probability of (premise, hypothesis) pairs.
-- ``yes_probs``: P(YES) / (P(YES) + P(NO)) of the answer after a prompt.
 
 All run under ``torch.inference_mode``, with bf16 autocast on CUDA, and halve a batch on out-of-memory.
 The masked-LM, seq2seq and NLI engines feed no padding (batches hold sequences of one length), the causal ones
@@ -642,16 +641,3 @@ def entailment_probs(model, tokenizer, pairs: Sequence[tuple[str, str]], device:
         lengths = [len(e) for e in encoded]
         return run_batches(len(pairs), lengths, step, batch_tokens, max_batch, progress,
                            batches=exact_batches(lengths, batch_tokens, max_batch))  # fmt: skip
-
-
-def yes_probs(model, tokenizer, prompts: Sequence[str], device: torch.device, seq2seq: bool = False,
-              batch_tokens: int = 16384, max_batch: int = 128, progress=None, bos: bool = True) -> list[float]:  # fmt: skip
-    """P(YES) / (P(YES) + P(NO)) of the answer after each prompt, as a continuous score (``bos``: a causal
-    model reads its BOS first, as ``sequence_logprobs``)."""
-    if seq2seq:
-        scores = seq2seq_logprobs(model, tokenizer, [(p, ["YES", "NO"]) for p in prompts], device, batch_tokens=batch_tokens,
-                                  max_batch=max_batch, progress=progress)  # fmt: skip
-    else:
-        scores = sequence_logprobs(model, tokenizer, [[f"{p} YES", f"{p} NO"] for p in prompts], device, batch_tokens=batch_tokens,
-                                   max_batch=max_batch, progress=progress, bos=bos)  # fmt: skip
-    return [float(torch.softmax(torch.tensor(pair), dim=0)[0]) for pair in scores]

@@ -27,7 +27,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +43,7 @@ from physprobe.dataset_scripts import BENCHMARKS
 from physprobe.errors import PhysprobeError, PublishError
 from physprobe.export import build, owner
 from physprobe.paths import MARKER, Owner, check_disjoint, check_target, staged
+from physprobe.retries import TRANSIENT_STATUS, retried
 from physprobe.sources import resolve_source_dir
 
 ROOT = Path(__file__).resolve().parent
@@ -188,7 +188,6 @@ def _validate_metric(folder: Path) -> None:
 
 # --- push -----------------------------------------------------------------------------------
 RETRY_DELAYS = (2.0, 8.0, 30.0)  # seconds before each retry of a transient error
-TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
 
 
 def is_transient(error: BaseException) -> bool:
@@ -208,15 +207,12 @@ def describe(error: BaseException, endpoint: str | None = None) -> str:
 
 
 def with_retries(call, what: str, log=print):
-    """``call()``, retried after ``RETRY_DELAYS`` while it fails with a transient error."""
-    for attempt, delay in enumerate((*RETRY_DELAYS, None), start=1):
-        try:
-            return call()
-        except (HfHubHTTPError, httpx2.HTTPError) as error:
-            if delay is None or not is_transient(error):
-                raise
-            log(f"retrying  {what} in {delay:g} s (attempt {attempt} failed: {describe(error)})")
-            time.sleep(delay)
+    """``call()``, retried after ``RETRY_DELAYS`` while it fails with a transient error (``physprobe.retries``)."""
+
+    def note(attempt: int, delay: float, error: BaseException) -> None:
+        log(f"retrying  {what} in {delay:g} s (attempt {attempt} failed: {describe(error)})")
+
+    return retried(call, is_transient, RETRY_DELAYS, note)
 
 
 def publish(repo: RepoFolder, api, org: str, token: str, log=print) -> str:

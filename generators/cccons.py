@@ -28,7 +28,6 @@ from physprobe.errors import DataError
 from physprobe.templates import article, fill
 
 LABELS = ("obj1_larger", "obj1_smaller")  # upstream integers: 0 = obj1 larger, 1 = obj1 smaller
-SUBSETS = ("ordinary", "ccommon")
 
 # The paper's "Tasks Format Details". [MASK] is a placeholder the scorer replaces by the tokenizer's mask.
 PROMPTS = {

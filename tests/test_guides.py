@@ -1,7 +1,8 @@
 """The guides walked through: ``docs/adding_a_benchmark.md``'s blocks written as files into temporary copies of
 the package folders (``dataset_scripts/``, ``generators/``), its one registration line applied, the toy
 benchmark built, scored with a tiny model and reported; then ``docs/adding_a_protocol.md``'s edits applied to
-its ``evaluation.py`` and the new protocol scored."""
+its ``evaluation.py`` and the new protocol scored; then ``docs/adding_a_backend.md``'s module and registry line,
+its backend scoring a benchmark end to end."""
 
 import doctest
 import importlib
@@ -13,6 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+import physprobe.backends
 import physprobe.dataset_scripts
 import physprobe.generators
 from physprobe import registry
@@ -127,3 +129,36 @@ def test_a_protocol_is_two_edits_to_its_evaluation(toy, tmp_path, capsys):
     for p, r in zip(predictions, _rows(build)):
         assert p["prediction"] == -1 or (r["obj1"], r["obj2"])[p["prediction"]].lower() in p["generated"].lower(), p
     assert metrics["unparsed"] == sum(p["prediction"] == -1 for p in predictions)
+
+
+def test_a_backend_is_one_module_and_one_registry_line(built_all, tmp_path, monkeypatch, capsys):
+    from physprobe.requests import Choice
+
+    files = blocks("adding_a_backend.md")
+    line = files.pop("REGISTRY")
+    assert list(files) == ["physprobe/backends/echo.py"] and len(line.strip().splitlines()) == 1
+    folder = tmp_path / "backends"
+    folder.mkdir()
+    (folder / "echo.py").write_text(files["physprobe/backends/echo.py"], encoding="utf-8")
+    monkeypatch.setattr(physprobe.backends, "__path__", [*physprobe.backends.__path__, str(folder)])
+    monkeypatch.delitem(sys.modules, "physprobe.backends.echo", raising=False)
+    (name, registered), = eval("{" + line + "}", {"Registered": physprobe.backends.Registered}).items()  # the guide's line
+    monkeypatch.setitem(physprobe.backends.REGISTRY, name, registered)
+    assert physprobe.backends.serving(Choice) == ["hf", "openai"] and "physprobe.backends.echo" not in sys.modules
+
+    run = tmp_path / "run"
+    args = ["score", "--backend", "echo", "--model", "none", "--benchmark", "cccons", "--config", "ordinary", "--limit", "5",
+            "--model-args", "answer=table", "--data", str(built_all), "--out", str(run), "--bootstrap-iters", "0"]  # fmt: skip
+    assert main(args) == 0
+    info = json.loads((run / "run.json").read_text())
+    predictions = pq.read_table(run / "predictions.parquet").to_pylist()
+    metrics = json.loads((run / "metrics.json").read_text())["ordinary"]
+    assert info["backend"] == {"name": "echo", "answer": "table"} and info["protocol"] == "question-generate"
+    assert [p["generated"] for p in predictions] == ["table"] * 5 and metrics["n"] == 5
+    assert metrics["unparsed"] == sum(p["prediction"] == -1 for p in predictions)
+    capsys.readouterr()
+    assert main([*args, "--protocol", "answer-loglik"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("physprobe: error: protocol 'answer-loglik' asks Choice requests, which --backend echo cannot serve; "
+                   "use --backend hf or openai\n")  # fmt: skip
+    assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 0

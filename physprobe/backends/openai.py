@@ -28,10 +28,10 @@ from urllib.parse import urlsplit
 
 from physprobe.answers import cut, yes_probability
 from physprobe.backends.base import Backend, BackendError, Settings, messages, prompt_text
+from physprobe.retries import TRANSIENT_STATUS, backoff, retried
 from physprobe.requests import Choice, Generate, GenerateEach, YesNo
 
 API_KEY_VARIABLE = "OPENAI_API_KEY"
-TRANSIENT = {408, 409, 425, 429, 500, 502, 503, 504}
 LOGLIKELIHOOD_UNSUPPORTED = ("this server cannot score log-likelihood protocols (they need /v1/completions with echo and "
                              "logprobs; a chat-only endpoint has none): score a generation protocol, --method generate")
 
@@ -107,25 +107,22 @@ class Client:
 
     def _send(self, method: str, path: str, body: dict | None = None):
         import httpx
-        from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
         def transient(error: BaseException) -> bool:
             if isinstance(error, httpx.HTTPStatusError):
-                return error.response.status_code in TRANSIENT
+                return error.response.status_code in TRANSIENT_STATUS
             return isinstance(error, (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError))
 
         def attempt():
             with self._count:
                 self.requests_sent += 1
             response = self.http.request(method, f"{self.base_url}{path}", json=body)
-            if response.status_code in TRANSIENT:
+            if response.status_code in TRANSIENT_STATUS:
                 response.raise_for_status()
             return response
 
-        retrying = Retrying(stop=stop_after_attempt(self.max_retries + 1), wait=wait_exponential(multiplier=1, max=30),
-                            retry=retry_if_exception(transient), reraise=True)  # fmt: skip
         try:
-            return retrying(attempt)
+            return retried(attempt, transient, backoff(self.max_retries))
         except httpx.HTTPStatusError as error:
             raise BackendError(f"{self.base_url}{path} answered HTTP {error.response.status_code} "
                                f"({_reason(error.response)}) after {self.max_retries + 1} attempts") from None  # fmt: skip

@@ -160,7 +160,7 @@ def main() -> None:
             sent: dict = {}
             same: dict = {}
             for run in range(args.runs):
-                for task, requests, chat in (("prost", prost_requests, Chat("off")), ("newton", newton_requests, Chat("auto"))):
+                for task, requests, chat in (("prost", prost_requests, Chat("off")), ("newton", newton_requests, Chat("on"))):
                     log and log.mark()
                     theirs, seconds = lm_eval_run(model, base_url, tokenizer, args.num_concurrent, tmp, f"bench_{task}", task == "newton")
                     table[(task, "lm-eval")].append(seconds)

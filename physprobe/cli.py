@@ -132,20 +132,19 @@ def summary_lines(record) -> list[str]:
 
 
 def chat_setting(args: argparse.Namespace):
-    """The run's ``Chat`` from ``--apply-chat-template [NAME]``, ``--no-chat-template`` and ``--system-instruction``.
+    """The run's ``Chat`` from ``--apply-chat-template [NAME]`` and ``--system-instruction``: prompts are read raw,
+    as the papers' released scripts read them, unless a template is asked for.
 
     >>> args = ["score", "--model", "m", "--benchmark", _benchmarks()[0]]
     >>> chat_setting(parser().parse_args([*args, "--apply-chat-template"])), chat_setting(parser().parse_args(args)).mode
-    (Chat(mode='on', template=None, system_instruction=None), 'auto')
+    (Chat(mode='on', template=None, system_instruction=None), 'off')
     """
     from physprobe.backends.base import Chat
 
     if args.system_instruction is not None and not args.system_instruction.strip():
         raise PhysprobeError("--system-instruction is empty; give the instruction's text, or leave the option out")
-    if args.no_chat_template:
-        return Chat("off", system_instruction=args.system_instruction)
     if args.apply_chat_template is None:
-        return Chat("auto", system_instruction=args.system_instruction)
+        return Chat("off", system_instruction=args.system_instruction)
     return Chat("on", args.apply_chat_template or None, args.system_instruction)
 
 
@@ -215,7 +214,27 @@ def parser() -> argparse.ArgumentParser:
     generate_cmd.add_argument("--out", default="generated", help="output folder (default: ./generated)")
     generate_cmd.add_argument("--source-dir", help="local mirror of the upstream files")
     generate_cmd.set_defaults(run=_generate)
-    score_cmd = commands.add_parser("score", help="score a Hugging Face model on a benchmark (from the Hub, or a local build)")
+    _score_arguments(commands.add_parser("score", help="score a Hugging Face model on a benchmark (from the Hub, or a local build)"))
+    protocols_cmd = commands.add_parser("protocols", help="list each benchmark's protocols and the families they are the default for")
+    protocols_cmd.add_argument("benchmark", nargs="?", choices=_benchmarks())
+    protocols_cmd.set_defaults(run=_protocols)
+    report_cmd = commands.add_parser("report", help="paper-style tables and plots across score runs")
+    report_cmd.add_argument("runs", nargs="+", help="run folders written by physprobe score (any benchmarks)")
+    report_cmd.add_argument("--out", default="report",
+                            help="report folder to create: report.md, report.html, figures/ (default: ./report); "
+                                 "an existing one must be empty or a report written before, which is replaced")
+    report_cmd.set_defaults(run=_report)
+    export_cmd = commands.add_parser("export", help="write physprobe's benchmarks as tasks of another evaluation tool")
+    export_cmd.add_argument("tool", choices=["lm-eval"], help="lm-eval: an EleutherAI lm-evaluation-harness 0.4 task folder")
+    export_cmd.add_argument("--out", required=True, help="task folder to write (pass it to lm_eval --include_path)")
+    export_cmd.add_argument("--data", help="a local build (physprobe build) whose Parquet files the tasks read "
+                            "(default: physprobe/<benchmark> on the Hub)")
+    export_cmd.set_defaults(run=_export)
+    return top
+
+
+def _score_arguments(score_cmd: argparse.ArgumentParser) -> None:
+    """The options of ``physprobe score``."""
     score_cmd.add_argument("--model", required=True, help="Hub id or local folder")
     score_cmd.add_argument("--benchmark", required=True, choices=_benchmarks())
     score_cmd.add_argument("--config", help="comma-separated configs (default: those of the paper's tables)")
@@ -237,32 +256,14 @@ def parser() -> argparse.ArgumentParser:
     score_cmd.add_argument("--bootstrap-iters", type=int, default=200, help="bootstrap resamples for standard errors (0: none)")
     score_cmd.add_argument("--backend", help="how the model is reached: hf (transformers in this process; the default) or a "
                            "server backend (a base_url in --model-args implies openai); see docs/adding_a_backend.md")
-    chat = score_cmd.add_mutually_exclusive_group()
-    chat.add_argument("--apply-chat-template", nargs="?", const="", metavar="NAME",
-                      help="read prompts through the model's chat template (or its template NAME); default: generation "
-                           "protocols use it when the model has one, log-likelihood protocols never")
-    chat.add_argument("--no-chat-template", action="store_true", help="never apply a chat template")
+    score_cmd.add_argument("--apply-chat-template", nargs="?", const="", metavar="NAME",
+                           help="read prompts through the model's chat template (or its template NAME; a server: its chat "
+                                "endpoint); default: raw prompts, as the papers' released scripts read them")
     score_cmd.add_argument("--system-instruction", metavar="TEXT",
                            help="a system message before each prompt (without a template: the text and a blank line)")
     score_cmd.add_argument("--num-processes", type=int, help="score in N processes (accelerate launch; data parallel): "
                            "requests split by token count, rank 0 writes the run folder")
     score_cmd.set_defaults(run=_score)
-    protocols_cmd = commands.add_parser("protocols", help="list each benchmark's protocols and the families they are the default for")
-    protocols_cmd.add_argument("benchmark", nargs="?", choices=_benchmarks())
-    protocols_cmd.set_defaults(run=_protocols)
-    report_cmd = commands.add_parser("report", help="paper-style tables and plots across score runs")
-    report_cmd.add_argument("runs", nargs="+", help="run folders written by physprobe score (any benchmarks)")
-    report_cmd.add_argument("--out", default="report",
-                            help="report folder to create: report.md, report.html, figures/ (default: ./report); "
-                                 "an existing one must be empty or a report written before, which is replaced")
-    report_cmd.set_defaults(run=_report)
-    export_cmd = commands.add_parser("export", help="write physprobe's benchmarks as tasks of another evaluation tool")
-    export_cmd.add_argument("tool", choices=["lm-eval"], help="lm-eval: an EleutherAI lm-evaluation-harness 0.4 task folder")
-    export_cmd.add_argument("--out", required=True, help="task folder to write (pass it to lm_eval --include_path)")
-    export_cmd.add_argument("--data", help="a local build (physprobe build) whose Parquet files the tasks read "
-                            "(default: physprobe/<benchmark> on the Hub)")
-    export_cmd.set_defaults(run=_export)
-    return top
 
 
 def main(argv: list[str] | None = None) -> int:

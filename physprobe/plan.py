@@ -8,7 +8,7 @@ protocol, when not named, is picked by ``protocol_for`` once the backend reports
 
 >>> plan = make("gpt2", "prost", limit=10)
 >>> plan.configs, plan.out.as_posix(), plan.backend, plan.chat.mode
-(('default',), 'runs/gpt2-prost', 'hf', 'auto')
+(('default',), 'runs/gpt2-prost', 'hf', 'off')
 >>> make("gpt2", "prost", limit=0)
 Traceback (most recent call last):
 physprobe.errors.ProtocolError: --limit must be at least 1, got 0

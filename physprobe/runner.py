@@ -183,7 +183,8 @@ def run(plan: RunPlan) -> RunRecord:
         metrics = {config: s.metrics for config, s in scored.items()}
         metrics.update(this.pooled(scored))
         if this.protocol.method == "generate" and ranks.main:
-            warn_unparsed(metrics, plan.configs, plan.model, bool(this.identity and this.identity["chat"]["applied"]))
+            chat_applied = bool(this.identity and this.identity["chat"]["applied"])
+            warn_unparsed(metrics, plan.configs, plan.model, chat_applied or not this.model.offers_chat_template())
         record = this.record(scored, metrics, started_at, time.perf_counter() - started)
         if ranks.main:
             run_record.write(plan.out, plan.owner, record, this.predictions(scored))  # all three files in one swap
@@ -200,13 +201,14 @@ def served(model, protocol, request_type: type) -> dict:
     return model.identity(request_type)
 
 
-def warn_unparsed(metrics: dict, configs: tuple[str, ...], model_name: str, chat_applied: bool) -> None:
-    """One line on stderr when more than half of a generation run's answers named no option, with the fix."""
+def warn_unparsed(metrics: dict, configs: tuple[str, ...], model_name: str, template_tried: bool) -> None:
+    """One line on stderr when more than half of a generation run's answers named no option, with the fix:
+    ``--apply-chat-template`` where the model has a template not yet applied (``template_tried`` False)."""
     scored = [metrics[c] for c in configs if "unparsed" in metrics[c]]
     total, unparsed = sum(m["n"] for m in scored), sum(m["unparsed"] for m in scored)
     if not total or unparsed * 2 <= total:
         return
     fix = ("read the answers (`generated` in predictions.parquet) or score a log-likelihood protocol (`physprobe protocols`)"
-           if chat_applied else "an instruct model answers in its chat format: score with --apply-chat-template, "
+           if template_tried else "an instruct model answers in its chat format: score with --apply-chat-template, "
            "or a log-likelihood protocol (`physprobe protocols`)")  # fmt: skip
     print(f"physprobe: warning: {unparsed} of {total} answers of {model_name} named no option (unparsed); {fix}", file=sys.stderr)

@@ -81,16 +81,16 @@ def test_a_protocol_the_backend_cannot_serve_is_one_line_naming_those_that_can(m
 
 
 # --- chat templates: what the model reads -------------------------------------------------------
-def test_templating_renders_generation_prompts_only_by_default(models):
+def test_templating_renders_prompts_only_when_asked(models):
     tokenizer = AutoTokenizer.from_pretrained(models["chat"])
-    auto = Templating(tokenizer, Chat())
-    assert auto.render("Which is bigger?", Generate) == "<user>Which is bigger?\n<assistant>"
-    assert auto.render("Which is bigger?", Choice) == "Which is bigger?"  # log-likelihood: raw text unless asked
-    instructed = Templating(tokenizer, Chat(system_instruction="Be brief."))
+    default = Templating(tokenizer, Chat())  # raw text, as the released scripts read it, whatever the request
+    assert default.render("Which is bigger?", Generate) == default.render("Which is bigger?", Choice) == "Which is bigger?"
+    instructed = Templating(tokenizer, Chat("on", system_instruction="Be brief."))
     assert instructed.render("Which?", Generate) == "<system>Be brief.\n<user>Which?\n<assistant>"
-    assert instructed.render("Which?", YesNo) == "Be brief.\n\nWhich?"  # no template here: instruction, blank line
+    raw = Templating(tokenizer, Chat(system_instruction="Be brief."))
+    assert raw.render("Which?", YesNo) == "Be brief.\n\nWhich?"  # no template applied: instruction, blank line
     assert Templating(tokenizer, Chat("on")).render("Which?", Choice) == "<user>Which?\n<assistant>"
-    assert Templating(tokenizer, Chat("off")).render("Which?", Generate) == "Which?"
+    assert Templating(tokenizer, Chat("on")).render("Which?", Generate) == "<user>Which?\n<assistant>"
     plain = Templating(AutoTokenizer.from_pretrained(models["plain"]), Chat())
     assert plain.render("Which?", Generate) == "Which?" and plain.template is None
     named = AutoTokenizer.from_pretrained(models["chat"])
@@ -104,7 +104,7 @@ def test_templated_prompts_are_fed_as_rendered_without_an_extra_bos(models):
     loaded = _loaded(models["chat"])
     model, tokenizer = loaded.model, loaded.tokenizer
     prompt = "A key box contains a key. Which is bigger, a key or a key box?"
-    (generated,) = score_loaded(loaded, [Generate(prompt, ("key", "key box"), max_new_tokens=4)])
+    (generated,) = score_loaded(loaded, [Generate(prompt, ("key", "key box"), max_new_tokens=4)], Chat("on"))
     ids = tokenizer(f"<user>{prompt}\n<assistant>", add_special_tokens=False)["input_ids"]  # the template carries no BOS
     with torch.inference_mode():
         out = list(ids)
@@ -124,7 +124,7 @@ def test_templated_prompts_are_fed_as_rendered_without_an_extra_bos(models):
             logprobs = torch.log_softmax(model(torch.tensor([sequence])).logits[0].float(), dim=-1)
             naive.append(sum(logprobs[i - 1, sequence[i]].item() for i in range(shared, len(sequence))))
     assert scores == pytest.approx(naive, abs=1e-4)
-    (raw,) = score_loaded(loaded, [request])  # auto: raw text with BOS, as before chat templates
+    (raw,) = score_loaded(loaded, [request])  # the default: raw text with BOS
     assert raw == pytest.approx(scoring.sequence_logprobs(model, tokenizer, [["Which is bigger? a key", "Which is bigger? a key box"]],
                                                           torch.device("cpu"))[0], abs=1e-6)  # fmt: skip
 
@@ -137,7 +137,7 @@ def _score(model, data, out, *extra, configs="ordinary"):
 
 def test_chat_setting_is_recorded_keyed_and_warned(models, built_all, tmp_path, capsys):
     out = tmp_path / "run"
-    assert _score(models["chat"], built_all, out) == 0  # default protocol question-generate: auto applies the template
+    assert _score(models["chat"], built_all, out, "--apply-chat-template") == 0  # default protocol question-generate
     info = json.loads((out / "run.json").read_text())
     metrics = json.loads((out / "metrics.json").read_text())
     expected = {"applied": True, "template": None, "template_sha256": hashlib.sha256(TEMPLATE.encode()).hexdigest(),
@@ -151,26 +151,26 @@ def test_chat_setting_is_recorded_keyed_and_warned(models, built_all, tmp_path, 
         assert warned[0].startswith(f"physprobe: warning: {metrics['ordinary']['unparsed']} of 4 answers of ")
         assert "read the answers (`generated` in predictions.parquet)" in warned[0]
     # Another chat setting is another cache key: nothing stale is served; the same setting again is all cached.
-    assert _score(models["chat"], built_all, out, "--no-chat-template") == 0
+    assert _score(models["chat"], built_all, out) == 0
     info = json.loads((out / "run.json").read_text())
     assert info["questions_scored"] == 4 and info["chat"]["applied"] is False
     assert _score(models["chat"], built_all, out, "--system-instruction", "Answer with one object.") == 0
     assert json.loads((out / "run.json").read_text())["questions_scored"] == 4
-    assert _score(models["chat"], built_all, out) == 0
+    assert _score(models["chat"], built_all, out, "--apply-chat-template") == 0
     assert json.loads((out / "run.json").read_text())["questions_scored"] == 0
 
 
-def test_untemplated_generation_warns_with_the_chat_fix(models, built_all, tmp_path, capsys):
-    out = tmp_path / "plain"  # two configs and the figure pooled over them: the warning counts the configs' answers
-    assert _score(models["plain"], built_all, out, configs="ordinary_nocontext,ccommon_nocontext") == 0
+@pytest.mark.parametrize("model, fix", [("chat", "score with --apply-chat-template, or a log-likelihood protocol"),
+                                        ("plain", "read the answers (`generated` in predictions.parquet)")])
+def test_untemplated_generation_warns_with_the_fix_that_applies(models, built_all, tmp_path, capsys, model, fix):
+    out = tmp_path / "run"  # two configs and the figure pooled over them: the warning counts the configs' answers
+    assert _score(models[model], built_all, out, configs="ordinary_nocontext,ccommon_nocontext") == 0
     metrics = json.loads((out / "metrics.json").read_text())
     unparsed = metrics["ordinary_nocontext"]["unparsed"] + metrics["ccommon_nocontext"]["unparsed"]
     assert json.loads((out / "run.json").read_text())["backend"]["name"] == "hf" and metrics["nocontext"]["unparsed"] == unparsed
     warned = [line for line in capsys.readouterr().err.splitlines() if "named no option" in line]
-    assert len(warned) == (1 if unparsed * 2 > 8 else 0)
-    if warned:
-        assert warned[0].startswith(f"physprobe: warning: {unparsed} of 8 answers of ")
-        assert "score with --apply-chat-template, or a log-likelihood protocol" in warned[0]
+    assert unparsed * 2 > 8 and len(warned) == 1  # a tiny random model names no option
+    assert warned[0].startswith(f"physprobe: warning: {unparsed} of 8 answers of ") and fix in warned[0]
 
 
 @pytest.mark.parametrize("extra, message", [

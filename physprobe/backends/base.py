@@ -7,15 +7,15 @@ JSON-ready list that the request type's docstring describes (``Choice``: a log-l
 (``physprobe.backends``); for a type it does not serve, the runner stops before scoring with a one-line error
 naming the protocol, the backend and the backends that serve it.
 
-Chat templates. ``Settings.chat`` (``Chat``: ``mode`` ``"auto"``/``"on"``/``"off"``, a named
+Chat templates. ``Settings.chat`` (``Chat``: ``mode`` ``"off"`` (the default) or ``"on"``, a named
 ``template``, a ``system_instruction``) reaches the backend when it is made; the backend alone applies
 it, and only to the requests that read a prompt: ``Generate`` and ``GenerateEach`` (the prompts), ``Choice``
-(the context) and ``YesNo`` (each prompt). ``chat_applied(request_type)`` says whether it does: ``"on"`` always
-(an error if the model has no template), ``"off"`` never, ``"auto"`` for the generating types when the model has a template
-(instruct models answer in their own format) and never for scored text (the papers scored raw text). The
-prompt becomes the user message, after a system message holding ``system_instruction`` if given; with no
-template applied, a system instruction precedes the prompt, followed by a blank line. Other request types
-ignore ``"auto"``; an explicit ``"on"`` with them is an error.
+(the context) and ``YesNo`` (each prompt). ``chat_applied(request_type)`` says whether it does: with ``"on"``
+(``--apply-chat-template``) always, an error if the model has no template; by default never, as the papers'
+released scripts and lm-evaluation-harness read prompts (raw text). The prompt becomes the user message,
+after a system message holding ``system_instruction`` if given; with no template applied, a system
+instruction precedes the prompt, followed by a blank line. ``"on"`` with a request type that reads no prompt
+is an error.
 
 Identity. ``identity(request_type)`` is a JSON-ready dict of all that changes a result besides the
 request (model revision, dtype, device type, a server's URL and served model id, the chat setting
@@ -24,9 +24,9 @@ applied and its template's sha256); the runner puts it in the cache key and the 
 itself (device, options, load state), beside the ``name`` the runner adds.
 
 >>> from physprobe.requests import Generate
->>> chat = Chat(mode="auto", system_instruction="Answer briefly.")
->>> chat.applies(Generate, has_template=True), chat.applies(Generate, has_template=False)
-(True, False)
+>>> chat = Chat(system_instruction="Answer briefly.")
+>>> chat.applies(Generate), Chat("on").applies(Generate)
+(False, True)
 >>> prompt_text("Which is bigger?", chat, templated=False)
 'Answer briefly.\\n\\nWhich is bigger?'
 >>> messages("Which is bigger?", chat)
@@ -43,17 +43,16 @@ from typing import ClassVar
 from physprobe.errors import BackendError
 from physprobe.requests import Choice, Generate, GenerateEach, YesNo
 
-CHAT_MODES = ("auto", "on", "off")
+CHAT_MODES = ("off", "on")
 PROMPTED = (Generate, GenerateEach, Choice, YesNo)  # the request types a chat template applies to
-GENERATING = (Generate, GenerateEach)  # those a chat template applies to by default (auto)
 
 
 @dataclass(frozen=True)
 class Chat:
-    """The chat setting of a run: ``--apply-chat-template [NAME]`` (``mode="on"``, ``template=NAME``),
-    ``--no-chat-template`` (``"off"``), neither (``"auto"``), and ``--system-instruction``."""
+    """The chat setting of a run: ``--apply-chat-template [NAME]`` (``mode="on"``, ``template=NAME``; without it
+    ``"off"``) and ``--system-instruction``."""
 
-    mode: str = "auto"
+    mode: str = "off"
     template: str | None = None  # a named template of the tokenizer's (None: its default one)
     system_instruction: str | None = None
 
@@ -61,17 +60,13 @@ class Chat:
         if self.mode not in CHAT_MODES:
             raise BackendError(f"chat mode {self.mode!r} is not one of {', '.join(CHAT_MODES)}")
 
-    def applies(self, request_type: type, has_template: bool) -> bool:
-        """Whether a model (with a template or not) reads ``request_type``'s prompts through its chat template.
+    def applies(self, request_type: type) -> bool:
+        """Whether ``request_type``'s prompts are read through the model's chat template.
 
-        >>> Chat("on").applies(Choice, True), Chat("auto").applies(Choice, True), Chat("off").applies(Generate, True)
-        (True, False, False)
+        >>> Chat("on").applies(Choice), Chat("off").applies(Generate)
+        (True, False)
         """
-        if self.mode == "off" or request_type not in PROMPTED:
-            return False
-        if self.mode == "on":
-            return True
-        return request_type in GENERATING and has_template
+        return self.mode == "on" and request_type in PROMPTED
 
     def check(self, request_type: type) -> None:
         """A one-line error when the setting asks a chat template or an instruction of a request type that
@@ -152,6 +147,10 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def chat_applied(self, request_type: type) -> bool:
         """Whether this backend reads ``request_type``'s prompts through a chat template."""
+
+    def offers_chat_template(self) -> bool:
+        """Whether ``--apply-chat-template`` would find a template (the hint of a run left mostly unparsed)."""
+        return False
 
     @abc.abstractmethod
     def identity(self, request_type: type) -> dict:

@@ -32,6 +32,8 @@ from physprobe.retries import TRANSIENT_STATUS, backoff, retried
 from physprobe.requests import Choice, Generate, GenerateEach, YesNo
 
 API_KEY_VARIABLE = "OPENAI_API_KEY"
+COMPLETIONS_UNSUPPORTED = ("this server has no /v1/completions endpoint for raw prompts: score with --apply-chat-template "
+                           "(its chat endpoint, which reads each prompt through the server's chat template)")
 LOGLIKELIHOOD_UNSUPPORTED = ("this server cannot score log-likelihood protocols (they need /v1/completions with echo and "
                              "logprobs; a chat-only endpoint has none): score a generation protocol, --method generate")
 
@@ -202,7 +204,8 @@ class Client:
 
     def complete(self, prompt: str, max_tokens: int) -> str:
         """The greedy completion of a raw prompt (``/v1/completions``)."""
-        answer = self.post("/completions", {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0})
+        answer = self.post("/completions", {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0},
+                           unsupported=COMPLETIONS_UNSUPPORTED)
         return answer["choices"][0]["text"] or ""
 
     def chat(self, messages: list[dict], max_tokens: int) -> str:
@@ -282,7 +285,7 @@ class OpenAIBackend(Backend):
 
     >>> backend = OpenAIBackend(Settings("SmolLM2", {"base_url": "http://127.0.0.1:8000/v1"}))
     >>> backend.chat_applied(Generate), backend.chat_applied(Choice), backend.family
-    (True, False, 'causal')
+    (False, False, 'causal')
     >>> OpenAIBackend(Settings("SmolLM2", {"base_url": "http://127.0.0.1:8000/v1"}, device="cuda"))
     Traceback (most recent call last):
     ...
@@ -318,8 +321,10 @@ class OpenAIBackend(Backend):
         self.client: Client | None = None
 
     def chat_applied(self, request_type: type) -> bool:
-        # A server serves chat messages for every model it serves (its template, or a default one), so "auto" chats.
-        return self.settings.chat.applies(request_type, has_template=True)
+        return self.settings.chat.applies(request_type)
+
+    def offers_chat_template(self) -> bool:
+        return True  # a server's chat endpoint reads messages through its template (or a default one)
 
     def identity(self, request_type: type) -> dict:
         chat = self.settings.chat

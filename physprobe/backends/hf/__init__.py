@@ -53,7 +53,7 @@ class Templating:
         the tokenizer lacks, or a template or instruction of a request type without a prompt."""
         if request_type not in self._applied:
             self.chat.check(request_type)
-            applied = self.chat.applies(request_type, has_template=self.template is not None)
+            applied = self.chat.applies(request_type)
             if applied and self.template is None:
                 raise BackendError(f"--apply-chat-template: {self.model_name} has no default chat template (its tokenizer's "
                                    "chat_template is empty); leave the option out")  # fmt: skip
@@ -71,7 +71,7 @@ class Templating:
 
 def score_loaded(loaded, requests: list, chat: Chat | Templating | None = None, truncate: bool = False, progress=None) -> list[list]:
     """Results of requests of one type (``physprobe.requests`` says what each is) from a model already in
-    memory (``physprobe.backends.hf.model.Loaded``), under a chat setting (None: ``Chat()``, auto) or the
+    memory (``physprobe.backends.hf.model.Loaded``), under a chat setting (None: ``Chat()``, raw prompts) or the
     ``Templating`` that decided it."""
     templating = chat if isinstance(chat, Templating) else Templating(loaded.tokenizer, chat or Chat())
     engine = {Choice: _choice, MeanTokens: _mean_tokens, Masked: _masked, MaskedPair: _masked_pair, Seq2Seq: _seq2seq,
@@ -255,6 +255,9 @@ class HFBackend(Backend):
 
     def chat_applied(self, request_type: type) -> bool:
         return self.templating.applied(request_type)
+
+    def offers_chat_template(self) -> bool:
+        return self.templating.template is not None
 
     def identity(self, request_type: type) -> dict:
         chat = self.settings.chat

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from physprobe.backends.base import BackendError, Settings
+from physprobe.backends.base import BackendError, Chat, Settings
 from physprobe import backends, plan
 from physprobe.backends.openai import Client, OpenAIBackend, ServerOptions
 from physprobe.requests import Generate, Masked
@@ -136,7 +136,6 @@ def test_both_backends_read_the_same_chat_prompt_ids(built_all):
     from transformers import AutoTokenizer
 
     from physprobe import registry
-    from physprobe.backends.base import Chat
     from physprobe.backends.hf import Templating
 
     folder = gguf_folder()
@@ -145,7 +144,7 @@ def test_both_backends_read_the_same_chat_prompt_ids(built_all):
                              kv_overrides={"tokenizer.ggml.add_bos_token": True})  # fmt: skip
     formatter = Jinja2ChatFormatter(template=server.metadata["tokenizer.chat_template"], eos_token="<|im_end|>",
                                     bos_token="<|im_start|>")  # fmt: skip
-    templating = Templating(tokenizer, Chat())
+    templating = Templating(tokenizer, Chat("on"))
     protocol = registry.evaluation("newton").protocol("released-generate")
     compared = 0
     for config in ("track1", "track2_boolean", "track2_mc", "track3"):
@@ -168,7 +167,8 @@ def same_questions(llama_server, built_all, tmp_path_factory):
     runs = {}
     for benchmark, config, protocol, limit in (("prost", "default", "sentence-sum", 4), ("newton", "track1", "released-generate", 10)):
         hf, api = out / f"{benchmark}-hf", out / f"{benchmark}-openai"
-        common = dict(data=built_all, configs=[config], limit=limit, protocol=protocol, bootstrap_iters=0)
+        chat = Chat("on") if benchmark == "newton" else None  # generation through the chat template: hf's and the server's
+        common = dict(data=built_all, configs=[config], limit=limit, protocol=protocol, bootstrap_iters=0, chat=chat)
         run(plan.make(folder, benchmark, out=hf, gguf_file=GGUF, dtype="float32", **common))
         run(plan.make(ALIAS, benchmark, out=api, model_args={"base_url": llama_server.base_url, "num_concurrent": 2}, **common))
         runs[benchmark] = predictions(hf), predictions(api), json.loads((api / "run.json").read_text())

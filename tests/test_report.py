@@ -254,7 +254,7 @@ def test_report_markdown_holds_every_paper_table_with_the_runs(rendered, runs):
     assert [header for header, _ in tables] == expected  # every table, each column by its printed name
     header = ["Model", *[c.name for c in report.paper_tables("prost").table("table5").columns]]
     table5 = next(body for found, body in tables if found == header)
-    for run in (r for r in loaded if r.info["benchmark"] == "prost"):
+    for run in (r for r in loaded if r.record.benchmark == "prost"):
         row = next(r for r in table5 if run.id in r[0])
         cell = dict(zip(header, row))
         mass = run.metrics["default"]["by_group"]["mass"]
@@ -299,7 +299,7 @@ def test_report_fills_every_cell_the_runs_scored(rendered, runs):
         next(tables)  # the runs table
         for table in report.paper_tables(benchmark).tables:
             header, body = next(tables)
-            placed = [r for r in loaded if r.info["benchmark"] == benchmark and (table.methods is None or r.method in table.methods)]
+            placed = [r for r in loaded if r.record.benchmark == benchmark and (table.methods is None or r.method in table.methods)]
             filled = set(header[1:])
             for run in placed:
                 row = dict(zip(header, next(r for r in body if r[0].startswith(f"**{run.id}"))))
@@ -313,7 +313,7 @@ def test_report_fills_every_cell_the_runs_scored(rendered, runs):
                             filled.discard(column.name)
             if placed:
                 assert FILLED[benchmark].get(table.id, set()) <= filled, (benchmark, table.id, filled)
-    assert {b for b in BENCHMARKS} == {r.info["benchmark"] for r in loaded}
+    assert {b for b in BENCHMARKS} == {r.record.benchmark for r in loaded}
 
 
 @pytest.mark.slow

@@ -41,7 +41,7 @@ import physprobe
 from physprobe import metric_modules
 from physprobe.dataset_scripts import BENCHMARKS
 from physprobe.errors import PhysprobeError, PublishError
-from physprobe.export import build, owner
+from physprobe.dataset_folder import build, owner
 from physprobe.paths import MARKER, Owner, check_disjoint, check_target, staged
 from physprobe.retries import TRANSIENT_STATUS, retried
 from physprobe.sources import resolve_source_dir

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from physprobe.dataset_scripts.newton import newton
-from physprobe.export import stream
+from physprobe.dataset_folder import stream
 from physprobe.generators.newton import Condition, Spec, challenge_set
 
 

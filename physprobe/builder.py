@@ -1,6 +1,6 @@
 """What a benchmark builder declares: typed features, configs (subsets), card facts and a row generator.
 
-Each ``dataset_scripts/<benchmark>/`` module exposes one ``Benchmark``; ``physprobe.export``
+Each ``dataset_scripts/<benchmark>/`` module exposes one ``Benchmark``; ``physprobe.dataset_folder``
 turns it into Parquet files and a dataset card, the same way for every benchmark.
 """
 

@@ -28,7 +28,7 @@ from physprobe.protocols import METHODS
 SCORE_EXTRA = {"torch", "transformers", "accelerate", "gguf", "matplotlib"}
 
 if TYPE_CHECKING:
-    from physprobe.export import BuildResult
+    from physprobe.dataset_folder import BuildResult
 
 # Start-up: ``physprobe --help`` and argument errors must not import datasets, torch or transformers
 # (about a second), so the parser reads the registered names (``physprobe.dataset_scripts.NAMES``, its
@@ -61,7 +61,7 @@ def _build(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from physprobe.dataset_scripts import BENCHMARKS as benchmarks
-    from physprobe.export import build, owner
+    from physprobe.dataset_folder import build, owner
     from physprobe.paths import check_disjoint, check_target
     from physprobe.sources import resolve_source_dir
 

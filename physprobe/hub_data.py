@@ -42,7 +42,7 @@ class DataSource:
         if config not in self.config_names:
             raise DataSourceError(f"{self.path} has no config {config!r}; it has {', '.join(self.config_names)}")
         if not self.on_hub:  # straight from the Parquet file on disk, never a cached copy of an older one
-            from physprobe.export import read_built
+            from physprobe.dataset_folder import read_built
 
             dataset = read_built(self.path, config)
         else:

@@ -39,7 +39,7 @@ def upstream_copy(upstream_dir, tmp_path) -> Path:
 def prost_build(upstream_dir, tmp_path_factory) -> Path:
     """PROST built once for the session into a temporary folder; returns ``OUT/prost``."""
     from physprobe.dataset_scripts.prost.prost import PROST
-    from physprobe.export import build
+    from physprobe.dataset_folder import build
 
     return build(PROST, tmp_path_factory.mktemp("build"), upstream_dir).path
 
@@ -62,7 +62,7 @@ def run_metric_examples(metric) -> doctest.TestResults:
 def built_all(upstream_dir, tmp_path_factory) -> Path:
     """Every benchmark built once for the session; returns the folder holding them."""
     from physprobe.dataset_scripts import BENCHMARKS
-    from physprobe.export import build
+    from physprobe.dataset_folder import build
 
     out = tmp_path_factory.mktemp("built")
     for benchmark in BENCHMARKS.values():

@@ -7,7 +7,7 @@ import pytest
 
 from physprobe.dataset_scripts.cccons import cccons as builder
 from physprobe.errors import DataError
-from physprobe.export import build, write
+from physprobe.dataset_folder import build, write
 from physprobe.generators import cccons as generator
 from physprobe.sources import fetch
 

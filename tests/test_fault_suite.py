@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from physprobe.cli import main
-from physprobe.export import data_file
+from physprobe.dataset_folder import data_file
 from physprobe.paths import MARKER, STAGING, TEMPORARY, Owner, mark
 
 from . import tiny_models

@@ -14,7 +14,7 @@ import pytest
 from physprobe.cli import main
 from physprobe.dataset_scripts.newton import newton
 from physprobe.errors import DataError, OutputFolderError
-from physprobe.export import read_built
+from physprobe.dataset_folder import read_built
 from physprobe.paths import RETIRED, STAGING, check_folder_name, sweep
 
 from .conftest import REPO

@@ -8,7 +8,7 @@ import pytest
 
 from physprobe.dataset_scripts.newton import newton as builder
 from physprobe.errors import DataError
-from physprobe.export import build
+from physprobe.dataset_folder import build
 from physprobe.generators import newton as generator
 from physprobe.sources import fetch
 

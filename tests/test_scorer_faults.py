@@ -15,7 +15,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer
 from physprobe.backends.hf import HFBackend, scoring
 from physprobe.cli import main
 from physprobe.errors import DataError
-from physprobe.export import data_file, read_built
+from physprobe.dataset_folder import data_file, read_built
 from physprobe.paths import FolderInUse, FolderLock
 
 from . import tiny_models

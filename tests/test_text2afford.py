@@ -8,7 +8,7 @@ import pytest
 
 from physprobe.dataset_scripts.text2afford.text2afford import TEXT2AFFORD, UPSTREAM, read_tsv
 from physprobe.errors import DataError, SourceError
-from physprobe.export import build
+from physprobe.dataset_folder import build
 from physprobe.generators import text2afford as generator
 
 from .conftest import REPO

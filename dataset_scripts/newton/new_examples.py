@@ -6,7 +6,7 @@ from tqdm.auto import tqdm
 
 from physprobe.dataset_scripts.newton import newton
 from physprobe.errors import PhysprobeError
-from physprobe.export import BuildResult, stream
+from physprobe.dataset_folder import BuildResult, stream
 from physprobe.generators.newton import challenge_set
 
 

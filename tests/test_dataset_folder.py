@@ -8,7 +8,7 @@ import yaml
 
 from physprobe.dataset_scripts.prost.prost import PROST
 from physprobe.errors import DataError, SourceError, TemplateError
-from physprobe.export import build
+from physprobe.dataset_folder import build
 
 
 def front_matter(card_path):

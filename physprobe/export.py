@@ -98,7 +98,7 @@ def write(benchmark: Benchmark, made: MadeRows, out_dir: str | os.PathLike) -> B
         for config in benchmark.configs:
             features = config.features or benchmark.features
             rows = made.rows if config.select is None else config.select(made.rows)
-            subset = _table(features, rows)
+            subset = _table(features, rows, f"{benchmark.name}/{config.name}")
             path = staging / data_file(config.name, benchmark.split)
             path.parent.mkdir(parents=True)
             # Fixed writer settings and no timestamps: same rows, same bytes.
@@ -133,7 +133,7 @@ def stream(
         rows = iter(rows)
         with pq.ParquetWriter(path, features.arrow_schema, compression="zstd") as writer:
             while batch := list(itertools.islice(rows, batch_size)):
-                writer.write_table(_table(features, batch))
+                writer.write_table(_table(features, batch, name))
                 count += len(batch)
         data = DatasetCardData(pretty_name=name, size_categories=[size_category(count)])
         MetadataConfigs({"default": {"data_files": [{"split": "test", "path": data_file("default", "test")}]}}).to_dataset_card_data(data)
@@ -160,9 +160,28 @@ def read_built(folder: str | os.PathLike, config: str, split: str = "test") -> d
     return datasets.Dataset(table)
 
 
-def _table(features: datasets.Features, rows: list[dict]) -> pa.Table:
+def _table(features: datasets.Features, rows: list[dict], where: str) -> pa.Table:
     # Rows arrive already encoded (ClassLabel as int); pyarrow checks every value against the schema.
-    return pa.Table.from_pylist(rows, schema=features.arrow_schema)
+    table = pa.Table.from_pylist(rows, schema=features.arrow_schema)
+    readable_everywhere(table, where)
+    return table
+
+
+def readable_everywhere(table: pa.Table, where: str) -> None:
+    """Refuse a table that some supported pyarrow could not read back: a null fixed-size list (pyarrow
+    before 26 reads any such file as "Expected all lists to be of size=N", whichever version wrote it).
+
+    >>> fixed = pa.list_(pa.float32(), 2)
+    >>> readable_everywhere(pa.table({"a": pa.array([[1.0, 2.0]], fixed)}), "demo/default")
+    >>> readable_everywhere(pa.table({"a": pa.array([None], fixed)}), "demo/default")
+    Traceback (most recent call last):
+    physprobe.errors.DataError: demo/default: column 'a' is a fixed-size list holding 1 null, which pyarrow before 26 ...
+    """
+    for name, column in zip(table.column_names, table.columns):
+        if pa.types.is_fixed_size_list(column.type) and column.null_count:
+            raise DataError(f"{where}: column {name!r} is a fixed-size list holding {column.null_count} null, which pyarrow "
+                            "before 26 cannot read back; declare it datasets.List(...) without length (a null then reads "
+                            "as missing everywhere)")  # fmt: skip
 
 
 def _configs_table(benchmark: Benchmark, counts: dict[str, int]) -> str:

@@ -4,6 +4,8 @@ metrics.json; the one-line errors; the unparsed warning) on a tiny GPT-2 whose t
 
 import hashlib
 import json
+import subprocess
+import sys
 
 import pyarrow.parquet as pq
 import pytest
@@ -234,3 +236,16 @@ def test_a_separator_placeholder_becomes_the_tokenizers_separator(models, monkey
     request = Masked("A bat . [SEP] bat can be used for [MASK] by human", ("hit",))
     score_loaded(Loaded(None, tokenizer, "mlm", torch.device("cpu")), [request])
     assert seen["texts"] == ["A bat . <s> bat can be used for [MASK] by human"]
+
+
+def test_scoring_prints_no_notice_of_transformers_cache_rename(models, built_all, tmp_path):
+    # transformers 5.2x renamed a forward's past_key_values to cache and says so on every forward (a FutureWarning) and
+    # once in its log; the engines pass the name every transformers 5 accepts, so physprobe silences just those two.
+    # A fresh process: transformers logs the notice once per process.
+    for benchmark, config in (("prost", "mass"), ("cccons", "ordinary")):  # scoring engine (released-gpt); generation
+        done = subprocess.run([sys.executable, "-W", "default", "-m", "physprobe", "score", "--model", str(models["plain"]),
+                               "--benchmark", benchmark, "--config", config, "--limit", "2", "--data", str(built_all),
+                               "--out", str(tmp_path / benchmark), "--device", "cpu", "--bootstrap-iters", "0"],
+                              capture_output=True, text=True)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "past_key_values" not in done.stderr and "Use `cache` instead" not in done.stderr

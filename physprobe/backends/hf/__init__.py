@@ -16,8 +16,10 @@ template is applied here, and only here (``Templating.render``), as ``physprobe.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import unicodedata
+import warnings
 
 from physprobe.backends.base import Backend, BackendError, Chat, Settings, messages, prompt_text, template_hash
 from physprobe.requests import Choice, Entailment, Generate, GenerateEach, Masked, MaskedPair, MeanTokens, Seq2Seq, YesNo
@@ -130,7 +132,43 @@ def score_loaded(loaded, requests: list, chat: Chat | None = None, truncate: boo
     templating = Templating(loaded.tokenizer, chat or Chat())
     engine = {Choice: _choice, MeanTokens: _mean_tokens, Masked: _masked, MaskedPair: _masked_pair, Seq2Seq: _seq2seq,
               Entailment: _entailment, YesNo: _yes_no, Generate: _generate, GenerateEach: _generate_each}[type(requests[0])]  # fmt: skip
-    return engine(loaded, requests, templating, {"progress": progress, "truncate": truncate, **loaded.batching})
+    with cache_rename_quiet():
+        return engine(loaded, requests, templating, {"progress": progress, "truncate": truncate, **loaded.batching})
+
+
+RENAMED_CACHE_WARNING = r"`past_key_values` is deprecated and will be removed in version"  # FutureWarning, per forward
+RENAMED_CACHE_LOG = "`past_key_values`/`cache_params` are deprecated. Use `cache` instead."  # transformers' logger, once
+
+
+@contextlib.contextmanager
+def cache_rename_quiet():
+    """Silence, while physprobe calls the model, the two notices of transformers' renaming of a forward's
+    ``past_key_values`` to ``cache`` (a FutureWarning on every forward since about 5.2x, and a logged warning):
+    the engines pass ``past_key_values``, the name every transformers 5 accepts (5.0 knows no ``cache``), so the
+    notices ask nothing a user can act on. Any other warning passes.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     with cache_rename_quiet():
+    ...         warnings.warn("`past_key_values` is deprecated and will be removed in version 5.40.0 for `M.forward`.", FutureWarning)
+    ...         warnings.warn("another notice", FutureWarning)
+    >>> [str(w.message) for w in seen]
+    ['another notice']
+    """
+    import logging
+
+    def drop(record: logging.LogRecord) -> bool:
+        return record.getMessage() != RENAMED_CACHE_LOG
+
+    logger = logging.getLogger("transformers.utils.generic")
+    logger.addFilter(drop)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=RENAMED_CACHE_WARNING, category=FutureWarning)
+            yield
+    finally:
+        logger.removeFilter(drop)
 
 
 def _choice(loaded, requests: list[Choice], templating: Templating, options: dict) -> list[list]:

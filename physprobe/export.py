@@ -27,6 +27,7 @@ from datasets.info import DatasetInfosDict
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
+from physprobe import progress
 from physprobe.builder import Benchmark, MadeRows
 from physprobe.errors import DataError
 from physprobe.paths import Owner, check_folder_name, staged
@@ -93,7 +94,8 @@ def build(benchmark: Benchmark, out_dir: str | os.PathLike, source_dir: str | os
 def write(benchmark: Benchmark, made: MadeRows, out_dir: str | os.PathLike) -> BuildResult:
     """Write the rows made for ``benchmark`` as a Hub-ready folder under ``out_dir``."""
     out_dir = Path(out_dir)
-    with _staged(out_dir, benchmark.name, [c.name for c in benchmark.configs]) as staging:
+    with _staged(out_dir, benchmark.name, [c.name for c in benchmark.configs]) as staging, \
+            progress.bar(f"writing {benchmark.name}", len(benchmark.configs), "configs") as counter:  # fmt: skip
         counts, infos = {}, {}
         for config in benchmark.configs:
             features = config.features or benchmark.features
@@ -113,6 +115,7 @@ def write(benchmark: Benchmark, made: MadeRows, out_dir: str | os.PathLike) -> B
                 download_size=path.stat().st_size,
                 dataset_size=subset.nbytes,
             )
+            counter.update()
         _card(benchmark, counts, infos, made.card_fields).save(staging / "README.md")
     return BuildResult(benchmark.name, out_dir / benchmark.name, counts)
 
@@ -131,10 +134,12 @@ def stream(
         path.parent.mkdir(parents=True)
         count = 0
         rows = iter(rows)
-        with pq.ParquetWriter(path, features.arrow_schema, compression="zstd") as writer:
+        with pq.ParquetWriter(path, features.arrow_schema, compression="zstd") as writer, \
+                progress.bar(f"writing {name}", None, "rows") as counter:  # fmt: skip
             while batch := list(itertools.islice(rows, batch_size)):
                 writer.write_table(_table(features, batch, name))
                 count += len(batch)
+                counter.update(len(batch))
         data = DatasetCardData(pretty_name=name, size_categories=[size_category(count)])
         MetadataConfigs({"default": {"data_files": [{"split": "test", "path": data_file("default", "test")}]}}).to_dataset_card_data(data)
         info = datasets.DatasetInfo(features=features, splits=datasets.SplitDict({"test": datasets.SplitInfo("test", num_examples=count)}))

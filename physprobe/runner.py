@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from physprobe import backends, hub_data, inputs, model_options, parallel, protocols, provenance, registry, run_files
+from physprobe import backends, hub_data, inputs, model_options, parallel, progress, protocols, provenance, registry, run_files
 from physprobe.backends.base import BackendError, Chat, Settings
 from physprobe.paths import FolderLock
 from physprobe.requests import Generate
@@ -97,7 +97,6 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
     started_at, started = time.time(), time.perf_counter()
     evaluation, configs, chosen = resolve(benchmark, configs, method, protocol)  # before any heavy import: a bad argument fails at once
     import pyarrow as pa
-    from tqdm.auto import tqdm
 
     if limit is not None and limit < 1:
         raise protocols.ProtocolError(f"--limit must be at least 1, got {limit}")
@@ -150,9 +149,9 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
             todo = [[i for i in cuts[c] if keys[i] not in known] for c in range(len(cuts)) if owner[c] == ranks.rank]
             todo = [part for part in todo if part]
             fresh: dict = {}
-            with tqdm(total=sum(map(len, todo)), desc=f"{benchmark}/{config}", unit=" q", disable=None) as progress:
+            with progress.bar(f"{benchmark}/{config}", sum(map(len, todo)), "questions") as counter:
                 for part in todo:
-                    values = model.score([reqs[i] for i in part], progress)
+                    values = model.score([reqs[i] for i in part], counter)
                     inputs.finite_scores(values, config, [indices[i] for i in part])
                     scored_now = {keys[i]: v for i, v in zip(part, values)}
                     cache.put(scored_now)

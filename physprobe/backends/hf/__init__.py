@@ -113,9 +113,18 @@ class Templating:
         template = self.template()
         applied = self.chat.applies(request_type, has_template=template is not None)
         if applied and template is None:
-            raise BackendError(f"--apply-chat-template: {self.model_name} has no default chat template (its tokenizer's "
-                               "chat_template is empty); leave the option out")  # fmt: skip
+            raise self._missing()
         return applied
+
+    def require(self) -> None:
+        """With ``--apply-chat-template [NAME]``, that the tokenizer has the template: an error before any weight
+        loads (for a GGUF file, from its metadata), whatever the requests."""
+        if self.chat.mode == "on" and self.template() is None:
+            raise self._missing()
+
+    def _missing(self) -> BackendError:
+        return BackendError(f"--apply-chat-template: {self.model_name} has no default chat template (its tokenizer's "
+                            "chat_template is empty); leave the option out")  # fmt: skip
 
     def render(self, prompt: str, request_type: type) -> str:
         """A prompt as the model reads it: through the template (generation prompt added) when it applies to
@@ -329,6 +338,8 @@ class HFBackend(Backend):
         self.family = self.plan.family
         self._tokenizer = None
         self._loaded = None
+        if settings.chat.mode == "on":  # a template asked of a model without one: refused before any weight loads
+            self.templating.require()
 
     @property
     def tokenizer(self):

@@ -17,7 +17,7 @@ from physprobe.backends.base import Backend, BackendError, Chat
 from physprobe.backends.hf import Templating, score_loaded, scoring
 from physprobe.backends.hf.model import Loaded
 from physprobe.cli import main
-from physprobe.requests import Choice, Generate, MeanTokens, YesNo
+from physprobe.requests import Choice, Generate, GenerateEach, MeanTokens, YesNo
 
 from . import tiny_models
 
@@ -249,3 +249,22 @@ def test_scoring_prints_no_notice_of_transformers_cache_rename(models, built_all
                               capture_output=True, text=True)  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
         assert "past_key_values" not in done.stderr and "Use `cache` instead" not in done.stderr
+
+
+@pytest.mark.parametrize("request_type", [YesNo, GenerateEach])
+def test_a_chunk_of_many_prompt_requests_counts_requests_as_its_batches_end(models, request_type):
+    # 4 requests of 3 prompts, batches of 2 prompts: the count moves with the batches and ends at the 4 requests.
+    class Counter:
+        def __init__(self):
+            self.updates = []
+
+        def update(self, n):
+            self.updates.append(n)
+
+    loaded = _loaded(models["plain"])
+    loaded.batching = {"max_batch": 2, "batch_tokens": 1 << 62}
+    prompts = ("A key box contains a key.", "Which is bigger?", "Can a human lift the box?")
+    requests = [request_type(prompts) if request_type is YesNo else request_type(prompts, max_new_tokens=2) for _ in range(4)]
+    counter = Counter()
+    results = score_loaded(loaded, requests, progress=counter)
+    assert len(results) == 4 and sum(counter.updates) == 4 and len(counter.updates) >= 3

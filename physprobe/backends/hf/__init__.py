@@ -241,6 +241,34 @@ def _seq2seq(loaded, requests: list[Seq2Seq], templating: Templating, options: d
     return scoring.seq2seq_logprobs(loaded.model, loaded.tokenizer, questions, loaded.device, **options)
 
 
+class Shares:
+    """A progress counter of requests fed by an engine that counts its own items (a request's prompts or sentence
+    pairs): items done, as the share of the requests they make up, so that a chunk's count moves with its batches.
+
+    >>> class Counter:
+    ...     n = 0
+    ...     def update(self, k): self.n += k
+    >>> counter = Counter(); shares = Shares(counter, items=30, requests=2)
+    >>> shares.update(14); counter.n, shares.update(16), counter.n
+    (0, None, 2)
+    """
+
+    def __init__(self, progress, items: int, requests: int):
+        self.progress, self.items, self.requests, self.done, self.shown = progress, items, requests, 0, 0
+
+    def update(self, n: int) -> None:
+        self.done += n
+        now = self.done * self.requests // self.items if self.items else self.requests
+        if now > self.shown:
+            self.progress.update(now - self.shown)
+            self.shown = now
+
+    @classmethod
+    def of(cls, progress, items: int, requests: int):
+        """The counter for the engine, None without one."""
+        return None if progress is None else cls(progress, items, requests)
+
+
 def _split(values: list, widths: list[int]) -> list[list]:
     rows, at = [], 0
     for width in widths:
@@ -255,29 +283,25 @@ def _entailment(loaded, requests: list[Entailment], templating: Templating, opti
     from physprobe.backends.hf import scoring
 
     templating.applied(Entailment)
-    progress = options.pop("progress")
     options.pop("truncate")  # the NLI engine takes pairs whole
     reading = requests[0].reading
     flat = [pair for r in requests for pair in r.pairs]
+    options["progress"] = Shares.of(options["progress"], len(flat), len(requests))
     values = scoring.entailment_probs(loaded.model, loaded.tokenizer, flat, loaded.device, reading=READINGS[reading], **options)
     rows = _split(values, [len(r.pairs) for r in requests])
     if reading == "softmax_across":
         rows = [torch.softmax(torch.tensor(row), dim=0).tolist() for row in rows]
-    if progress is not None:
-        progress.update(len(requests))
     return rows
 
 
 def _yes_no(loaded, requests: list[YesNo], templating: Templating, options: dict) -> list[list]:
     from physprobe.backends.hf import scoring
 
-    progress = options.pop("progress")
     options.pop("truncate")  # the YES/NO engine reads prompts whole
     flat = [templating.render(p, YesNo) for r in requests for p in r.prompts]
+    options["progress"] = Shares.of(options["progress"], len(flat), len(requests))
     values = scoring.yes_probs(loaded.model, loaded.tokenizer, flat, loaded.device, seq2seq=loaded.family == "seq2seq",
                                bos=not templating.applied(YesNo), **options)  # fmt: skip
-    if progress is not None:
-        progress.update(len(requests))
     return _split(values, [len(r.prompts) for r in requests])
 
 
@@ -294,13 +318,11 @@ def _generate(loaded, requests: list[Generate], templating: Templating, options:
 def _generate_each(loaded, requests: list[GenerateEach], templating: Templating, options: dict) -> list[list]:
     from physprobe.backends.hf import generation
 
-    progress = options.pop("progress")
     asks = [{"prompt": templating.render(p, GenerateEach), "max_new_tokens": r.max_new_tokens, "stop": list(r.stop)}
             for r in requests for p in r.prompts]  # fmt: skip
+    options["progress"] = Shares.of(options["progress"], len(asks), len(requests))
     texts = generation.generate(loaded.model, loaded.tokenizer, asks, loaded.device, seq2seq=loaded.family == "seq2seq",
                                 chat=templating.applied(GenerateEach), **options)  # fmt: skip
-    if progress is not None:
-        progress.update(len(requests))
     return _split(texts, [len(r.prompts) for r in requests])
 
 

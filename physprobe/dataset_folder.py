@@ -27,6 +27,7 @@ from datasets.info import DatasetInfosDict
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
+from physprobe import progress
 from physprobe.builder import Benchmark, MadeRows
 from physprobe.errors import DataError
 from physprobe.paths import Owner, check_folder_name, staged
@@ -81,12 +82,13 @@ def build(benchmark: Benchmark, out_dir: str | os.PathLike, source_dir: str | os
 def write(benchmark: Benchmark, made: MadeRows, out_dir: str | os.PathLike) -> BuildResult:
     """Write the rows made for ``benchmark`` as a Hub-ready folder under ``out_dir``."""
     out_dir = Path(out_dir)
-    with _staged(out_dir, benchmark.name) as staging:
+    with _staged(out_dir, benchmark.name) as staging, \
+            progress.bar(f"writing {benchmark.name}", len(benchmark.configs), "configs") as counter:  # fmt: skip
         counts, infos = {}, {}
         for config in benchmark.configs:
             features = config.features or benchmark.features
             rows = made.rows if config.select is None else config.select(made.rows)
-            subset = _table(features, rows)
+            subset = _table(features, rows, f"{benchmark.name}/{config.name}")
             path = staging / data_file(config.name, benchmark.split)
             path.parent.mkdir(parents=True)
             # Fixed writer settings and no timestamps: same rows, same bytes.
@@ -101,6 +103,7 @@ def write(benchmark: Benchmark, made: MadeRows, out_dir: str | os.PathLike) -> B
                 download_size=path.stat().st_size,
                 dataset_size=subset.nbytes,
             )
+            counter.update()
         _card(benchmark, counts, infos, made.card_fields).save(staging / "README.md")
     return BuildResult(benchmark.name, out_dir / benchmark.name, counts)
 
@@ -119,10 +122,12 @@ def stream(
         path.parent.mkdir(parents=True)
         count = 0
         rows = iter(rows)
-        with pq.ParquetWriter(path, features.arrow_schema, compression="zstd") as writer:
+        with pq.ParquetWriter(path, features.arrow_schema, compression="zstd") as writer, \
+                progress.bar(f"writing {name}", None, "rows") as counter:  # fmt: skip
             while batch := list(itertools.islice(rows, batch_size)):
-                writer.write_table(_table(features, batch))
+                writer.write_table(_table(features, batch, name))
                 count += len(batch)
+                counter.update(len(batch))
         data = DatasetCardData(pretty_name=name, size_categories=[size_category(count)])
         MetadataConfigs({"default": {"data_files": [{"split": "test", "path": data_file("default", "test")}]}}).to_dataset_card_data(data)
         info = datasets.DatasetInfo(features=features, splits=datasets.SplitDict({"test": datasets.SplitInfo("test", num_examples=count)}))
@@ -148,9 +153,28 @@ def read_built(folder: str | os.PathLike, config: str, split: str = "test") -> d
     return datasets.Dataset(table)
 
 
-def _table(features: datasets.Features, rows: list[dict]) -> pa.Table:
+def _table(features: datasets.Features, rows: list[dict], where: str) -> pa.Table:
     # Rows arrive already encoded (ClassLabel as int); pyarrow checks every value against the schema.
-    return pa.Table.from_pylist(rows, schema=features.arrow_schema)
+    table = pa.Table.from_pylist(rows, schema=features.arrow_schema)
+    readable_everywhere(table, where)
+    return table
+
+
+def readable_everywhere(table: pa.Table, where: str) -> None:
+    """Refuse a table that some supported pyarrow could not read back: a null fixed-size list (pyarrow
+    before 26 reads any such file as "Expected all lists to be of size=N", whichever version wrote it).
+
+    >>> fixed = pa.list_(pa.float32(), 2)
+    >>> readable_everywhere(pa.table({"a": pa.array([[1.0, 2.0]], fixed)}), "demo/default")
+    >>> readable_everywhere(pa.table({"a": pa.array([None], fixed)}), "demo/default")
+    Traceback (most recent call last):
+    physprobe.errors.DataError: demo/default: column 'a' is a fixed-size list holding 1 null, which pyarrow before 26 ...
+    """
+    for name, column in zip(table.column_names, table.columns):
+        if pa.types.is_fixed_size_list(column.type) and column.null_count:
+            raise DataError(f"{where}: column {name!r} is a fixed-size list holding {column.null_count} null, which pyarrow "
+                            "before 26 cannot read back; declare it datasets.List(...) without length (a null then reads "
+                            "as missing everywhere)")  # fmt: skip
 
 
 def _configs_table(benchmark: Benchmark, counts: dict[str, int]) -> str:

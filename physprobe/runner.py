@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from physprobe import backends, inputs, parallel, protocols, provenance, registry, run_record
+from physprobe import backends, inputs, parallel, progress, protocols, provenance, registry, run_record
 from physprobe.backends.base import BackendError
 from physprobe.paths import FolderLock
 from physprobe.plan import RunPlan
@@ -108,11 +108,9 @@ class Run:
         owner = self.ranks.owners(cuts, requests, getattr(self.model, "tokenizer", None) if self.ranks.world > 1 else None)
         todo = [part for c in range(len(cuts)) if owner[c] == self.ranks.rank and (part := [i for i in cuts[c] if keys[i] not in known])]
         fresh: dict = {}
-        from tqdm.auto import tqdm
-
-        with tqdm(total=sum(map(len, todo)), desc=f"{self.plan.benchmark}/{config}", unit=" q", disable=None) as progress:
+        with progress.bar(f"{self.plan.benchmark}/{config}", sum(map(len, todo)), "questions") as counter:
             for part in todo:
-                values = self.model.score([requests[i] for i in part], progress)
+                values = self.model.score([requests[i] for i in part], counter)
                 inputs.finite_scores(values, config, [indices[i] for i in part])
                 scored_now = {keys[i]: v for i, v in zip(part, values)}
                 cache.put(scored_now)

@@ -17,6 +17,15 @@ datasets.disable_progress_bars()
 datasets.logging.set_verbosity_error()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def physprobe_cache(tmp_path_factory):
+    """GGUF conversions (``physprobe.backends.hf.gguf_cache``) go to a throwaway cache, not the user's."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("PHYSPROBE_CACHE", str(tmp_path_factory.mktemp("physprobe-cache")))
+    yield
+    patch.undo()
+
+
 @pytest.fixture(scope="session")
 def upstream_dir() -> Path:
     """The read-only upstream mirror (``../shared/data/upstream``)."""

@@ -4,6 +4,8 @@ metrics.json; the one-line errors; the unparsed warning) on a tiny GPT-2 whose t
 
 import hashlib
 import json
+import subprocess
+import sys
 
 import pyarrow.parquet as pq
 import pytest
@@ -15,7 +17,7 @@ from physprobe.backends.base import Backend, BackendError, Chat
 from physprobe.backends.hf import Templating, score_loaded, scoring
 from physprobe.backends.hf.model import Loaded
 from physprobe.cli import main
-from physprobe.requests import Choice, Generate, MeanTokens, YesNo
+from physprobe.requests import Choice, Generate, GenerateEach, MeanTokens, YesNo
 
 from . import tiny_models
 
@@ -235,3 +237,35 @@ def test_a_separator_placeholder_becomes_the_tokenizers_separator(models, monkey
     request = Masked("A bat . [SEP] bat can be used for [MASK] by human", ("hit",))
     score_loaded(Loaded(None, tokenizer, "mlm", torch.device("cpu")), [request])
     assert seen["texts"] == ["A bat . <s> bat can be used for [MASK] by human"]
+
+
+def test_scoring_prints_no_notice_of_transformers_cache_rename(models, built_all, tmp_path):
+    # transformers 5.2x renamed a forward's past_key_values to cache and says so on every forward (a FutureWarning) and
+    # once in its log; the engines pass the name every transformers 5 accepts, so physprobe silences just those two.
+    # A fresh process: transformers logs the notice once per process.
+    for benchmark, config in (("prost", "mass"), ("cccons", "ordinary")):  # scoring engine (released-gpt); generation
+        done = subprocess.run([sys.executable, "-W", "default", "-m", "physprobe", "score", "--model", str(models["plain"]),
+                               "--benchmark", benchmark, "--config", config, "--limit", "2", "--data", str(built_all),
+                               "--out", str(tmp_path / benchmark), "--device", "cpu", "--bootstrap-iters", "0"],
+                              capture_output=True, text=True)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "past_key_values" not in done.stderr and "Use `cache` instead" not in done.stderr
+
+
+@pytest.mark.parametrize("request_type", [YesNo, GenerateEach])
+def test_a_chunk_of_many_prompt_requests_counts_requests_as_its_batches_end(models, request_type):
+    # 4 requests of 3 prompts, batches of 2 prompts: the count moves with the batches and ends at the 4 requests.
+    class Counter:
+        def __init__(self):
+            self.updates = []
+
+        def update(self, n):
+            self.updates.append(n)
+
+    loaded = _loaded(models["plain"])
+    loaded.batching = {"max_batch": 2, "batch_tokens": 1 << 62}
+    prompts = ("A key box contains a key.", "Which is bigger?", "Can a human lift the box?")
+    requests = [request_type(prompts) if request_type is YesNo else request_type(prompts, max_new_tokens=2) for _ in range(4)]
+    counter = Counter()
+    results = score_loaded(loaded, requests, progress=counter)
+    assert len(results) == 4 and sum(counter.updates) == 4 and len(counter.updates) >= 3

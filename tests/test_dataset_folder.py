@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from physprobe.dataset_scripts.prost.prost import PROST
+from physprobe.builder import Benchmark, Card, Config, MadeRows
 from physprobe.errors import DataError, SourceError, TemplateError
 from physprobe.dataset_folder import build
 
@@ -138,3 +139,13 @@ def test_unreachable_url_is_a_clear_error(tmp_path, monkeypatch):
     gone = Upstream("prost", "x/y", "0", (UpstreamFile("mass.yml", "http://127.0.0.1:9/mass.yml", "0" * 64),))
     with pytest.raises(SourceError, match=r"could not download upstream file mass\.yml from http://127\.0\.0\.1:9/mass\.yml"):
         fetch(gone)
+
+
+def test_a_null_fixed_size_list_is_refused_before_anything_is_written(tmp_path):
+    # pyarrow before 26 cannot read a null inside a fixed-size list back, whichever version wrote the file.
+    features = datasets.Features({"scores": datasets.List(datasets.Value("float32"), length=2)})
+    bench = Benchmark("toy", None, features, (Config("default", "all rows"),), Card("Toy", "mit", ("other",), "$configs_table"),
+                      make_rows=lambda paths: MadeRows([{"scores": [1.0, 2.0]}, {"scores": None}]))  # fmt: skip
+    with pytest.raises(DataError, match=r"^toy/default: column 'scores' is a fixed-size list holding 1 null, which pyarrow before 26"):
+        build(bench, tmp_path)
+    assert list(tmp_path.iterdir()) == []

@@ -197,3 +197,13 @@ def test_unreachable_hub_is_one_line_with_the_local_way(models, prost_build, tmp
     result = score_cli(args, endpoint, tmp_path / "hf")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith(f"physprobe: error: cannot reach the Hugging Face Hub ({endpoint}) for model nobody/no-model")
+
+
+def test_a_gguf_file_that_is_not_one_names_the_option(tmp_path, prost_build, no_weights, capsys, monkeypatch):
+    monkeypatch.setenv("PHYSPROBE_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "smol"
+    folder.mkdir()
+    (folder / "SmolLM2-135M-Q8_0.gguf").write_bytes(b"GGUF")  # the magic, then nothing
+    err = one_line_error(capsys, ["score", "--model", str(folder), "--gguf-file", "SmolLM2-135M-Q8_0.gguf", "--benchmark", "prost",
+                                  "--data", str(prost_build.parent)])  # fmt: skip
+    assert "--gguf-file SmolLM2-135M-Q8_0.gguf: cannot read its metadata (" in err and "is it a complete GGUF file?" in err

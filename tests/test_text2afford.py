@@ -4,6 +4,8 @@ pipeline worked by hand, prompts, and bad unpinned input."""
 import csv
 
 import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from physprobe.dataset_scripts.text2afford.text2afford import TEXT2AFFORD, UPSTREAM, read_tsv
@@ -162,6 +164,8 @@ def test_raw_annotations_replace_the_release(tmp_path):
     path = build(TEXT2AFFORD, tmp_path / "out", tmp_path / "mirror").path
     ride = datasets.load_dataset(str(path), "ride", split="test", cache_dir=str(tmp_path / "cache"))
     assert ride["label"] == [1, 0] and ride["agreement"] == [1.0, 1.0]
+    default = datasets.load_dataset(str(path), "default", split="test", cache_dir=str(tmp_path / "cache"))
+    assert [len(row["agreement"]) for row in default] == [15, 15] and [len(row["likert_agreement"]) for row in default] == [15, 15]
     card = (path / "README.md").read_text()
     assert "Built from raw annotations" in card and "Krippendorff's alpha: 0.444" in card
 
@@ -233,3 +237,16 @@ def test_bad_unpinned_table_is_a_one_line_error(tmp_path, mangle, message):
         build(TEXT2AFFORD, tmp_path / "out", tmp_path)
     assert "\n" not in str(error.value)
     assert not (tmp_path / "out" / "text2afford").exists()
+
+
+def test_missing_agreements_are_null_lists_every_pyarrow_reads(release_build):
+    # pyarrow 24 and 25 fail on a null inside a fixed-size list ("Expected all lists to be of size=15"), whoever
+    # wrote it; the agreements are variable-length lists, null where the release has no annotations.
+    table = pq.read_table(release_build / "default" / "test-00000-of-00001.parquet")
+    for column in ("agreement", "likert_agreement"):
+        assert table.schema.field(column).type == pa.list_(pa.float32())
+        assert table.column(column).null_count == 2368
+    assert table.schema.field("labels").type == pa.list_(pa.int8(), 15) and table.column("labels").null_count == 0
+    lift = pq.read_table(release_build / "lift" / "test-00000-of-00001.parquet")
+    assert lift.column("agreement").null_count == lift.num_rows == 2368
+    assert "A null (`None` in Python, `null` in Arrow) marks \"no value\"" in (release_build / "README.md").read_text()

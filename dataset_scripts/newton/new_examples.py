@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from tqdm.auto import tqdm
-
 from physprobe.dataset_scripts.newton import newton
 from physprobe.errors import PhysprobeError
 from physprobe.dataset_folder import BuildResult, stream
@@ -16,5 +14,5 @@ def generate(n: int | None, spec: str | None, seed: int, out: str, source_dir: s
         raise PhysprobeError("generate newton needs --spec FILE.yaml")
     parsed = newton.read_spec(spec)
     repository = newton.repository(newton.NEWTON.sources(source_dir))
-    rows = tqdm(challenge_set(repository, parsed, seed), desc=parsed.name, unit=" questions", disable=None)
+    rows = challenge_set(repository, parsed, seed)  # export.stream shows the progress
     return stream(parsed.name, newton.CHALLENGE_FEATURES, rows, out, newton.challenge_card(parsed, seed))

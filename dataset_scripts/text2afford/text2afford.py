@@ -43,8 +43,10 @@ FEATURES = datasets.Features(
         "sentence": datasets.Value("string"),
         "object": datasets.Value("string"),
         "labels": datasets.List(datasets.Value("int8"), length=len(generator.CLASSES)),
-        "agreement": datasets.List(datasets.Value("float32"), length=len(generator.CLASSES)),
-        "likert_agreement": datasets.List(datasets.Value("float32"), length=len(generator.CLASSES)),
+        # 15 floats, or null where the source has no annotations (the released table). A variable-length list: a
+        # null inside a fixed-size list is unreadable by pyarrow before 26 ("Expected all lists to be of size=15").
+        "agreement": datasets.List(datasets.Value("float32")),
+        "likert_agreement": datasets.List(datasets.Value("float32")),
     }
 )
 CLASS_FEATURES = datasets.Features(

@@ -11,8 +11,10 @@ leaves to the tokenizer with ``physprobe.tokenized``. A chat template is applied
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
+import warnings
 from dataclasses import dataclass
 
 from physprobe.answers import yes_probability
@@ -55,10 +57,19 @@ class Templating:
             self.chat.check(request_type)
             applied = self.chat.applies(request_type)
             if applied and self.template is None:
-                raise BackendError(f"--apply-chat-template: {self.model_name} has no default chat template (its tokenizer's "
-                                   "chat_template is empty); leave the option out")  # fmt: skip
+                raise self._missing()
             self._applied[request_type] = applied
         return self._applied[request_type]
+
+    def require(self) -> None:
+        """With ``--apply-chat-template [NAME]``, that the tokenizer has the template: an error before any weight
+        loads (for a GGUF file, from its metadata), whatever the requests."""
+        if self.chat.mode == "on" and self.template is None:
+            raise self._missing()
+
+    def _missing(self) -> BackendError:
+        return BackendError(f"--apply-chat-template: {self.model_name} has no default chat template (its tokenizer's "
+                            "chat_template is empty); leave the option out")  # fmt: skip
 
     def render(self, prompt: str, request_type: type) -> str:
         """A prompt as the model reads it: through the template (generation prompt added) when it applies to
@@ -76,7 +87,43 @@ def score_loaded(loaded, requests: list, chat: Chat | Templating | None = None, 
     templating = chat if isinstance(chat, Templating) else Templating(loaded.tokenizer, chat or Chat())
     engine = {Choice: _choice, MeanTokens: _mean_tokens, Masked: _masked, MaskedPair: _masked_pair, Seq2Seq: _seq2seq,
               Entailment: _entailment, YesNo: _yes_no, Generate: _generate, GenerateEach: _generate_each}[type(requests[0])]  # fmt: skip
-    return engine(loaded, requests, templating, {"progress": progress, "truncate": truncate, **loaded.batching})
+    with cache_rename_quiet():
+        return engine(loaded, requests, templating, {"progress": progress, "truncate": truncate, **loaded.batching})
+
+
+RENAMED_CACHE_WARNING = r"`past_key_values` is deprecated and will be removed in version"  # FutureWarning, per forward
+RENAMED_CACHE_LOG = "`past_key_values`/`cache_params` are deprecated. Use `cache` instead."  # transformers' logger, once
+
+
+@contextlib.contextmanager
+def cache_rename_quiet():
+    """Silence, while physprobe calls the model, the two notices of transformers' renaming of a forward's
+    ``past_key_values`` to ``cache`` (a FutureWarning on every forward since about 5.2x, and a logged warning):
+    the engines pass ``past_key_values``, the name every transformers 5 accepts (5.0 knows no ``cache``), so the
+    notices ask nothing a user can act on. Any other warning passes.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     with cache_rename_quiet():
+    ...         warnings.warn("`past_key_values` is deprecated and will be removed in version 5.40.0 for `M.forward`.", FutureWarning)
+    ...         warnings.warn("another notice", FutureWarning)
+    >>> [str(w.message) for w in seen]
+    ['another notice']
+    """
+    import logging
+
+    def drop(record: logging.LogRecord) -> bool:
+        return record.getMessage() != RENAMED_CACHE_LOG
+
+    logger = logging.getLogger("transformers.utils.generic")
+    logger.addFilter(drop)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=RENAMED_CACHE_WARNING, category=FutureWarning)
+            yield
+    finally:
+        logger.removeFilter(drop)
 
 
 def _choice(loaded, requests: list[Choice], templating: Templating, options: dict) -> list[list]:
@@ -124,6 +171,34 @@ def _seq2seq(loaded, requests: list[Seq2Seq], templating: Templating, options: d
     return scoring.seq2seq_logprobs(loaded.model, loaded.tokenizer, questions, loaded.device, **options)
 
 
+class Shares:
+    """A progress counter of requests fed by an engine that counts its own items (a request's prompts or sentence
+    pairs): items done, as the share of the requests they make up, so that a chunk's count moves with its batches.
+
+    >>> class Counter:
+    ...     n = 0
+    ...     def update(self, k): self.n += k
+    >>> counter = Counter(); shares = Shares(counter, items=30, requests=2)
+    >>> shares.update(14); counter.n, shares.update(16), counter.n
+    (0, None, 2)
+    """
+
+    def __init__(self, progress, items: int, requests: int):
+        self.progress, self.items, self.requests, self.done, self.shown = progress, items, requests, 0, 0
+
+    def update(self, n: int) -> None:
+        self.done += n
+        now = self.done * self.requests // self.items if self.items else self.requests
+        if now > self.shown:
+            self.progress.update(now - self.shown)
+            self.shown = now
+
+    @classmethod
+    def of(cls, progress, items: int, requests: int):
+        """The counter for the engine, None without one."""
+        return None if progress is None else cls(progress, items, requests)
+
+
 def _split(values: list, widths: list[int]) -> list[list]:
     rows, at = [], 0
     for width in widths:
@@ -138,33 +213,29 @@ def _entailment(loaded, requests: list[Entailment], templating: Templating, opti
     from physprobe.backends.hf import scoring
 
     templating.applied(Entailment)
-    progress = options.pop("progress")
     options.pop("truncate")  # the NLI engine takes pairs whole
     reading = requests[0].reading
     flat = [pair for r in requests for pair in r.pairs]
+    options["progress"] = Shares.of(options["progress"], len(flat), len(requests))
     values = scoring.entailment_probs(loaded.model, loaded.tokenizer, flat, loaded.device, reading=READINGS[reading], **options)
     rows = _split(values, [len(r.pairs) for r in requests])
     if reading == "softmax_across":
         rows = [torch.softmax(torch.tensor(row), dim=0).tolist() for row in rows]
-    if progress is not None:
-        progress.update(len(requests))
     return rows
 
 
 def _yes_no(loaded, requests: list[YesNo], templating: Templating, options: dict) -> list[list]:
     from physprobe.backends.hf import scoring
 
-    progress = options.pop("progress")
     options.pop("truncate")  # the YES/NO engine reads prompts whole
     flat = [templating.render(p, YesNo) for r in requests for p in r.prompts]
+    options["progress"] = Shares.of(options["progress"], len(flat), len(requests))
     if loaded.family == "seq2seq":  # the answer is the target
         pairs = scoring.seq2seq_logprobs(loaded.model, loaded.tokenizer, [(p, ["YES", "NO"]) for p in flat], loaded.device, **options)
     else:  # the answer follows the prompt after a space (BOS first unless a template opens the text)
         pairs = scoring.sequence_logprobs(loaded.model, loaded.tokenizer, [[f"{p} YES", f"{p} NO"] for p in flat], loaded.device,
                                           bos=not templating.applied(YesNo), **options)  # fmt: skip
     values = [yes_probability(yes, no) for yes, no in pairs]
-    if progress is not None:
-        progress.update(len(requests))
     return _split(values, [len(r.prompts) for r in requests])
 
 
@@ -181,13 +252,11 @@ def _generate(loaded, requests: list[Generate], templating: Templating, options:
 def _generate_each(loaded, requests: list[GenerateEach], templating: Templating, options: dict) -> list[list]:
     from physprobe.backends.hf import generation
 
-    progress = options.pop("progress")
     asks = [{"prompt": templating.render(p, GenerateEach), "max_new_tokens": r.max_new_tokens, "stop": list(r.stop)}
             for r in requests for p in r.prompts]  # fmt: skip
+    options["progress"] = Shares.of(options["progress"], len(asks), len(requests))
     texts = generation.generate(loaded.model, loaded.tokenizer, asks, loaded.device, seq2seq=loaded.family == "seq2seq",
                                 chat=templating.applied(GenerateEach), **options)  # fmt: skip
-    if progress is not None:
-        progress.update(len(requests))
     return _split(texts, [len(r.prompts) for r in requests])
 
 
@@ -239,6 +308,8 @@ class HFBackend(Backend):
         self.family = self.plan.family
         self._tokenizer = None
         self._loaded = None
+        if settings.chat.mode == "on":  # a template asked of a model without one: refused before any weight loads
+            self.templating.require()
 
     @property
     def tokenizer(self):

@@ -1,11 +1,14 @@
 """The hf backend's model handling: read a model's config and check every option before any weight
-loads (``plan_model``), detect its family, then load tokenizer and weights through ``from_pretrained``."""
+loads (``plan_model``), detect its family, then load tokenizer and weights through ``from_pretrained``. A GGUF
+file is converted once and read back from the cache afterwards (``physprobe.backends.hf.gguf_cache``)."""
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
-from physprobe import inputs, model_options, protocols, provenance
+from physprobe import inputs, model_options, progress, protocols, provenance
+from physprobe.backends.hf import gguf_cache
 from physprobe.errors import ModelLoadError
 
 FAMILY_CLASSES = {
@@ -49,6 +52,8 @@ class ModelPlan:
     dtype: str
     kwargs: dict  # for from_pretrained (gguf_file, revision, trust_remote_code, ...)
     batch_size: int | None  # None: token budget, halved on out-of-memory
+    converted: gguf_cache.Converted | None = None  # a GGUF file's cache entries
+    tokenizer: object = None  # a GGUF file's tokenizer, read with its config (None: ``load_tokenizer`` reads it)
 
 
 @dataclass
@@ -78,15 +83,23 @@ def plan_model(model_name: str, method: str | None, device: str | None = None, g
         model_options.check_local_model(model_name, kwargs.get("gguf_file"))
     commit = None if local or _offline() else model_options.hub_commit(model_name, kwargs.get("revision"))
     config_kwargs = {k: kwargs[k] for k in ("gguf_file", "revision", "trust_remote_code", "subfolder") if k in kwargs}
+    converted = tokenizer = None
     try:
-        config = transformers.AutoConfig.from_pretrained(model_name, **config_kwargs)
+        if "gguf_file" in kwargs:  # config and tokenizer from the file's metadata (or its cache entry); no tensor read
+            converted = gguf_cache.locate(model_name, local, kwargs)
+            config, tokenizer = gguf_cache.metadata(converted, model_name, kwargs)
+        else:
+            config = transformers.AutoConfig.from_pretrained(model_name, **config_kwargs)
     except ImportError as error:  # e.g. gguf files need the gguf package
         raise model_options.ModelOptionError(f"cannot read {model_name!r}: {error}".splitlines()[0] + " (pip install 'physprobe[score]')") from None
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, struct.error) as error:  # struct.error: a GGUF file cut short
         from huggingface_hub import constants
 
-        where = "its folder" if local else f"the Hub ({constants.ENDPOINT})"
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if "gguf_file" in kwargs and local:
+            raise model_options.ModelOptionError(f"--gguf-file {kwargs['gguf_file']}: cannot read its metadata ({reason}); "
+                                                 "is it a complete GGUF file?") from None  # fmt: skip
+        where = "its folder" if local else f"the Hub ({constants.ENDPOINT})"
         raise model_options.ModelOptionError(f"cannot load model {model_name!r} from {where}: {reason}; check the name, "
                                              "or download the model and pass its folder") from None  # fmt: skip
     try:
@@ -104,7 +117,7 @@ def plan_model(model_name: str, method: str | None, device: str | None = None, g
         raise protocols.ProtocolError(f"{model_name} is a {detected} model ({kind}): it cannot score --method {method}; "
                               f"leave out --method or use --method {detected}")  # fmt: skip
     revision = commit or provenance.model_revision(model_name, local, kwargs.get("revision"), kwargs.get("gguf_file"), kwargs.get("subfolder"))
-    return ModelPlan(model_name, local, family, revision, chosen, dtype, kwargs, batch_size)
+    return ModelPlan(model_name, local, family, revision, chosen, dtype, kwargs, batch_size, converted, tokenizer)
 
 
 def _offline() -> bool:
@@ -119,7 +132,11 @@ def load_tokenizer(plan: ModelPlan):
 
     tokenizer_kwargs = {k: plan.kwargs[k] for k in ("gguf_file", "revision", "trust_remote_code", "subfolder") if k in plan.kwargs}
     try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(plan.name, **tokenizer_kwargs)
+        if plan.tokenizer is not None:  # a GGUF file's, read with its config
+            tokenizer = plan.tokenizer
+            tokenizer.name_or_path = plan.name  # as read from the file, not its cache entry (PROST's released-gpt reads it)
+        else:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(plan.name, **tokenizer_kwargs)
     except (OSError, ValueError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelLoadError(f"{plan.name}: cannot load its tokenizer ({reason}); add the tokenizer files to the model folder") from None
@@ -132,27 +149,26 @@ def load_tokenizer(plan: ModelPlan):
 def load(plan: ModelPlan, tokenizer=None) -> Loaded:
     """Load model and tokenizer through ``from_pretrained`` (a GGUF file too) for the planned family.
 
-    A one-line progress indicator shows while the weights load (a GGUF file can take minutes).
+    A GGUF file's weights come from its cached conversion in the planned dtype where there is one; else they are
+    converted from the file and stored there (not when ``device_map`` or quantization places them: those weights
+    are not the whole model in one dtype). Progress shows while the weights load (``physprobe.progress``).
     """
     import torch
-    import transformers
-    from tqdm.auto import tqdm
 
-    auto = getattr(transformers, FAMILY_CLASSES[plan.family])
     kwargs = dict(plan.kwargs, dtype=plan.dtype if plan.dtype == "auto" else getattr(torch, plan.dtype))
-    with tqdm(total=1, desc=f"loading {plan.name} ({plan.family}, {plan.dtype})", bar_format="{desc}: {elapsed}",
-              disable=None):  # fmt: skip
-        try:
-            if "attn_implementation" in kwargs:
-                model = auto.from_pretrained(plan.name, **kwargs)
-            else:
-                try:
-                    model = auto.from_pretrained(plan.name, attn_implementation="sdpa", **kwargs)
-                except (ValueError, ImportError):  # architectures without SDPA fall back to their default attention
-                    model = auto.from_pretrained(plan.name, **kwargs)
-        except (OSError, ValueError, ImportError) as error:
-            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise ModelLoadError(f"cannot load {plan.name!r} as {FAMILY_CLASSES[plan.family]}: {reason}") from None
+    cached = plan.converted.weights(plan.dtype) if plan.converted is not None else None
+    how = "" if cached is None else " from the cached conversion" if cached.is_dir() else ", converting the GGUF file once"
+    with progress.bar(f"loading {plan.name} ({plan.family}, {plan.dtype}){how}"):
+        model = None
+        if cached is not None and cached.is_dir():
+            try:
+                model = _from_pretrained(plan, str(cached), {k: v for k, v in kwargs.items() if k not in gguf_cache.SOURCE_ARGS})
+            except Exception as error:  # noqa: BLE001 - any damage to the entry: convert the file again
+                gguf_cache.discard(cached, str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__)
+        if model is None:
+            model = _from_pretrained(plan, plan.name, kwargs)
+            if cached is not None and not {"device_map", "quantization_config"} & set(kwargs) and gguf_cache.dequantised(model):
+                gguf_cache.store(cached, lambda staging: gguf_cache.save_weights(model, staging))
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(plan)
     model.eval()
     device = plan.device
@@ -162,6 +178,23 @@ def load(plan: ModelPlan, tokenizer=None) -> Loaded:
         model.to(device)
     batching = {} if plan.batch_size is None else {"max_batch": plan.batch_size, "batch_tokens": 1 << 62}
     return Loaded(model, tokenizer, plan.family, device, batching)
+
+
+def _from_pretrained(plan: ModelPlan, source: str, kwargs: dict):
+    """The planned family's model class ``from_pretrained(source)``, with SDPA attention where the architecture has it."""
+    import transformers
+
+    auto = getattr(transformers, FAMILY_CLASSES[plan.family])
+    try:
+        if "attn_implementation" in kwargs:
+            return auto.from_pretrained(source, **kwargs)
+        try:
+            return auto.from_pretrained(source, attn_implementation="sdpa", **kwargs)
+        except (ValueError, ImportError):  # architectures without SDPA fall back to their default attention
+            return auto.from_pretrained(source, **kwargs)
+    except (OSError, ValueError, ImportError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ModelLoadError(f"cannot load {plan.name!r} as {FAMILY_CLASSES[plan.family]}: {reason}") from None
 
 
 def input_device(model):

@@ -76,33 +76,105 @@ def test_loglik_alternatives_score_labels_or_texts():
     assert EVALUATION.protocol("released-loglik-texts").predict([-9.0, -4.5, -4.6, -12.0], mc) == 1
 
 
-@pytest.mark.parametrize(
-    "answer, expected",
-    [("The answer is (a).", 0), ("The answer is (b).", 1), ("(b)", 1), ("b)", 1), ("(B) False", 1),
-     ("Answer: (a) True", 0), ("The correct answer is b.", 1), ("Option (b).", 1), ("\n\n(a) True", 0),
-     ("b", 1), ("True.", 0), ("false", 1), ("a true statement", 0), ("The statement is False.", 1),
-     ("It depends.", None)],
-)  # fmt: skip
-def test_answer_matching_finds_a_label_stated_as_the_answer_before_option_text(answer, expected):
-    # Track 2 Boolean answers as small instruction models write them (SmolLM2: "The answer is (a)." in most).
-    assert match_answer(answer, ["True", "False"]) == expected
+BOOL = ["True", "False"]
+MC = ["rock", "pillow", "brick", "spoon"]
+TRACK1 = ["Low: object can withstand most impact forces (drop, smash, etc.).",
+          "Moderate: object can withstand minor impact forces.", "High: object shatters easily with impact force."]  # fmt: skip
+# Answer forms as models write them, with the option each names (None: unparsed, counted wrong). Worked by
+# hand: a label stated as the answer wins wherever it stands, before any option text.
+ANSWER_FORMS = [
+    # the label stated as the answer, then more text (issue 29's four misses first)
+    ("The answer is b. A sponge is not.", MC, 1),
+    ("The answer is b.\nExplanation: a pillow is soft.", MC, 1),
+    ("The correct answer is option A.\n\nA rock is the hardest.", MC, 0),
+    ("Answer: **B**", MC, 1),
+    ("(c) because a brick is stiff", MC, 2),
+    ("The answer is (a).", BOOL, 0),
+    ("The answer is (b).", BOOL, 1),
+    ("The answer is: (d) spoon", MC, 3),
+    ("The answer would be c, the brick.", MC, 2),
+    ("Answer: The correct option is b", MC, 1),
+    ("**Answer:** (d)", MC, 3),
+    ("Answer:\n(b) pillow", MC, 1),
+    ("The correct answer is d. Spoons are sharp.", MC, 3),
+    ("Option (b).", BOOL, 1),
+    ("Option a is right: a rock is hard.", MC, 0),
+    ("I choose b.", MC, 1),
+    ("A rock can hold it, so the answer is (c).", MC, 2),  # the stated label beats the option text before it
+    ("Pillow is soft. Answer: (d)", MC, 3),
+    ("(a) True (b) False\nAnswer: (b)", BOOL, 1),  # an echoed option list, then the answer
+    ("Answer: B) False", BOOL, 1),
+    ("The answer is A.", BOOL, 0),
+    ("the answer is 'c'", MC, 2),
+    # a label opening the answer
+    ("(b)", BOOL, 1),
+    ("b)", BOOL, 1),
+    ("(B) False", BOOL, 1),
+    ("\n\n(a) True", BOOL, 0),
+    ("b", BOOL, 1),
+    ("B.", MC, 1),
+    ("d. spoon", MC, 3),
+    ("B: pillow", MC, 1),
+    ("c, brick", MC, 2),
+    ("**C**", MC, 2),
+    (" D", MC, 3),
+    ("a", MC, 0),
+    ("A) rock", MC, 0),
+    # a bracketed label elsewhere
+    ("I think b) is right.", MC, 1),
+    ("Pillow (b)", MC, 1),
+    ("It must be (c) here.", MC, 2),
+    # option text, no label stated
+    ("True.", BOOL, 0),
+    ("false", BOOL, 1),
+    ("The statement is False.", BOOL, 1),
+    ("a true statement", BOOL, 0),  # "a" before a word is the article
+    ("A pillow.", MC, 1),
+    ("The answer is a rock.", MC, 0),  # the article again: option text "rock", not label (a)
+    ("The answer is spoon", MC, 3),
+    ("Pillow or spoon", MC, 1),  # the first named
+    ("pillow.", MC, 1),
+    ("High.", TRACK1, 2),  # a Track 1 option's head
+    ("Moderate: object can withstand minor impact forces.", TRACK1, 1),
+    ("low", TRACK1, 0),
+    # unparsed
+    ("", MC, None),
+    ("It depends.", BOOL, None),
+    ("I am not sure.", MC, None),
+    ("None of the above.", MC, None),
+    ("The answer is (e).", MC, None),
+    ("(c)", BOOL, None),  # no option (c) in a two-option question
+    ("The answer is c.", BOOL, None),
+    ("either (a) or (b)", MC, None),  # two labels, none stated as the answer
+    ("answer is bad", MC, None),  # "bad" is no label
+    ("rocking_chair", MC, None),  # not the option "rock" (whole words)
+    ("A sponge.", MC, None),
+    ("c'mon", MC, None),
+]
+
+
+def test_answer_table_is_large_and_covers_every_outcome():
+    assert len(ANSWER_FORMS) >= 50 and len({(a, tuple(c)) for a, c, _ in ANSWER_FORMS}) == len(ANSWER_FORMS)
+    assert {expected for _, _, expected in ANSWER_FORMS} == {None, 0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("answer, choices, expected", ANSWER_FORMS)
+def test_answer_matching_finds_a_label_stated_as_the_answer_before_option_text(answer, choices, expected):
+    assert match_answer(answer, choices) == expected
     protocol = EVALUATION.protocol("released-generate")
-    assert protocol.predict([answer], Generate("", tuple(["True", "False"]))) == (protocols.UNPARSED if expected is None else expected)
+    assert protocol.predict([answer], Generate("", tuple(choices))) == (protocols.UNPARSED if expected is None else expected)
 
 
-@pytest.mark.parametrize(
-    "answer, expected",
-    [("(b) pillow", 1), ("B", 1), ("b) pillow", 1), ("Pillow.", 1), ("the answer is spoon", 3),
-     ("rock", 0), ("rocking_chair", None), ("pillow or spoon", 1), ("", None),
-     ("rock salt", 4)],
-)  # fmt: skip
-def test_answer_matching(answer, expected):
-    assert match_answer(answer, ["rock", "pillow", "brick", "spoon", "rock salt"]) == expected
+@pytest.mark.parametrize("response", ["B.", "b", "A.", "True.", "False", "Pillow.", "d", "High."])
+def test_one_word_answers_read_the_same_raw_or_as_gpt_track_scripts_store_them(response):
+    # gpt_track*.py store response.lower().replace('.', ''): the released reading of a one-word answer names
+    # the same option as the raw answer.
+    for choices in (BOOL, MC, TRACK1):
+        assert match_answer(response.lower().replace(".", ""), choices) == match_answer(response, choices)
 
 
-def test_boolean_answers_match_true_or_false():
-    row = ["True", "False"]
-    assert [match_answer(a, row) for a in ("True", "false.", "(a)", "(b) False", "maybe")] == [0, 1, 0, 1, None]
+def test_answer_matching_longer_options_win():
+    assert match_answer("rock salt", ["rock", "pillow", "brick", "spoon", "rock salt"]) == 4
 
 
 def test_generation_is_the_default_for_generative_families():

@@ -54,36 +54,75 @@ def table1_prompt(row: dict, config: str) -> str:
     return f"True/False: {row['question']}" if config == "track2_boolean" else released_prompt(row, config)
 
 
-# An option label stated as the answer, anywhere in it: "(b)", "b)", "answer is b", "option b", or a bare
-# letter that is the whole answer ("b", "b, pillow"); not the article of "a rock".
-_LABEL = re.compile(
-    r"\(([a-d])\)"
-    r"|(?<![\w(])([a-d])\)"
-    r"|(?:answer(?:\s+is)?\s*:?|option)\s+([a-d])(?=\s*(?:$|[,;:!?]))"
-    r"|^([a-d])(?=\s*(?:$|[,;:!?]))"
+# How a generated answer states an option label (matched on the lower-cased answer, full stops kept: "b." is a
+# label, and "a rock" is the article, not option (a)).
+_MARKS = r"[\s*_`\"'“”]*"  # space, Markdown emphasis and quotes around a label
+_LABEL = r"(?P<label>\(\s*(?P<bracketed>[a-d])\s*\)|(?P<bare>[a-d])(?P<close>\))?(?!\w|['’]\w))"
+# 1. Stated as the answer: "the answer is b", "answer: **B**", "the correct answer is option A", "option (c)",
+#    "I choose b"; after "option", "choice" or "letter" an "a" is a label even before a word ("option a is right").
+_STATED = re.compile(
+    r"\b(?:(?P<noun>option|choice|letter)|answer|choose|chose|pick|select|go\s+with)"
+    r"(?:\s+(?:is|would\s+be|will\s+be|should\s+be|must\s+be))?"
+    r"(?:[\s:=*_`\"'“”-]+(?P<noun2>option|choice|letter)\b)?"
+    rf"[\s:=*_`\"'“”-]*{_LABEL}"
 )
+# 2. A label that opens the answer: "(b) pillow", "b) pillow", "B.", "b, pillow", "**B**", "c because ...".
+_OPENING = re.compile(rf"^{_MARKS}{_LABEL}")
+# 3. A bracketed label anywhere: "... so (c)", "I think b) is right".
+_BRACKETED = re.compile(r"\(\s*([a-d])\s*\)|(?<![\w(])([a-d])\)")
+
+
+def _article(hit: re.Match, text: str) -> bool:
+    """Whether a bare "a" is the article of a following word ("a rock"), not option (a)."""
+    return hit["bare"] == "a" and not hit["close"] and re.match(r"\s+[a-z]", text[hit.end():]) is not None
+
+
+def stated_label(answer: str, count: int) -> int | None:
+    """The option label (0-based, below ``count``) a lower-cased answer states, by the rules above in order:
+    stated as the answer, then opening the answer, then a bracketed label anywhere (None when brackets name
+    two different labels: "either (a) or (b)"); None when it states none.
+
+    >>> stated_label("the answer is b. a sponge is not.", 4), stated_label("answer: **b**", 2), stated_label("a rock", 4)
+    (1, 1, None)
+    """
+    for hit in _STATED.finditer(answer):
+        index = LABELS.index(hit["bracketed"] or hit["bare"])
+        if index < count and (hit["noun"] or hit["noun2"] or not _article(hit, answer)):
+            return index
+    hit = _OPENING.match(answer)
+    if hit and not _article(hit, answer) and LABELS.index(hit["bracketed"] or hit["bare"]) < count:
+        return LABELS.index(hit["bracketed"] or hit["bare"])
+    named = {LABELS.index(a or b) for a, b in _BRACKETED.findall(answer)} & set(range(count))
+    return named.pop() if len(named) == 1 else None
 
 
 def match_answer(text: str, choices: list[str]) -> int | None:
     """The option a generated answer names, or None (unparsed).
 
-    Normalised as the released ``gpt_track*.py`` store responses (lower case, full stops removed), then:
-    the first option label stated as the answer anywhere (``(b)``, ``b)``, ``the answer is b``,
-    ``option b``, or ``b`` alone); else the option text named first, in whole words
-    (``protocols.first_mentioned``: a longer option wins over one inside it).
+    The label stated as the answer comes first, wherever it stands (``stated_label``, on the lower-cased
+    answer); else the option text named first, in whole words, read as the released ``gpt_track*.py`` store
+    responses (lower case, full stops removed; ``protocols.first_mentioned``: a longer option wins over one
+    inside it); else the head of a Track 1 option ("high" for "High: object shatters easily ...").
 
     >>> choices = ["rock", "rocking_chair", "pillow", "sponge"]
     >>> match_answer("The answer is (c).", choices), match_answer("Rocking_chair.", choices), match_answer("d", choices)
     (2, 1, 3)
     >>> match_answer("I am not sure", choices) is None, match_answer("rock or pillow", choices), match_answer("a pillow", choices)
     (True, 0, 2)
+    >>> match_answer("The answer is b. A sponge is not.", choices), match_answer("Answer: **B**", choices)
+    (1, 1)
+    >>> match_answer("High.", ["Low: breaks rarely.", "Moderate: breaks sometimes.", "High: breaks easily."])
+    2
     """
-    answer = text.lower().replace(".", "").strip()
-    for hit in _LABEL.finditer(answer):
-        index = LABELS.index(next(group for group in hit.groups() if group))
-        if index < len(choices):
-            return index
-    return first_mentioned(answer, [choice.lower().replace(".", "") for choice in choices])
+    answer = text.lower()
+    label = stated_label(answer, len(choices))
+    if label is not None:
+        return label
+    plain = answer.replace(".", "")
+    named = first_mentioned(plain, [choice.lower().replace(".", "") for choice in choices])
+    if named is None and all(": " in choice for choice in choices):
+        named = first_mentioned(plain, [choice.split(": ", 1)[0].lower() for choice in choices])
+    return named
 
 
 def _generate(prompt: str, row: dict) -> Generate:

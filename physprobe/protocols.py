@@ -61,7 +61,7 @@ class Protocol:
 
     ``request(row, config)`` returns the row's typed request (``physprobe.requests``); ``decide(scores)``
     the predicted option (None: undecided). A ``generate`` protocol's request is a ``Generate`` (its
-    ``max_new_tokens`` and ``stop`` filled from the protocol's) and ``match(text, choices)`` gives the
+    ``max_new_tokens`` and ``stop`` filled from the protocol's, and its ``max_length``) and ``match(text, choices)`` gives the
     option the generated text names (None: unparsed). ``skip(row)`` marks rows the protocol leaves out (reported
     as ``excluded``); ``source`` is the paper section and upstream file:line it follows;
     ``reported_apart``: the paper reports it outside its averages (PROST Table 5's UnifiedQA);
@@ -81,6 +81,7 @@ class Protocol:
     decide: Callable[[Sequence[float | None]], int | None] = argmax
     match: Callable[[str, list[str]], int | None] | None = None
     max_new_tokens: int = 16
+    max_length: int | None = None  # a Generate's budget with its prompt counted (requests.Generate), None: none
     stop: tuple[str, ...] = ()
     skip: Callable[[dict], bool] | None = None
     skip_reason: str = ""
@@ -105,7 +106,8 @@ class Protocol:
         generating ``yes_no`` protocol's ``YesNo`` becomes a ``GenerateEach`` of its prompts."""
         request = self.request(row, config)
         if isinstance(request, Generate):
-            request = dataclasses.replace(request, max_new_tokens=self.max_new_tokens, stop=tuple(self.stop))
+            request = dataclasses.replace(request, max_new_tokens=self.max_new_tokens, stop=tuple(self.stop),
+                                          max_length=self.max_length)
         elif isinstance(request, YesNo) and self.generates:
             request = GenerateEach(request.prompts, self.max_new_tokens, tuple(self.stop))
         return request

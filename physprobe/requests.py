@@ -111,13 +111,17 @@ class Generate:
     """A greedy answer to ``prompt``, at most ``max_new_tokens`` tokens, cut before the first ``stop``
     string. ``choices`` are what the protocol's ``match`` reads in the answer (the backend does not);
     with ``first_token_choices`` they are instead the first tokens of ``" choice"`` decoded together and
-    split on spaces (PROST's released UnifiedQA code), which the backend resolves."""
+    split on spaces (PROST's released UnifiedQA code), which the backend resolves. ``max_length``: a
+    budget that counts the prompt as the released pipelines' ``max_length`` does (a causal model's prompt
+    and answer together, at least one new token; a seq2seq model's decoder tokens with its start token),
+    where a backend can count them; ``max_new_tokens`` bounds the answer either way."""
 
     prompt: str
     choices: tuple[str, ...]
     max_new_tokens: int = 16
     stop: tuple[str, ...] = ()
     first_token_choices: bool = False
+    max_length: int | None = None
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ def test_track1_prompt_is_hf_track1s(first_upstream_row):
     up = first_upstream_row
     row = {"question": up["question"], "choices": [up["option_1"], up["option_2"], up["option_3"]]}
     request = EVALUATION.protocol("released-generate").build(row, "track1")
-    assert isinstance(request, Generate) and request.max_new_tokens == evaluation.MAX_NEW_TOKENS and request.stop == ()
+    assert isinstance(request, Generate) and request.max_length == evaluation.MAX_LENGTH == 128 and request.stop == ()
     expected = up["question"] + " " + BS_N + " (a) " + up["option_1"] + " (b) " + up["option_2"] + " (c) " + up["option_3"]
     assert request.prompt == expected and "\n" not in request.prompt
     assert request.choices == (up["option_1"], up["option_2"], up["option_3"])
@@ -203,8 +203,9 @@ def test_metrics_report_polarity_position_and_macro_breakdowns():
 
 @pytest.mark.parametrize("adds_bos", [False, True])
 def test_generation_reads_the_prompt_as_the_tokenizer_encodes_it(tmp_path, adds_bos):
-    # The released text-generation pipeline (utils/huggingface_models.py) encodes the prompt with the tokenizer's own
-    # special tokens and decodes greedily (flan: do_sample=False): no BOS is added unless the tokenizer adds it.
+    # The released text-generation pipeline (utils/huggingface_models.py, class flan) encodes the prompt with the
+    # tokenizer's own special tokens and calls generate(max_length=128, do_sample=False): no BOS is added unless the
+    # tokenizer adds it, and the 128 tokens count the prompt's.
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -215,17 +216,49 @@ def test_generation_reads_the_prompt_as_the_tokenizer_encodes_it(tmp_path, adds_
     prompts = [released_prompt(row, "track2_boolean") for row in rows]
     folder = tiny_models.causal_lm(tmp_path / "m", prompts + ["The answer is (a). True", "(b) False"])
     model, tokenizer = AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+    model.generation_config.eos_token_id = None  # a random model rarely ends: every answer runs to the budget
     if adds_bos:  # as Llama's and Gemma's tokenizers do
         tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
             single="<s> $A", special_tokens=[("<s>", tokenizer.bos_token_id)])
     protocol = EVALUATION.protocol("released-generate")
-    requests = [{"prompt": r.prompt, "max_new_tokens": r.max_new_tokens, "stop": list(r.stop)}
+    requests = [{"prompt": r.prompt, "max_new_tokens": r.max_new_tokens, "stop": list(r.stop), "max_length": r.max_length}
                 for r in (protocol.build(row, "track2_boolean") for row in rows[:6])]  # fmt: skip
     texts = generation.generate(model, tokenizer, requests, torch.device("cpu"))
     for request, text in zip(requests, texts):
         ids = tokenizer(request["prompt"], return_tensors="pt")["input_ids"]
         assert (ids[0, 0].item() == tokenizer.bos_token_id) == adds_bos
         with torch.inference_mode():
-            out = model.generate(ids, max_new_tokens=request["max_new_tokens"], do_sample=False,
-                                 pad_token_id=tokenizer.pad_token_id)  # fmt: skip
-        assert text == tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+            out = model.generate(ids, max_length=128, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+        assert out.shape[1] == 128 and text == tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+
+
+def test_seq2seq_generation_stops_where_t5s_max_length_128_does(tmp_path):
+    # hf_track*.py's unifiedqa class: model.generate(tokenizer.encode(prompt), max_length=128, do_sample=False),
+    # 128 decoder tokens with the start token, so 127 new ones.
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from . import tiny_models
+
+    rows = [{"question": f"{o} is soft.", "choices": ["True", "False"]} for o in ("pillow", "rock", "sponge")]
+    prompts = [released_prompt(row, "track2_boolean") for row in rows]
+    folder = tiny_models.seq2seq(tmp_path / "t5", prompts + ["(a) True", "(b) False"])
+    model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+    model.generation_config.eos_token_id = None
+    protocol = EVALUATION.protocol("released-generate")
+    requests = [{"prompt": r.prompt, "max_new_tokens": r.max_new_tokens, "stop": [], "max_length": r.max_length}
+                for r in (protocol.build(row, "track2_boolean") for row in rows)]  # fmt: skip
+    texts = generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=True)
+    for request, text in zip(requests, texts):
+        with torch.inference_mode():
+            out = model.generate(tokenizer.encode(request["prompt"], return_tensors="pt"), max_length=128, do_sample=False)
+        assert out.shape[1] == 128 and text == tokenizer.batch_decode(out, skip_special_tokens=True)[0]
+
+
+def test_budget_counts_the_prompt_as_the_released_pipelines_did():
+    # Worked by hand: a 40-token prompt under max_length=128 leaves 88 new tokens (causal) or 127 (T5's decoder
+    # holds its start token); a prompt of 128 tokens or more gets one, as transformers 4 generated one with a warning.
+    assert generation.answer_budget(40, 128, 128, seq2seq=False) == 88
+    assert generation.answer_budget(40, 128, 128, seq2seq=True) == 127
+    assert generation.answer_budget(128, 128, 128, seq2seq=False) == generation.answer_budget(300, 128, 128, seq2seq=False) == 1
+    assert generation.answer_budget(10, 20, None, seq2seq=False) == 20

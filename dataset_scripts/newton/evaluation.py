@@ -22,9 +22,10 @@ from physprobe.protocols import Evaluation, Protocol, decided, first_mentioned, 
 from physprobe.requests import Choice, Generate, Seq2Seq
 
 LABELS = "abcd"
-# The released flan/unifiedqa classes allow 128 output tokens; an answer names its label or option within
-# the first few, and match_answer reads only what was generated, so 32 bounds the cost, not the result.
-MAX_NEW_TOKENS = 32
+# The released flan and unifiedqa classes (hf_track*.py, utils/huggingface_models.py) call
+# generate(max_length=128, do_sample=False): 128 tokens with the prompt's (a causal model's pipeline) or with the
+# decoder's start token (T5). A model may state its label late (SmolLM2 on track2_mc row 34000 after token 32).
+MAX_LENGTH = 128
 NEWLINE = "\\n"  # what hf_track*.py write between question and options: a backslash and an "n"
 
 
@@ -200,13 +201,15 @@ EVALUATION = Evaluation(
     scorable=("track1", "track2_boolean", "track2_mc", "track3"),  # not the attribute table
     protocols=(
         Protocol("released-generate", "generate", lambda row, config: _generate(released_prompt(row, config), row),
-                 f"{RELEASED}; greedy as the flan/unifiedqa classes (do_sample=False); answer matched as match_answer",
-                 "released prompt (question, options (a)-(d)); greedy answer matched to a label or option text",
-                 default_for=("causal", "seq2seq"), match=match_answer, max_new_tokens=MAX_NEW_TOKENS),
+                 f"{RELEASED}; greedy to max_length={MAX_LENGTH} with the prompt, as the flan/unifiedqa classes "
+                 "(do_sample=False); answer matched as match_answer",
+                 f"released prompt (question, options (a)-(d)); greedy answer ({MAX_LENGTH} tokens with the prompt) "
+                 "matched to a label or option text",
+                 default_for=("causal", "seq2seq"), match=match_answer, max_new_tokens=MAX_LENGTH, max_length=MAX_LENGTH),
         Protocol("table1-generate", "generate", lambda row, config: _generate(table1_prompt(row, config), row),
                  "NEWTON paper Table 1; hf_track2.py `# prompt = f'True/False: {question}'` (commented out)",
                  "Table 1 wording for Track 2 Boolean, released prompts elsewhere; generated answer matched",
-                 match=match_answer, max_new_tokens=MAX_NEW_TOKENS),
+                 match=match_answer, max_new_tokens=MAX_LENGTH, max_length=MAX_LENGTH),
         Protocol("released-loglik-labels", "causal", _loglik_labels,
                  f"{RELEASED} (prompt); option labels ranked by log-likelihood (physprobe, no upstream equivalent)",
                  "released prompt + ' Answer: (x)'; the most likely label"),

@@ -237,8 +237,8 @@ def _yes_no(loaded, requests: list[YesNo], templating: Templating, options: dict
 def _generate(loaded, requests: list[Generate], templating: Templating, options: dict) -> list[list]:
     from physprobe.backends.hf import generation
 
-    asks = [{"prompt": templating.render(r.prompt, Generate), "max_new_tokens": r.max_new_tokens, "stop": list(r.stop)}
-            for r in requests]  # fmt: skip
+    asks = [{"prompt": templating.render(r.prompt, Generate), "max_new_tokens": r.max_new_tokens, "stop": list(r.stop),
+             "max_length": r.max_length} for r in requests]  # fmt: skip
     texts = generation.generate(loaded.model, loaded.tokenizer, asks, loaded.device, seq2seq=loaded.family == "seq2seq",
                                 chat=templating.applied(Generate), **options)  # fmt: skip
     return [[text, *(first_token_choices(r, loaded.tokenizer) if r.first_token_choices else [])] for text, r in zip(texts, requests)]

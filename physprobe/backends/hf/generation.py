@@ -385,32 +385,50 @@ def _generated(model, tokenizer, prompts: list[list[int]], budget: int, stops: l
     return answers
 
 
+def answer_budget(prompt_tokens: int, max_new_tokens: int, max_length: int | None, seq2seq: bool) -> int:
+    """New tokens a prompt may get: ``max_new_tokens``, and with ``max_length`` no more than a released
+    pipeline's ``generate(max_length=...)`` gives: a causal model's prompt counts (at least one new token, as
+    transformers 4 generated one, with a warning, for a prompt already that long), a seq2seq model's decoder
+    start token counts.
+
+    >>> [answer_budget(40, 128, 128, False), answer_budget(40, 128, 128, True), answer_budget(200, 128, 128, False)]
+    [88, 127, 1]
+    >>> answer_budget(40, 32, None, False)
+    32
+    """
+    if max_length is None:
+        return max_new_tokens
+    return min(max_new_tokens, max(1, max_length - (1 if seq2seq else prompt_tokens)))
+
+
 def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, seq2seq: bool = False,
              batch_tokens: int = 8192, max_batch: int = 128, truncate: bool = False, progress=None,
              chat: bool = False) -> list[str]:  # fmt: skip
-    """The greedy answer to each request (``{"prompt", "max_new_tokens", "stop"}``), in request order.
+    """The greedy answer to each request (``{"prompt", "max_new_tokens", "stop"}``, optionally ``"max_length"``:
+    ``answer_budget``'s), in request order.
 
     A prompt is encoded as the tokenizer encodes it (its special tokens included), unless ``chat``: a prompt
     rendered by a chat template carries its own.
 
-    Requests are batched by length (and by ``max_new_tokens``); on CUDA out-of-memory the batch halves.
+    Requests are batched by length (and by ``answer_budget``); on CUDA out-of-memory the batch halves.
     """
     # Prompts are encoded as the tokenizer encodes them, its special tokens included (a BOS only where the
     # tokenizer adds one), as the released scripts' pipelines and generate calls do; a prompt a chat template
     # rendered carries its special tokens already, so none are added to it.
     limit = (tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None) if seq2seq else max_positions(model)
     encoded = [tokenizer(r["prompt"], add_special_tokens=not chat)["input_ids"] for r in requests]
+    budgets = [answer_budget(len(ids), r["max_new_tokens"], r.get("max_length"), seq2seq) for ids, r in zip(encoded, requests)]
     encoded = [  # a causal model's prompt leaves room for the answer
-        _check_length(ids, limit if seq2seq or limit is None else limit - r["max_new_tokens"], truncate, f"prompt {r['prompt'][:60]!r}")
-        for ids, r in zip(encoded, requests)
+        _check_length(ids, limit if seq2seq or limit is None else limit - room, truncate, f"prompt {r['prompt'][:60]!r}")
+        for ids, r, room in zip(encoded, requests, budgets)
     ]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     eos = tokenizer.eos_token_id
     plain = argmax_decodes(model)
     texts: list[str] = [""] * len(requests)
     by_budget: dict[int, list[int]] = {}
-    for index, request in enumerate(requests):
-        by_budget.setdefault(request["max_new_tokens"], []).append(index)
+    for index, room in enumerate(budgets):
+        by_budget.setdefault(room, []).append(index)
 
     for budget, members in sorted(by_budget.items()):
 

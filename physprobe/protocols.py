@@ -67,7 +67,9 @@ class Protocol:
     ``reported_apart``: the paper reports it outside its averages (PROST Table 5's UnifiedQA);
     ``metric_options``: keyword arguments of the benchmark's metric wiring under this protocol (e.g.
     Text2Afford's tie rule). A ``yes_no`` protocol with a ``match`` rule generates each prompt's answer
-    (``max_new_tokens``, ``stop``) and scores it ``match(text, YES_NO)`` (1 YES, 0 NO).
+    (``max_new_tokens``, ``stop``) and scores it ``match(text, YES_NO)`` (1 YES, 0 NO). ``needs_chat``: the
+    released script sent its prompts through a chat API or chat template, with ``system_message`` as the
+    system turn (``system(config)``); the prompt a request holds is then the user turn.
     """
 
     name: str
@@ -87,6 +89,10 @@ class Protocol:
     skip_reason: str = ""
     reported_apart: bool = False
     metric_options: dict = field(default_factory=dict, compare=False)
+    # The system turn the released script sends with the prompt through a chat API or template: one for every
+    # config, or config -> message where the scripts differ (NEWTON's gpt_track3.py); ``system(config)`` reads it.
+    system_message: str | dict[str, str] | None = field(default=None, compare=False)
+    needs_chat: bool = False  # the released script sent the prompt through a chat API or template: a run applies one
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -95,6 +101,16 @@ class Protocol:
             object.__setattr__(self, "families", (self.method,) if self.method in FAMILIES else GENERATIVE)
         if self.method == "generate" and self.match is None:
             raise ValueError(f"protocol {self.name!r}: a generate protocol needs a match rule")
+
+    def system(self, config: str) -> str | None:
+        """The system message of ``config``'s prompts (None: the released script sends none).
+
+        >>> Protocol("demo", "causal", dict, "", "", system_message={"track3": "Be brief."}).system("track3")
+        'Be brief.'
+        """
+        if isinstance(self.system_message, dict):
+            return self.system_message.get(config)
+        return self.system_message
 
     @property
     def generates(self) -> bool:

@@ -52,6 +52,56 @@ def test_track2_and_track3_prompts_by_hand():
         "bottom? \\n (a) rock (b) pillow (c) brick (d) spoon")
 
 
+def chatbot_messages(system: str, message: str) -> list[dict]:
+    # query_gpt.py:10-21 by hand: ChatBot(system) keeps [system]; bot(message) sends it plus one user turn.
+    return [{"role": "system", "content": system}, {"role": "user", "content": message}]
+
+
+def test_gpt_chat_protocol_sends_the_system_message_and_the_bare_question(first_upstream_row):
+    up = first_upstream_row
+    protocol = EVALUATION.protocol("released-gpt-chat")
+    assert protocol.needs_chat and protocol.method == "generate"
+    system = "Select the most correct answer letter from the provided options, no explanation. One word only."
+    # gpt_track1.py:11-12 ChatBot(system), :33 bot_turbo(question): the upstream question, without its options.
+    row = {"question": up["question"], "choices": [up["option_1"], up["option_2"], up["option_3"]]}
+    request = protocol.build(row, "track1")
+    sent = [{"role": "system", "content": protocol.system("track1")}, {"role": "user", "content": request.prompt}]
+    assert sent == chatbot_messages(system, up["question"])
+    # gpt_track2.py:10-11, :39 bot_turbo(question), for both question types.
+    for config, row in (("track2_boolean", {"question": "pillow is more soft than rock.", "choices": ["True", "False"]}),
+                        ("track2_mc", {"question": "Which object is the most soft?", "choices": ["rock", "pillow", "brick", "spoon"]})):
+        assert protocol.build(row, config).prompt == row["question"] and protocol.system(config) == system
+    # gpt_track3.py:11-12 another system message; :31,33 the question template is what it sends.
+    scenario = {"context": "I am packing a backpack.", "question": "Which of rock, pillow, brick, spoon should I put at the bottom?",
+                "choices": ["rock", "pillow", "brick", "spoon"]}  # fmt: skip
+    request = protocol.build(scenario, "track3")
+    assert [protocol.system("track3"), request.prompt] == [
+        "Select the correct answer, no explanation. One word only.",
+        "Context: I am packing a backpack. Question: Which of rock, pillow, brick, spoon should I put at the bottom? "
+        "A) rock B) pillow C) brick D) spoon Answer:"]
+    # The scripts store response.lower().replace('.', ''); "B." is option (b), "Spoon." the option text.
+    assert protocol.predict(["B."], request) == 1 and protocol.predict(["Spoon."], request) == 3
+    assert EVALUATION.default("causal", model_name="gpt-3.5-turbo").name == "released-gpt-chat"
+    assert EVALUATION.default("causal", model_name="gpt2").name == "released-generate"
+
+
+def test_printed_template_variant_keeps_the_scripts_labels():
+    # gpt_track2.py:35,37 (built and printed, not sent): Boolean "A) .. B)", MC "A) B) C) B)" (the script's typo).
+    protocol = EVALUATION.protocol("gpt-chat-printed-template")
+    boolean = {"question": "pillow is more soft than rock.", "choices": ["True", "False"]}
+    mc = {"question": "Which object is the most soft?", "choices": ["rock", "pillow", "brick", "spoon"]}
+    assert protocol.build(boolean, "track2_boolean").prompt == "Question: pillow is more soft than rock. A) True B) False Answer:"
+    assert protocol.build(mc, "track2_mc").prompt == "Question: Which object is the most soft? A) rock B) pillow C) brick B) spoon Answer:"
+    assert protocol.needs_chat and protocol.system("track2_mc") == EVALUATION.protocol("released-gpt-chat").system("track2_mc")
+
+
+def test_hf_protocols_send_no_system_message():
+    # hf_track*.py call pipelines on the raw prompt: no chat template, no system turn.
+    for name in ("released-generate", "table1-generate", "released-loglik-labels"):
+        protocol = EVALUATION.protocol(name)
+        assert not protocol.needs_chat and protocol.system("track1") is None
+
+
 def test_token_ids_of_a_seq2seq_input_worked_by_hand():
     # A T5-like word-level tokenizer: the flan/unifiedqa classes encode the prompt and append </s>.
     vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2, "pillow": 3, "is": 4, "soft.": 5, "\\n": 6, "(a)": 7, "True": 8,

@@ -8,8 +8,8 @@ protocol. The released code generates an answer and saves it; it releases no com
 gold answer, so physprobe's ``match_answer`` is documented in the card.
 
 >>> from physprobe.dataset_scripts.newton.evaluation import EVALUATION
->>> [p.name for p in EVALUATION.protocols]
-['released-generate', 'table1-generate', 'released-loglik-labels', 'released-loglik-texts', 'table1-loglik', 'table1-loglik-seq2seq']
+>>> [p.name for p in EVALUATION.protocols][:4]
+['released-generate', 'table1-generate', 'released-gpt-chat', 'gpt-chat-printed-template']
 >>> released_prompt({"question": "pillow is soft.", "choices": ["True", "False"]}, "track2_boolean")
 'pillow is soft. \\\\n (a) True (b) False'
 """
@@ -43,6 +43,37 @@ def released_prompt(row: dict, config: str) -> str:
     if config == "track3":
         return f"Context: {row['context']} {NEWLINE} Question: {row['question']} {NEWLINE} {_options(row['choices'])}"
     return f"{row['question']} {NEWLINE} {_options(row['choices'])}"
+
+
+# gpt_track1.py:11-12, gpt_track2.py:10-11, gpt_track3.py:11-12: the ChatBot's system message (query_gpt.py:15).
+GPT_SYSTEM = "Select the most correct answer letter from the provided options, no explanation. One word only."
+GPT_SYSTEM_TRACK3 = "Select the correct answer, no explanation. One word only."
+GPT_SYSTEMS = {"track1": GPT_SYSTEM, "track2_boolean": GPT_SYSTEM, "track2_mc": GPT_SYSTEM, "track3": GPT_SYSTEM_TRACK3}
+GPT_LABELS = "ABCB"  # gpt_track2.py:37 labels the fourth MC option "B)" again; Track 3 (gpt_track3.py:31) has "D)"
+
+
+def gpt_template(row: dict, config: str) -> str:
+    """The ``question_template`` of ``gpt_track*.py``: what Track 3 sends (``gpt_track3.py:31,33``); Tracks 1-2
+    build and print it but send the bare question (``gpt_track1.py:31,33``, ``gpt_track2.py:34-39``).
+
+    >>> gpt_template({"question": "Which object is the most soft?", "choices": ["rock", "pillow", "brick", "spoon"]}, "track2_mc")
+    'Question: Which object is the most soft? A) rock B) pillow C) brick B) spoon Answer:'
+    """
+    labels = GPT_LABELS if config == "track2_mc" else "ABCD"
+    options = " ".join(f"{labels[i]}) {choice}" for i, choice in enumerate(row["choices"]))
+    if config == "track3":
+        return f"Context: {row['context']} Question: {row['question']} {options} Answer:"
+    return f"Question: {row['question']} {options} Answer:"
+
+
+def gpt_message(row: dict, config: str) -> str:
+    """The user message ``gpt_track*.py`` send (``bot_turbo(...)``, ``bot_gpt4(...)``): the bare question for
+    Tracks 1-2 (no options), the question template for Track 3.
+
+    >>> gpt_message({"question": "pillow is more soft than rock.", "choices": ["True", "False"]}, "track2_boolean")
+    'pillow is more soft than rock.'
+    """
+    return gpt_template(row, config) if config == "track3" else row["question"]
 
 
 def table1_prompt(row: dict, config: str) -> str:
@@ -193,6 +224,9 @@ def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> d
 
 
 RELEASED = "NEWTON hf_track1.py, hf_track2.py, hf_track3.py (the `prompt = f'...'` statement of each main loop)"
+GPT = ("NEWTON gpt_track1.py, gpt_track2.py, gpt_track3.py through query_gpt.py's ChatBot (system message, one user "
+       "turn, openai.ChatCompletion top_p=0.5, no token limit: greedy here, at most 128 new tokens)")
+GPT_MAX_NEW_TOKENS = 128  # the chat call sets none; the system message asks for one word
 EVALUATION = Evaluation(
     benchmark="newton",
     headline=("agreement_accuracy", "accuracy"),
@@ -210,6 +244,19 @@ EVALUATION = Evaluation(
                  "NEWTON paper Table 1; hf_track2.py `# prompt = f'True/False: {question}'` (commented out)",
                  "Table 1 wording for Track 2 Boolean, released prompts elsewhere; generated answer matched",
                  match=match_answer, max_new_tokens=MAX_LENGTH, max_length=MAX_LENGTH),
+        Protocol("released-gpt-chat", "generate", lambda row, config: _generate(gpt_message(row, config), row),
+                 f"{GPT} (the bare question for Tracks 1-2, the question template for Track 3); answer read as "
+                 "the scripts store it (lower case, full stops removed) and matched as match_answer",
+                 "chat: the GPT scripts' system message, then the bare question (Tracks 1-2) or 'Context: .. "
+                 "Question: .. A) .. Answer:' (Track 3); greedy answer matched to a label or option text",
+                 default_for_models=(r"gpt-(?:3\.5|4)",), match=match_answer, max_new_tokens=GPT_MAX_NEW_TOKENS,
+                 system_message=GPT_SYSTEMS, needs_chat=True),
+        Protocol("gpt-chat-printed-template", "generate", lambda row, config: _generate(gpt_template(row, config), row),
+                 f"{GPT}, with the question_template the scripts build and print for every track (sent only for "
+                 "Track 3; the paper's Track 2 multiple-choice figures need the options the bare question lacks)",
+                 "chat: the GPT scripts' system message, then 'Question: .. A) .. B) .. Answer:'; greedy answer "
+                 "matched to a label or option text", match=match_answer, max_new_tokens=GPT_MAX_NEW_TOKENS,
+                 system_message=GPT_SYSTEMS, needs_chat=True),
         Protocol("released-loglik-labels", "causal", _loglik_labels,
                  f"{RELEASED} (prompt); option labels ranked by log-likelihood (physprobe, no upstream equivalent)",
                  "released prompt + ' Answer: (x)'; the most likely label"),

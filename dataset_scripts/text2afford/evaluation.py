@@ -144,15 +144,19 @@ def released_yes(text: str, _choices=None) -> int:
     return int("yes" in text.lower())
 
 
-def metrics(config: str, rows: list[dict], predictions: list, scores: list, ties: str = "wrong") -> dict:
+def metrics(config: str, rows: list[dict], predictions: list, scores: list, ties: str = "wrong",
+            map_ties: str = "class_order") -> dict:  # fmt: skip
     """``affordance_rank`` pairwise (the paper's reading) and strict, over the 15 class scores of each
     pair, each with ``by_class`` (the comparisons of each positive class: the report's per-class
-    accuracy); a YES/NO protocol's scores are its YES set (1/0). ``ties``: the protocol's tie rule."""
+    accuracy); a YES/NO protocol's scores are its YES set (1/0). ``ties``: the protocol's tie rule for
+    comparisons; ``map_ties``: for mAP, tied classes in class order (``map``, the released scripts' stable
+    sort) or ``"pessimistic"`` (``map_pessimistic``)."""
     rank = load_metric("affordance_rank")
     refs = [list(r["labels"]) for r in rows]
     clean = [from_yes_set(p) if p is not None else [s if s is not None else -1e9 for s in row_scores]
              for p, row_scores in zip(predictions, scores)]  # fmt: skip
-    return {mode: rank.compute(predictions=clean, references=refs, mode=mode, ties=ties, class_names=text2afford.CLASS_NAMES)
+    return {mode: rank.compute(predictions=clean, references=refs, mode=mode, ties=ties, map_ties=map_ties,
+                               class_names=text2afford.CLASS_NAMES)
             for mode in ("strict", "pairwise")}  # fmt: skip
 
 

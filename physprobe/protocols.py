@@ -69,7 +69,9 @@ class Protocol:
     Text2Afford's tie rule). A ``yes_no`` protocol with a ``match`` rule generates each prompt's answer
     (``max_new_tokens``, ``stop``) and scores it ``match(text, YES_NO)`` (1 YES, 0 NO). ``needs_chat``: the
     released script sent its prompts through a chat API or chat template, with ``system_message`` as the
-    system turn (``system(config)``); the prompt a request holds is then the user turn.
+    system turn (``system(config)``); the prompt a request holds is then the user turn. ``configs``: the
+    configs a run scores without ``--config`` (empty: the evaluation's), where the released script reads other
+    rows than the benchmark's default (Text2Afford's LLaMA-3 script, ``data_high_agreement.tsv``).
     """
 
     name: str
@@ -93,6 +95,7 @@ class Protocol:
     # config, or config -> message where the scripts differ (NEWTON's gpt_track3.py); ``system(config)`` reads it.
     system_message: str | dict[str, str] | None = field(default=None, compare=False)
     needs_chat: bool = False  # the released script sent the prompt through a chat API or template: a run applies one
+    configs: tuple[str, ...] = ()  # the configs scored without --config, where the released script reads other rows
 
     def __post_init__(self):
         if self.method not in METHODS:

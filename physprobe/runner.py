@@ -95,6 +95,7 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
     prefix forward passes with 256, 416 with 512, 314 in one chunk; ``released-gpt`` 1,294 / 1,254 / 1,197).
     """
     started_at, started = time.time(), time.perf_counter()
+    asked_configs = configs
     evaluation, configs, chosen = resolve(benchmark, configs, method, protocol)  # before any heavy import: a bad argument fails at once
     import pyarrow as pa
     from tqdm.auto import tqdm
@@ -116,6 +117,8 @@ def run(model_name: str, benchmark: str, out: Path, data_dir: Path | str | hub_d
     if model.family not in chosen.families:
         raise protocols.ProtocolError(f"protocol {chosen.name!r} is for {', '.join(chosen.families)} models, not {model.family}")
     method = chosen.method
+    if asked_configs is None and chosen.configs:  # the rows the protocol's released script reads
+        configs = list(chosen.configs)
     local = model_options.looks_local(model_name)
     run_files.open_folder(out, model_name, benchmark, local)  # new, or this model's run of this benchmark
     ranks = parallel.current()  # processes of `accelerate launch`: each scores its share (physprobe.parallel)

@@ -376,7 +376,7 @@ def _generated(model, tokenizer, prompts: list[list[int]], budget: int, stops: l
     answers: list[list[int]] = [[] for _ in prompts]
     for rows in by_length.values():
         ids, attention = (_pad_right if seq2seq else left_padded)([prompts[r] for r in rows], pad, model.device)
-        start = 0 if seq2seq else ids.shape[1]
+        start = 1 if seq2seq else ids.shape[1]  # the answer's tokens: after the decoder's start token, or the prompt
         out = model.generate(input_ids=ids, attention_mask=attention, max_new_tokens=budget, do_sample=False, num_beams=1,
                              pad_token_id=pad, eos_token_id=eos,
                              stopping_criteria=StoppingCriteriaList([_StopStrings(tokenizer, [stops[r] for r in rows], start)]))  # fmt: skip
@@ -410,7 +410,8 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
     A prompt is encoded as the tokenizer encodes it (its special tokens included), unless ``chat``: a prompt
     rendered by a chat template carries its own.
 
-    Requests are batched by length (and by ``answer_budget``); on CUDA out-of-memory the batch halves.
+    Requests are batched by length (and by ``max_new_tokens``), each row stopping at its ``answer_budget``; on
+    CUDA out-of-memory the batch halves.
     """
     # Prompts are encoded as the tokenizer encodes them, its special tokens included (a BOS only where the
     # tokenizer adds one), as the released scripts' pipelines and generate calls do; a prompt a chat template
@@ -426,33 +427,38 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
     eos = tokenizer.eos_token_id
     plain = argmax_decodes(model)
     texts: list[str] = [""] * len(requests)
-    by_budget: dict[int, list[int]] = {}
-    for index, room in enumerate(budgets):
-        by_budget.setdefault(room, []).append(index)
+    # Requests batch by their bound (max_new_tokens); within a batch each row stops at its own budget (a prompt
+    # counted in max_length leaves its row fewer tokens), so prompts of many lengths still share a batch.
+    by_bound: dict[int, list[int]] = {}
+    for index, request in enumerate(requests):
+        by_bound.setdefault(request["max_new_tokens"], []).append(index)
 
-    for budget, members in sorted(by_budget.items()):
+    for members in (by_bound[bound] for bound in sorted(by_bound)):
 
-        def step(batch: list[int], budget=budget, members=members) -> list[str]:
+        def step(batch: list[int], members=members) -> list[str]:
             chosen = [members[i] for i in batch]
             stops = [requests[i]["stop"] for i in chosen]
+            limits = [budgets[i] for i in chosen]
 
             def done(row: int, tokens: list[int]) -> bool:
-                return bool(stops[row]) and stopped(tokenizer.decode(tokens, skip_special_tokens=True), stops[row])
+                return len(tokens) >= limits[row] or (
+                    bool(stops[row]) and stopped(tokenizer.decode(tokens, skip_special_tokens=True), stops[row]))
 
             prompts = [encoded[i] for i in chosen]
             answers = None
             if plain:
-                answers = (_greedy_seq2seq(model, prompts, budget, done, eos, pad, device) if seq2seq
-                           else _greedy(model, prompts, budget, done, eos, device))  # fmt: skip
-            if answers is None:
-                answers = _generated(model, tokenizer, prompts, budget, stops, pad, eos, seq2seq, one_length=not plain)
-            decoded = tokenizer.batch_decode(answers, skip_special_tokens=True)
+                answers = (_greedy_seq2seq(model, prompts, max(limits), done, eos, pad, device) if seq2seq
+                           else _greedy(model, prompts, max(limits), done, eos, device))  # fmt: skip
+            if answers is None:  # model.generate runs every row to the batch's budget: greedy, so cut to each row's
+                answers = _generated(model, tokenizer, prompts, max(limits), stops, pad, eos, seq2seq, one_length=not plain)
+            decoded = tokenizer.batch_decode([a[:limit] for a, limit in zip(answers, limits)], skip_special_tokens=True)
             return [cut(text, stop) for text, stop in zip(decoded, stops)]
 
         with torch.inference_mode(), _autocast(device):
             # A causal batch holds prompts in token order (shared prefixes together); a seq2seq batch similar lengths.
-            order = None if seq2seq else token_order_batches([encoded[i] for i in members], budget, batch_tokens, max_batch)
-            answers = run_batches(len(members), [len(encoded[i]) + budget for i in members], step,
+            most = max(budgets[i] for i in members)
+            order = None if seq2seq else token_order_batches([encoded[i] for i in members], most, batch_tokens, max_batch)
+            answers = run_batches(len(members), [len(encoded[i]) + budgets[i] for i in members], step,
                                   batch_tokens, max_batch, progress, batches=order)  # fmt: skip
         for index, answer in zip(members, answers):
             texts[index] = answer

@@ -249,14 +249,14 @@ EVALUATION = Evaluation(
                  "the scripts store it (lower case, full stops removed) and matched as match_answer",
                  "chat: the GPT scripts' system message, then the bare question (Tracks 1-2) or 'Context: .. "
                  "Question: .. A) .. Answer:' (Track 3); greedy answer matched to a label or option text",
-                 default_for_models=(r"gpt-(?:3\.5|4)",), match=match_answer, max_new_tokens=GPT_MAX_NEW_TOKENS,
-                 system_message=GPT_SYSTEMS, needs_chat=True),
+                 default_for_models=(r"gpt-(?:3\.5|4)",), families=("causal",), match=match_answer,
+                 max_new_tokens=GPT_MAX_NEW_TOKENS, system_message=GPT_SYSTEMS, needs_chat=True),
         Protocol("gpt-chat-printed-template", "generate", lambda row, config: _generate(gpt_template(row, config), row),
                  f"{GPT}, with the question_template the scripts build and print for every track (sent only for "
                  "Track 3; the paper's Track 2 multiple-choice figures need the options the bare question lacks)",
                  "chat: the GPT scripts' system message, then 'Question: .. A) .. B) .. Answer:'; greedy answer "
-                 "matched to a label or option text", match=match_answer, max_new_tokens=GPT_MAX_NEW_TOKENS,
-                 system_message=GPT_SYSTEMS, needs_chat=True),
+                 "matched to a label or option text", families=("causal",), match=match_answer,
+                 max_new_tokens=GPT_MAX_NEW_TOKENS, system_message=GPT_SYSTEMS, needs_chat=True),
         Protocol("released-loglik-labels", "causal", _loglik_labels,
                  f"{RELEASED} (prompt); option labels ranked by log-likelihood (physprobe, no upstream equivalent)",
                  "released prompt + ' Answer: (x)'; the most likely label"),

@@ -200,6 +200,11 @@ ANSWER_FORMS = [
     ("rocking_chair", MC, None),  # not the option "rock" (whole words)
     ("A sponge.", MC, None),
     ("c'mon", MC, None),
+    # a model continuing the prompt with options of its own (SmolLM2 on raw Track 1 and Track 2 prompts)
+    ("(d) Very High: object shatters with extreme impact forces. (e) High: object shatters", TRACK1, None),
+    ("\\n (d) Very High: the object is very soft. (e) Very Low: the object is very soft.", TRACK1, None),
+    (" (e) table (f) chair (g) bed (h) chair", MC, None),
+    ("Pillows and sponge(s) are soft: pillow", MC, 1),  # "(s)" is a plural, not a label
 ]
 
 

@@ -102,6 +102,8 @@ _STATED = re.compile(
 _OPENING = re.compile(rf"^{_MARKS}{_LABEL}")
 # 3. A bracketed label anywhere: "... so (c)", "I think b) is right".
 _BRACKETED = re.compile(r"\(\s*([a-d])\s*\)|(?<![\w(])([a-d])\)")
+# A bracketed letter beyond the options ("(d)" of three, "(e)"): the answer goes on listing options of its own.
+_LISTED = re.compile(r"(?<!\w)\(\s*([a-z])\s*\)")
 
 
 def _article(hit: re.Match, text: str) -> bool:
@@ -132,9 +134,11 @@ def match_answer(text: str, choices: list[str]) -> int | None:
     """The option a generated answer names, or None (unparsed).
 
     The label stated as the answer comes first, wherever it stands (``stated_label``, on the lower-cased
-    answer); else the option text named first, in whole words, read as the released ``gpt_track*.py`` store
-    responses (lower case, full stops removed; ``protocols.first_mentioned``: a longer option wins over one
-    inside it); else the head of a Track 1 option ("high" for "High: object shatters easily ...").
+    answer); an answer that brackets a letter beyond the options names none (it lists options of its own, as a
+    model continuing the prompt does); else the option text named first, in whole words, read as the released
+    ``gpt_track*.py`` store responses (lower case, full stops removed; ``protocols.first_mentioned``: a longer
+    option wins over one inside it); else the head of a Track 1 option ("high" for "High: object shatters
+    easily ...").
 
     >>> choices = ["rock", "rocking_chair", "pillow", "sponge"]
     >>> match_answer("The answer is (c).", choices), match_answer("Rocking_chair.", choices), match_answer("d", choices)
@@ -150,6 +154,8 @@ def match_answer(text: str, choices: list[str]) -> int | None:
     label = stated_label(answer, len(choices))
     if label is not None:
         return label
+    if any(ord(letter) - ord("a") >= len(choices) for letter in _LISTED.findall(answer)):
+        return None  # an option list of the model's own ("(d) Very High: ..."), not an answer
     plain = answer.replace(".", "")
     named = first_mentioned(plain, [choice.lower().replace(".", "") for choice in choices])
     if named is None and all(": " in choice for choice in choices):

@@ -202,15 +202,16 @@ EVALUATION = Evaluation(
                  "1868, empty cells not scored (:57, :145, :164)",
                  "the released LLaMA-3 prompt with its five examples per class, under the chat template with the "
                  "script's system message; greedy answer, YES if it holds 'yes'",
-                 default_for_models=(r"llama",), decide=yes_set, match=released_yes, max_new_tokens=5,
-                 system_message=LLAMA3_SYSTEM, needs_chat=True, configs=("high_agreement",),
+                 default_for_models=(r"llama",), families=("causal",), decide=yes_set, match=released_yes,
+                 max_new_tokens=5, system_message=LLAMA3_SYSTEM, needs_chat=True, configs=("high_agreement",),
                  metric_options={"in_context": True}),
         Protocol("yes-no-llama3-zero-shot", "yes_no", _yes_no("llama3-zero-shot"),
                  f"{LLAMA3}, without its example section (physprobe's zero-shot variant, for Table 6's zero-shot "
                  "column)",
                  "the released LLaMA-3 prompt without the examples, under the chat template with the script's "
                  "system message; greedy answer, YES if it holds 'yes'",
-                 decide=yes_set, match=released_yes, max_new_tokens=5, system_message=LLAMA3_SYSTEM, needs_chat=True),
+                 families=("causal",), decide=yes_set, match=released_yes, max_new_tokens=5, system_message=LLAMA3_SYSTEM,
+                 needs_chat=True),
         Protocol("yes-no-vlm-text", "yes_no", _yes_no("vlm"),
                  "Text2Afford Table 10 (I-BLIP, IDEFICS, LLaVA text prompt, without the image); answer rule of "
                  f"src/VLM/zero_shot_llava.py (max_new_tokens=5, :92; {RELEASED_RULE}, :132, :195); {GREEDY}",

@@ -175,6 +175,34 @@ def from_release(rows: Iterable[Mapping], source: str) -> list[dict]:
     return out
 
 
+UNLABELLED = -1  # a class of a pair the annotators did not agree on (an empty cell of data_high_agreement.tsv)
+HIGH_AGREEMENT_CELLS = {"1.0": 1, "0.0": 0, "": UNLABELLED}
+
+
+def from_high_agreement(rows: Iterable[Mapping], source: str) -> list[dict]:
+    """Rows of the released ``data_high_agreement.tsv``: a class cell holds ``1.0`` or ``0.0`` where the
+    annotators agreed strongly and is empty where they did not, read as ``UNLABELLED`` (-1), in no comparison.
+
+    >>> row = {"Sentence": "He rode the horse .", "Object": "horse", **{name: "0.0" for name in CLASS_NAMES}}
+    >>> from_high_agreement([{**row, "Ride": "1.0", "Row": ""}], "demo")[0]["labels"]
+    [0, 0, 0, 0, 0, 1, 0, 0, 0, 0, -1, 0, 0, 0, 0]
+    """
+    out = []
+    for line, row in enumerate(rows, start=2):
+        where = f"{source}: line {line}"
+        labels = []
+        for name in CLASS_NAMES:
+            value = str(row.get(name) or "").strip()
+            if value not in HIGH_AGREEMENT_CELLS:
+                raise DataError(f"{where}: column {name!r} must be 1.0, 0.0 or empty, got {row.get(name)!r}")
+            labels.append(HIGH_AGREEMENT_CELLS[value])
+        if not str(row.get("Sentence") or "").strip() or not str(row.get("Object") or "").strip():
+            raise DataError(f"{where}: empty Sentence or Object")
+        out.append({"sentence": row["Sentence"], "object": row["Object"], "labels": labels,
+                    "agreement": None, "likert_agreement": None})  # fmt: skip
+    return out
+
+
 def statistics(rows: Sequence[Mapping]) -> dict[str, object]:
     """The paper's Table 3 / Appendix B figures that follow from the labels alone.
 

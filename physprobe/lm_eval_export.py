@@ -108,10 +108,10 @@ class Task:
 
     def docs(self, row_index: int, row: dict) -> list[dict]:
         request = self.protocol.build(row, self.config)
-        if isinstance(request, YesNo):  # one doc per prompt; gold YES (0) where the class is labelled 1
-            labels = self.evaluation.reference(row)
+        if isinstance(request, YesNo):  # one doc per prompt; gold YES (0) where the class is positive
+            positives = self.evaluation.reference(row)
             answers = ["YES", "NO"] if self.family == "seq2seq" else [" YES", " NO"]
-            return [{"row": row_index, "part": i, "query": p, "choices": answers, "gold": 0 if labels and labels[i] else 1}
+            return [{"row": row_index, "part": i, "query": p, "choices": answers, "gold": 0 if i in positives else 1}
                     for i, p in enumerate(request.prompts)]  # fmt: skip
         gold = self.evaluation.reference(row)[0]
         query, choices = {Generate: lambda r: (r.prompt, r.choices), Choice: lambda r: (r.context, r.continuations),

@@ -8,7 +8,9 @@ protocol, when not named, is picked by ``protocol_for`` once the backend reports
 
 >>> plan = make("gpt2", "prost", limit=10)
 >>> plan.configs, plan.out.as_posix(), plan.backend, plan.chat.mode
-(('default',), 'runs/gpt2-prost', 'hf', 'off')
+(None, 'runs/gpt2-prost', 'hf', 'off')
+>>> plan.configs_for(plan.protocol_for("causal"))
+('default',)
 >>> make("gpt2", "prost", limit=0)
 Traceback (most recent call last):
 physprobe.errors.ProtocolError: --limit must be at least 1, got 0
@@ -16,6 +18,7 @@ physprobe.errors.ProtocolError: --limit must be at least 1, got 0
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,7 +51,7 @@ class RunPlan:
 
     model: str
     benchmark: str
-    configs: tuple[str, ...]
+    configs: tuple[str, ...] | None  # --config; None: the protocol's (``Protocol.configs``), else the paper's
     out: Path
     data: DataChoice
     backend: str
@@ -76,23 +79,38 @@ class RunPlan:
         """Who the run folder belongs to: this model on this benchmark."""
         return run_record.owner(self.model, self.benchmark, self.local_model)
 
-    def settings(self) -> Settings:
+    def settings(self, protocol: protocols.Protocol | None = None) -> Settings:
         """What the backend is made with (``method``: ``--method``, or the named protocol's: it restricts the
-        model's family)."""
+        model's family); with the run's ``protocol``, a chat template applied where its released script read
+        prompts through one (``Protocol.needs_chat``)."""
         method = self.method or (registry.evaluation(self.benchmark).protocol(self.protocol).method if self.protocol else None)
+        chat = self.chat
+        if protocol is not None and protocol.needs_chat and chat.mode == "off":
+            chat = dataclasses.replace(chat, mode="on")
         return Settings(self.model, dict(self.model_args), method=method, device=self.device, dtype=self.dtype,
-                        batch_size=self.batch_size, gguf_file=self.gguf_file, truncate=self.truncate, chat=self.chat)  # fmt: skip
+                        batch_size=self.batch_size, gguf_file=self.gguf_file, truncate=self.truncate, chat=chat)  # fmt: skip
+
+    def configs_for(self, protocol: protocols.Protocol) -> tuple[str, ...]:
+        """The configs the run scores: ``--config``'s, else those the protocol's released script reads, else
+        the paper's."""
+        return self.configs or protocol.configs or tuple(registry.evaluation(self.benchmark).configs)
 
     def protocol_for(self, family: str) -> protocols.Protocol:
         """The run's protocol for a model of ``family``: the named one, else the benchmark's default for the
         model (its name, else its family, and ``--method``)."""
         evaluation = registry.evaluation(self.benchmark)
         if self.protocol is None:
-            return evaluation.default(family, self.method, self.model)
+            return self._with_chat(evaluation.default(family, self.method, self.model))
         chosen = evaluation.protocol(self.protocol)
         if family not in chosen.families:
             raise ProtocolError(f"protocol {chosen.name!r} is for {', '.join(chosen.families)} models, not {family}")
-        return chosen
+        return self._with_chat(chosen)
+
+    def _with_chat(self, protocol: protocols.Protocol) -> protocols.Protocol:
+        if protocol.system_message and self.chat.system_instruction:
+            raise ProtocolError(f"protocol {protocol.name!r} sends its released script's system message; leave out "
+                                "--system-instruction, or name another protocol (`physprobe protocols`)")  # fmt: skip
+        return protocol
 
 
 def make(model: str, benchmark: str, *, out: str | os.PathLike | None = None, data: str | os.PathLike | None = None,
@@ -136,10 +154,10 @@ def make(model: str, benchmark: str, *, out: str | os.PathLike | None = None, da
                    processes=processes, chunk=chunk, command=tuple(command))  # fmt: skip
 
 
-def _configs(benchmark: str, evaluation: protocols.Evaluation, configs: Sequence[str] | None) -> tuple[str, ...]:
-    """The configs to score: those given (each known, holding questions, once), else the paper's."""
+def _configs(benchmark: str, evaluation: protocols.Evaluation, configs: Sequence[str] | None) -> tuple[str, ...] | None:
+    """The configs to score: those given (each known, holding questions, once); None when none are."""
     if configs is None:
-        return tuple(evaluation.configs)
+        return None
     configs = list(configs)
     known = registry.config_names(benchmark)
     scorable = [c for c in known if evaluation.scorable is None or c in evaluation.scorable]

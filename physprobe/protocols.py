@@ -61,13 +61,17 @@ class Protocol:
 
     ``request(row, config)`` returns the row's typed request (``physprobe.requests``); ``decide(scores)``
     the predicted option (None: undecided). A ``generate`` protocol's request is a ``Generate`` (its
-    ``max_new_tokens`` and ``stop`` filled from the protocol's) and ``match(text, choices)`` gives the
+    ``max_new_tokens`` and ``stop`` filled from the protocol's, and its ``max_length``) and ``match(text, choices)`` gives the
     option the generated text names (None: unparsed). ``skip(row)`` marks rows the protocol leaves out (reported
     as ``excluded``); ``source`` is the paper section and upstream file:line it follows;
     ``reported_apart``: the paper reports it outside its averages (PROST Table 5's UnifiedQA);
     ``metric_options``: keyword arguments of the benchmark's metric wiring under this protocol (e.g.
     Text2Afford's tie rule). A ``yes_no`` protocol with a ``match`` rule generates each prompt's answer
-    (``max_new_tokens``, ``stop``) and scores it ``match(text, YES_NO)`` (1 YES, 0 NO).
+    (``max_new_tokens``, ``stop``) and scores it ``match(text, YES_NO)`` (1 YES, 0 NO). ``needs_chat``: the
+    released script sent its prompts through a chat API or chat template, with ``system_message`` as the
+    system turn (``system(config)``); the prompt a request holds is then the user turn. ``configs``: the
+    configs a run scores without ``--config`` (empty: the evaluation's), where the released script reads other
+    rows than the benchmark's default (Text2Afford's LLaMA-3 script, ``data_high_agreement.tsv``).
     """
 
     name: str
@@ -81,11 +85,17 @@ class Protocol:
     decide: Callable[[Sequence[float | None]], int | None] = argmax
     match: Callable[[str, list[str]], int | None] | None = None
     max_new_tokens: int = 16
+    max_length: int | None = None  # a Generate's budget with its prompt counted (requests.Generate), None: none
     stop: tuple[str, ...] = ()
     skip: Callable[[dict], bool] | None = None
     skip_reason: str = ""
     reported_apart: bool = False
     metric_options: dict = field(default_factory=dict, compare=False)
+    # The system turn the released script sends with the prompt through a chat API or template: one for every
+    # config, or config -> message where the scripts differ (NEWTON's gpt_track3.py); ``system(config)`` reads it.
+    system_message: str | dict[str, str] | None = field(default=None, compare=False)
+    needs_chat: bool = False  # the released script sent the prompt through a chat API or template: a run applies one
+    configs: tuple[str, ...] = ()  # the configs scored without --config, where the released script reads other rows
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -94,6 +104,19 @@ class Protocol:
             object.__setattr__(self, "families", (self.method,) if self.method in FAMILIES else GENERATIVE)
         if self.method == "generate" and self.match is None:
             raise ValueError(f"protocol {self.name!r}: a generate protocol needs a match rule")
+        if (self.system_message or self.needs_chat) and not self.generates:
+            raise ValueError(f"protocol {self.name!r}: a system message or chat template is for protocols that generate")
+
+    def system(self, config: str) -> str | None:
+        """The system message of ``config``'s prompts (None: the released script sends none).
+
+        >>> Protocol("demo", "generate", dict, "", "", match=lambda text, choices: None,
+        ...          system_message={"track3": "Be brief."}).system("track3")
+        'Be brief.'
+        """
+        if isinstance(self.system_message, dict):
+            return self.system_message.get(config)
+        return self.system_message
 
     @property
     def generates(self) -> bool:
@@ -105,9 +128,10 @@ class Protocol:
         generating ``yes_no`` protocol's ``YesNo`` becomes a ``GenerateEach`` of its prompts."""
         request = self.request(row, config)
         if isinstance(request, Generate):
-            request = dataclasses.replace(request, max_new_tokens=self.max_new_tokens, stop=tuple(self.stop))
+            request = dataclasses.replace(request, max_new_tokens=self.max_new_tokens, stop=tuple(self.stop),
+                                          max_length=self.max_length, system=self.system(config))
         elif isinstance(request, YesNo) and self.generates:
-            request = GenerateEach(request.prompts, self.max_new_tokens, tuple(self.stop))
+            request = GenerateEach(request.prompts, self.max_new_tokens, tuple(self.stop), system=self.system(config))
         return request
 
     def scores(self, result: list) -> list:
@@ -208,7 +232,7 @@ class Evaluation:
 
 
 # The counts a scored config's metrics hold beside its figures (``decided``'s two; the runner adds unparsed and excluded).
-COUNTS = ("n", "undecided", "unparsed", "excluded")
+COUNTS = ("n", "undecided", "unparsed", "excluded", "skipped")  # counts beside figures, never figures themselves
 
 
 def decided(rows: list[dict], predictions: list) -> tuple[dict, list[int]]:

@@ -185,7 +185,12 @@ class Generate(Request):
     """A greedy answer to ``prompt``, at most ``max_new_tokens`` tokens, cut before the first ``stop``
     string. ``choices`` are what the protocol's ``match`` reads in the answer (the backend does not);
     with ``first_token_choices`` they are instead the first tokens of ``" choice"`` decoded together and
-    split on spaces (PROST's released UnifiedQA code), which the backend resolves.
+    split on spaces (PROST's released UnifiedQA code), which the backend resolves. ``max_length``: a
+    budget that counts the prompt as the released pipelines' ``max_length`` does (a causal model's prompt
+    and answer together, at least one new token; a seq2seq model's decoder tokens with its start token),
+    where a backend can count them; ``max_new_tokens`` bounds the answer either way. ``system``: the system
+    turn the released script sent with the prompt (a protocol's ``system_message``), read through the chat
+    template or chat API; None: the run's ``--system-instruction``, if any.
 
     Result: ``[text]``, the greedy answer cut before the first stop string (``physprobe.answers.cut``); with
     ``first_token_choices``, ``[text, choice, ...]``: the choices as the backend resolved them."""
@@ -195,6 +200,8 @@ class Generate(Request):
     max_new_tokens: int = 16
     stop: tuple[str, ...] = ()
     first_token_choices: bool = False
+    max_length: int | None = None
+    system: str | None = None
 
     def texts(self) -> list[str]:
         return [self.prompt]
@@ -204,13 +211,14 @@ class Generate(Request):
 class GenerateEach(Request):
     """A greedy answer to each of ``prompts`` (at most ``max_new_tokens`` tokens, cut before the first
     ``stop`` string), which the protocol reads itself (e.g. Text2Afford's released YES/NO rule,
-    ``'yes' in answer.lower()``).
+    ``'yes' in answer.lower()``); ``system`` as ``Generate``'s.
 
     Result: ``[text, ...]``, each prompt's answer cut as ``Generate``'s is."""
 
     prompts: tuple[str, ...]
     max_new_tokens: int = 16
     stop: tuple[str, ...] = ()
+    system: str | None = None
 
     def texts(self) -> list[str]:
         return list(self.prompts)

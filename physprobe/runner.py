@@ -62,6 +62,13 @@ class Run:
         self.source = plan.data.source(plan.benchmark)
         self.model = backends.create(plan.backend, plan.settings())  # options checked; no weights, no request yet
         self.protocol = plan.protocol_for(self.model.family)
+        if plan.settings(self.protocol) != self.model.settings:  # the protocol's released script read a chat template
+            if not self.model.offers_chat_template():
+                raise protocols.ProtocolError(
+                    f"protocol {self.protocol.name!r} reads prompts through a chat template, as its released script did, and "
+                    f"{plan.model} has none; score a chat model, or name another protocol (`physprobe protocols {plan.benchmark}`)")
+            self.model = backends.create(plan.backend, plan.settings(self.protocol))
+        self.configs = plan.configs_for(self.protocol)
         self.identity: dict = {}
         self.fingerprints: dict[str, str] = {}
 
@@ -145,7 +152,7 @@ class Run:
         chat = self.identity.get("chat")
         return RunRecord(
             model=plan.model, benchmark=plan.benchmark, method=self.protocol.method, protocol=self.protocol.name,
-            protocol_source=self.protocol.source, configs=plan.configs, limit=plan.limit,
+            protocol_source=self.protocol.source, configs=self.configs, limit=plan.limit,
             backend={"name": plan.backend, **dataclasses.asdict(self.model.info())}, chat=None if chat is None else ChatRecord(**chat),
             dataset=DatasetRecord("hub" if source.on_hub else "local", source.path, source.revision, dict(self.fingerprints)),
             questions_scored=sum(s.fresh for s in scored.values()), seconds=round(elapsed, 2), versions=provenance.versions(),
@@ -177,12 +184,12 @@ def run(plan: RunPlan) -> RunRecord:
     run_record.open_folder(plan.out, plan.owner)  # new, or this model's run of this benchmark
     with FolderLock(plan.out, run_record.lock_name(ranks.rank)):  # a second run into ``out`` fails here, naming this one
         cache = Cache(run_record.cache_file(plan.out, ranks.rank))
-        scored = {config: this.score(config, cache) for config in plan.configs}
+        scored = {config: this.score(config, cache) for config in this.configs}
         metrics = {config: s.metrics for config, s in scored.items()}
         metrics.update(this.pooled(scored))
         if this.protocol.method == "generate" and ranks.main:
             chat_applied = bool(this.identity and this.identity["chat"]["applied"])
-            warn_unparsed(metrics, plan.configs, plan.model, chat_applied or not this.model.offers_chat_template())
+            warn_unparsed(metrics, this.configs, plan.model, chat_applied or not this.model.offers_chat_template())
         record = this.record(scored, metrics, started_at, time.perf_counter() - started)
         if ranks.main:
             run_record.write(plan.out, plan.owner, record, this.predictions(scored))  # all three files in one swap

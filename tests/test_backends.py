@@ -269,3 +269,49 @@ def test_a_chunk_of_many_prompt_requests_counts_requests_as_its_batches_end(mode
     counter = Counter()
     results = score_loaded(loaded, requests, progress=counter)
     assert len(results) == 4 and sum(counter.updates) == 4 and len(counter.updates) >= 3
+
+
+def test_a_protocol_released_through_a_chat_template_gets_it_with_its_system_message(models, built_all, tmp_path, monkeypatch):
+    # zero_shot_llama-3.py sends [system, user] through the tokenizer's template (:87-97): the run applies the
+    # template without --apply-chat-template and sends the script's system message; the report does not flag it.
+    from physprobe.backends.hf import generation
+    from physprobe.dataset_scripts.text2afford.evaluation import EVALUATION
+
+    protocol = EVALUATION.protocol("yes-no-llama3-zero-shot")
+    read = []
+
+    def answer(model, tokenizer, asks, device, **options):
+        read.extend(a["prompt"] for a in asks)
+        return ["Yes."] * len(asks)
+
+    monkeypatch.setattr(generation, "generate", answer)
+    out = tmp_path / "llama3"
+    assert main(["score", "--model", str(models["chat"]), "--benchmark", "text2afford", "--protocol", protocol.name,
+                 "--limit", "1", "--data", str(built_all), "--out", str(out), "--device", "cpu", "--bootstrap-iters", "0"]) == 0  # fmt: skip
+    row = pq.read_table(built_all / "text2afford" / "default" / "test-00000-of-00001.parquet").slice(0, 1).to_pylist()[0]
+    system = "You are a chatbot who always responds to the query!"
+    expected = [f"<system>{system}\n<user>{prompt}\n<assistant>" for prompt in protocol.build(row, "default").prompts]
+    assert read == expected and len(read) == 15
+    info = json.loads((out / "run.json").read_text())
+    assert info["chat"]["applied"] is True and info["configs"] == ["default"]
+    assert main(["report", str(out), "--out", str(tmp_path / "report")]) == 0
+    assert "⚠ chat template" not in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_a_system_instruction_beside_a_protocols_own_message_is_one_line(models, built_all, tmp_path, capsys):
+    code = main(["score", "--model", str(models["chat"]), "--benchmark", "text2afford", "--protocol", "yes-no-llama3-zero-shot",
+                 "--limit", "1", "--data", str(built_all), "--out", str(tmp_path / "run"), "--system-instruction", "Be brief."])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0 and len(err) == 1
+    assert "protocol 'yes-no-llama3-zero-shot' sends its released script's system message; leave out --system-instruction" in err[0]
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_released_llama3_protocol_reads_its_scripts_rows_without_config(models, built_all, tmp_path, monkeypatch):
+    from physprobe.backends.hf import generation
+
+    monkeypatch.setattr(generation, "generate", lambda model, tokenizer, asks, device, **options: ["no"] * len(asks))
+    out = tmp_path / "released"
+    assert main(["score", "--model", str(models["chat"]), "--benchmark", "text2afford", "--protocol", "yes-no-llama3-released",
+                 "--limit", "1", "--data", str(built_all), "--out", str(out), "--device", "cpu", "--bootstrap-iters", "0"]) == 0  # fmt: skip
+    assert json.loads((out / "run.json").read_text())["configs"] == ["high_agreement"]

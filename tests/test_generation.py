@@ -16,10 +16,12 @@ from physprobe import answers, registry
 from physprobe.backends.hf import generation, scoring
 from tests import tiny_models
 
-# Every generate protocol: (benchmark, protocol, config, family).
+# Every generate protocol that reads its prompt raw (a chat protocol's prompt is a user turn, read through a
+# template): (benchmark, protocol, config, family).
 PROTOCOLS = [(benchmark, protocol.name, evaluation.configs[0], family)
              for benchmark in registry.names() for evaluation in [registry.evaluation(benchmark)]
-             for protocol in evaluation.protocols if protocol.method == "generate" for family in protocol.families]  # fmt: skip
+             for protocol in evaluation.protocols if protocol.method == "generate" and not protocol.needs_chat
+             for family in protocol.families]  # fmt: skip
 
 
 def _prompts(built_all) -> list[str]:

@@ -98,7 +98,7 @@ def rank_inputs(draw):
 
 
 def average_precision(scores, labels):
-    """Step-wise AP over the distinct score thresholds, high to low (ties enter together)."""
+    """Step-wise AP over the distinct score thresholds, high to low (ties enter together): the pessimistic reading."""
     positives = sum(labels)
     ap, seen_positive, seen = 0.0, 0, 0
     for threshold in sorted(set(scores), reverse=True):
@@ -125,7 +125,7 @@ def reference_rank(predictions, references, mode, average):
         accuracy = sum(c for c, _ in counts) / sum(t for _, t in counts)
     else:
         accuracy = mean(c / t for c, t in counts)
-    return {"accuracy": accuracy, "map": mean(average_precision(s, l) for s, l in rows), "n": len(rows),
+    return {"accuracy": accuracy, "map_pessimistic": mean(average_precision(s, l) for s, l in rows), "n": len(rows),
             "skipped": len(predictions) - len(rows)}  # fmt: skip
 
 
@@ -138,4 +138,5 @@ def test_affordance_rank_matches_the_definition(rank, inputs):
         with pytest.raises(ValueError, match="no pair has a positive class and a negative class"):
             rank.compute(predictions=predictions, references=references, mode=mode, average=average)
         return
-    assert rank.compute(predictions=predictions, references=references, mode=mode, average=average) == pytest.approx(expected)
+    result = rank.compute(predictions=predictions, references=references, mode=mode, average=average, map_ties="pessimistic")
+    assert result == pytest.approx(expected)

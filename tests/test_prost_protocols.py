@@ -14,10 +14,11 @@ from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelFo
 from tokenizers import processors
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from physprobe import protocols, registry, tokenized
+from physprobe import protocols, registry, runner, tokenized
 from physprobe.backends.hf import scoring
 from physprobe.cli import main
 from physprobe.dataset_scripts.prost import evaluation as prost
+from physprobe.generators.prost import superlative_pair
 from physprobe.requests import Generate, MeanTokens
 
 from . import tiny_models
@@ -292,6 +293,36 @@ def test_table_6_and_7_readings_follow_the_released_analysis(rows):
         if row["group"] != "directions":
             answer.setdefault(row["label"] + 1, []).append(ok)
     assert {p: v["accuracy"] for p, v in out["by_answer_position"].items()} == pytest.approx({p: sum(a) / len(a) for p, a in answer.items()})
+
+
+def released_inverse_gaps(picked, correct):
+    """process_preds_inverse (results.py:438-461) by hand: per concept (name.split('_')[0] without 'non'), the
+    mean of `correct` over each side (is_inverse: a 'non' prefix or a '_b' suffix; directions dropped), then
+    |inverted - plain|; a concept must hold both sides (results.py asserts it)."""
+    sides = {}
+    for row, ok in zip(picked, correct):
+        if row["name"].startswith("directions"):
+            continue
+        group = row["name"].split("_")[0].replace("non", "")
+        inverse = row["name"].startswith("non") or row["name"].split("_")[-1] == "b"
+        sides.setdefault((group, inverse), []).append(ok)
+    return {g: abs(sum(sides[(g, True)]) / len(sides[(g, True)]) - sum(sides[(g, False)]) / len(sides[(g, False)]))
+            for g in {g for g, _ in sides} if (g, True) in sides and (g, False) in sides}  # fmt: skip
+
+
+def test_table_7_pools_each_side_under_limit(rows):
+    # The rows a --limit 200 run scores (runner.spread); hand-made predictions right on every third question.
+    picked = [rows[i] for i in runner.spread(len(rows), 200)]
+    predictions = [r["label"] if r["example_idx"] % 3 == 0 else (r["label"] + 1) % 4 for r in picked]
+    correct = [p == r["label"] for p, r in zip(predictions, picked)]
+    pairs = [superlative_pair(r["name"]) for r in picked]
+    both = {p for p, flip in pairs if flip} & {p for p, flip in pairs if not flip}
+    one_sided = {p for p, _ in pairs if p is not None} - both
+    assert one_sided  # the sample holds pairs with one side only: the case a per-pair filter got wrong
+    out = prost.metrics("default", picked, predictions, [[]] * len(picked))
+    gaps = released_inverse_gaps(picked, correct)
+    assert out["inverse_gap_by_group"] == pytest.approx(gaps)
+    assert out["macro_inverse_gap"] == pytest.approx(sum(gaps.values()) / len(gaps))
 
 
 def test_paper_section_5_random_guessing_is_25_percent(rows):

@@ -31,6 +31,12 @@ def test_every_registered_benchmark_declares_an_evaluation():
         assert len({p.name for p in evaluation.protocols}) == len(evaluation.protocols)
         for member in (m for members in evaluation.pooled.values() for m in members):
             assert member in configs
+        scorable = configs if evaluation.scorable is None else set(evaluation.scorable)
+        for protocol in evaluation.protocols:  # the rows and system turns a protocol declares are the benchmark's
+            assert set(protocol.configs) <= scorable
+            if isinstance(protocol.system_message, dict):
+                assert set(protocol.system_message) <= scorable
+            assert protocol.needs_chat or protocol.system_message is None  # a system turn goes through a chat
 
 
 def _echo(row, config):

@@ -95,7 +95,7 @@ def test_gguf_folder_without_gguf_file(tmp_path, prost_build, no_weights, capsys
 
 @pytest.mark.parametrize("benchmark, config, scorable", [
     ("newton", "repository", "track1, track2_boolean, track2_mc, track3"),
-    ("text2afford", "grasp", "default, released_generative"),
+    ("text2afford", "grasp", "default, released_generative, high_agreement"),
 ])  # fmt: skip
 def test_unscorable_configs(models, built_all, no_weights, capsys, benchmark, config, scorable):
     args = ["score", "--model", str(models["gpt"]), "--benchmark", benchmark, "--config", config, "--data", str(built_all)]

@@ -25,11 +25,13 @@ def test_fifteen_classes_in_the_paper_order():
 
 
 def test_release_is_pinned_to_the_authors_commit_and_checksum():
-    (item,) = UPSTREAM.files
-    assert item.url == ("https://raw.githubusercontent.com/sayantan11995/Affordance/"
-                        "f8593ffc74c90af775d0282629405a3053f9f11f/data/final_normal_dataset.tsv")  # fmt: skip
+    # The released table and the high-agreement table zero_shot_llama-3.py reads, both at the pinned commit.
     sums = (REPO.parent / "shared" / "data" / "upstream" / "SOURCES.md").read_text()
-    assert f"{item.sha256}  ./text2afford/final_normal_dataset.tsv" in sums
+    assert [item.path for item in UPSTREAM.files] == ["final_normal_dataset.tsv", "data_high_agreement.tsv"]
+    for item in UPSTREAM.files:
+        assert item.url == ("https://raw.githubusercontent.com/sayantan11995/Affordance/"
+                            f"f8593ffc74c90af775d0282629405a3053f9f11f/data/{item.path}")  # fmt: skip
+        assert f"{item.sha256}  ./text2afford/{item.path}" in sums
 
 
 @pytest.fixture(scope="module")
@@ -151,6 +153,13 @@ def test_krippendorff_alpha_worked_by_hand():
     assert generator.alpha(annotation_rows(), "nominal") == pytest.approx(expected)
 
 
+def annotation_mirror(folder):
+    """A mirror folder for raw annotations: ``text2afford/`` with the pinned high-agreement table in it."""
+    (folder / "text2afford").mkdir(parents=True)
+    high = REPO.parent / "shared" / "data" / "upstream" / "text2afford" / "data_high_agreement.tsv"
+    (folder / "text2afford" / "data_high_agreement.tsv").write_bytes(high.read_bytes())
+
+
 def write_tsv(path, rows):
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]), delimiter="\t")
@@ -159,8 +168,9 @@ def write_tsv(path, rows):
 
 
 def test_raw_annotations_replace_the_release(tmp_path):
-    (tmp_path / "mirror" / "text2afford").mkdir(parents=True)
+    annotation_mirror(tmp_path / "mirror")
     write_tsv(tmp_path / "mirror" / "text2afford" / "annotations.tsv", annotation_rows())
+    high = (tmp_path / "mirror" / "text2afford" / "data_high_agreement.tsv").read_bytes()
     path = build(TEXT2AFFORD, tmp_path / "out", tmp_path / "mirror").path
     ride = datasets.load_dataset(str(path), "ride", split="test", cache_dir=str(tmp_path / "cache"))
     assert ride["label"] == [1, 0] and ride["agreement"] == [1.0, 1.0]
@@ -168,6 +178,38 @@ def test_raw_annotations_replace_the_release(tmp_path):
     assert [len(row["agreement"]) for row in default] == [15, 15] and [len(row["likert_agreement"]) for row in default] == [15, 15]
     card = (path / "README.md").read_text()
     assert "Built from raw annotations" in card and "Krippendorff's alpha: 0.444" in card
+    # The high-agreement table is the pinned one (checksum checked), whatever replaces the majority labels.
+    assert datasets.load_dataset(str(path), "high_agreement", split="test", cache_dir=str(tmp_path / "cache")).num_rows == 630
+    (tmp_path / "mirror" / "text2afford" / "data_high_agreement.tsv").write_bytes(high.replace(b"1.0", b"0.0", 1))
+    with pytest.raises(SourceError, match=r"checksum mismatch for .*data_high_agreement\.tsv"):
+        build(TEXT2AFFORD, tmp_path / "again", tmp_path / "mirror")
+
+
+def test_high_agreement_table_reads_as_pandas_reads_it(upstream_dir):
+    import math
+
+    import pandas as pd
+
+    # zero_shot_llama-3.py:59 reads it with pd.read_csv(sep='\t'): quoted fields (six sentences below row 1868
+    # quote a title) unquoted, empty cells NaN; every row, not only the scored ones, reads the same.
+    path = upstream_dir / "text2afford" / "data_high_agreement.tsv"
+    rows = generator.from_high_agreement(read_tsv(path, ["Sentence", "Object", *CLASSES], quoted=True), str(path))
+    data = pd.read_csv(path, sep="\t")
+    assert len(rows) == len(data) == 2498
+    for row, (_, expected) in zip(rows, data.iterrows()):
+        assert (row["sentence"], row["object"]) == (expected.iloc[0], expected.iloc[1])
+        assert row["labels"] == [-1 if math.isnan(v) else int(v) for v in expected.iloc[2:]]
+    assert sum(label == -1 for row in rows[1868:] for label in row["labels"]) == 1787  # NaN cells scored rows hold
+
+
+def test_a_bad_high_agreement_cell_names_file_line_and_column(upstream_copy, tmp_path):
+    path = upstream_copy / "text2afford" / "data_high_agreement.tsv"
+    lines = path.read_bytes().split(b"\r\n")
+    lines[3] = lines[3].replace(b"\t1.0\t", b"\t2.0\t", 1)
+    path.write_bytes(b"\r\n".join(lines))
+    # (the checksum is pinned: read the edited table directly, as make_rows does)
+    with pytest.raises(DataError, match=r"data_high_agreement\.tsv: line 4: column '\w+' must be 1\.0, 0\.0 or empty, got '2\.0'"):
+        generator.from_high_agreement(read_tsv(path, ["Sentence", "Object", *CLASSES], quoted=True), str(path))
 
 
 def test_a_mirror_without_the_release_names_the_missing_file(tmp_path):
@@ -184,7 +226,7 @@ def test_a_mirror_without_the_release_names_the_missing_file(tmp_path):
 def test_bad_annotation_names_line_and_column(tmp_path, edit, message):
     rows = annotation_rows()
     rows[0].update(edit)
-    (tmp_path / "text2afford").mkdir()
+    annotation_mirror(tmp_path)
     write_tsv(tmp_path / "text2afford" / "annotations.tsv", rows)
     with pytest.raises(DataError, match=message):
         build(TEXT2AFFORD, tmp_path / "out", tmp_path)
@@ -201,7 +243,7 @@ def test_single_annotator_or_constant_ratings_give_an_undefined_alpha(tmp_path):
     assert generator.alpha(single, "nominal") is None and generator.alpha(single, "ordinal") is None
     constant = [{**row, **{c: "3" for c in CLASSES}} for row in annotation_rows()]
     assert generator.alpha(constant, "nominal") is None
-    (tmp_path / "text2afford").mkdir()
+    annotation_mirror(tmp_path)
     write_tsv(tmp_path / "text2afford" / "annotations.tsv", single)
     card = (build(TEXT2AFFORD, tmp_path / "out", tmp_path).path / "README.md").read_text()
     assert "Krippendorff's alpha: undefined (a single annotator" in card
@@ -215,7 +257,7 @@ def test_an_annotator_rating_a_pair_twice_names_both_lines(tmp_path):
 
 
 def _annotations_file(tmp_path, data: bytes):
-    (tmp_path / "text2afford").mkdir()
+    annotation_mirror(tmp_path)
     (tmp_path / "text2afford" / "annotations.tsv").write_bytes(data)
 
 

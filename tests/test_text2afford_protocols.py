@@ -4,13 +4,12 @@ wrong, pairwise) applied to hand-made scores."""
 
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
-from transformers import PreTrainedTokenizerFast
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from physprobe import tokenized
+from physprobe import report, tokenized
 from physprobe.dataset_scripts.text2afford import evaluation
 from physprobe.dataset_scripts.text2afford.evaluation import EVALUATION, from_yes_set, prompt, yes_set
 from physprobe.generators import text2afford
-from physprobe.backends import hf
 from physprobe.backends.hf import score_loaded
 from physprobe.requests import Entailment, GenerateEach, Masked, MaskedPair
 
@@ -46,13 +45,112 @@ def test_falcon_and_vlm_prompts_are_table_10s():
     assert vlm[2].endswith('answer YES or NO whether the human can throw the steaks. Answer: "')
 
 
-def test_llama3_prompt_is_the_released_scripts():
-    prompt = prompts("yes-no-llama3-released")[13]
+# src/LLM/zero_shot_llama-3.py, copied from the script (:35-52, :64-81, :89-97) to rebuild its input by hand.
+SCRIPT_ALPACA = """Below is an instruction that describes a task. Write a response that appropriately completes the request.
+
+### Instruction:
+You are an AI assistant that has strong reasoning capability. You are given a context containing an object, and you are asked to answer a question about the object based on the context. Just response 'Yes' or 'No'
+
+### Context:
+{}
+
+### Object:
+{}
+
+### Example questions and answers:
+{}
+
+### Question:
+{}
+
+### Answer: """
+SCRIPT_OOV = {"play": "play", "lookthrough": "look through", "siton": "sit on", "pourfrom": "pour from",
+              "writewith": "write with", "typeon": "type on"}  # fmt: skip
+SCRIPT_EXAMPLES = """Example 1: can human ride bicycle? Answer: Yes
+
+Example 2: can human lift donkey? Answer: No
+
+Example 3: can human watch the tower? Answer: No
+
+Example 4: can human ride violin? Answer: No
+
+Example 5: can human write with chalk? Answer: Yes """
+
+
+def script_messages(sentence, object_name):
+    """The chat messages zero_shot_llama-3.py builds for each class (:87-97)."""
+    classes = [SCRIPT_OOV.get(name.lower(), name.lower()) for name in text2afford.CLASS_NAMES]
+    return [[{"role": "system", "content": "You are a chatbot who always responds to the query!"},
+             {"role": "user", "content": SCRIPT_ALPACA.format(sentence, object_name, SCRIPT_EXAMPLES,
+                                                              f"Can human '{affordance}' the {object_name}?")}]
+            for affordance in classes]  # fmt: skip
+
+
+def test_llama3_messages_are_the_released_scripts():
+    protocol = EVALUATION.protocol("yes-no-llama3-released")
+    request = protocol.build(ROW, "high_agreement")
     # The script's 5 new tokens (zero_shot_llama-3.py:110); greedy here where it samples.
-    assert EVALUATION.protocol("yes-no-llama3-released").build(ROW, "default").max_new_tokens == 5
-    assert "### Context:\nMake sure to have steaks and potatoes .\n\n### Object:\nsteaks\n\n" in prompt
-    assert prompt.endswith("### Question:\nCan human 'write with' the steaks?\n\n### Answer: ")
-    assert "Example 5: can human write with chalk? Answer: Yes \n\n### Question:" in prompt
+    assert request.max_new_tokens == 5 and protocol.needs_chat
+    sent = [[{"role": "system", "content": protocol.system("high_agreement")}, {"role": "user", "content": text}]
+            for text in request.prompts]  # fmt: skip
+    assert sent == script_messages(ROW["sentence"], ROW["object"])
+    # The zero-shot variant: the same messages without the example section.
+    zero = EVALUATION.protocol("yes-no-llama3-zero-shot")
+    assert [p.replace("### Question:", "### Example questions and answers:\n" + SCRIPT_EXAMPLES + "\n\n### Question:")
+            for p in zero.build(ROW, "default").prompts] == list(request.prompts)  # fmt: skip
+    assert zero.system("default") == protocol.system("default") and zero.needs_chat and "Example 1" not in zero.build(ROW, "default").prompts[0]
+
+
+def test_llama3_runs_are_filed_under_table_6s_columns():
+    released, zero = EVALUATION.protocol("yes-no-llama3-released"), EVALUATION.protocol("yes-no-llama3-zero-shot")
+    # The script reads data_high_agreement.tsv (its last filename, :57); its examples make it Table 6's ICL column.
+    assert released.configs == ("high_agreement",) and released.metric_options == {"in_context": True}
+    assert zero.configs == () and zero.metric_options == {}
+    out = evaluation.metrics("high_agreement", [ROW], [yes_set([1.0] * 4 + [0.0] * 11)], [[]], **released.metric_options)
+    assert set(out) == {"in_context_pairwise", "in_context_strict"}
+    columns = {c.name: c.keys for c in report.paper_tables("text2afford").table("table6_llm").columns}
+    assert columns == {"Acc (zero-shot)": ("default.pairwise.accuracy",),
+                       "Acc (ICL)": ("high_agreement.in_context_pairwise.accuracy",)}  # fmt: skip
+    assert EVALUATION.headline_of(out) == ("in_context_pairwise.accuracy", out["in_context_pairwise"]["accuracy"])
+
+
+def test_high_agreement_config_is_the_rows_llama3_reads(built_all, upstream_dir):
+    import math
+
+    import datasets
+    import pandas as pd
+
+    # zero_shot_llama-3.py:59 pd.read_csv(filename, sep='\t'); :145 skips ids < 1868; :164 a NaN cell is in
+    # neither class list.
+    data = pd.read_csv(upstream_dir / "text2afford" / "data_high_agreement.tsv", sep="\t")
+    scored = [(rows.iloc[0], rows.iloc[1], [-1 if math.isnan(v) else int(v) for v in rows.iloc[2:]])
+              for ids, rows in data.iterrows() if not ids < 1868]  # fmt: skip
+    subset = datasets.load_dataset(str(built_all / "text2afford"), "high_agreement", split="test")
+    assert len(scored) == subset.num_rows == 630
+    assert list(zip(subset["sentence"], subset["object"], subset["labels"])) == scored
+    assert subset[0]["agreement"] is None and "high_agreement" in EVALUATION.scorable
+
+
+def test_llama3_pairwise_accuracy_as_the_script_counts_it_with_unlabelled_cells():
+    # Labels with empty (NaN) cells, as data_high_agreement.tsv holds them: Grasp, Lift positive; Throw NaN;
+    # Push, Fix negative; the rest NaN. YES answers for Grasp, Throw and Fix.
+    labels = [1, 1, -1, 0, 0] + [-1] * 10
+    answers = ["Yes", "No", "Yes", "No", "Yes"] + ["No"] * 10
+    protocol = EVALUATION.protocol("yes-no-llama3-released")
+    predicted = [float("yes" in a.lower()) for a in answers]  # :120-123
+    # :157-186 by hand: positives [grasp, lift], negatives [push, fix]; pos > neg: grasp > push (1 > 0) right,
+    # grasp > fix (1 > 1) wrong, lift > push (0 > 0) wrong, lift > fix wrong -> 1 of 4. Throw (NaN) is in no pair.
+    row = {**ROW, "labels": labels}
+    out = evaluation.metrics("high_agreement", [row], [protocol.predict(answers, None)], [predicted], **protocol.metric_options)
+    assert out["in_context_pairwise"]["accuracy"] == 0.25 and out["in_context_pairwise"]["n"] == 1
+    # A pair with no negative (every other cell NaN) is skipped, as :181 does.
+    only = {**ROW, "labels": [1] + [-1] * 14}
+    out = evaluation.metrics("high_agreement", [row, only], [protocol.predict(answers, None)] * 2, [predicted] * 2,
+                             **protocol.metric_options)  # fmt: skip
+    assert out["in_context_pairwise"]["n"] == 1 and out["in_context_pairwise"]["skipped"] == 1
+    # No pair to rank at all (a --limit sample can draw only such pairs): counts, no figures, no error.
+    out = evaluation.metrics("high_agreement", [only], [0], [predicted], **protocol.metric_options)
+    assert out == {"in_context_strict": {"n": 0, "skipped": 1}, "in_context_pairwise": {"n": 0, "skipped": 1}}
 
 
 def test_default_protocol_follows_the_family_and_model_name():
@@ -307,3 +405,31 @@ def test_prompts_of_table_4_and_10():
         "All the women in India wear bangles [SEP] bangles can be used for [MASK] by human")
     with pytest.raises(ValueError, match="needs an affordance"):
         prompt("yes_no_flan_t5", sentence, obj)
+
+
+def test_a_llama_run_scores_the_rows_its_released_script_reads(built_all, tmp_path):
+    import json
+
+    import datasets
+
+    from physprobe.cli import main
+
+    from . import tiny_models
+
+    texts = datasets.load_dataset(str(built_all / "text2afford"), "high_agreement", split="test")["sentence"][:50]
+    model = tiny_models.causal_lm(tmp_path / "tiny-llama", texts)  # the name picks yes-no-llama3-released
+    base = ["score", "--model", str(model), "--benchmark", "text2afford", "--limit", "8", "--data", str(built_all),
+            "--truncate"]  # the tiny model reads 512 positions; the prompt is 519 tokens
+    # The released script read its prompts through Llama-3-Instruct's chat template: a model without one is refused.
+    assert main([*base, "--out", str(tmp_path / "no-template")]) == 2 and not (tmp_path / "no-template").exists()
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    tokenizer.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
+    tokenizer.save_pretrained(model)
+    assert main([*base, "--out", str(tmp_path / "run")]) == 0
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert info["protocol"] == "yes-no-llama3-released" and info["configs"] == ["high_agreement"]
+    assert metrics["high_agreement"]["in_context_pairwise"]["n"] + metrics["high_agreement"]["in_context_pairwise"]["skipped"] == 8
+    # --config still chooses: the release's rows, figures still filed as in-context.
+    assert main([*base, "--config", "default", "--out", str(tmp_path / "release")]) == 0
+    assert json.loads((tmp_path / "release" / "run.json").read_text())["configs"] == ["default"]

@@ -8,8 +8,8 @@ protocol. The released code generates an answer and saves it; it releases no com
 gold answer, so physprobe's ``match_answer`` is documented in the card.
 
 >>> from physprobe.dataset_scripts.newton.evaluation import EVALUATION
->>> [p.name for p in EVALUATION.protocols]
-['released-generate', 'table1-generate', 'released-loglik-labels', 'released-loglik-texts', 'table1-loglik', 'table1-loglik-seq2seq']
+>>> [p.name for p in EVALUATION.protocols][:4]
+['released-generate', 'table1-generate', 'released-gpt-chat', 'gpt-chat-printed-template']
 >>> released_prompt({"question": "pillow is soft.", "choices": ["True", "False"]}, "track2_boolean")
 'pillow is soft. \\\\n (a) True (b) False'
 """
@@ -22,9 +22,10 @@ from physprobe.protocols import Evaluation, Protocol, decided, first_mentioned, 
 from physprobe.requests import Choice, Generate, Seq2Seq
 
 LABELS = "abcd"
-# The released flan/unifiedqa classes allow 128 output tokens; an answer names its label or option within
-# the first few, and match_answer reads only what was generated, so 32 bounds the cost, not the result.
-MAX_NEW_TOKENS = 32
+# The released flan and unifiedqa classes (hf_track*.py, utils/huggingface_models.py) call
+# generate(max_length=128, do_sample=False): 128 tokens with the prompt's (a causal model's pipeline) or with the
+# decoder's start token (T5). A model may state its label late (SmolLM2 on track2_mc row 34000 after token 32).
+MAX_LENGTH = 128
 NEWLINE = "\\n"  # what hf_track*.py write between question and options: a backslash and an "n"
 
 
@@ -44,6 +45,37 @@ def released_prompt(row: dict, config: str) -> str:
     return f"{row['question']} {NEWLINE} {_options(row['choices'])}"
 
 
+# gpt_track1.py:11-12, gpt_track2.py:10-11, gpt_track3.py:11-12: the ChatBot's system message (query_gpt.py:15).
+GPT_SYSTEM = "Select the most correct answer letter from the provided options, no explanation. One word only."
+GPT_SYSTEM_TRACK3 = "Select the correct answer, no explanation. One word only."
+GPT_SYSTEMS = {"track1": GPT_SYSTEM, "track2_boolean": GPT_SYSTEM, "track2_mc": GPT_SYSTEM, "track3": GPT_SYSTEM_TRACK3}
+GPT_LABELS = "ABCB"  # gpt_track2.py:37 labels the fourth MC option "B)" again; Track 3 (gpt_track3.py:31) has "D)"
+
+
+def gpt_template(row: dict, config: str) -> str:
+    """The ``question_template`` of ``gpt_track*.py``: what Track 3 sends (``gpt_track3.py:31,33``); Tracks 1-2
+    build and print it but send the bare question (``gpt_track1.py:31,33``, ``gpt_track2.py:34-39``).
+
+    >>> gpt_template({"question": "Which object is the most soft?", "choices": ["rock", "pillow", "brick", "spoon"]}, "track2_mc")
+    'Question: Which object is the most soft? A) rock B) pillow C) brick B) spoon Answer:'
+    """
+    labels = GPT_LABELS if config == "track2_mc" else "ABCD"
+    options = " ".join(f"{labels[i]}) {choice}" for i, choice in enumerate(row["choices"]))
+    if config == "track3":
+        return f"Context: {row['context']} Question: {row['question']} {options} Answer:"
+    return f"Question: {row['question']} {options} Answer:"
+
+
+def gpt_message(row: dict, config: str) -> str:
+    """The user message ``gpt_track*.py`` send (``bot_turbo(...)``, ``bot_gpt4(...)``): the bare question for
+    Tracks 1-2 (no options), the question template for Track 3.
+
+    >>> gpt_message({"question": "pillow is more soft than rock.", "choices": ["True", "False"]}, "track2_boolean")
+    'pillow is more soft than rock.'
+    """
+    return gpt_template(row, config) if config == "track3" else row["question"]
+
+
 def table1_prompt(row: dict, config: str) -> str:
     """The paper's Table 1 wording where ``hf_track2.py`` comments it out (``True/False: {question}``);
     the released prompt elsewhere.
@@ -54,36 +86,81 @@ def table1_prompt(row: dict, config: str) -> str:
     return f"True/False: {row['question']}" if config == "track2_boolean" else released_prompt(row, config)
 
 
-# An option label stated as the answer, anywhere in it: "(b)", "b)", "answer is b", "option b", or a bare
-# letter that is the whole answer ("b", "b, pillow"); not the article of "a rock".
-_LABEL = re.compile(
-    r"\(([a-d])\)"
-    r"|(?<![\w(])([a-d])\)"
-    r"|(?:answer(?:\s+is)?\s*:?|option)\s+([a-d])(?=\s*(?:$|[,;:!?]))"
-    r"|^([a-d])(?=\s*(?:$|[,;:!?]))"
+# How a generated answer states an option label (matched on the lower-cased answer, full stops kept: "b." is a
+# label, and "a rock" is the article, not option (a)).
+_MARKS = r"[\s*_`\"'“”]*"  # space, Markdown emphasis and quotes around a label
+_LABEL = r"(?P<label>\(\s*(?P<bracketed>[a-d])\s*\)|(?P<bare>[a-d])(?P<close>\))?(?!\w|['’]\w))"
+# 1. Stated as the answer: "the answer is b", "answer: **B**", "the correct answer is option A", "option (c)",
+#    "I choose b"; after "option", "choice" or "letter" an "a" is a label even before a word ("option a is right").
+_STATED = re.compile(
+    r"\b(?:(?P<noun>option|choice|letter)|answer|choose|chose|pick|select|go\s+with)"
+    r"(?:\s+(?:is|would\s+be|will\s+be|should\s+be|must\s+be))?"
+    r"(?:[\s:=*_`\"'“”-]+(?P<noun2>option|choice|letter)\b)?"
+    rf"[\s:=*_`\"'“”-]*{_LABEL}"
 )
+# 2. A label that opens the answer: "(b) pillow", "b) pillow", "B.", "b, pillow", "**B**", "c because ...".
+_OPENING = re.compile(rf"^{_MARKS}{_LABEL}")
+# 3. A bracketed label anywhere: "... so (c)", "I think b) is right".
+_BRACKETED = re.compile(r"\(\s*([a-d])\s*\)|(?<![\w(])([a-d])\)")
+# A bracketed letter beyond the options ("(d)" of three, "(e)"): the answer goes on listing options of its own.
+_LISTED = re.compile(r"(?<!\w)\(\s*([a-z])\s*\)")
+
+
+def _article(hit: re.Match, text: str) -> bool:
+    """Whether a bare "a" is the article of a following word ("a rock"), not option (a)."""
+    return hit["bare"] == "a" and not hit["close"] and re.match(r"\s+[a-z]", text[hit.end():]) is not None
+
+
+def stated_label(answer: str, count: int) -> int | None:
+    """The option label (0-based, below ``count``) a lower-cased answer states, by the rules above in order:
+    stated as the answer, then opening the answer, then a bracketed label anywhere (None when brackets name
+    two different labels: "either (a) or (b)"); None when it states none.
+
+    >>> stated_label("the answer is b. a sponge is not.", 4), stated_label("answer: **b**", 2), stated_label("a rock", 4)
+    (1, 1, None)
+    """
+    for hit in _STATED.finditer(answer):
+        index = LABELS.index(hit["bracketed"] or hit["bare"])
+        if index < count and (hit["noun"] or hit["noun2"] or not _article(hit, answer)):
+            return index
+    hit = _OPENING.match(answer)
+    if hit and not _article(hit, answer) and LABELS.index(hit["bracketed"] or hit["bare"]) < count:
+        return LABELS.index(hit["bracketed"] or hit["bare"])
+    named = {LABELS.index(a or b) for a, b in _BRACKETED.findall(answer)} & set(range(count))
+    return named.pop() if len(named) == 1 else None
 
 
 def match_answer(text: str, choices: list[str]) -> int | None:
     """The option a generated answer names, or None (unparsed).
 
-    Normalised as the released ``gpt_track*.py`` store responses (lower case, full stops removed), then:
-    the first option label stated as the answer anywhere (``(b)``, ``b)``, ``the answer is b``,
-    ``option b``, or ``b`` alone); else the option text named first, in whole words
-    (``protocols.first_mentioned``: a longer option wins over one inside it).
+    The label stated as the answer comes first, wherever it stands (``stated_label``, on the lower-cased
+    answer); an answer that brackets a letter beyond the options names none (it lists options of its own, as a
+    model continuing the prompt does); else the option text named first, in whole words, read as the released
+    ``gpt_track*.py`` store responses (lower case, full stops removed; ``protocols.first_mentioned``: a longer
+    option wins over one inside it); else the head of a Track 1 option ("high" for "High: object shatters
+    easily ...").
 
     >>> choices = ["rock", "rocking_chair", "pillow", "sponge"]
     >>> match_answer("The answer is (c).", choices), match_answer("Rocking_chair.", choices), match_answer("d", choices)
     (2, 1, 3)
     >>> match_answer("I am not sure", choices) is None, match_answer("rock or pillow", choices), match_answer("a pillow", choices)
     (True, 0, 2)
+    >>> match_answer("The answer is b. A sponge is not.", choices), match_answer("Answer: **B**", choices)
+    (1, 1)
+    >>> match_answer("High.", ["Low: breaks rarely.", "Moderate: breaks sometimes.", "High: breaks easily."])
+    2
     """
-    answer = text.lower().replace(".", "").strip()
-    for hit in _LABEL.finditer(answer):
-        index = LABELS.index(next(group for group in hit.groups() if group))
-        if index < len(choices):
-            return index
-    return first_mentioned(answer, [choice.lower().replace(".", "") for choice in choices])
+    answer = text.lower()
+    label = stated_label(answer, len(choices))
+    if label is not None:
+        return label
+    if any(ord(letter) - ord("a") >= len(choices) for letter in _LISTED.findall(answer)):
+        return None  # an option list of the model's own ("(d) Very High: ..."), not an answer
+    plain = answer.replace(".", "")
+    named = first_mentioned(plain, [choice.lower().replace(".", "") for choice in choices])
+    if named is None and all(": " in choice for choice in choices):
+        named = first_mentioned(plain, [choice.split(": ", 1)[0].lower() for choice in choices])
+    return named
 
 
 def _generate(prompt: str, row: dict) -> Generate:
@@ -153,6 +230,9 @@ def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> d
 
 
 RELEASED = "NEWTON hf_track1.py, hf_track2.py, hf_track3.py (the `prompt = f'...'` statement of each main loop)"
+GPT = ("NEWTON gpt_track1.py, gpt_track2.py, gpt_track3.py through query_gpt.py's ChatBot (system message, one user "
+       "turn, openai.ChatCompletion top_p=0.5, no token limit: greedy here, at most 128 new tokens)")
+GPT_MAX_NEW_TOKENS = 128  # the chat call sets none; the system message asks for one word
 EVALUATION = Evaluation(
     benchmark="newton",
     headline=("agreement_accuracy", "accuracy"),
@@ -161,13 +241,28 @@ EVALUATION = Evaluation(
     scorable=("track1", "track2_boolean", "track2_mc", "track3"),  # not the attribute table
     protocols=(
         Protocol("released-generate", "generate", lambda row, config: _generate(released_prompt(row, config), row),
-                 f"{RELEASED}; greedy as the flan/unifiedqa classes (do_sample=False); answer matched as match_answer",
-                 "released prompt (question, options (a)-(d)); greedy answer matched to a label or option text",
-                 default_for=("causal", "seq2seq"), match=match_answer, max_new_tokens=MAX_NEW_TOKENS),
+                 f"{RELEASED}; greedy to max_length={MAX_LENGTH} with the prompt, as the flan/unifiedqa classes "
+                 "(do_sample=False); answer matched as match_answer",
+                 f"released prompt (question, options (a)-(d)); greedy answer ({MAX_LENGTH} tokens with the prompt) "
+                 "matched to a label or option text",
+                 default_for=("causal", "seq2seq"), match=match_answer, max_new_tokens=MAX_LENGTH, max_length=MAX_LENGTH),
         Protocol("table1-generate", "generate", lambda row, config: _generate(table1_prompt(row, config), row),
                  "NEWTON paper Table 1; hf_track2.py `# prompt = f'True/False: {question}'` (commented out)",
                  "Table 1 wording for Track 2 Boolean, released prompts elsewhere; generated answer matched",
-                 match=match_answer, max_new_tokens=MAX_NEW_TOKENS),
+                 match=match_answer, max_new_tokens=MAX_LENGTH, max_length=MAX_LENGTH),
+        Protocol("released-gpt-chat", "generate", lambda row, config: _generate(gpt_message(row, config), row),
+                 f"{GPT} (the bare question for Tracks 1-2, the question template for Track 3); answer read as "
+                 "the scripts store it (lower case, full stops removed) and matched as match_answer",
+                 "chat: the GPT scripts' system message, then the bare question (Tracks 1-2) or 'Context: .. "
+                 "Question: .. A) .. Answer:' (Track 3); greedy answer matched to a label or option text",
+                 default_for_models=(r"gpt-(?:3\.5|4)",), families=("causal",), match=match_answer,
+                 max_new_tokens=GPT_MAX_NEW_TOKENS, system_message=GPT_SYSTEMS, needs_chat=True),
+        Protocol("gpt-chat-printed-template", "generate", lambda row, config: _generate(gpt_template(row, config), row),
+                 f"{GPT}, with the question_template the scripts build and print for every track (sent only for "
+                 "Track 3; the paper's Track 2 multiple-choice figures need the options the bare question lacks)",
+                 "chat: the GPT scripts' system message, then 'Question: .. A) .. B) .. Answer:'; greedy answer "
+                 "matched to a label or option text", families=("causal",), match=match_answer,
+                 max_new_tokens=GPT_MAX_NEW_TOKENS, system_message=GPT_SYSTEMS, needs_chat=True),
         Protocol("released-loglik-labels", "causal", _loglik_labels,
                  f"{RELEASED} (prompt); option labels ranked by log-likelihood (physprobe, no upstream equivalent)",
                  "released prompt + ' Answer: (x)'; the most likely label"),

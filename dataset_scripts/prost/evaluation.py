@@ -200,9 +200,8 @@ def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> d
     preds = scored_as_wrong([predictions[i] for i in kept], refs, len(OPTIONS))
     names = [rows[i]["name"] for i in kept]
     pairs, inverted = zip(*(superlative_pair(n) for n in names))
-    sides = {(pair, flip) for pair, flip in zip(pairs, inverted)}
-    # A pair counts only when both sides were scored (a --limit run may hold one side).
-    pairs = [p if (p, True) in sides and (p, False) in sides else None for p in pairs]
+    # Table 7 pools each concept's questions per side (results.py process_preds_inverse), whether or not a
+    # question's own pair has its other side among the rows (a --limit run may hold one side).
     if not any(pairs):
         pairs, inverted = None, None
     out.update(accuracy.compute(predictions=preds, references=refs, groups=[rows[i]["group"] for i in kept],

@@ -16,7 +16,7 @@ how equal scores count (``ties``: each protocol follows the released script it n
 
 >>> from physprobe.dataset_scripts.text2afford.evaluation import EVALUATION
 >>> [p.name for p in EVALUATION.protocols][:4]
-['yes-no-flan-t5', 'yes-no-falcon', 'yes-no-llama3-released', 'yes-no-vlm-text']
+['yes-no-flan-t5', 'yes-no-falcon', 'yes-no-llama3-released', 'yes-no-llama3-zero-shot']
 >>> yes_set([0.9, 0.2, 0.51] + [0.0] * 12), from_yes_set(5)[:4]
 (5, [1.0, 0.0, 1.0, 0.0])
 """
@@ -32,8 +32,9 @@ CLASSES = text2afford.CLASSES
 # generative prompts use the paper's phrases ("sit on", "type on", ...: CLASSES[i].phrase).
 FLAN_WORDS = {"Play": "play using", "TypeOn": "type using"}
 
-# The released LLaMA-3 script (src/LLM/zero_shot_llama-3.py): an Alpaca prompt with the script's five
-# in-context examples, the question "Can human '<affordance>' the <object>?".
+# The released LLaMA-3 script (src/LLM/zero_shot_llama-3.py:35-52, 89-90): an Alpaca prompt with the script's five
+# in-context examples, the question "Can human '<affordance>' the <object>?", sent as the user turn of the model's
+# chat template after a system turn (:92-101).
 LLAMA3_PROMPT = """Below is an instruction that describes a task. Write a response that appropriately completes the request.
 
 ### Instruction:
@@ -45,13 +46,11 @@ You are an AI assistant that has strong reasoning capability. You are given a co
 ### Object:
 {object}
 
-### Example questions and answers:
-{examples}
-
-### Question:
+{examples}### Question:
 Can human '{affordance}' the {object}?
 
 ### Answer: """
+LLAMA3_SYSTEM = "You are a chatbot who always responds to the query!"
 LLAMA3_EXAMPLES = """Example 1: can human ride bicycle? Answer: Yes
 
 Example 2: can human lift donkey? Answer: No
@@ -61,10 +60,13 @@ Example 3: can human watch the tower? Answer: No
 Example 4: can human ride violin? Answer: No
 
 Example 5: can human write with chalk? Answer: Yes """
+# The section the examples fill in the released prompt; the zero-shot variant leaves it out.
+LLAMA3_EXAMPLE_SECTION = "### Example questions and answers:\n{examples}\n\n"
 
 
 def yes_no_prompts(row: dict, family: str) -> list[str]:
-    """The 15 YES/NO prompts of a pair for one prompt family (``flan-t5``, ``falcon``, ``llama3``, ``vlm``).
+    """The 15 YES/NO prompts of a pair for one prompt family (``flan-t5``, ``falcon``, ``llama3`` with the
+    released script's five examples, ``llama3-zero-shot`` without them, ``vlm``).
 
     >>> row = {"sentence": "He rode the horse .", "object": "horse"}
     >>> yes_no_prompts(row, "flan-t5")[6]
@@ -76,8 +78,9 @@ def yes_no_prompts(row: dict, family: str) -> list[str]:
     if family == "flan-t5":
         return [PROMPTS["yes_no_flan_t5"].format(sentence=sentence, object=obj,
                 affordance=FLAN_WORDS.get(c.name, c.phrase)) for c in CLASSES]  # fmt: skip
-    if family == "llama3":
-        return [LLAMA3_PROMPT.format(sentence=sentence, object=obj, examples=LLAMA3_EXAMPLES, affordance=c.phrase)
+    if family in ("llama3", "llama3-zero-shot"):
+        examples = LLAMA3_EXAMPLE_SECTION.format(examples=LLAMA3_EXAMPLES) if family == "llama3" else ""
+        return [LLAMA3_PROMPT.format(sentence=sentence, object=obj, examples=examples, affordance=c.phrase)
                 for c in CLASSES]  # fmt: skip
     kind = {"falcon": "yes_no_falcon", "vlm": "yes_no_vlm"}[family]
     return [prompt(kind, sentence, obj, c).strip() for c in CLASSES]
@@ -144,15 +147,25 @@ def released_yes(text: str, _choices=None) -> int:
     return int("yes" in text.lower())
 
 
-def metrics(config: str, rows: list[dict], predictions: list, scores: list, ties: str = "wrong") -> dict:
+def metrics(config: str, rows: list[dict], predictions: list, scores: list, ties: str = "wrong",
+            map_ties: str = "class_order", in_context: bool = False) -> dict:  # fmt: skip
     """``affordance_rank`` pairwise (the paper's reading) and strict, over the 15 class scores of each
     pair, each with ``by_class`` (the comparisons of each positive class: the report's per-class
-    accuracy); a YES/NO protocol's scores are its YES set (1/0). ``ties``: the protocol's tie rule."""
+    accuracy); a YES/NO protocol's scores are its YES set (1/0). ``ties``: the protocol's tie rule for
+    comparisons; ``map_ties``: for mAP, tied classes in class order (``map``, the released scripts' stable
+    sort) or ``"pessimistic"`` (``map_pessimistic``); ``in_context``: the prompt holds worked examples, so
+    the figures are Table 6's in-context ones, keyed ``in_context_pairwise`` and ``in_context_strict``.
+    A label of -1 (a class the annotators did not agree on) is in no comparison; where no pair has both a
+    positive and a negative class there is nothing to rank: ``n`` 0, every pair ``skipped``."""
     rank = load_metric("affordance_rank")
     refs = [list(r["labels"]) for r in rows]
     clean = [from_yes_set(p) if p is not None else [s if s is not None else -1e9 for s in row_scores]
              for p, row_scores in zip(predictions, scores)]  # fmt: skip
-    return {mode: rank.compute(predictions=clean, references=refs, mode=mode, ties=ties, class_names=text2afford.CLASS_NAMES)
+    prefix = "in_context_" if in_context else ""
+    if not any(1 in labels and 0 in labels for labels in refs):  # e.g. a --limit sample of pairs without a negative
+        return {prefix + mode: {"n": 0, "skipped": len(rows)} for mode in ("strict", "pairwise")}
+    return {prefix + mode: rank.compute(predictions=clean, references=refs, mode=mode, ties=ties, map_ties=map_ties,
+                                        class_names=text2afford.CLASS_NAMES)
             for mode in ("strict", "pairwise")}  # fmt: skip
 
 
@@ -161,14 +174,18 @@ def _yes_no(family: str):
 
 
 RELEASED_RULE = "'yes' in answer.lower() is YES=1, else NO=0; pos > neg, ties wrong"
-LOGPROB_RULE = "YES=1 if P(' YES') > P(' NO'), else NO=0; ties wrong (Appendix G; physprobe's earlier default)"
 GREEDY = "greedy decoding (physprobe, every model)"
+LLAMA3 = ("src/LLM/zero_shot_llama-3.py (alpaca_prompt as the user turn after the system message 'You are a chatbot "
+          "who always responds to the query!' through the chat template, :89-101; max_new_tokens=5, :110; "
+          f"{RELEASED_RULE}, :120-123, :184); {GREEDY}: the script samples (do_sample=True, temperature 0.7, "
+          "top_p 0.9, :112-114)")
+LOGPROB_RULE = "YES=1 if P(' YES') > P(' NO'), else NO=0; ties wrong (Appendix G; physprobe's earlier default)"
 TIES_CORRECT = {"ties": "correct"}
 EVALUATION = Evaluation(
     benchmark="text2afford",
-    headline=("pairwise.accuracy",),
+    headline=("pairwise.accuracy", "in_context_pairwise.accuracy"),
     configs=("default",),
-    scorable=("default", "released_generative"),  # the one-class configs are for training classifiers
+    scorable=("default", "released_generative", "high_agreement"),  # the one-class configs are for training classifiers
     protocols=(
         Protocol("yes-no-flan-t5", "yes_no", _yes_no("flan-t5"),
                  f"Text2Afford Table 10 (FLAN-T5 prompt), class words and answer rule of src/LLM/zero_shot_LLM.py "
@@ -181,11 +198,20 @@ EVALUATION = Evaluation(
                  "Falcon prompt per class; greedy answer, YES if it holds 'yes'", default_for=("causal",),
                  default_for_models=(r"falcon",), decide=yes_set, match=released_yes, max_new_tokens=20),
         Protocol("yes-no-llama3-released", "yes_no", _yes_no("llama3"),
-                 "src/LLM/zero_shot_llama-3.py (alpaca_prompt, its five examples; no chat template here; "
-                 f"max_new_tokens=5, :110; {RELEASED_RULE}, :120-123, :184); {GREEDY}: the script samples "
-                 "(do_sample=True, temperature 0.7, top_p 0.9, :112-114)",
-                 "the released LLaMA-3 prompt per class; greedy answer, YES if it holds 'yes'",
-                 default_for_models=(r"llama",), decide=yes_set, match=released_yes, max_new_tokens=5),
+                 f"{LLAMA3}; its five examples: Table 6's in-context (ICL) column; data_high_agreement.tsv from row "
+                 "1868, empty cells not scored (:57, :145, :164)",
+                 "the released LLaMA-3 prompt with its five examples per class, under the chat template with the "
+                 "script's system message; greedy answer, YES if it holds 'yes'",
+                 default_for_models=(r"llama",), families=("causal",), decide=yes_set, match=released_yes,
+                 max_new_tokens=5, system_message=LLAMA3_SYSTEM, needs_chat=True, configs=("high_agreement",),
+                 metric_options={"in_context": True}),
+        Protocol("yes-no-llama3-zero-shot", "yes_no", _yes_no("llama3-zero-shot"),
+                 f"{LLAMA3}, without its example section (physprobe's zero-shot variant, for Table 6's zero-shot "
+                 "column)",
+                 "the released LLaMA-3 prompt without the examples, under the chat template with the script's "
+                 "system message; greedy answer, YES if it holds 'yes'",
+                 families=("causal",), decide=yes_set, match=released_yes, max_new_tokens=5, system_message=LLAMA3_SYSTEM,
+                 needs_chat=True),
         Protocol("yes-no-vlm-text", "yes_no", _yes_no("vlm"),
                  "Text2Afford Table 10 (I-BLIP, IDEFICS, LLaVA text prompt, without the image); answer rule of "
                  f"src/VLM/zero_shot_llava.py (max_new_tokens=5, :92; {RELEASED_RULE}, :132, :195); {GREEDY}",
@@ -248,7 +274,7 @@ EVALUATION = Evaluation(
                  decide=_ranked),
     ),  # fmt: skip
     metrics=metrics,
-    reference=lambda row: list(row["labels"]),
+    reference=lambda row: [i for i, label in enumerate(row["labels"]) if label == 1],  # the positive classes
 )
 
 

@@ -9,14 +9,17 @@ import numpy as np
 _DESCRIPTION = """
 Rank-based accuracy and mAP of per-class affordance scores, as defined by the Text2Afford paper. Each
 sentence-object pair has a score per class (e.g. 15 masked-LM probabilities, NLI entailment scores, or
-YES=1/NO=0) and binary references. Accuracy compares positive classes with negative ones; mAP ranks the
-classes by score. Pairs with no positive class (paper footnote 5) or no negative class are skipped and counted in `skipped`.
+YES=1/NO=0) and binary references (-1 for a class left unlabelled). Accuracy compares positive classes with
+negative ones; mAP ranks the classes by score, tied classes in class order as the released scripts sort them.
+Pairs with no positive class (paper footnote 5) or no negative class are skipped and counted in `skipped`.
 """
 
 _KWARGS_DESCRIPTION = """
 Args:
     predictions (`list` of `list` of `float`): one score per class for each pair (same length for all).
-    references (`list` of `list` of `int`): 0/1 per class for each pair.
+    references (`list` of `list` of `int`): 0/1 per class for each pair; -1 for a class left unlabelled (the
+        annotators did not agree: an empty cell of the released `data_high_agreement.tsv`), which is in no
+        comparison and never a hit, though it is ranked (as `zero_shot_llama-3.py` skips such cells).
     mode (`str`, default "pairwise"): "pairwise" (Appendix G, and every released evaluation script) counts
         each (positive, negative) class pair as correct when the positive scores higher; "strict" (one
         reading of Section 6) counts each positive class as correct when its score is higher than the
@@ -24,14 +27,20 @@ Args:
     ties (`str`, default "wrong"): "wrong" as Appendix G ("If a positive affordance's score is higher ...
         Correct; otherwise, the Wrong count") and the released YES/NO scripts (`>`); "correct" as the
         released masked-LM and NLI scripts (`>=`).
+    map_ties (`str`, default "class_order"): how tied scores rank for mAP. "class_order" as every released
+        script: a stable sort, tied classes in class order (`sorted(dict.items(), key=score, reverse=True)`
+        over classes inserted in column order, then `utils/eval.py` `apk`), returned as `map`;
+        "pessimistic": a class ranks below every class scoring at least as high (scikit-learn's
+        average precision), returned as `map_pessimistic`.
     average (`str`, default "micro"): "micro" divides all correct counts by all counts (Section 6: "the
         total number of correct counts by the total number of the instances"); "macro" averages the
         accuracy of each pair (Appendix G defines accuracy per sentence-object pair).
     k (`int`, optional): mAP@k; by default k is the number of classes.
     class_names (`list` of `str`, optional): one name per class; adds `by_class` (see below).
 Returns:
-    accuracy (`float`), map (`float`), n (`int`, pairs scored), skipped (`int`, pairs with no positive or
-    no negative class: nothing to rank, left out of every figure in every mode and average).
+    accuracy (`float`), map (`float`; `map_pessimistic` under that reading), n (`int`, pairs scored),
+    skipped (`int`, pairs with no positive or no negative class: nothing to rank, left out of every figure
+    in every mode and average).
     by_class (with class_names): per class, `accuracy` over the comparisons the chosen mode counts with
     that class on the positive side, and `n` (pairs where it is positive); a class positive in no
     scored pair is left out. The comparisons of all classes together are the overall figure's.
@@ -62,6 +71,14 @@ Examples:
     0.25
     >>> metric.compute(predictions=[[1, 1, 0, 0]], references=[[1, 0, 1, 0]], ties="correct")["accuracy"]
     0.75
+
+    Tied classes rank in class order for mAP (ranks 1, 2, 3, 4: AP (1/1 + 2/3) / 2), or each below its ties
+    (ranks 2, 2, 4, 4: (1/2 + 2/4) / 2):
+
+    >>> metric.compute(predictions=[[1, 1, 0, 0]], references=[[1, 0, 1, 0]])["map"]
+    0.8333333333333333
+    >>> metric.compute(predictions=[[1, 1, 0, 0]], references=[[1, 0, 1, 0]], map_ties="pessimistic")["map_pessimistic"]
+    0.5
 """
 
 _CITATION = """
@@ -74,6 +91,8 @@ _CITATION = """
 
 MODES = ("pairwise", "strict")
 TIES = ("wrong", "correct")
+MAP_TIES = {"class_order": "map", "pessimistic": "map_pessimistic"}  # reading -> the key of its figure
+UNLABELLED = -1  # a reference class with no label: in no comparison, never a hit
 AVERAGES = ("micro", "macro")
 CHUNK = 1 << 15  # pairs per block: bounds the (pairs x classes x classes) comparison arrays
 
@@ -96,7 +115,7 @@ def _plainly_valid(name, rows):
         values = np.asarray(rows, dtype=float)
     except (TypeError, ValueError):  # not sized, not numbers, or ragged
         return False
-    return bool(np.isin(values, (0, 1)).all() if name == "references" else np.isfinite(values).all())
+    return bool(np.isin(values, (0, 1, UNLABELLED)).all() if name == "references" else np.isfinite(values).all())
 
 
 def _check_inputs(predictions, references):
@@ -114,8 +133,9 @@ def _check_inputs(predictions, references):
             if name == "predictions":
                 if not all(_is_number(v) for v in row) or not np.isfinite(np.asarray(row, dtype=float)).all():
                     raise ValueError(f"predictions[{index}] contains NaN, inf or a non-number: {list(row)}; scores must be finite numbers")
-            elif not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v in (0, 1) for v in row):
-                raise ValueError(f"references[{index}] is not binary (0/1 integers): {list(row)}")
+            elif not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v in (0, 1, UNLABELLED)
+                         for v in row):  # fmt: skip
+                raise ValueError(f"references[{index}] is not binary (0/1 integers, -1 for an unlabelled class): {list(row)}")
     if predictions is not None and references is not None and len(predictions) != len(references):
         raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
 
@@ -127,10 +147,10 @@ def _matrix(name, values, dtype):
     return np.asarray(values, dtype=dtype)
 
 
-def _counts(scores, labels, mode, k, ties):
+def _counts(scores, labels, mode, k, ties, map_ties):
     """Per-pair correct and total comparison counts, and average precision (vectorised)."""
-    positive = labels.astype(bool)
-    negative = ~positive
+    positive = labels == 1
+    negative = labels == 0
     wins = np.greater if ties == "wrong" else np.greater_equal
     if mode == "strict":
         best_negative = np.where(negative, scores, -np.inf).max(axis=1, keepdims=True)
@@ -140,11 +160,14 @@ def _counts(scores, labels, mode, k, ties):
         beats = wins(scores[:, :, None], scores[:, None, :])  # [pair, positive candidate, negative candidate]
         correct = (beats & positive[:, :, None] & negative[:, None, :]).sum(axis=(1, 2))
         total = positive.sum(axis=1) * negative.sum(axis=1)
-    # Average precision with ties handled as scikit-learn does: a class's precision counts every
-    # class scoring at least as high; its rank is the number of such classes.
-    at_least = scores[:, None, :] >= scores[:, :, None]  # [pair, class, other]
-    rank = at_least.sum(axis=2)
-    precision = (at_least & positive[:, None, :]).sum(axis=2) / rank
+    # Average precision. Ahead of a class (and counted in its precision) are the classes scoring higher and,
+    # of those tied with it, "class_order": those of lower index and itself (a stable sort), "pessimistic": all.
+    ahead = scores[:, None, :] >= scores[:, :, None]  # [pair, class, other]
+    if map_ties == "class_order":
+        classes = np.arange(scores.shape[1])
+        ahead = (scores[:, None, :] > scores[:, :, None]) | (ahead & (classes[None, :] <= classes[:, None])[None])
+    rank = ahead.sum(axis=2)
+    precision = (ahead & positive[:, None, :]).sum(axis=2) / rank
     counted = positive & (rank <= k)
     ap = (precision * counted).sum(axis=1) / np.minimum(positive.sum(axis=1), k)
     return correct, total, ap
@@ -157,8 +180,8 @@ def _counts(scores, labels, mode, k, ties):
 def _class_counts(scores, labels, mode, ties):
     """Per pair and class, the comparisons won and made with that class on the positive side (0 and 0 where
     it is negative): summed over classes they are `_counts`' correct and total."""
-    positive = labels.astype(bool)
-    negative = ~positive
+    positive = labels == 1
+    negative = labels == 0
     wins = np.greater if ties == "wrong" else np.greater_equal
     if mode == "strict":
         best_negative = np.where(negative, scores, -np.inf).max(axis=1, keepdims=True)
@@ -222,11 +245,14 @@ class AffordanceRank(evaluate.Metric):
         _check_inputs(None if prediction is None else [prediction], None if reference is None else [reference])
         return super().add(prediction=prediction, reference=reference, **kwargs)
 
-    def _compute(self, predictions, references, mode="pairwise", average="micro", k=None, ties="wrong", class_names=None):
+    def _compute(self, predictions, references, mode="pairwise", average="micro", k=None, ties="wrong",
+                 map_ties="class_order", class_names=None):  # fmt: skip
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if ties not in TIES:
             raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
+        if map_ties not in MAP_TIES:
+            raise ValueError(f"map_ties must be one of {tuple(MAP_TIES)}, got {map_ties!r}")
         if average not in AVERAGES:
             raise ValueError(f"average must be one of {AVERAGES}, got {average!r}")
         if len(predictions) == 0:
@@ -240,9 +266,9 @@ class AffordanceRank(evaluate.Metric):
         if not np.isfinite(scores).all():
             row = int(np.argmax(~np.isfinite(scores).all(axis=1)))
             raise ValueError(f"predictions[{row}] contains NaN or inf")
-        if not np.isin(labels, (0, 1)).all():
-            row = int(np.argmax(~np.isin(labels, (0, 1)).all(axis=1)))
-            raise ValueError(f"references[{row}] is not binary (0/1): {labels[row].tolist()}")
+        if not np.isin(labels, (0, 1, UNLABELLED)).all():
+            row = int(np.argmax(~np.isin(labels, (0, 1, UNLABELLED)).all(axis=1)))
+            raise ValueError(f"references[{row}] is not binary (0/1, -1 for an unlabelled class): {labels[row].tolist()}")
         if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer))):
             raise ValueError(f"k must be a whole number of classes (an int), got {k!r}")
         k = scores.shape[1] if k is None else int(k)
@@ -250,17 +276,19 @@ class AffordanceRank(evaluate.Metric):
             raise ValueError(f"k must be at least 1, got {k}")
         # A pair with no positive (paper footnote 5) or no negative class has nothing to rank: skipped in
         # every mode and average, and counted in `skipped`.
-        kept = labels.any(axis=1) & (labels == 0).any(axis=1)
+        kept = (labels == 1).any(axis=1) & (labels == 0).any(axis=1)
         scores, labels = scores[kept], labels[kept]
         if len(scores) == 0:
             raise ValueError("no pair has a positive class and a negative class: nothing to score")
-        parts = [_counts(scores[i : i + CHUNK], labels[i : i + CHUNK], mode, k, ties) for i in range(0, len(scores), CHUNK)]
+        parts = [_counts(scores[i : i + CHUNK], labels[i : i + CHUNK], mode, k, ties, map_ties)
+                 for i in range(0, len(scores), CHUNK)]  # fmt: skip
         correct, total, ap = (np.concatenate(column) for column in zip(*parts))
         if average == "micro":
             accuracy = correct.sum() / total.sum()
         else:
             accuracy = np.mean(correct / np.maximum(total, 1))
-        result = {"accuracy": float(accuracy), "map": float(ap.mean()), "n": int(len(scores)), "skipped": int((~kept).sum())}
+        result = {"accuracy": float(accuracy), MAP_TIES[map_ties]: float(ap.mean()), "n": int(len(scores)),
+                  "skipped": int((~kept).sum())}  # fmt: skip
         if class_names is not None:
             result["by_class"] = _by_class(scores, labels, class_names, mode, average, ties)
         return result

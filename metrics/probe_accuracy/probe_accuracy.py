@@ -29,14 +29,17 @@ Args:
     pairs (`list` of `str`, optional, with `inverted`): superlative-inverse pair of each question
         (e.g. "mass_1" for mass_1_a and mass_1_b) and whether the question is on the inverted side.
         Adds `by_pair` ({pair: {"accuracy", "inverted_accuracy", "gap"}}) and `inverse_gap`, the mean
-        over pairs of |accuracy - inverted_accuracy| (PROST Table 7). Questions whose pair is None
-        (PROST's directions) have no inverse and are left out. With `groups`, adds
-        `inverse_gap_by_group` and their mean, `macro_inverse_gap` (Table 7's macro average).
+        over pairs of |accuracy - inverted_accuracy| (PROST Table 7), over the pairs with questions on
+        both sides. Questions whose pair is None (PROST's directions) have no inverse and are left out.
+        With `groups`, adds `inverse_gap_by_group` and their mean, `macro_inverse_gap` (Table 7's macro
+        average), over the groups with questions on both sides.
     inverted (`list` of `bool`, optional, with `pairs`): see `pairs`.
     inverse_gap_reading (`str`, default "pooled"): how a group's inverse gap is formed from its
         pairs. "pooled": |accuracy over all its non-inverted questions - accuracy over all its
         inverted ones|, as PROST's released analysis code computes Table 7 (`src/baselines/results.py`,
-        `process_preds_inverse`). "per_pair": the mean of its pairs' gaps.
+        `process_preds_inverse`), a question counting on its side whether or not its own pair has
+        questions on the other (a sample may hold one). "per_pair": the mean of its pairs' gaps (every
+        pair needs both sides).
     num_choices (`int`, optional): number of options; predictions and references must lie in [0, num_choices).
 Returns:
     accuracy (`float`): fraction of correct predictions over all questions (micro), and the
@@ -272,26 +275,31 @@ class ProbeAccuracy(evaluate.Metric):
         for pair in np.unique(pairs[paired].astype(str)):
             in_pair = paired & (pairs == pair)
             plain, flipped = correct[in_pair & ~inverted], correct[in_pair & inverted]
-            if len(plain) == 0 or len(flipped) == 0:
-                raise ValueError(f"pair {_key(pair)!r} needs questions on both sides (inverted and not)")
             if groups is not None and len(np.unique(groups[in_pair])) > 1:
                 raise ValueError(f"pair {_key(pair)!r} spans several groups: {sorted(set(groups[in_pair].tolist()))}")
+            if len(plain) == 0 or len(flipped) == 0:
+                if reading == "per_pair":
+                    raise ValueError(f"pair {_key(pair)!r} needs questions on both sides (inverted and not)")
+                continue  # pooled: its questions still count on their side of the group
             accuracy, inverted_accuracy = float(plain.mean()), float(flipped.mean())
             by_pair[_key(pair)] = {
                 "accuracy": accuracy,
                 "inverted_accuracy": inverted_accuracy,
                 "gap": abs(accuracy - inverted_accuracy),
             }
-        out = {"by_pair": by_pair, "inverse_gap": float(np.mean([p["gap"] for p in by_pair.values()]))}
+        out = {"by_pair": by_pair, "inverse_gap": float(np.mean([p["gap"] for p in by_pair.values()]))} if by_pair else {}
         if groups is not None:
             group_gaps = {}
             for group in np.unique(groups[paired]):
                 in_group = paired & (groups == group)
                 if reading == "per_pair":
                     gap = np.mean([by_pair[_key(p)]["gap"] for p in np.unique(pairs[in_group].astype(str))])
-                else:
+                elif (in_group & ~inverted).any() and (in_group & inverted).any():
                     gap = abs(correct[in_group & ~inverted].mean() - correct[in_group & inverted].mean())
+                else:
+                    continue  # one side only (a sample): no gap, as results.py has none to take
                 group_gaps[_key(group)] = float(gap)
-            out["inverse_gap_by_group"] = group_gaps
-            out["macro_inverse_gap"] = float(np.mean(list(group_gaps.values())))
+            if group_gaps:
+                out["inverse_gap_by_group"] = group_gaps
+                out["macro_inverse_gap"] = float(np.mean(list(group_gaps.values())))
         return out

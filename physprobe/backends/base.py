@@ -82,18 +82,21 @@ class Chat:
                                f"of a continuation, YES/NO); {request_type.__name__} requests read none: leave them out")
 
 
-def messages(prompt: str, chat: Chat) -> list[dict]:
-    """The chat messages of a prompt: a system message when ``chat`` has an instruction, then the prompt."""
-    head = [{"role": "system", "content": chat.system_instruction}] if chat.system_instruction else []
+def messages(prompt: str, chat: Chat, system: str | None = None) -> list[dict]:
+    """The chat messages of a prompt: a system message (the request's ``system``, else ``chat``'s instruction)
+    when there is one, then the prompt."""
+    system = system or chat.system_instruction
+    head = [{"role": "system", "content": system}] if system else []
     return head + [{"role": "user", "content": prompt}]
 
 
-def prompt_text(prompt: str, chat: Chat, templated: bool) -> str:
-    """A prompt as a backend without a chat template applied reads it: the system instruction, a blank
-    line, then the prompt (``templated``: the template renders the instruction; the prompt is unchanged)."""
-    if templated or not chat.system_instruction:
+def prompt_text(prompt: str, chat: Chat, templated: bool, system: str | None = None) -> str:
+    """A prompt as a backend without a chat template applied reads it: the system message (``messages``'),
+    a blank line, then the prompt (``templated``: the template renders the message; the prompt is unchanged)."""
+    system = system or chat.system_instruction
+    if templated or not system:
         return prompt
-    return f"{chat.system_instruction}\n\n{prompt}"
+    return f"{system}\n\n{prompt}"
 
 
 def template_hash(template: str | None) -> str | None:

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from physprobe.answers import cut, yes_probability
 from physprobe.backends.base import Backend, BackendError, Settings, messages, prompt_text
 from physprobe.retries import TRANSIENT_STATUS, backoff, retried
-from physprobe.requests import Choice, Generate, GenerateEach, YesNo
+from physprobe.requests import Choice, Generate, GenerateEach, YesNo  # noqa: F401 (Choice: the doctest)
 
 API_KEY_VARIABLE = "OPENAI_API_KEY"
 COMPLETIONS_UNSUPPORTED = ("this server has no /v1/completions endpoint for raw prompts: score with --apply-chat-template "
@@ -356,7 +356,7 @@ class OpenAIBackend(Backend):
         if kind is Generate:
             return client.map(self._generate, requests, progress)
         if kind is GenerateEach:  # one answer per prompt, each asked as a Generate
-            asks = [Generate(p, (), r.max_new_tokens, r.stop) for r in requests for p in r.prompts]
+            asks = [Generate(p, (), r.max_new_tokens, r.stop, system=r.system) for r in requests for p in r.prompts]
             texts = iter(text for text, in client.map(self._generate, asks, progress, step=len(requests) / len(asks)))
             return [[next(texts) for _ in r.prompts] for r in requests]
         chat = self.settings.chat
@@ -380,7 +380,7 @@ class OpenAIBackend(Backend):
                                "use --backend hf")  # fmt: skip
         chat = self.settings.chat
         if self.chat_applied(type(request)):
-            text = self.client.chat(messages(request.prompt, chat), request.max_new_tokens)
+            text = self.client.chat(messages(request.prompt, chat, request.system), request.max_new_tokens)
         else:
-            text = self.client.complete(prompt_text(request.prompt, chat, templated=False), request.max_new_tokens)
+            text = self.client.complete(prompt_text(request.prompt, chat, templated=False, system=request.system), request.max_new_tokens)
         return [cut(text, request.stop)]

@@ -93,13 +93,22 @@ def headlines(benchmark: str, metrics: dict) -> str:
     return "; ".join(f"{config}: {key} {value:.3f}" for config, (key, value) in ((c, h) for c, h in found if h)) or "—"
 
 
+def unreleased_chat(run: Run) -> bool:
+    """Whether the run read its prompts through a chat template where the protocol's released script read raw
+    text (run.json ``chat.applied``; ``Protocol.needs_chat``)."""
+    if run.record.chat is None or not run.record.chat.applied:
+        return False
+    known = {p.name: p for p in registry.evaluation(run.record.benchmark).protocols}
+    protocol = known.get(run.record.protocol)
+    return protocol is None or not protocol.needs_chat
+
+
 def _runs_table(runs: list[Run], paper: PaperTables) -> TableBlock:
     rows = []
     for run in runs:
         configs = ", ".join(run.record.configs)
         limit = run.record.limit
-        # The papers scored raw text: a chat template applied (run.json ``chat.applied``) is flagged.
-        chat = " ⚠ chat template" if (run.record.chat is not None and run.record.chat.applied) else ""
+        chat = " ⚠ chat template" if unreleased_chat(run) else ""
         rows.append([run.id, run.record.model, run.method, run.record.protocol + chat,
                      ", ".join(paper.protocols.get(run.method, ("—",))), configs + (f" (limit {limit})" if limit else ""),
                      headlines(run.record.benchmark, run.metrics), str(run.folder)])  # fmt: skip

@@ -71,12 +71,12 @@ class Templating:
         return BackendError(f"--apply-chat-template: {self.model_name} has no default chat template (its tokenizer's "
                             "chat_template is empty); leave the option out")  # fmt: skip
 
-    def render(self, prompt: str, request_type: type) -> str:
+    def render(self, prompt: str, request_type: type, system: str | None = None) -> str:
         """A prompt as the model reads it: through the template (generation prompt added) when it applies to
         ``request_type``, else with the system instruction and a blank line before it, if any."""
         if not self.applied(request_type):
-            return prompt_text(prompt, self.chat, templated=False)
-        return self.tokenizer.apply_chat_template(messages(prompt, self.chat), chat_template=self.chat.template,
+            return prompt_text(prompt, self.chat, templated=False, system=system)
+        return self.tokenizer.apply_chat_template(messages(prompt, self.chat, system), chat_template=self.chat.template,
                                                   add_generation_prompt=True, tokenize=False)  # fmt: skip
 
 
@@ -242,8 +242,8 @@ def _yes_no(loaded, requests: list[YesNo], templating: Templating, options: dict
 def _generate(loaded, requests: list[Generate], templating: Templating, options: dict) -> list[list]:
     from physprobe.backends.hf import generation
 
-    asks = [{"prompt": templating.render(r.prompt, Generate), "max_new_tokens": r.max_new_tokens, "stop": list(r.stop)}
-            for r in requests]  # fmt: skip
+    asks = [{"prompt": templating.render(r.prompt, Generate, r.system), "max_new_tokens": r.max_new_tokens, "stop": list(r.stop),
+             "max_length": r.max_length} for r in requests]  # fmt: skip
     texts = generation.generate(loaded.model, loaded.tokenizer, asks, loaded.device, seq2seq=loaded.family == "seq2seq",
                                 chat=templating.applied(Generate), **options)  # fmt: skip
     return [[text, *(first_token_choices(r, loaded.tokenizer) if r.first_token_choices else [])] for text, r in zip(texts, requests)]
@@ -252,7 +252,7 @@ def _generate(loaded, requests: list[Generate], templating: Templating, options:
 def _generate_each(loaded, requests: list[GenerateEach], templating: Templating, options: dict) -> list[list]:
     from physprobe.backends.hf import generation
 
-    asks = [{"prompt": templating.render(p, GenerateEach), "max_new_tokens": r.max_new_tokens, "stop": list(r.stop)}
+    asks = [{"prompt": templating.render(p, GenerateEach, r.system), "max_new_tokens": r.max_new_tokens, "stop": list(r.stop)}
             for r in requests for p in r.prompts]  # fmt: skip
     options["progress"] = Shares.of(options["progress"], len(asks), len(requests))
     texts = generation.generate(loaded.model, loaded.tokenizer, asks, loaded.device, seq2seq=loaded.family == "seq2seq",

@@ -27,7 +27,6 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from physprobe.answers import cut, stopped
 from physprobe.backends.hf.scoring import (
-    _as_tensor,
     _autocast,
     _cache_layers,
     _check_length,
@@ -391,7 +390,7 @@ def _generated(model, tokenizer, prompts: list[list[int]], budget: int, stops: l
     answers: list[list[int]] = [[] for _ in prompts]
     for rows in by_length.values():
         ids, attention = (_pad_right if seq2seq else left_padded)([prompts[r] for r in rows], pad, model.device)
-        start = 0 if seq2seq else ids.shape[1]
+        start = 1 if seq2seq else ids.shape[1]  # the answer's tokens: after the decoder's start token, or the prompt
         out = model.generate(input_ids=ids, attention_mask=attention, max_new_tokens=budget, do_sample=False, num_beams=1,
                              pad_token_id=pad, eos_token_id=eos,
                              stopping_criteria=StoppingCriteriaList([_StopStrings(tokenizer, [stops[r] for r in rows], start)]))  # fmt: skip
@@ -400,56 +399,80 @@ def _generated(model, tokenizer, prompts: list[list[int]], budget: int, stops: l
     return answers
 
 
+def answer_budget(prompt_tokens: int, max_new_tokens: int, max_length: int | None, seq2seq: bool) -> int:
+    """New tokens a prompt may get: ``max_new_tokens``, and with ``max_length`` no more than a released
+    pipeline's ``generate(max_length=...)`` gives: a causal model's prompt counts (at least one new token, as
+    transformers 4 generated one, with a warning, for a prompt already that long), a seq2seq model's decoder
+    start token counts.
+
+    >>> [answer_budget(40, 128, 128, False), answer_budget(40, 128, 128, True), answer_budget(200, 128, 128, False)]
+    [88, 127, 1]
+    >>> answer_budget(40, 32, None, False)
+    32
+    """
+    if max_length is None:
+        return max_new_tokens
+    return min(max_new_tokens, max(1, max_length - (1 if seq2seq else prompt_tokens)))
+
+
 def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, seq2seq: bool = False,
              batch_tokens: int = 8192, max_batch: int = 128, truncate: bool = False, progress=None,
              chat: bool = False) -> list[str]:  # fmt: skip
-    """The greedy answer to each request (``{"prompt", "max_new_tokens", "stop"}``), in request order.
+    """The greedy answer to each request (``{"prompt", "max_new_tokens", "stop"}``, optionally ``"max_length"``:
+    ``answer_budget``'s), in request order.
 
     A prompt is encoded as the tokenizer encodes it (its special tokens included), unless ``chat``: a prompt
     rendered by a chat template carries its own.
 
-    Requests are batched by length (and by ``max_new_tokens``); on CUDA out-of-memory the batch halves.
+    Requests are batched by length (and by ``max_new_tokens``), each row stopping at its ``answer_budget``; on
+    CUDA out-of-memory the batch halves.
     """
     # Prompts are encoded as the tokenizer encodes them, its special tokens included (a BOS only where the
     # tokenizer adds one), as the released scripts' pipelines and generate calls do; a prompt a chat template
     # rendered carries its special tokens already, so none are added to it.
     limit = (tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None) if seq2seq else max_positions(model)
     encoded = [tokenizer(r["prompt"], add_special_tokens=not chat)["input_ids"] for r in requests]
+    budgets = [answer_budget(len(ids), r["max_new_tokens"], r.get("max_length"), seq2seq) for ids, r in zip(encoded, requests)]
     encoded = [  # a causal model's prompt leaves room for the answer
-        _check_length(ids, limit if seq2seq or limit is None else limit - r["max_new_tokens"], truncate, f"prompt {r['prompt'][:60]!r}")
-        for ids, r in zip(encoded, requests)
+        _check_length(ids, limit if seq2seq or limit is None else limit - room, truncate, f"prompt {r['prompt'][:60]!r}")
+        for ids, r, room in zip(encoded, requests, budgets)
     ]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     eos = tokenizer.eos_token_id
     plain = argmax_decodes(model)
     texts: list[str] = [""] * len(requests)
-    by_budget: dict[int, list[int]] = {}
+    # Requests batch by their bound (max_new_tokens); within a batch each row stops at its own budget (a prompt
+    # counted in max_length leaves its row fewer tokens), so prompts of many lengths still share a batch.
+    by_bound: dict[int, list[int]] = {}
     for index, request in enumerate(requests):
-        by_budget.setdefault(request["max_new_tokens"], []).append(index)
+        by_bound.setdefault(request["max_new_tokens"], []).append(index)
 
-    for budget, members in sorted(by_budget.items()):
+    for members in (by_bound[bound] for bound in sorted(by_bound)):
 
-        def step(batch: list[int], budget=budget, members=members) -> list[str]:
+        def step(batch: list[int], members=members) -> list[str]:
             chosen = [members[i] for i in batch]
             stops = [requests[i]["stop"] for i in chosen]
+            limits = [budgets[i] for i in chosen]
 
             def done(row: int, tokens: list[int]) -> bool:
-                return bool(stops[row]) and stopped(tokenizer.decode(tokens, skip_special_tokens=True), stops[row])
+                return len(tokens) >= limits[row] or (
+                    bool(stops[row]) and stopped(tokenizer.decode(tokens, skip_special_tokens=True), stops[row]))
 
             prompts = [encoded[i] for i in chosen]
             answers = None
             if plain:
-                answers = (_greedy_seq2seq(model, prompts, budget, done, eos, pad, device) if seq2seq
-                           else _greedy(model, prompts, budget, done, eos, device))  # fmt: skip
-            if answers is None:
-                answers = _generated(model, tokenizer, prompts, budget, stops, pad, eos, seq2seq, one_length=not plain)
-            decoded = tokenizer.batch_decode(answers, skip_special_tokens=True)
+                answers = (_greedy_seq2seq(model, prompts, max(limits), done, eos, pad, device) if seq2seq
+                           else _greedy(model, prompts, max(limits), done, eos, device))  # fmt: skip
+            if answers is None:  # model.generate runs every row to the batch's budget: greedy, so cut to each row's
+                answers = _generated(model, tokenizer, prompts, max(limits), stops, pad, eos, seq2seq, one_length=not plain)
+            decoded = tokenizer.batch_decode([a[:limit] for a, limit in zip(answers, limits)], skip_special_tokens=True)
             return [cut(text, stop) for text, stop in zip(decoded, stops)]
 
         with torch.inference_mode(), _autocast(device):
             # A causal batch holds prompts in token order (shared prefixes together); a seq2seq batch similar lengths.
-            order = None if seq2seq else token_order_batches([encoded[i] for i in members], budget, batch_tokens, max_batch)
-            answers = run_batches(len(members), [len(encoded[i]) + budget for i in members], step,
+            most = max(budgets[i] for i in members)
+            order = None if seq2seq else token_order_batches([encoded[i] for i in members], most, batch_tokens, max_batch)
+            answers = run_batches(len(members), [len(encoded[i]) + budgets[i] for i in members], step,
                                   batch_tokens, max_batch, progress, batches=order)  # fmt: skip
         for index, answer in zip(members, answers):
             texts[index] = answer

@@ -42,7 +42,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 from transformers import PreTrainedTokenizerFast
 
-from physprobe.backends.hf import mean_token_ids, scoring
+from physprobe.backends.hf import batching, mean_token_ids, scoring
 from physprobe.dataset_scripts.prost.evaluation import released_gpt
 
 
@@ -165,7 +165,7 @@ def unit_costs(model, device: str, width: int = 32, rows: int = 32, repeats: int
     (projection to the vocabulary + log-softmax)."""
     trunk, head = model.base_model, model.get_output_embeddings()
     ids = torch.randint(0, 1000, (rows, width), device=device)
-    with torch.inference_mode(), scoring._autocast(torch.device(device)):
+    with torch.inference_mode():
         hidden = trunk(input_ids=ids).last_hidden_state  # warm-up
         synchronize(device)
         start = time.perf_counter()
@@ -177,7 +177,7 @@ def unit_costs(model, device: str, width: int = 32, rows: int = 32, repeats: int
         targets = ids.reshape(-1)
         start = time.perf_counter()
         for _ in range(repeats):
-            scoring._token_logprobs(head(flat), targets)
+            batching.token_logprobs(head(flat), targets)
         synchronize(device)
         per_row = (time.perf_counter() - start) / (repeats * flat.shape[0])
     return per_token, per_row

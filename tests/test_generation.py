@@ -13,7 +13,7 @@ from tokenizers import processors
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerFast
 
 from physprobe import registry
-from physprobe.backends.hf import generation, scoring
+from physprobe.backends.hf import batching, generation, scoring
 from tests import tiny_models
 
 # Every generate protocol: (benchmark, protocol, config, family).
@@ -132,7 +132,7 @@ def test_causal_decoding_feeds_shared_prefixes_once_little_padding_and_no_finish
         needed = _answer_lengths(model, tokenizer, requests, seq2seq=False)
         assert texts == _full_budget_then_cut(model, tokenizer, requests, seq2seq=False)
     prompts = [tokenizer(r["prompt"])["input_ids"] for r in requests]
-    plan = generation._PromptPlan.of(prompts, scoring.pass_tokens(torch.device("cpu")))
+    plan = generation._PromptPlan.of(prompts, batching.pass_tokens(model, torch.device("cpu")))
     heads = [length for length, _ in plan.clusters if length]
     own = [len(p) - plan.shared[r] for r, p in enumerate(prompts)]
     prefix_fed = sum(len(g) * max(heads[i] for i in g) for g in plan.prefix_groups)
@@ -142,8 +142,8 @@ def test_causal_decoding_feeds_shared_prefixes_once_little_padding_and_no_finish
     # The plan costs less than feeding every prompt whole in one pass per exact length, and what sharing saves is
     # real: every prompt behind the instruction shares it; NEWTON Track 3's prompts share their scenario's context.
     lengths = [len(p) for p in prompts]
-    cost = scoring.pass_tokens(torch.device("cpu")) * (len(plan.prefix_groups) + len(plan.groups)) + prefix_fed + own_fed
-    assert cost < scoring.pass_tokens(torch.device("cpu")) * len(set(lengths)) + sum(lengths)
+    cost = batching.pass_tokens(model, torch.device("cpu")) * (len(plan.prefix_groups) + len(plan.groups)) + prefix_fed + own_fed
+    assert cost < batching.pass_tokens(model, torch.device("cpu")) * len(set(lengths)) + sum(lengths)
     if template or benchmark == "newton":
         assert sum(heads) + sum(own) < 0.8 * sum(lengths) and prefix_fed + own_fed < 0.85 * sum(lengths)
 
@@ -190,7 +190,7 @@ def test_prefix_clusters_save_as_many_tokens_as_the_best_partition(prompts, run_
 @given(st.lists(st.integers(1, 12), min_size=1, max_size=7), st.integers(0, 20))
 def test_length_groups_cost_no_more_than_any_grouping(lengths, pass_cost):
     """Every row in one group; the cost (a pass each, padded to its longest) is the least over every partition."""
-    groups = scoring.length_groups(lengths, pass_cost)
+    groups = batching.length_groups(lengths, pass_cost)
     assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
 
     def cost(partition) -> int:

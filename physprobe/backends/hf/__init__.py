@@ -149,13 +149,13 @@ def _mean_tokens(loaded, requests: list[MeanTokens], templating: Templating, opt
 
 
 def _masked(loaded, requests: list[Masked], templating: Templating, options: dict) -> list[list]:
-    from physprobe.backends.hf import scoring
+    from physprobe.backends.hf import masked
 
     templating.applied(Masked)
     tokenizer = loaded.tokenizer
     sep = getattr(tokenizer, "sep_token", None) or getattr(tokenizer, "eos_token", None) or "[SEP]"
     texts = [r.text.replace("[SEP]", sep) for r in requests]
-    return scoring.masked_logprobs(loaded.model, tokenizer, texts, [r.candidates for r in requests], loaded.device, **options)
+    return masked.masked_logprobs(loaded.model, tokenizer, texts, [r.candidates for r in requests], loaded.device, **options)
 
 
 def lower_cased(text: str, tokenizer) -> str:
@@ -175,23 +175,23 @@ def lower_cased(text: str, tokenizer) -> str:
 
 
 def _masked_pair(loaded, requests: list[MaskedPair], templating: Templating, options: dict) -> list[list]:
-    from physprobe.backends.hf import scoring
+    from physprobe.backends.hf import masked
 
     templating.applied(MaskedPair)
     tokenizer, first = loaded.tokenizer, requests[0]
     pairs = [(r.first, r.second, r.words) if not r.lower_case else
              (lower_cased(r.first, tokenizer), lower_cased(r.second, tokenizer).replace("[mask]", "[MASK]"), r.words)
              for r in requests]  # fmt: skip
-    return scoring.masked_pair_logprobs(loaded.model, tokenizer, pairs, loaded.device, token_type_ids=first.token_type_ids,
+    return masked.masked_pair_logprobs(loaded.model, tokenizer, pairs, loaded.device, token_type_ids=first.token_type_ids,
                                         unknown_as_unk=first.unknown_as_unk, **options)  # fmt: skip
 
 
 def _seq2seq(loaded, requests: list[Seq2Seq], templating: Templating, options: dict) -> list[list]:
-    from physprobe.backends.hf import scoring
+    from physprobe.backends.hf import seq2seq
 
     templating.applied(Seq2Seq)
     questions = [(r.source, seq2seq_targets(r, loaded.tokenizer)) for r in requests]
-    return scoring.seq2seq_logprobs(loaded.model, loaded.tokenizer, questions, loaded.device, **options)
+    return seq2seq.seq2seq_logprobs(loaded.model, loaded.tokenizer, questions, loaded.device, **options)
 
 
 def _split(values: list, widths: list[int]) -> list[list]:
@@ -205,14 +205,14 @@ def _split(values: list, widths: list[int]) -> list[list]:
 def _entailment(loaded, requests: list[Entailment], templating: Templating, options: dict) -> list[list]:
     import torch
 
-    from physprobe.backends.hf import scoring
+    from physprobe.backends.hf import nli
 
     templating.applied(Entailment)
     progress = options.pop("progress")
     options.pop("truncate")  # the NLI engine takes pairs whole
     reading = requests[0].reading
     flat = [pair for r in requests for pair in r.pairs]
-    values = scoring.entailment_probs(loaded.model, loaded.tokenizer, flat, loaded.device, reading=READINGS[reading], **options)
+    values = nli.entailment_probs(loaded.model, loaded.tokenizer, flat, loaded.device, reading=READINGS[reading], **options)
     rows = _split(values, [len(r.pairs) for r in requests])
     if reading == "softmax_across":
         rows = [torch.softmax(torch.tensor(row), dim=0).tolist() for row in rows]

@@ -7,7 +7,7 @@ their key/value caches join one decoding batch, left-padded (masked), in buffers
 and each row leaves the batch as soon as its answer is done: its stop string has appeared (after the answer's leading blank lines, as ``cut``
 reads it), or EOS, or its token budget. A seq2seq batch runs its encoder once, then decodes the same way, rows
 leaving as their answers end. Models whose generation config asks for logits processors (``argmax_decodes``), and
-models whose cache this layout cannot be built from (``scoring._cache_layers``: a sliding window narrower than the
+models whose cache this layout cannot be built from (``attention.cache_layers``: a sliding window narrower than the
 cache would grow), read padded prompts in ``model.generate``, which applies the processors and stops once every
 row of the batch is done. The answer text is returned as generated (special tokens dropped, cut before the first stop string);
 a protocol's ``match`` turns it into an option, or None (``unparsed``).
@@ -18,7 +18,6 @@ a protocol's ``match`` turns it into an option, or None (``unparsed``).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -27,17 +26,14 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-from physprobe.backends.hf.scoring import (
-    _as_tensor,
-    _autocast,
-    _cache_layers,
-    _check_length,
-    _forward,
-    _pad_right,
-    filled_cache,
+from physprobe.backends.hf.attention import cache_layers, filled_cache, positions_follow_ids
+from physprobe.backends.hf.batching import (
+    check_length,
+    forward,
     left_padded,
     length_groups,
     max_positions,
+    pad_right,
     padded_positions,
     pass_tokens,
     run_batches,
@@ -117,15 +113,15 @@ def _padded_pass(model, rows: list[list[int]], device: torch.device, span: int, 
     """One forward pass over token ``rows``, left-padded to the longest, each after its filled cache in ``before``
     (``(keys, values, mask, lengths)``: per-layer buffers of the rows' earlier positions, real where ``mask`` is 1,
     ``lengths`` real ones per row). Returns the keys/values per layer of all positions (None when the model's
-    cache is not one ``_cache_layers`` takes for a cache of ``span`` positions), their mask, and each row's next token."""
+    cache is not one ``attention.cache_layers`` takes for a cache of ``span`` positions), their mask, and each row's next token."""
     ids, real = left_padded(rows, 0, device)
     positions = padded_positions(real, before[3] if before else 0)
     mask = torch.cat([before[2], real], dim=1) if before else real
     cache = filled_cache(before[0], before[1], before[2].shape[1]) if before else None
     masked = not bool(mask.all())
-    out = _forward(model, 1, input_ids=ids, past_key_values=cache, use_cache=True,
+    out = forward(model, 1, input_ids=ids, past_key_values=cache, use_cache=True,
                    position_ids=positions if before or masked else None, attention_mask=mask if masked else None)  # fmt: skip
-    layers = _cache_layers(out.past_key_values, span) if cache is None else [(layer.keys, layer.values) for layer in cache.layers]
+    layers = cache_layers(out.past_key_values, span) if cache is None else [(layer.keys, layer.values) for layer in cache.layers]
     return layers, mask, out.logits[:, -1].argmax(-1)
 
 
@@ -177,7 +173,7 @@ def _prompt_caches(model, prompts: list[list[int]], plan: _PromptPlan, device: t
     or padding (0), and each row's first answer token (``span``: the longest cache decoding will build). Each run
     of ``prefix_clusters`` runs its shared prefix once (the prefixes together, in groups of near-equal length);
     then each group's own tokens, each row on its run's prefix (prefixes left-padded to the group's longest).
-    Yields ``(rows, None, None, None)`` and stops when ``_cache_layers`` refuses the model's cache."""
+    Yields ``(rows, None, None, None)`` and stops when ``attention.cache_layers`` refuses the model's cache."""
     width = max(length for length, _ in plan.clusters)
     table: list[tuple[torch.Tensor, torch.Tensor]] = []  # per layer, every run's prefix right-aligned (zeros: none)
     table_mask = torch.zeros((len(plan.clusters), width), dtype=torch.long, device=device)
@@ -243,12 +239,6 @@ def argmax_decodes(model) -> bool:
     return not any(active)
 
 
-def positions_follow_ids(model) -> bool:
-    """Whether the model places tokens by the ``position_ids`` it is given (rotary or learned positions), not by
-    their slot in the cache (ALiBi: MPT, Bloom, ALiBi Falcon)."""
-    return "position_ids" in inspect.signature(model.forward).parameters and not getattr(model.config, "alibi", False)
-
-
 def token_order_batches(prompts: Sequence[Sequence[int]], budget: int, batch_tokens: int, max_batch: int) -> list[list[int]]:
     """Indices in token order (prompts that share a prefix side by side, for ``prefix_clusters``), cut into
     batches of at most ``max_batch`` rows whose rows x (longest prompt + ``budget``) stay within ``batch_tokens``.
@@ -269,7 +259,7 @@ def token_order_batches(prompts: Sequence[Sequence[int]], budget: int, batch_tok
 
 
 def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None, device: torch.device) -> list[list[int]] | None:
-    """The greedy answer tokens of causal ``prompts`` (up to EOS); None when ``scoring._cache_layers`` refuses
+    """The greedy answer tokens of causal ``prompts`` (up to EOS); None when ``attention.cache_layers`` refuses
     the model's cache (this layout cannot be built from it).
 
     Prompts run as ``_prompt_caches`` plans them (shared prefixes once, own tokens in groups of near-equal length);
@@ -280,7 +270,7 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
     lengths = [len(p) for p in prompts]
     # Padding between a row's prefix and its own tokens is harmless where positions come from position_ids; a model
     # biasing attention by cache slot (ALiBi: MPT, Bloom) gets groups of exact length (padding only before the prefix).
-    plan = _PromptPlan.of(prompts, pass_tokens(device) if positions_follow_ids(model) else 0)
+    plan = _PromptPlan.of(prompts, pass_tokens(model, device) if positions_follow_ids(model) else 0)
     width, n = plan.width(prompts), len(prompts)
     keys: list[torch.Tensor] = []
     values: list[torch.Tensor] = []
@@ -317,7 +307,7 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
             tokens, position, mask = tokens[select], position[select], mask[select]
             alive = [alive[j] for j in keep]
         seen = cache.get_seq_length() + 1
-        logits = _forward(model, 1, input_ids=tokens[:, None], attention_mask=mask[:, :seen], position_ids=position[:, None],
+        logits = forward(model, 1, input_ids=tokens[:, None], attention_mask=mask[:, :seen], position_ids=position[:, None],
                           past_key_values=cache).logits  # fmt: skip
         tokens = logits[:, -1].argmax(-1)
         position = position + 1
@@ -337,7 +327,7 @@ def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int
     start = config.decoder_start_token_id if config.decoder_start_token_id is not None else config.bos_token_id
     if not isinstance(start, int):  # none, or one per row: generate's own handling
         return None
-    ids, attention = _pad_right(prompts, pad, device)  # right: a learned position table (BART) counts from the first token
+    ids, attention = pad_right(prompts, pad, device)  # right: a learned position table (BART) counts from the first token
     encoded = model.get_encoder()(input_ids=ids, attention_mask=attention).last_hidden_state
     tokens = torch.full((len(prompts),), start, dtype=torch.long, device=device)
     cache = None
@@ -375,7 +365,7 @@ def _generated(model, tokenizer, prompts: list[list[int]], budget: int, stops: l
         by_length.setdefault(len(prompt) if one_length else 0, []).append(index)
     answers: list[list[int]] = [[] for _ in prompts]
     for rows in by_length.values():
-        ids, attention = (_pad_right if seq2seq else left_padded)([prompts[r] for r in rows], pad, model.device)
+        ids, attention = (pad_right if seq2seq else left_padded)([prompts[r] for r in rows], pad, model.device)
         start = 0 if seq2seq else ids.shape[1]
         out = model.generate(input_ids=ids, attention_mask=attention, max_new_tokens=budget, do_sample=False, num_beams=1,
                              pad_token_id=pad, eos_token_id=eos,
@@ -401,7 +391,7 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
     limit = (tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None) if seq2seq else max_positions(model)
     encoded = [tokenizer(r["prompt"], add_special_tokens=not chat)["input_ids"] for r in requests]
     encoded = [  # a causal model's prompt leaves room for the answer
-        _check_length(ids, limit if seq2seq or limit is None else limit - r["max_new_tokens"], truncate, f"prompt {r['prompt'][:60]!r}")
+        check_length(ids, limit if seq2seq or limit is None else limit - r["max_new_tokens"], truncate, f"prompt {r['prompt'][:60]!r}")
         for ids, r in zip(encoded, requests)
     ]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -431,7 +421,7 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
             decoded = tokenizer.batch_decode(answers, skip_special_tokens=True)
             return [cut(text, stop) for text, stop in zip(decoded, stops)]
 
-        with torch.inference_mode(), _autocast(device):
+        with torch.inference_mode():
             # A causal batch holds prompts in token order (shared prefixes together); a seq2seq batch similar lengths.
             order = None if seq2seq else token_order_batches([encoded[i] for i in members], budget, batch_tokens, max_batch)
             answers = run_batches(len(members), [len(encoded[i]) + budget for i in members], step,

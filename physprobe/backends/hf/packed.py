@@ -1,0 +1,181 @@
+"""The packed (tree) plan for causal log-likelihoods: one forward pass per batch, no cache, no copies.
+
+Each question becomes a tree of tokens: its options' shared prefix once, then each option's own tokens (all but its
+last, which is only predicted) after it. The tree's tokens lie side by side in a row, under a tree-shaped attention
+mask (a token sees its question's prefix and its own option's earlier tokens, never a sibling option nor another
+question) with per-token position ids (an option's tokens continue from the prefix's length), so each token computes
+what it computes in its own sequence run whole. Trees are packed into rows as wide as a batch's widest tree (the
+roomiest row first), rows into batches up to a token budget; every batch is one forward pass whose vocabulary head
+runs only at scored positions (a pre-hook on the output embeddings selects them), and whose per-option sums are
+gathered on the device and moved to the host once.
+
+Exact where the model reads a 4D mask and position ids as given (``attention.takes_custom_masks``) and no sequence
+is longer than its narrowest attention window (``attention.window``); ``fits`` says so, and ``scoring`` runs the
+cached-prefix plan elsewhere.
+
+>>> tree = Tree.of([[1, 2, 3, 4], [1, 2, 5]], count_prefix=False)
+>>> tree.ids, tree.positions, tree.branches
+([1, 2, 3], [0, 1, 2], [0, 0, 1])
+>>> tree.heads  # (token in the tree, target, option): the prefix's last token predicts each option's first own
+[(1, 3, 0), (1, 5, 1), (2, 4, 0)]
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from physprobe.backends.hf.attention import custom_mask, takes_custom_masks, window
+from physprobe.backends.hf.batching import run_batches, shared_length
+
+
+def fits(model, tokenized: Sequence[Sequence[Sequence[int]]]) -> bool:
+    """Whether the tree plan scores these option sequences exactly on ``model``: it takes custom masks and position
+    ids, and no sequence is longer than its narrowest attention window."""
+    span = window(model)
+    return takes_custom_masks(model) and (span is None or max(len(s) for options in tokenized for s in options) <= span)
+
+
+class Tree(NamedTuple):
+    """One question's tokens as a tree: ``ids``, ``positions`` and ``branches`` (0: the shared prefix, o + 1: option
+    o's own tokens) per token, and ``heads``: (token, target, option) for every scored token, option -1 standing for
+    the prefix's own tokens (scored once, added to every option)."""
+
+    ids: list[int]
+    positions: list[int]
+    branches: list[int]
+    heads: list[tuple[int, int, int]]
+
+    @classmethod
+    def of(cls, options: Sequence[Sequence[int]], count_prefix: bool) -> Tree:
+        """The tree of one question's option sequences: each option's tokens from its first own token on are scored
+        (``count_prefix``: from its second token on, the shared prefix's tokens included)."""
+        n = shared_length(options)
+        ids, positions, branches = list(options[0][:n]), list(range(n)), [0] * n
+        heads = [(t, options[0][t + 1], -1) for t in range(n - 1)] if count_prefix else []
+        if n:
+            heads += [(n - 1, option[n], o) for o, option in enumerate(options)]
+        for o, option in enumerate(options):
+            own = option[n:-1]
+            heads += [(len(ids) + j, option[n + 1 + j], o) for j in range(len(own))]
+            ids += own
+            positions += range(n, n + len(own))
+            branches += [o + 1] * len(own)
+        if not ids:  # one token per option, none shared: nothing to score, one token to feed
+            return cls([options[0][0]], [0], [0], [])
+        return cls(ids, positions, branches, heads)
+
+
+def pack_rows(lengths: Sequence[int], width: int) -> list[list[int]]:
+    """Trees (by their ``lengths``, longest first) packed into rows of ``width`` tokens, each into the roomiest row
+    where it fits, else a new row.
+
+    >>> pack_rows([6, 5, 3, 2, 2], width=6)
+    [[0], [1], [2, 3], [4]]
+    """
+    rows: list[list[int]] = []
+    room: list[tuple[int, int]] = []  # (-free tokens, row): the roomiest row first
+    for index in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        if room and -room[0][0] >= lengths[index]:
+            free, row = heapq.heappop(room)
+            rows[row].append(index)
+            heapq.heappush(room, (free + lengths[index], row))
+        else:
+            rows.append([index])
+            heapq.heappush(room, (lengths[index] - width, len(rows) - 1))
+    return rows
+
+
+def tree_batches(lengths: Sequence[int], batch_tokens: int, max_batch: int) -> list[list[int]]:
+    """Trees by decreasing length, cut into batches of at most ``max_batch`` trees whose rows (``pack_rows``, as wide
+    as the batch's first tree) hold at most ``batch_tokens`` tokens, padding included.
+
+    >>> tree_batches([6, 5, 3, 2, 2], batch_tokens=12, max_batch=8)
+    [[0, 1], [2, 3, 4]]
+    """
+    batches: list[list[int]] = []
+    for index in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        if batches and len(batches[-1]) < max_batch:
+            candidate = batches[-1] + [index]
+            width = lengths[candidate[0]]
+            if len(pack_rows([lengths[i] for i in candidate], width)) * width <= batch_tokens:
+                batches[-1] = candidate
+                continue
+        batches.append([index])
+    return batches
+
+
+def _scored_logits(model, flat: torch.Tensor, **inputs) -> torch.Tensor:
+    """The vocabulary logits at the flat positions ``flat`` (row x width + column) of one forward pass: a pre-hook on
+    the output embeddings hands the head those positions' hidden states only (a model whose head is not that module
+    computes every position's logits, and they are selected after)."""
+    head = model.get_output_embeddings()
+    fired = []
+
+    def select(module, args):
+        fired.append(True)
+        hidden = args[0]
+        return (hidden.reshape(-1, hidden.shape[-1]).index_select(0, flat)[None], *args[1:])
+
+    handle = head.register_forward_pre_hook(select) if head is not None else None
+    try:
+        logits = model(**inputs, use_cache=False).logits
+    finally:
+        if handle is not None:
+            handle.remove()
+    return logits[0] if fired else logits.reshape(-1, logits.shape[-1]).index_select(0, flat)
+
+
+def _batch_totals(model, trees: list[Tree], device: torch.device, n_options: list[int]) -> list[list[float]]:
+    """Per tree, each option's summed log-probability (plus its prefix's own tokens, when scored): one pass."""
+    width = max(len(t.ids) for t in trees)
+    rows = pack_rows([len(t.ids) for t in trees], width)
+    ids, positions, branches = (np.zeros((len(rows), width), dtype=np.int64) for _ in range(3))
+    owner = np.full((len(rows), width), -1, dtype=np.int64)  # the tree of each token, -1 at padding
+    base = np.cumsum([0] + [n + 1 for n in n_options])  # per tree: its options' sums, then its prefix's
+    head_rows: list[int] = []
+    entries: list[tuple[int, int, int]] = []  # (head row, target, sum)
+    for r, members in enumerate(rows):
+        at = 0
+        for t in members:
+            tree = trees[t]
+            end = at + len(tree.ids)
+            ids[r, at:end], positions[r, at:end], branches[r, at:end], owner[r, at:end] = tree.ids, tree.positions, tree.branches, t
+            first = {}
+            for token, target, option in tree.heads:
+                if token not in first:
+                    first[token] = len(head_rows)
+                    head_rows.append(r * width + at + token)
+                entries.append((first[token], target, base[t] + (option if option >= 0 else n_options[t])))
+            at = end
+    owner_t, branch_t = torch.from_numpy(owner).to(device), torch.from_numpy(branches).to(device)
+    column = torch.arange(width, device=device)
+    allowed = ((owner_t[:, :, None] == owner_t[:, None, :]) & (owner_t[:, None, :] >= 0) & (column[:, None] >= column[None, :])
+               & ((branch_t[:, None, :] == 0) | (branch_t[:, :, None] == branch_t[:, None, :])))  # fmt: skip
+    allowed |= torch.eye(width, dtype=torch.bool, device=device)  # padding attends itself (never read), not nothing
+    logits = _scored_logits(model, torch.tensor(head_rows, device=device), input_ids=torch.from_numpy(ids).to(device),
+                            position_ids=torch.from_numpy(positions).to(device), attention_mask=custom_mask(allowed, model))  # fmt: skip
+    if not entries:
+        return [[0.0] * n for n in n_options]
+    entry = torch.tensor(entries, device=device)
+    picked = logits[entry[:, 0], entry[:, 1]].float() - torch.logsumexp(logits.float(), dim=-1)[entry[:, 0]]
+    sums = torch.zeros(int(base[-1]), dtype=torch.float32, device=device).index_add_(0, entry[:, 2], picked).tolist()
+    return [[sums[base[t] + o] + sums[base[t] + n_options[t]] for o in range(n_options[t])] for t in range(len(trees))]
+
+
+def totals(model, tokenized: list[list[list[int]]], device: torch.device, batch_tokens: int, max_batch: int, progress,
+           count_prefix: bool) -> list[list[float]]:  # fmt: skip
+    """Summed log-probabilities of every option's tokens from its first own token on (``count_prefix``: from its
+    second token on, the shared prefix's tokens included), one forward pass per batch of packed trees."""
+    trees = [Tree.of(options, count_prefix) for options in tokenized]
+    lengths = [len(t.ids) for t in trees]
+    batches = tree_batches(lengths, batch_tokens, max_batch)
+
+    def step(batch: list[int]) -> list[list[float]]:
+        return _batch_totals(model, [trees[i] for i in batch], device, [len(tokenized[i]) for i in batch])
+
+    return run_batches(len(trees), lengths, step, batch_tokens, max_batch, progress, batches=batches)

@@ -365,3 +365,34 @@ def test_sliding_window_models_take_the_fast_path_where_the_window_holds_everyth
     assert max(abs(a - b) for t, w in zip(totals, whole) for a, b in zip(t, w)) <= 1e-4
     # Shared prefixes fed once on the fast path; every sequence whole on the other.
     assert (sum(fed) < sum(len(s) for options in questions for s in options)) == fast
+
+
+@pytest.mark.parametrize("every", [3, 8])
+@pytest.mark.parametrize("family", ["causal", "seq2seq"])
+def test_answers_copied_to_the_host_every_few_steps_are_the_same(tiny, built_all, family, every, monkeypatch):
+    """Decoding with the answers copied to the host every ``every`` steps (as on an accelerator): the same texts as a
+    copy after every step; a finished row decodes at most ``every`` - 1 tokens more before it leaves; a copy every
+    ``every`` steps (or at the budget), not one per step."""
+    model, tokenizer = tiny[family]
+    requests = _requests(built_all, "newton", "released-generate", "track2_mc", tokenizer, n=12)
+    with torch.inference_mode():
+        expected = generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq", max_batch=12)
+        needed = _answer_lengths(model, tokenizer, requests, seq2seq=family == "seq2seq")
+    calls = []  # per decoding step: its rows, and whether the answers were copied to the host after it
+    add = generation._Answers.add
+
+    def counted(self, tokens):
+        keep = add(self, tokens)
+        calls.append((len(tokens), keep is not None))
+        return keep
+
+    monkeypatch.setattr(generation, "SYNC_EVERY", {"cpu": every})
+    monkeypatch.setattr(generation._Answers, "add", counted)
+    with torch.inference_mode():
+        texts = generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq", max_batch=12)
+    assert texts == expected and len(set(needed)) > 2
+    slots = sum(rows for rows, _ in calls)  # tokens generated: a row per step
+    assert sum(needed) < slots <= sum(needed) + (every - 1) * len(requests)
+    copies = [k for k, (_, copied) in enumerate(calls) if copied]
+    assert all(later - earlier == every for earlier, later in zip([-1, *copies], copies[:-1]))  # the last: at the end
+    assert len(copies) == -(-len(calls) // every) < len(calls)

@@ -2,6 +2,7 @@
 Gemma-3's sliding windows, ALiBi models (which take the cached plan instead); tokens fed, head rows and passes
 counted; rows and batches planned within their budgets; request types through the hf backend."""
 
+import itertools
 import random
 
 import pytest
@@ -9,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from physprobe.backends.hf import attention, packed, score_loaded, scoring
+from physprobe.backends.hf import attention, batching, packed, score_loaded, scoring
 from physprobe.backends.hf.model import Loaded
 from physprobe.requests import Choice, MeanTokens, YesNo
 
@@ -126,11 +127,11 @@ def test_packed_plan_equals_every_sequence_whole_in_one_pass_per_batch(name, cou
         seen.update(passes=0, fed=0, head=0)
         with torch.inference_mode():
             fast = packed.totals(model, questions, torch.device("cpu"), batch_tokens, 64, None, count_prefix)
-        batches = packed.tree_batches([len(t.ids) for t in trees], batch_tokens, 64)
+        batches = packed.tree_batches([len(t.ids) for t in trees], batch_tokens, 64, batching.pass_tokens(model, torch.device("cpu")))
         widths = [max(len(trees[i].ids) for i in b) for b in batches]
         rows = [len(packed.pack_rows([len(trees[i].ids) for i in b], w)) for b, w in zip(batches, widths)]
         assert seen == {"passes": len(batches), "fed": sum(r * w for r, w in zip(rows, widths)), "head": heads}
-        assert sum(rows) < len(questions) or batch_tokens < 200  # short trees share rows
+        assert len(batches) < len({len(t.ids) for t in trees})  # fewer passes than lengths
         assert max(abs(a - b) for f, w in zip(fast, whole) for a, b in zip(f, w)) <= 1e-4
 
 
@@ -196,23 +197,43 @@ def test_request_types_through_the_backend_equal_whole_sequences():
         assert p == pytest.approx(float(torch.softmax(torch.tensor([yes, no]), 0)[0]), abs=1e-4)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(1, 30), min_size=1, max_size=40), st.integers(1, 200), st.integers(1, 12))
-def test_rows_and_batches_hold_every_tree_once_within_their_budgets(lengths, batch_tokens, max_batch):
-    """Every tree in one batch and one row; no row wider than its batch's widest tree; a batch of more than one tree
-    within ``max_batch`` trees and ``batch_tokens`` tokens (rows x width); rows fewer than trees where two fit one."""
-    batches = packed.tree_batches(lengths, batch_tokens, max_batch)
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 30), min_size=1, max_size=12), st.integers(1, 120), st.integers(1, 6), st.integers(0, 40))
+def test_batches_hold_every_tree_once_within_budget_at_the_least_cost(lengths, batch_tokens, max_batch, pass_cost):
+    """Every tree in one batch; a batch of more than one tree within ``max_batch`` trees and ``batch_tokens`` tokens (a
+    row per tree, as wide as its widest); and the plan's cost (passes x ``pass_cost`` + rows x width) no more than any
+    cut of the lengths, sorted, into groups of whole lengths (worked by brute force), each cut into batches as the
+    budget allows, its rows as wide as the group's widest."""
+    batches = packed.tree_batches(lengths, batch_tokens, max_batch, pass_cost)
     assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
     for batch in batches:
         width = max(lengths[i] for i in batch)
-        rows = packed.pack_rows([lengths[i] for i in batch], width)
-        assert sorted(i for r in rows for i in r) == list(range(len(batch)))
-        assert all(sum(lengths[batch[i]] for i in r) <= width for r in rows)
-        assert len(batch) == 1 or (len(batch) <= max_batch and len(rows) * width <= batch_tokens)
-        assert len(rows) <= len(batch)
-        smallest = sorted(lengths[i] for i in batch)
-        if len(batch) > 1 and smallest[0] + smallest[1] <= width:
-            assert len(rows) < len(batch)
+        assert len(batch) == 1 or (len(batch) <= max_batch and len(batch) * width <= batch_tokens)
+
+    def cost(groups) -> int:
+        total = 0
+        for group in groups:
+            per_pass = max(1, min(max_batch, batch_tokens // group[0]))
+            total += -(-len(group) // per_pass) * pass_cost + len(group) * group[0]
+        return total
+
+    ordered = sorted(lengths, reverse=True)
+    boundaries = [k for k in range(1, len(ordered)) if ordered[k] != ordered[k - 1]]  # where a length ends
+    best = min(cost([ordered[a:b] for a, b in zip([0, *cut], [*cut, len(ordered)])])
+               for k in range(len(boundaries) + 1) for cut in itertools.combinations(boundaries, k))  # fmt: skip
+    assert sum(pass_cost + len(b) * max(lengths[i] for i in b) for b in batches) <= best
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 30), min_size=1, max_size=30), st.integers(1, 40))
+def test_rows_hold_every_tree_once_within_their_width(lengths, extra):
+    """``pack_rows``: every tree in one row, no row wider than the width, fewer rows than trees where two fit one."""
+    width = max(lengths) + extra
+    rows = packed.pack_rows(lengths, width)
+    assert sorted(i for r in rows for i in r) == list(range(len(lengths)))
+    assert all(sum(lengths[i] for i in r) <= width for r in rows)
+    smallest = sorted(lengths)
+    assert len(rows) < len(lengths) or len(lengths) == 1 or smallest[0] + smallest[1] > width
 
 
 def test_custom_masks_take_each_implementations_form():

@@ -3,7 +3,7 @@
 A forward pass costs more than its tokens: on the 2-core CPU a one-token pass of SmolLM2-135M takes 53 ms, a token
 in a batched pass 1.1-1.3 ms. ``pass_tokens`` says how many tokens a pass costs beyond its own (a measured table
 on CPU; on an accelerator measured once per model, ``calibrate``), and ``length_groups`` cuts rows into padded
-passes on that cost. ``budget`` sizes batches: on CUDA to the card's free memory, elsewhere to fixed defaults.
+passes on that cost. ``batch_limits`` sizes batches: on CUDA to the card's free memory, elsewhere to fixed defaults.
 
 >>> length_groups([30, 10, 29, 31, 12], 32)
 [[3, 0, 2], [4, 1]]
@@ -74,15 +74,17 @@ def pass_tokens(model, device: torch.device) -> int:
     return measured[str(device)]
 
 
-def budget(model, device: torch.device, batch_tokens: int | None, max_batch: int | None, cpu: tuple[int, int],
-           logits: bool = True) -> tuple[int, int]:  # fmt: skip
-    """Tokens and rows per batch: those given, else on CUDA the tokens whose activations (``activation_bytes``) fit in
-    half the card's free memory (at most 65,536; rows unbounded), else ``cpu`` (tokens, rows)."""
+def batch_limits(model, device: torch.device, batch_tokens: int | None, max_batch: int | None, cpu: tuple[int, int],
+           logits: bool = True, cached: bool = False) -> tuple[int, int]:  # fmt: skip
+    """Tokens and rows per batch: those given, else on CUDA the tokens whose activations (``activation_bytes``; with
+    ``cached``, their key/value cache too: ``cache_bytes``) fit in half the card's free memory (at most 65,536 tokens
+    of activations, rows unbounded), else ``cpu`` (tokens, rows)."""
     if device.type != "cuda":
         return batch_tokens or cpu[0], max_batch or cpu[1]
     if batch_tokens is None:
-        free, _ = torch.cuda.mem_get_info(device)
-        batch_tokens = max(1024, min(65536, free // 2 // activation_bytes(model, logits)) // 1024 * 1024)
+        free = torch.cuda.mem_get_info(device)[0] // 2
+        per_token = activation_bytes(model, logits) + (cache_bytes(model) if cached else 0)
+        batch_tokens = max(1024, min(free // per_token, 65536 if not cached else free) // 1024 * 1024)
     return batch_tokens, max_batch or 1 << 30
 
 
@@ -98,6 +100,21 @@ def activation_bytes(model, logits: bool = True) -> int:
     hidden = getattr(config, "hidden_size", None) or getattr(config, "d_model", None) or 1024
     inner = getattr(config, "intermediate_size", None) or getattr(config, "d_ff", None) or getattr(config, "n_inner", None) or 4 * hidden
     return element * (6 * hidden + 3 * inner) + ((element + 8) * getattr(config, "vocab_size", 0) if logits else 0)
+
+
+def cache_bytes(model) -> int:
+    """Bytes a token's keys and values take in ``model``'s cache (every layer, its key/value heads, its dtype).
+
+    >>> from transformers import LlamaConfig, LlamaForCausalLM
+    >>> cache_bytes(LlamaForCausalLM(LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+    ...                                          intermediate_size=64, vocab_size=50)))  # 2 x 2 layers x 2 heads x 8 x 4 bytes
+    256
+    """
+    config = model.config
+    heads = getattr(config, "num_attention_heads", None) or getattr(config, "n_head", 1)
+    head_dim = getattr(config, "head_dim", None) or (getattr(config, "hidden_size", None) or config.n_embd) // heads
+    layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", 1)
+    return 2 * layers * (getattr(config, "num_key_value_heads", None) or heads) * head_dim * model.dtype.itemsize
 
 
 def batched(lengths: Sequence[int], batch_tokens: int, max_batch: int) -> Iterator[list[int]]:

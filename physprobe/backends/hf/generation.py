@@ -26,8 +26,9 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-from physprobe.backends.hf.attention import cache_layers, filled_cache, positions_follow_ids
+from physprobe.backends.hf.attention import cache_layers, custom_mask, filled_cache, positions_follow_ids, takes_custom_masks
 from physprobe.backends.hf.batching import (
+    batch_limits,
     check_length,
     forward,
     left_padded,
@@ -258,6 +259,61 @@ def token_order_batches(prompts: Sequence[Sequence[int]], budget: int, batch_tok
     return batches
 
 
+# Decoding steps between two copies of the answers to the host (where EOS, budgets and stop strings are read): on a
+# CPU a copy costs nothing, so rows leave at once; on an accelerator each copy waits for the queued steps, so 8 run
+# between two (a finished row decodes at most 7 tokens more, dropped; not measured on a GPU).
+SYNC_EVERY = {"cpu": 1}
+
+
+def sync_every(device: torch.device) -> int:
+    """Decoding steps per copy of the answers to the host on ``device`` (``SYNC_EVERY``; 8 on an accelerator)."""
+    return SYNC_EVERY.get(device.type, 8)
+
+
+def step_mask(real: torch.Tensor, model) -> torch.Tensor:
+    """A decoding step's attention mask (``real``: 1 at a cached or fed token, 0 at padding): as a 4D mask where the
+    model takes one (``attention.custom_mask``; transformers then builds none, and reads no tensor on the host to
+    decide whether it can skip it), else as it is."""
+    if takes_custom_masks(model) and model.config._attn_implementation != "flex_attention":
+        return custom_mask(real[:, None, :].bool(), model)
+    return real
+
+
+class _Answers:
+    """The answer tokens of a decoding batch's rows (``alive``: the request row of each batch row). Each step's tokens
+    stay on the device until ``every`` steps have run (or the budget is reached); then they are copied to the host at
+    once and read step by step: a row ends at EOS, at its budget or when ``done(row, tokens)``, its later tokens
+    dropped, so the answers are those of a copy after every step."""
+
+    def __init__(self, n: int, budget: int, done, eos: int | None, every: int):
+        self.tokens: list[list[int]] = [[] for _ in range(n)]
+        self.alive, self.ended = list(range(n)), [False] * n
+        self.budget, self.done, self.eos, self.every = budget, done, eos, every
+        self.pending: list[torch.Tensor] = []
+        self.steps = 0
+
+    def add(self, tokens: torch.Tensor) -> list[int] | None:
+        """Take a step's tokens (one per alive row); None while they stay on the device, else the batch rows that go on."""
+        self.pending.append(tokens)
+        self.steps += 1
+        if len(self.pending) < self.every and self.steps < self.budget:
+            return None
+        chunk = torch.stack(self.pending, dim=1).tolist()
+        self.pending = []
+        for row, new in zip(self.alive, chunk):
+            for token in new:
+                if self.ended[row]:
+                    break
+                self.tokens[row].append(token)
+                answer = self.tokens[row]
+                self.ended[row] = token == self.eos or len(answer) >= self.budget or self.done(row, answer)
+        return [j for j, row in enumerate(self.alive) if not self.ended[row]]
+
+    def leave(self, keep: list[int]) -> None:
+        """Keep only the batch rows ``keep``."""
+        self.alive = [self.alive[j] for j in keep]
+
+
 def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None, device: torch.device) -> list[list[int]] | None:
     """The greedy answer tokens of causal ``prompts`` (up to EOS); None when ``attention.cache_layers`` refuses
     the model's cache (this layout cannot be built from it).
@@ -292,26 +348,22 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
         tokens[where] = first
     cache = filled_cache(keys, values, width)
     position = torch.tensor(lengths, device=device)
-    answers: list[list[int]] = [[] for _ in prompts]
-    alive = list(range(n))  # the request row of each batch row
+    answers = _Answers(n, budget, done, eos, sync_every(device))
     while True:
-        for row, token in zip(alive, tokens.tolist()):
-            answers[row].append(token)
-        keep = [j for j, row in enumerate(alive)
-                if answers[row][-1] != eos and len(answers[row]) < budget and not done(row, answers[row])]  # fmt: skip
-        if not keep:
+        keep = answers.add(tokens)  # None: the tokens stay on the device
+        if keep is not None and not keep:
             break
-        if len(keep) < len(alive):  # finished rows leave the batch
+        if keep is not None and len(keep) < len(answers.alive):  # finished rows leave the batch
             select = torch.tensor(keep, device=device)
             cache.batch_select_indices(select)
             tokens, position, mask = tokens[select], position[select], mask[select]
-            alive = [alive[j] for j in keep]
+            answers.leave(keep)
         seen = cache.get_seq_length() + 1
-        logits = forward(model, 1, input_ids=tokens[:, None], attention_mask=mask[:, :seen], position_ids=position[:, None],
-                          past_key_values=cache).logits  # fmt: skip
+        logits = forward(model, 1, input_ids=tokens[:, None], attention_mask=step_mask(mask[:, :seen], model),
+                         position_ids=position[:, None], past_key_values=cache).logits  # fmt: skip
         tokens = logits[:, -1].argmax(-1)
         position = position + 1
-    return answers
+    return answers.tokens
 
 
 def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int | None, pad: int,
@@ -331,8 +383,7 @@ def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int
     encoded = model.get_encoder()(input_ids=ids, attention_mask=attention).last_hidden_state
     tokens = torch.full((len(prompts),), start, dtype=torch.long, device=device)
     cache = None
-    answers: list[list[int]] = [[] for _ in prompts]
-    alive = list(range(len(prompts)))  # the request row of each batch row
+    answers = _Answers(len(prompts), budget, done, eos, sync_every(device))
     while True:
         out = model(encoder_outputs=(encoded,), attention_mask=attention, decoder_input_ids=tokens[:, None],
                     past_key_values=cache, use_cache=True)  # fmt: skip
@@ -342,17 +393,14 @@ def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int
         ):
             return None
         tokens = out.logits[:, -1].argmax(-1)
-        for row, token in zip(alive, tokens.tolist()):
-            answers[row].append(token)
-        keep = [j for j, row in enumerate(alive)
-                if answers[row][-1] != eos and len(answers[row]) < budget and not done(row, answers[row])]  # fmt: skip
-        if not keep:
-            return answers
-        if len(keep) < len(alive):  # finished rows leave the batch
+        keep = answers.add(tokens)  # None: the tokens stay on the device
+        if keep is not None and not keep:
+            return answers.tokens
+        if keep is not None and len(keep) < len(answers.alive):  # finished rows leave the batch
             select = torch.tensor(keep, device=device)
             cache.batch_select_indices(select)
             encoded, attention, tokens = encoded[select], attention[select], tokens[select]
-            alive = [alive[j] for j in keep]
+            answers.leave(keep)
 
 
 def _generated(model, tokenizer, prompts: list[list[int]], budget: int, stops: list[Sequence[str]], pad: int, eos: int | None,
@@ -376,7 +424,7 @@ def _generated(model, tokenizer, prompts: list[list[int]], budget: int, stops: l
 
 
 def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, seq2seq: bool = False,
-             batch_tokens: int = 8192, max_batch: int = 128, truncate: bool = False, progress=None,
+             batch_tokens: int | None = None, max_batch: int | None = None, truncate: bool = False, progress=None,
              chat: bool = False) -> list[str]:  # fmt: skip
     """The greedy answer to each request (``{"prompt", "max_new_tokens", "stop"}``), in request order.
 
@@ -397,6 +445,8 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     eos = tokenizer.eos_token_id
     plain = argmax_decodes(model)
+    # Rows of a decoding batch: on CUDA as many as the free memory holds with their caches (hundreds), else 128.
+    batch_tokens, max_batch = batch_limits(model, device, batch_tokens, max_batch, (8192, 128), logits=False, cached=True)
     texts: list[str] = [""] * len(requests)
     by_budget: dict[int, list[int]] = {}
     for index, request in enumerate(requests):

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import torch
 
 from physprobe.backends.hf.batching import (
-    budget,
+    batch_limits,
     check_length,
     grouped_batches,
     length_limit,
@@ -60,7 +60,7 @@ def _at_mask(model, encoded: list[list[int]], masks: list[int], candidates: list
              head=None) -> list[list[float | None]]:  # fmt: skip
     """Log-probability of each text's candidate ids (None: no score) at its mask position, in padded groups."""
     lengths = [len(e) for e in encoded]
-    batch_tokens, max_batch = budget(model, device, batch_tokens, max_batch, (16384, 128), logits=False)
+    batch_tokens, max_batch = batch_limits(model, device, batch_tokens, max_batch, (16384, 128), logits=False)
 
     def step(batch: list[int]) -> list[list[float | None]]:
         ids, attention = pad_right([encoded[i] for i in batch], pad, device)

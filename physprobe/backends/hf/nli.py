@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-from physprobe.backends.hf.batching import budget, grouped_batches, pad_right, pass_tokens, run_batches
+from physprobe.backends.hf.batching import batch_limits, grouped_batches, pad_right, pass_tokens, run_batches
 from physprobe.errors import ScoringError
 
 
@@ -43,7 +43,7 @@ def entailment_probs(model, tokenizer, pairs: Sequence[tuple[str, str]], device:
     encoded = tokenizer([p for p, _ in pairs], [h for _, h in pairs])["input_ids"] if pairs else []
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     lengths = [len(e) for e in encoded]
-    batch_tokens, max_batch = budget(model, device, batch_tokens, max_batch, (16384, 128), logits=False)
+    batch_tokens, max_batch = batch_limits(model, device, batch_tokens, max_batch, (16384, 128), logits=False)
 
     def step(batch: list[int]) -> list[float]:
         ids, attention = pad_right([encoded[i] for i in batch], pad, device)

@@ -4,8 +4,9 @@ Each question becomes a tree of tokens: its options' shared prefix once, then ea
 last, which is only predicted) after it. The tree's tokens lie side by side in a row, under a tree-shaped attention
 mask (a token sees its question's prefix and its own option's earlier tokens, never a sibling option nor another
 question) with per-token position ids (an option's tokens continue from the prefix's length), so each token computes
-what it computes in its own sequence run whole. Trees are packed into rows as wide as a batch's widest tree (the
-roomiest row first), rows into batches up to a token budget; every batch is one forward pass whose vocabulary head
+what it computes in its own sequence run whole. Trees of near-equal length form a batch (``tree_batches``: padding
+against passes, on the pass cost), packed into rows as wide as its widest tree (the roomiest row first), within a
+token budget; every batch is one forward pass whose vocabulary head
 runs only at scored positions (a pre-hook on the output embeddings selects them), and whose per-option sums are
 gathered on the device and moved to the host once.
 
@@ -30,7 +31,7 @@ import numpy as np
 import torch
 
 from physprobe.backends.hf.attention import custom_mask, takes_custom_masks, window
-from physprobe.backends.hf.batching import run_batches, shared_length
+from physprobe.backends.hf.batching import pass_tokens, run_batches, shared_length
 
 
 def fits(model, tokenized: Sequence[Sequence[Sequence[int]]]) -> bool:
@@ -90,22 +91,37 @@ def pack_rows(lengths: Sequence[int], width: int) -> list[list[int]]:
     return rows
 
 
-def tree_batches(lengths: Sequence[int], batch_tokens: int, max_batch: int) -> list[list[int]]:
-    """Trees by decreasing length, cut into batches of at most ``max_batch`` trees whose rows (``pack_rows``, as wide
-    as the batch's first tree) hold at most ``batch_tokens`` tokens, padding included.
+def tree_batches(lengths: Sequence[int], batch_tokens: int, max_batch: int, pass_cost: int) -> list[list[int]]:
+    """Trees by decreasing length, cut into groups of near-equal length, each cut into batches of at most ``max_batch``
+    trees and ``batch_tokens`` tokens (a row per tree as wide as the group's widest; ``pack_rows`` may then put two in
+    one): the cut of least cost, each pass costing ``pass_cost`` tokens beyond the tokens it feeds, padding included
+    (``batching.length_groups``'s rule, over the trees' distinct lengths).
 
-    >>> tree_batches([6, 5, 3, 2, 2], batch_tokens=12, max_batch=8)
+    >>> tree_batches([6, 5, 3, 2, 2], batch_tokens=12, max_batch=8, pass_cost=4)
     [[0, 1], [2, 3, 4]]
+    >>> tree_batches([6, 5, 3, 2, 2], batch_tokens=12, max_batch=8, pass_cost=0)
+    [[0], [1], [2], [3, 4]]
     """
-    batches: list[list[int]] = []
-    for index in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
-        if batches and len(batches[-1]) < max_batch:
-            candidate = batches[-1] + [index]
-            width = lengths[candidate[0]]
-            if len(pack_rows([lengths[i] for i in candidate], width)) * width <= batch_tokens:
-                batches[-1] = candidate
-                continue
-        batches.append([index])
+    # By hand: a dynamic programme over cut points of the distinct lengths (a few hundred at most, whatever the trees).
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    distinct = sorted(set(lengths), reverse=True)
+    before = np.searchsorted(-np.array([lengths[i] for i in order]), -np.array(distinct + [0]), side="left").tolist()
+    cost, start_of = [0] + [None] * len(distinct), [0] * (len(distinct) + 1)
+    for end in range(1, len(distinct) + 1):
+        for start in range(end):
+            trees, per_pass = before[end] - before[start], max(1, min(max_batch, batch_tokens // distinct[start]))
+            total = cost[start] + -(-trees // per_pass) * pass_cost + trees * distinct[start]
+            if cost[end] is None or total < cost[end]:
+                cost[end], start_of[end] = total, start
+    cuts, end = [], len(distinct)
+    while end:
+        cuts.append((start_of[end], end))
+        end = start_of[end]
+    batches = []
+    for start, end in reversed(cuts):
+        per_pass = max(1, min(max_batch, batch_tokens // distinct[start]))
+        group = order[before[start] : before[end]]
+        batches += [group[k : k + per_pass] for k in range(0, len(group), per_pass)]
     return batches
 
 
@@ -173,7 +189,7 @@ def totals(model, tokenized: list[list[list[int]]], device: torch.device, batch_
     second token on, the shared prefix's tokens included), one forward pass per batch of packed trees."""
     trees = [Tree.of(options, count_prefix) for options in tokenized]
     lengths = [len(t.ids) for t in trees]
-    batches = tree_batches(lengths, batch_tokens, max_batch)
+    batches = tree_batches(lengths, batch_tokens, max_batch, pass_tokens(model, device))
 
     def step(batch: list[int]) -> list[list[float]]:
         return _batch_totals(model, [trees[i] for i in batch], device, [len(tokenized[i]) for i in batch])

@@ -32,7 +32,7 @@ from physprobe.backends.hf import packed
 from physprobe.backends.hf.attention import cache_layers, filled_cache
 from physprobe.backends.hf.batching import (
     as_tensor,
-    budget,
+    batch_limits,
     check_length,
     exact_batches,
     forward,
@@ -80,7 +80,7 @@ def option_totals(model, tokenized: list[list[list[int]]], device: torch.device,
     """Summed log-probabilities of every option's tokens from its first own token on (``count_prefix``: from its
     second token on, the shared prefix's tokens included), each question's prefix run once: the packed plan where
     the model takes it, else the cached plan."""
-    batch_tokens, max_batch = budget(model, device, batch_tokens, max_batch, (8192, 64))
+    batch_tokens, max_batch = batch_limits(model, device, batch_tokens, max_batch, (8192, 64))
     with torch.inference_mode():
         if packed.fits(model, tokenized):
             return packed.totals(model, tokenized, device, batch_tokens, max_batch, progress, count_prefix)

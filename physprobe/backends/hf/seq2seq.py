@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 
 from physprobe.backends.hf.batching import (
-    budget,
+    batch_limits,
     check_length,
     grouped_batches,
     length_limit,
@@ -38,7 +38,7 @@ def seq2seq_logprobs(model, tokenizer, questions: Sequence[tuple[str, Sequence[s
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     start = model.config.decoder_start_token_id if model.config.decoder_start_token_id is not None else pad
     lengths = [len(ids) + sum(map(len, options)) for ids, options in zip(inputs, targets)]
-    batch_tokens, max_batch = budget(model, device, batch_tokens, max_batch, (8192, 64))
+    batch_tokens, max_batch = batch_limits(model, device, batch_tokens, max_batch, (8192, 64))
 
     def step(batch: list[int]) -> list[list[float]]:
         ids, attention = pad_right([inputs[i] for i in batch], pad, device)

@@ -73,7 +73,7 @@ def file_digests(paths: list[Path]) -> list[bytes]:
         stat = path.stat()
         key, stamp = str(path.resolve()), [stat.st_size, stat.st_ino, stat.st_mtime_ns, stat.st_ctime_ns]
         entry = known.get(key)
-        if not (isinstance(entry, dict) and entry.get("stamp") == stamp):
+        if not (isinstance(entry, dict) and entry.get("stamp") == stamp and len(str(entry.get("sha256"))) == 64):
             with path.open("rb") as handle:
                 entry = {"stamp": stamp, "sha256": hashlib.file_digest(handle, "sha256").hexdigest()}
             known[key], changed = entry, True

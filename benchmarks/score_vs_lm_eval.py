@@ -121,7 +121,7 @@ class FedTokens:
         ids = kwargs.get("input_ids", args[0] if args else None)
         if ids is None:
             return
-        cache = kwargs.get("past_key_values")
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))  # transformers 5 names it cache in generate
         cached = cache.get_seq_length() if cache is not None else 0
         rows, width = ids.shape
         self.count += ids.numel()

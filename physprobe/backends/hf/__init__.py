@@ -1,7 +1,9 @@
 """The ``hf`` backend: Hugging Face models in this process, through ``transformers`` (a GGUF file too).
 
-It serves every request type with physprobe's exact engines (``scoring``: shared-prefix log-likelihoods
-without padding, masked LM, NLI, seq2seq; ``generation``: batched greedy decoding), and resolves what a
+It serves every request type with physprobe's exact engines (``scoring``: causal log-likelihoods, each question's
+shared prefix once, on the packed tree plan of ``packed`` or the cached plan; ``masked``, ``seq2seq``, ``nli``; and
+``generation``: batched greedy decoding; their batching in ``batching``, what a model's attention takes in
+``attention``), and resolves what a
 request leaves to the tokenizer (``mean_token_ids``, ``seq2seq_targets``, ``first_token_choices``). A chat
 template is applied here, and only here (``Templating.render``), as ``physprobe.backends.base`` describes.
 
@@ -257,6 +259,17 @@ def _generate_each(loaded, requests: list[GenerateEach], templating: Templating,
     return _split(texts, [len(r.prompts) for r in requests])
 
 
+def computed_dtype(model) -> str:
+    """The dtype a loaded model computes in (its parameters'; no engine autocasts), as ``--dtype`` names it: what
+    ``--dtype auto`` resolved to, recorded in run.json.
+
+    >>> import torch
+    >>> computed_dtype(torch.nn.Linear(2, 2).to(torch.bfloat16))
+    'bfloat16'
+    """
+    return str(getattr(model, "dtype", None) or next(model.parameters()).dtype).removeprefix("torch.")
+
+
 def recorded_args(kwargs: dict) -> dict:
     """The ``from_pretrained`` options that change a score, as the cache key and run.json hold them
     (``load_in_8bit``/``4bit`` by their quantization config's settings).
@@ -324,7 +337,8 @@ class HFBackend(Backend):
                 "model_loaded": loaded is not None, "model_revision": self.plan.revision,
                 "gguf_file": self.plan.kwargs.get("gguf_file"),
                 "model_args": recorded_args(self.plan.kwargs), "truncate": self.settings.truncate,
-                "dtype": self.plan.dtype, "batch_size": self.plan.batch_size or "auto"}  # fmt: skip
+                "dtype": computed_dtype(loaded.model) if loaded else self.plan.dtype,
+                "batch_size": self.plan.batch_size or "auto"}  # fmt: skip
 
     def loaded(self):
         """The model, loaded on first use (a fully cached run never loads it)."""

@@ -101,8 +101,27 @@ def _passes(model):
     return seen
 
 
+def _other(config: str, model: str, **shape):
+    """A random model of another architecture through transformers' attention interface."""
+    import transformers
+
+    def make():
+        torch.manual_seed(0)
+        return getattr(transformers, model)(getattr(transformers, config)(vocab_size=VOCAB, **shape)).eval()
+
+    return make
+
+
 MODELS = {"gpt2": _gpt2, "gpt2-eager": lambda: _gpt2("eager"), "llama": _llama, "llama-eager": lambda: _llama("eager"),
-          "gemma3-wide-window": lambda: _gemma3(64)}  # fmt: skip
+          "gemma3-wide-window": lambda: _gemma3(64),
+          "opt": _other("OPTConfig", "OPTForCausalLM", hidden_size=32, ffn_dim=64, num_hidden_layers=2, num_attention_heads=4,
+                        word_embed_proj_dim=32, max_position_embeddings=128),  # learned positions, offset by 2
+          "qwen2": _other("Qwen2Config", "Qwen2ForCausalLM", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2),
+          "gpt-neox": _other("GPTNeoXConfig", "GPTNeoXForCausalLM", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                             num_attention_heads=4, rotary_pct=0.5),  # rotary on half of each head
+          "gemma2-softcap": _other("Gemma2Config", "Gemma2ForCausalLM", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=64)}  # eager: softcapping  # fmt: skip
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -256,3 +275,21 @@ def test_flex_attention_takes_a_block_mask():
         fast = packed.totals(model, questions, torch.device("cpu"), 8192, 64, None, False)
     whole = _whole(_llama(), questions, False)
     assert max(abs(a - b) for f, w in zip(fast, whole) for a, b in zip(f, w)) <= 1e-4
+
+
+@pytest.mark.parametrize("family", ["causal", "seq2seq", "mlm", "nli"])
+def test_pass_costs_are_measured_once_per_model_on_an_accelerator(family, monkeypatch):
+    """On CPU a pass costs the measured table's 32 tokens; elsewhere ``calibrate`` measures it once per model and
+    device (on its trunk: an encoder-decoder's encoder), a power of two."""
+    from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassification, T5Config, T5ForConditionalGeneration
+
+    bert = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    model = {"causal": _llama, "seq2seq": lambda: T5ForConditionalGeneration(T5Config(vocab_size=VOCAB, d_model=32, d_ff=64, d_kv=8, num_layers=2, num_heads=4)),
+             "mlm": lambda: BertForMaskedLM(bert), "nli": lambda: BertForSequenceClassification(bert)}[family]().eval()  # fmt: skip
+    assert batching.pass_tokens(model, torch.device("cpu")) == 32
+    measured = []
+    monkeypatch.setattr(batching, "calibrate", lambda m, d, _c=batching.calibrate: measured.append(d) or _c(m, torch.device("cpu"), rows=2, width=8))
+    monkeypatch.setattr(batching, "PASS_TOKENS", {})  # as on a device without a measured table
+    cost = batching.pass_tokens(model, torch.device("cpu"))
+    assert cost >= 1 and cost & (cost - 1) == 0
+    assert batching.pass_tokens(model, torch.device("cpu")) == cost and len(measured) == 1

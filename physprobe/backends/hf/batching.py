@@ -35,9 +35,9 @@ def synchronize(device: torch.device) -> None:
 
 
 def calibrate(model, device: torch.device, rows: int = 16, width: int = 256, repeats: int = 5) -> int:
-    """What one forward pass of ``model`` costs on ``device`` beyond its tokens, in tokens, measured: the median
-    time of a one-token pass over the median time per token of a dense ``rows`` x ``width`` pass (the head at one
-    position per row), rounded to a power of two (so that the plans it shapes do not change with the clock's
+    """What one forward pass of ``model`` costs on ``device`` beyond its tokens, in tokens, measured on its trunk (an
+    encoder-decoder's encoder): the median time of a one-token pass over the median time per token of a dense
+    ``rows`` x ``width`` pass, rounded to a power of two (so that the plans it shapes do not change with the clock's
     noise between runs).
 
     >>> from transformers import GPT2Config, GPT2LMHeadModel
@@ -46,6 +46,8 @@ def calibrate(model, device: torch.device, rows: int = 16, width: int = 256, rep
     True
     """
 
+    trunk = model.get_encoder() if model.config.is_encoder_decoder else model.base_model
+
     def seconds(shape: tuple[int, int]) -> float:
         ids = torch.zeros(shape, dtype=torch.long, device=device)
         times = []
@@ -53,7 +55,7 @@ def calibrate(model, device: torch.device, rows: int = 16, width: int = 256, rep
             for attempt in range(repeats + 1):
                 synchronize(device)
                 start = time.perf_counter()
-                forward(model, 1, input_ids=ids, use_cache=False)
+                trunk(input_ids=ids)
                 synchronize(device)
                 if attempt:  # the first is a warm-up
                     times.append(time.perf_counter() - start)

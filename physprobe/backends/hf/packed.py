@@ -6,9 +6,9 @@ mask (a token sees its question's prefix and its own option's earlier tokens, ne
 question) with per-token position ids (an option's tokens continue from the prefix's length), so each token computes
 what it computes in its own sequence run whole. Trees of near-equal length form a batch (``tree_batches``: padding
 against passes, on the pass cost), packed into rows as wide as its widest tree (the roomiest row first), within a
-token budget; every batch is one forward pass whose vocabulary head
-runs only at scored positions (a pre-hook on the output embeddings selects them), and whose per-option sums are
-gathered on the device and moved to the host once.
+token budget; every batch is one forward pass whose vocabulary head runs only at scored positions (a pre-hook on the
+output embeddings selects them), and whose per-option sums are gathered on the device; all batches' sums are copied
+to the host once, at the end, so the host plans the next batch while the device runs this one.
 
 Exact where the model reads a 4D mask and position ids as given (``attention.takes_custom_masks``) and no sequence
 is longer than its narrowest attention window (``attention.window``); ``fits`` says so, and ``scoring`` runs the
@@ -38,7 +38,7 @@ def fits(model, tokenized: Sequence[Sequence[Sequence[int]]]) -> bool:
     """Whether the tree plan scores these option sequences exactly on ``model``: it takes custom masks and position
     ids, and no sequence is longer than its narrowest attention window."""
     span = window(model)
-    return takes_custom_masks(model) and (span is None or max(len(s) for options in tokenized for s in options) <= span)
+    return takes_custom_masks(model) and (span is None or max((len(s) for options in tokenized for s in options), default=0) <= span)
 
 
 class Tree(NamedTuple):
@@ -146,13 +146,14 @@ def _scored_logits(model, flat: torch.Tensor, **inputs) -> torch.Tensor:
     return logits[0] if fired else logits.reshape(-1, logits.shape[-1]).index_select(0, flat)
 
 
-def _batch_totals(model, trees: list[Tree], device: torch.device, n_options: list[int]) -> list[list[float]]:
-    """Per tree, each option's summed log-probability (plus its prefix's own tokens, when scored): one pass."""
+def _batch_sums(model, trees: list[Tree], device: torch.device, n_options: list[int]) -> tuple[torch.Tensor, list[int]]:
+    """One forward pass over ``trees``: on the device, each option's summed log-probability and, after a tree's options,
+    its prefix's own tokens' (when scored); and where each tree's sums begin."""
     width = max(len(t.ids) for t in trees)
     rows = pack_rows([len(t.ids) for t in trees], width)
     ids, positions, branches = (np.zeros((len(rows), width), dtype=np.int64) for _ in range(3))
     owner = np.full((len(rows), width), -1, dtype=np.int64)  # the tree of each token, -1 at padding
-    base = np.cumsum([0] + [n + 1 for n in n_options])  # per tree: its options' sums, then its prefix's
+    base = np.cumsum([0] + [n + 1 for n in n_options]).tolist()  # per tree: its options' sums, then its prefix's
     head_rows: list[int] = []
     entries: list[tuple[int, int, int]] = []  # (head row, target, sum)
     for r, members in enumerate(rows):
@@ -168,6 +169,9 @@ def _batch_totals(model, trees: list[Tree], device: torch.device, n_options: lis
                     head_rows.append(r * width + at + token)
                 entries.append((first[token], target, base[t] + (option if option >= 0 else n_options[t])))
             at = end
+    sums = torch.zeros(base[-1], dtype=torch.float32, device=device)
+    if not entries:
+        return sums, base[:-1]
     owner_t, branch_t = torch.from_numpy(owner).to(device), torch.from_numpy(branches).to(device)
     column = torch.arange(width, device=device)
     allowed = ((owner_t[:, :, None] == owner_t[:, None, :]) & (owner_t[:, None, :] >= 0) & (column[:, None] >= column[None, :])
@@ -175,23 +179,32 @@ def _batch_totals(model, trees: list[Tree], device: torch.device, n_options: lis
     allowed |= torch.eye(width, dtype=torch.bool, device=device)  # padding attends itself (never read), not nothing
     logits = _scored_logits(model, torch.tensor(head_rows, device=device), input_ids=torch.from_numpy(ids).to(device),
                             position_ids=torch.from_numpy(positions).to(device), attention_mask=custom_mask(allowed, model))  # fmt: skip
-    if not entries:
-        return [[0.0] * n for n in n_options]
     entry = torch.tensor(entries, device=device)
-    picked = logits[entry[:, 0], entry[:, 1]].float() - torch.logsumexp(logits.float(), dim=-1)[entry[:, 0]]
-    sums = torch.zeros(int(base[-1]), dtype=torch.float32, device=device).index_add_(0, entry[:, 2], picked).tolist()
-    return [[sums[base[t] + o] + sums[base[t] + n_options[t]] for o in range(n_options[t])] for t in range(len(trees))]
+    # logsumexp in float32 a slice of rows at a time: no float32 copy of every scored row's logits at once
+    normaliser = torch.cat([torch.logsumexp(chunk.float(), dim=-1) for chunk in logits.split(1024)])
+    picked = logits[entry[:, 0], entry[:, 1]].float() - normaliser[entry[:, 0]]
+    return sums.index_add_(0, entry[:, 2], picked), base[:-1]
 
 
 def totals(model, tokenized: list[list[list[int]]], device: torch.device, batch_tokens: int, max_batch: int, progress,
            count_prefix: bool) -> list[list[float]]:  # fmt: skip
     """Summed log-probabilities of every option's tokens from its first own token on (``count_prefix``: from its
-    second token on, the shared prefix's tokens included), one forward pass per batch of packed trees."""
+    second token on, the shared prefix's tokens included), one forward pass per batch of packed trees. Each batch's
+    sums stay on the device, and all are copied to the host at once at the end: no batch waits for the one before
+    it to reach the host."""
     trees = [Tree.of(options, count_prefix) for options in tokenized]
     lengths = [len(t.ids) for t in trees]
     batches = tree_batches(lengths, batch_tokens, max_batch, pass_tokens(model, device))
+    parts: list[torch.Tensor] = []
+    filled = [0]  # sums held by the parts so far
 
-    def step(batch: list[int]) -> list[list[float]]:
-        return _batch_totals(model, [trees[i] for i in batch], device, [len(tokenized[i]) for i in batch])
+    def step(batch: list[int]) -> list[tuple[int, int]]:
+        n_options = [len(tokenized[i]) for i in batch]
+        sums, starts = _batch_sums(model, [trees[i] for i in batch], device, n_options)
+        parts.append(sums)
+        filled[0] += len(sums)
+        return [(filled[0] - len(sums) + start, n) for start, n in zip(starts, n_options)]
 
-    return run_batches(len(trees), lengths, step, batch_tokens, max_batch, progress, batches=batches)
+    located = run_batches(len(trees), lengths, step, batch_tokens, max_batch, progress, batches=batches)
+    sums = torch.cat(parts).tolist() if parts else []
+    return [[sums[at + o] + sums[at + n] for o in range(n)] for at, n in located]

@@ -396,3 +396,25 @@ def test_answers_copied_to_the_host_every_few_steps_are_the_same(tiny, built_all
     copies = [k for k, (_, copied) in enumerate(calls) if copied]
     assert all(later - earlier == every for earlier, later in zip([-1, *copies], copies[:-1]))  # the last: at the end
     assert len(copies) == -(-len(calls) // every) < len(calls)
+
+
+@pytest.mark.parametrize("implementation", ["sdpa", "eager"])
+def test_decoding_steps_take_a_4d_mask_in_the_attention_implementations_form(implementation, monkeypatch):
+    """Prompts of several lengths (left-padded in one decoding batch) on a Llama in SDPA or eager attention: each step's
+    mask goes in as a 4D mask (boolean, or additive), and the answers are each prompt's alone."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, initializer_range=0.3, attn_implementation=implementation)  # fmt: skip
+    model = LlamaForCausalLM(config).eval()
+    rng = random.Random(1)
+    prompts = [[1, *[rng.randrange(2, 98) for _ in range(n)]] for n in (2, 9, 5, 14)]
+    masks = []
+    original = generation.step_mask
+    monkeypatch.setattr(generation, "step_mask", lambda real, model: masks.append(original(real, model)) or masks[-1])
+    with torch.inference_mode():
+        answers = generation._greedy(model, prompts, 6, lambda r, t: False, None, torch.device("cpu"))
+        assert answers == _one_at_a_time(model, prompts, 6)
+    assert masks and all(m.dim() == 4 for m in masks)
+    assert {m.dtype for m in masks} == ({torch.bool} if implementation == "sdpa" else {torch.float32})

@@ -259,9 +259,11 @@ def shared_length(sequences: Sequence[Sequence[int]]) -> int:
     >>> shared_length([[1, 2, 3, 4], [1, 2, 5]]), shared_length([[1, 2], [1, 2]]), shared_length([[1], [2, 3]])
     (2, 1, 0)
     """
-    shortest = min(len(s) for s in sequences) - 1
+    shortest = min(map(len, sequences)) - 1
     n = 0
-    while n < shortest and all(s[n] == sequences[0][n] for s in sequences):
+    for a, b in zip(min(sequences), max(sequences)):  # what the first and last in token order share, all share
+        if n == shortest or a != b:
+            break
         n += 1
     return n
 

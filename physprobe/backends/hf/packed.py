@@ -24,6 +24,7 @@ cached-prefix plan elsewhere.
 from __future__ import annotations
 
 import heapq
+from itertools import chain, repeat
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -57,12 +58,12 @@ class Tree(NamedTuple):
         (``count_prefix``: from its second token on, the shared prefix's tokens included)."""
         n = shared_length(options)
         ids, positions, branches = list(options[0][:n]), list(range(n)), [0] * n
-        heads = [(t, options[0][t + 1], -1) for t in range(n - 1)] if count_prefix else []
+        heads = list(zip(range(n - 1), options[0][1:n], repeat(-1))) if count_prefix else []
         if n:
-            heads += [(n - 1, option[n], o) for o, option in enumerate(options)]
+            heads += zip(repeat(n - 1), (option[n] for option in options), range(len(options)))
         for o, option in enumerate(options):
             own = option[n:-1]
-            heads += [(len(ids) + j, option[n + 1 + j], o) for j in range(len(own))]
+            heads += zip(range(len(ids), len(ids) + len(own)), option[n + 1 :], repeat(o))
             ids += own
             positions += range(n, n + len(own))
             branches += [o + 1] * len(own)
@@ -148,27 +149,27 @@ def _scored_logits(model, flat: torch.Tensor, **inputs) -> torch.Tensor:
 
 def _batch_sums(model, trees: list[Tree], device: torch.device, n_options: list[int]) -> tuple[torch.Tensor, list[int]]:
     """One forward pass over ``trees``: on the device, each option's summed log-probability and, after a tree's options,
-    its prefix's own tokens' (when scored); and where each tree's sums begin."""
-    width = max(len(t.ids) for t in trees)
-    rows = pack_rows([len(t.ids) for t in trees], width)
-    ids, positions, branches = (np.zeros((len(rows), width), dtype=np.int64) for _ in range(3))
-    owner = np.full((len(rows), width), -1, dtype=np.int64)  # the tree of each token, -1 at padding
-    base = np.cumsum([0] + [n + 1 for n in n_options]).tolist()  # per tree: its options' sums, then its prefix's
-    head_rows: list[int] = []
-    entries: list[tuple[int, int, int]] = []  # (head row, target, sum)
+    its prefix's own tokens' (when scored); and where each tree's sums begin. The rows are laid out with numpy, a few
+    calls per batch, not per token."""
+    lengths = np.array([len(t.ids) for t in trees], dtype=np.int64)
+    width = int(lengths.max())
+    rows = pack_rows(lengths.tolist(), width)
+    start = np.zeros(len(trees), dtype=np.int64)  # where each tree begins in the batch, flattened (row x width + column)
     for r, members in enumerate(rows):
-        at = 0
-        for t in members:
-            tree = trees[t]
-            end = at + len(tree.ids)
-            ids[r, at:end], positions[r, at:end], branches[r, at:end], owner[r, at:end] = tree.ids, tree.positions, tree.branches, t
-            first = {}
-            for token, target, option in tree.heads:
-                if token not in first:
-                    first[token] = len(head_rows)
-                    head_rows.append(r * width + at + token)
-                entries.append((first[token], target, base[t] + (option if option >= 0 else n_options[t])))
-            at = end
+        start[members] = r * width + np.concatenate([[0], np.cumsum(lengths[members])[:-1]])
+    tokens = np.repeat(start - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+    ids, positions, branches = (np.zeros(len(rows) * width, dtype=np.int64) for _ in range(3))
+    owner = np.full(len(rows) * width, -1, dtype=np.int64)  # the tree of each token, -1 at padding
+    for flat, name in ((ids, "ids"), (positions, "positions"), (branches, "branches")):
+        flat[tokens] = np.fromiter(chain.from_iterable(getattr(t, name) for t in trees), dtype=np.int64, count=len(tokens))
+    owner[tokens] = np.repeat(np.arange(len(trees)), lengths)
+    heads = np.fromiter(chain.from_iterable(chain.from_iterable(t.heads for t in trees)), dtype=np.int64).reshape(-1, 3)
+    tree_of = np.repeat(np.arange(len(trees)), [len(t.heads) for t in trees])
+    base = np.cumsum([0] + [n + 1 for n in n_options])  # per tree: its options' sums, then its prefix's
+    head_rows, head_of = np.unique(start[tree_of] + heads[:, 0], return_inverse=True)  # a row scored for several targets once
+    sum_of = base[tree_of] + np.where(heads[:, 2] >= 0, heads[:, 2], np.asarray(n_options, dtype=np.int64)[tree_of])
+    ids, positions, branches, owner = (a.reshape(len(rows), width) for a in (ids, positions, branches, owner))
+    base, entries = base.tolist(), len(heads)
     sums = torch.zeros(base[-1], dtype=torch.float32, device=device)
     if not entries:
         return sums, base[:-1]
@@ -177,13 +178,13 @@ def _batch_sums(model, trees: list[Tree], device: torch.device, n_options: list[
     allowed = ((owner_t[:, :, None] == owner_t[:, None, :]) & (owner_t[:, None, :] >= 0) & (column[:, None] >= column[None, :])
                & ((branch_t[:, None, :] == 0) | (branch_t[:, :, None] == branch_t[:, None, :])))  # fmt: skip
     allowed |= torch.eye(width, dtype=torch.bool, device=device)  # padding attends itself (never read), not nothing
-    logits = _scored_logits(model, torch.tensor(head_rows, device=device), input_ids=torch.from_numpy(ids).to(device),
+    logits = _scored_logits(model, torch.from_numpy(head_rows).to(device), input_ids=torch.from_numpy(ids).to(device),
                             position_ids=torch.from_numpy(positions).to(device), attention_mask=custom_mask(allowed, model))  # fmt: skip
-    entry = torch.tensor(entries, device=device)
+    head, target, into = torch.from_numpy(np.stack([head_of, heads[:, 1], sum_of])).to(device)
     # logsumexp in float32 a slice of rows at a time: no float32 copy of every scored row's logits at once
     normaliser = torch.cat([torch.logsumexp(chunk.float(), dim=-1) for chunk in logits.split(1024)])
-    picked = logits[entry[:, 0], entry[:, 1]].float() - normaliser[entry[:, 0]]
-    return sums.index_add_(0, entry[:, 2], picked), base[:-1]
+    picked = logits[head, target].float() - normaliser[head]
+    return sums.index_add_(0, into, picked), base[:-1]
 
 
 def totals(model, tokenized: list[list[list[int]]], device: torch.device, batch_tokens: int, max_batch: int, progress,

@@ -5,7 +5,11 @@ template's system turn, NEWTON's attribute question or context) runs that prefix
 tokens run in groups of near-equal length (padded where a pass would cost more than the padding);
 their key/value caches join one decoding batch, left-padded (masked), in buffers each step writes in place,
 and each row leaves the batch as soon as its answer is done: its stop string has appeared (after the answer's leading blank lines, as ``cut``
-reads it), or EOS, or its token budget. A seq2seq batch runs its encoder once, then decodes the same way, rows
+reads it), or EOS, or its token budget. Those are read on the host: on a CPU after every step; on an accelerator the
+steps' tokens stay on the device and are copied every ``SYNC_EVERY`` steps (``_Answers``), the device never waiting
+for the host in between. A step's mask goes in as a 4D mask where the model reads one (``step_mask``), so that
+transformers builds none. On CUDA a decoding batch holds as many rows as the free memory holds with their caches
+(``batching.batch_limits``). A seq2seq batch runs its encoder once, then decodes the same way, rows
 leaving as their answers end. Models whose generation config asks for logits processors (``argmax_decodes``), and
 models whose cache this layout cannot be built from (``attention.cache_layers``: a sliding window narrower than the
 cache would grow), read padded prompts in ``model.generate``, which applies the processors and stops once every

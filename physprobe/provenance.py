@@ -37,6 +37,9 @@ def versions() -> dict[str, str | None]:
 def folder_hash(folder: str | os.PathLike) -> str:
     """A content hash of every file in a folder (names and bytes), so a changed local model is a new model.
 
+    Each file's sha256 is read once: the digests are cached by path, size, inode, modification and change time in the
+    user's cache folder (``file_digests``), so a second run over a 15 GB model folder reads no weights.
+
     >>> import tempfile; d = tempfile.mkdtemp(); _ = Path(d, "config.json").write_text("{}")
     >>> before = folder_hash(d); _ = Path(d, "config.json").write_text('{"n_layer": 2}')
     >>> before.startswith("sha256:"), before == folder_hash(d)
@@ -44,11 +47,48 @@ def folder_hash(folder: str | os.PathLike) -> str:
     """
     digest = hashlib.sha256()
     root = Path(folder)
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    for path, file_digest in zip(files, file_digests(files)):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        with path.open("rb") as handle:
-            digest.update(hashlib.file_digest(handle, "sha256").digest())
+        digest.update(file_digest)
     return "sha256:" + digest.hexdigest()
+
+
+def digest_cache() -> Path:
+    """Where file digests are cached: ``$XDG_CACHE_HOME/physprobe/file_digests.json`` (``~/.cache`` by default)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "physprobe" / "file_digests.json"
+
+
+def file_digests(paths: list[Path]) -> list[bytes]:
+    """The sha256 of each file, read from the digest cache where the file's path, size, inode, modification and change
+    times (``st_ctime_ns`` moves on every write, and no program sets it back) are those cached, else hashed and
+    cached. A cache that cannot be read or written is only slower: every file is hashed."""
+    cache = digest_cache()
+    try:
+        known = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        known = {}
+    found, changed = [], False
+    for path in paths:
+        stat = path.stat()
+        key, stamp = str(path.resolve()), [stat.st_size, stat.st_ino, stat.st_mtime_ns, stat.st_ctime_ns]
+        entry = known.get(key)
+        if not (isinstance(entry, dict) and entry.get("stamp") == stamp and len(str(entry.get("sha256"))) == 64):
+            with path.open("rb") as handle:
+                entry = {"stamp": stamp, "sha256": hashlib.file_digest(handle, "sha256").hexdigest()}
+            known[key], changed = entry, True
+        found.append(bytes.fromhex(entry["sha256"]))
+    if changed:
+        from physprobe.paths import atomic_file
+
+        known = {key: entry for key, entry in known.items() if Path(key).is_file()}  # files gone since are forgotten
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_file(cache) as temporary:
+                temporary.write_text(json.dumps(known))
+        except OSError:
+            pass  # a read-only cache folder: the next run hashes again
+    return found
 
 
 def model_revision(name: str, local: bool, revision: str | None, gguf_file: str | None, subfolder: str | None = None) -> str:

@@ -231,7 +231,7 @@ def test_a_separator_placeholder_becomes_the_tokenizers_separator(models, monkey
             seen["texts"] = texts
             return [[0.0] for _ in texts]
 
-    monkeypatch.setattr(physprobe.backends.hf, "scoring", Engine, raising=False)
+    monkeypatch.setattr(physprobe.backends.hf, "masked", Engine)
     tokenizer = AutoTokenizer.from_pretrained(models["plain"])  # no sep token: its EOS, as RoBERTa's </s>
     assert tokenizer.sep_token is None and tokenizer.eos_token == "<s>"
     request = Masked("A bat . [SEP] bat can be used for [MASK] by human", ("hit",))

@@ -79,13 +79,13 @@ def test_mask_rule_both_readings_on_hand_made_probabilities(probabilities, four,
 def test_mask_rule_on_a_tiny_model_s_logits(by_config, tiny):
     from transformers import AutoModelForMaskedLM
 
-    from physprobe.backends.hf import scoring
+    from physprobe.backends.hf import masked
 
     model = AutoModelForMaskedLM.from_pretrained(tiny["mlm"]).eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny["mlm"])
     rows = by_config["ccommon"][:6]
     payloads = [(q.text, q.candidates) for q in (EVALUATION.protocol("mask-four").build(r, "ccommon") for r in rows)]
-    scores = scoring.masked_logprobs(model, tokenizer, [p[0] for p in payloads], [p[1] for p in payloads], torch.device("cpu"))
+    scores = masked.masked_logprobs(model, tokenizer, [p[0] for p in payloads], [p[1] for p in payloads], torch.device("cpu"))
     ids = [tokenizer(f" {w}", add_special_tokens=False)["input_ids"] for w in ("larger", "bigger", "smaller", "shorter")]
     assert all(len(i) == 1 for i in ids)
     with torch.inference_mode():

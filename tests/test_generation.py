@@ -13,7 +13,7 @@ from tokenizers import processors
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerFast
 
 from physprobe import answers, registry
-from physprobe.backends.hf import generation, scoring
+from physprobe.backends.hf import batching, generation, scoring
 from tests import tiny_models
 
 # Every generate protocol that reads its prompt raw (a chat protocol's prompt is a user turn, read through a
@@ -134,7 +134,7 @@ def test_causal_decoding_feeds_shared_prefixes_once_little_padding_and_no_finish
         needed = _answer_lengths(model, tokenizer, requests, seq2seq=False)
         assert texts == _full_budget_then_cut(model, tokenizer, requests, seq2seq=False)
     prompts = [tokenizer(r["prompt"])["input_ids"] for r in requests]
-    plan = generation._PromptPlan.of(prompts, scoring.pass_tokens(torch.device("cpu")))
+    plan = generation._PromptPlan.of(prompts, batching.pass_tokens(model, torch.device("cpu")))
     heads = [length for length, _ in plan.clusters if length]
     own = [len(p) - plan.shared[r] for r, p in enumerate(prompts)]
     prefix_fed = sum(len(g) * max(heads[i] for i in g) for g in plan.prefix_groups)
@@ -144,8 +144,8 @@ def test_causal_decoding_feeds_shared_prefixes_once_little_padding_and_no_finish
     # The plan costs less than feeding every prompt whole in one pass per exact length, and what sharing saves is
     # real: every prompt behind the instruction shares it; NEWTON Track 3's prompts share their scenario's context.
     lengths = [len(p) for p in prompts]
-    cost = scoring.pass_tokens(torch.device("cpu")) * (len(plan.prefix_groups) + len(plan.groups)) + prefix_fed + own_fed
-    assert cost < scoring.pass_tokens(torch.device("cpu")) * len(set(lengths)) + sum(lengths)
+    cost = batching.pass_tokens(model, torch.device("cpu")) * (len(plan.prefix_groups) + len(plan.groups)) + prefix_fed + own_fed
+    assert cost < batching.pass_tokens(model, torch.device("cpu")) * len(set(lengths)) + sum(lengths)
     if template or benchmark == "newton":
         assert sum(heads) + sum(own) < 0.8 * sum(lengths) and prefix_fed + own_fed < 0.85 * sum(lengths)
 
@@ -192,7 +192,7 @@ def test_prefix_clusters_save_as_many_tokens_as_the_best_partition(prompts, run_
 @given(st.lists(st.integers(1, 12), min_size=1, max_size=7), st.integers(0, 20))
 def test_length_groups_cost_no_more_than_any_grouping(lengths, pass_cost):
     """Every row in one group; the cost (a pass each, padded to its longest) is the least over every partition."""
-    groups = scoring.length_groups(lengths, pass_cost)
+    groups = batching.length_groups(lengths, pass_cost)
     assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
 
     def cost(partition) -> int:
@@ -367,3 +367,56 @@ def test_sliding_window_models_take_the_fast_path_where_the_window_holds_everyth
     assert max(abs(a - b) for t, w in zip(totals, whole) for a, b in zip(t, w)) <= 1e-4
     # Shared prefixes fed once on the fast path; every sequence whole on the other.
     assert (sum(fed) < sum(len(s) for options in questions for s in options)) == fast
+
+
+@pytest.mark.parametrize("every", [3, 8])
+@pytest.mark.parametrize("family", ["causal", "seq2seq"])
+def test_answers_copied_to_the_host_every_few_steps_are_the_same(tiny, built_all, family, every, monkeypatch):
+    """Decoding with the answers copied to the host every ``every`` steps (as on an accelerator): the same texts as a
+    copy after every step; a finished row decodes at most ``every`` - 1 tokens more before it leaves; a copy every
+    ``every`` steps (or at the budget), not one per step."""
+    model, tokenizer = tiny[family]
+    requests = _requests(built_all, "newton", "released-generate", "track2_mc", tokenizer, n=12)
+    with torch.inference_mode():
+        expected = generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq", max_batch=12)
+        needed = _answer_lengths(model, tokenizer, requests, seq2seq=family == "seq2seq")
+    calls = []  # per decoding step: its rows, and whether the answers were copied to the host after it
+    add = generation._Answers.add
+
+    def counted(self, tokens):
+        keep = add(self, tokens)
+        calls.append((len(tokens), keep is not None))
+        return keep
+
+    monkeypatch.setattr(generation, "SYNC_EVERY", {"cpu": every})
+    monkeypatch.setattr(generation._Answers, "add", counted)
+    with torch.inference_mode():
+        texts = generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq", max_batch=12)
+    assert texts == expected and len(set(needed)) > 2
+    slots = sum(rows for rows, _ in calls)  # tokens generated: a row per step
+    assert sum(needed) < slots <= sum(needed) + (every - 1) * len(requests)
+    copies = [k for k, (_, copied) in enumerate(calls) if copied]
+    assert all(later - earlier == every for earlier, later in zip([-1, *copies], copies[:-1]))  # the last: at the end
+    assert len(copies) == -(-len(calls) // every) < len(calls)
+
+
+@pytest.mark.parametrize("implementation", ["sdpa", "eager"])
+def test_decoding_steps_take_a_4d_mask_in_the_attention_implementations_form(implementation, monkeypatch):
+    """Prompts of several lengths (left-padded in one decoding batch) on a Llama in SDPA or eager attention: each step's
+    mask goes in as a 4D mask (boolean, or additive), and the answers are each prompt's alone."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, initializer_range=0.3, attn_implementation=implementation)  # fmt: skip
+    model = LlamaForCausalLM(config).eval()
+    rng = random.Random(1)
+    prompts = [[1, *[rng.randrange(2, 98) for _ in range(n)]] for n in (2, 9, 5, 14)]
+    masks = []
+    original = generation.step_mask
+    monkeypatch.setattr(generation, "step_mask", lambda real, model: masks.append(original(real, model)) or masks[-1])
+    with torch.inference_mode():
+        answers = generation._greedy(model, prompts, 6, lambda r, t: False, None, torch.device("cpu"))
+        assert answers == _one_at_a_time(model, prompts, 6)
+    assert masks and all(m.dim() == 4 for m in masks)
+    assert {m.dtype for m in masks} == ({torch.bool} if implementation == "sdpa" else {torch.float32})

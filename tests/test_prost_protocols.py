@@ -15,7 +15,7 @@ from tokenizers import processors
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from physprobe import protocols, registry, runner, tokenized
-from physprobe.backends.hf import scoring
+from physprobe.backends.hf import masked, scoring, seq2seq
 from physprobe.cli import main
 from physprobe.dataset_scripts.prost import evaluation as prost
 from physprobe.generators.prost import superlative_pair
@@ -175,7 +175,7 @@ def test_released_mlm_input_and_decision(rows, tiny):
     protocol = EVALUATION.protocol("released-mlm")
     picked = sample(rows, tokenizer)
     payloads = [(r.text, r.candidates) for r in (protocol.build(row, "default") for row in picked)]
-    ours = scoring.masked_logprobs(model, tokenizer, [p[0] for p in payloads], [p[1] for p in payloads], torch.device("cpu"))
+    ours = masked.masked_logprobs(model, tokenizer, [p[0] for p in payloads], [p[1] for p in payloads], torch.device("cpu"))
     with torch.inference_mode():
         for row, (text, words), scores in zip(picked, payloads, ours):
             # input_pipeline.py:166-194: BERT keeps the space before the mask; option ids of ' %s'.
@@ -184,7 +184,7 @@ def test_released_mlm_input_and_decision(rows, tiny):
             assert tokenizer(text.replace("[MASK]", tokenizer.mask_token))["input_ids"] == encoding["input_ids"]
             target = encoding.tokens().index(tokenizer.mask_token)
             option_ids = [tokenizer(f" {row[o]}", add_special_tokens=False)["input_ids"][0] for o in "ABCD"]
-            assert [scoring.candidate_ids(tokenizer, w) for w in words] == [[i] for i in option_ids]
+            assert [tokenizer(" " + w, add_special_tokens=False)["input_ids"] for w in words] == [[i] for i in option_ids]
             logits = model(input_ids=torch.tensor([encoding["input_ids"]])).logits[0, target]
             probs = torch.softmax(logits[option_ids], -1)  # zs_runner.py:117-135, then idxmax
             assert protocol.decide(scores) == int(probs.argmax())
@@ -205,7 +205,7 @@ def test_released_t5_input_decision_and_sliding(rows, tiny):
     protocol = EVALUATION.protocol("released-t5")
     picked = [r for r in sample(rows, tokenizer, single_token=False, n=10) if "sliding" not in r["name"]]
     payloads = [(r.source, tokenized.seq2seq_targets(r, tokenizer)) for r in (protocol.build(row, "default") for row in picked)]
-    ours = scoring.seq2seq_logprobs(model, tokenizer, payloads, torch.device("cpu"))
+    ours = seq2seq.seq2seq_logprobs(model, tokenizer, payloads, torch.device("cpu"))
     sentinels = tokenizer.convert_tokens_to_ids(["<extra_id_0>", "<extra_id_1>"])
     with torch.inference_mode():
         for row, (text, targets), scores in zip(picked, payloads, ours):

@@ -12,7 +12,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM,
 from physprobe import plan, protocols, registry, runner, tokenized
 from physprobe.backends import hf
 from physprobe.backends.hf import model as hf_model
-from physprobe.backends.hf import scoring
+from physprobe.backends.hf import batching, masked, nli, packed, scoring, seq2seq
 from physprobe.cli import main
 from physprobe.errors import PhysprobeError
 from physprobe.report import paper_tables
@@ -55,8 +55,11 @@ def naive_logprobs(model, tokenizer, texts):
 
 
 @pytest.mark.parametrize("batch_tokens", [300, 100_000])  # small batches, and one batch mixing option counts
-def test_shared_prefix_scoring_equals_naive_scoring(tiny, built_all, batch_tokens):
+@pytest.mark.parametrize("plan", ["packed", "cached"])
+def test_shared_prefix_scoring_equals_naive_scoring(tiny, built_all, batch_tokens, plan, monkeypatch):
     model = AutoModelForCausalLM.from_pretrained(tiny["causal"]).eval()
+    if plan == "cached":
+        monkeypatch.setattr(packed, "fits", lambda model, tokenized: False)
     tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
     prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 1171))
     sentence_sum = registry.evaluation("prost").protocol("sentence-sum")
@@ -74,10 +77,10 @@ def test_masked_lm_one_pass_per_text_and_mask_position_only(tiny):
     tokenizer = AutoTokenizer.from_pretrained(tiny["mlm"])
     rows_seen, head_inputs = [], []
     model.base_model.register_forward_hook(lambda m, args, kwargs, out: rows_seen.append(kwargs["input_ids"].shape[0]), with_kwargs=True)
-    scoring._mlm_head(model).register_forward_hook(lambda m, args, out: head_inputs.append(tuple(args[0].shape)))
+    masked._mlm_head(model).register_forward_hook(lambda m, args, out: head_inputs.append(tuple(args[0].shape)))
     texts = ["A person is trying to stack [MASK].", "The [MASK] is the easiest to roll."]
     words = [["books", "eggs", "zzzqqq"], ["apple", "ball", "egg", "can"]]
-    scores = scoring.masked_logprobs(model, tokenizer, texts, words, torch.device("cpu"))
+    scores = masked.masked_logprobs(model, tokenizer, texts, words, torch.device("cpu"))
     assert sum(rows_seen) == 2  # one pass per text, whatever the number of candidates
     assert head_inputs == [(2, model.config.hidden_size)]  # vocabulary projection at the two masks only
     assert scores[0][2] is None and all(s is not None for s in scores[1])  # "zzzqqq" is several tokens
@@ -88,17 +91,17 @@ def test_masked_lm_needs_a_mask_token(tiny):
     model = AutoModelForCausalLM.from_pretrained(tiny["causal"])
     tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
     with pytest.raises(scoring.ScoringError, match="has no mask token"):
-        scoring.masked_logprobs(model, tokenizer, ["a [MASK]"], [["b"]], torch.device("cpu"))
+        masked.masked_logprobs(model, tokenizer, ["a [MASK]"], [["b"]], torch.device("cpu"))
 
 
 def test_entailment_label_lookup(tiny):
-    assert scoring.entailment_label(AutoConfig.from_pretrained(tiny["nli"])) == 2
+    assert nli.entailment_label(AutoConfig.from_pretrained(tiny["nli"])) == 2
     config = AutoConfig.from_pretrained(tiny["nli"])
     config.id2label = {0: "entailment", 1: "not_entailment"}
-    assert scoring.entailment_label(config) == 0
+    assert nli.entailment_label(config) == 0
     config.id2label = {0: "LABEL_0", 1: "LABEL_1"}
     with pytest.raises(scoring.ScoringError, match="cannot find the entailment label"):
-        scoring.entailment_label(config)
+        nli.entailment_label(config)
 
 
 def test_too_long_input_is_an_error_unless_truncated(tiny):
@@ -258,10 +261,11 @@ def _tiny_llama(tokenizer, folder):
     return folder
 
 
-def test_padding_only_where_cheaper_than_a_pass_and_head_only_at_scored_tokens(tiny, built_all, tmp_path):
+def test_padding_only_where_cheaper_than_a_pass_and_head_only_at_scored_tokens(tiny, built_all, tmp_path, monkeypatch):
     """Fed tokens are each prefix once, padded within its group of near-equal prefixes (``length_groups``: the
     padding costs less than the passes it saves), plus every option's own tokens; one head row per scored token
-    (the prefix's last row serves every option's first token) — on GPT-2 and on a Llama with its own cache."""
+    (the prefix's last row serves every option's first token) — on GPT-2 and on a Llama with its own cache, by the
+    cached plan (which models that cannot take a tree mask run)."""
     tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
     prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 997))
     sentence_sum = registry.evaluation("prost").protocol("sentence-sum")
@@ -270,6 +274,8 @@ def test_padding_only_where_cheaper_than_a_pass_and_head_only_at_scored_tokens(t
     ids = [scoring.tokenize_options(tokenizer, q) for q in questions]
     prefixes = [scoring.common_prefix(options) for options in ids]
     own = sum(len(s) - n - 1 for options, n in zip(ids, prefixes) for s in options)
+    monkeypatch.setattr(packed, "fits", lambda model, tokenized: False)
+    cpu_pass = batching.pass_tokens(None, torch.device("cpu"))
     for folder in (tiny["causal"], _tiny_llama(tokenizer, tmp_path / "llama")):
         model = AutoModelForCausalLM.from_pretrained(folder).eval()
         seen = _fed_and_head_rows(model)
@@ -277,11 +283,11 @@ def test_padding_only_where_cheaper_than_a_pass_and_head_only_at_scored_tokens(t
         costs = [n + sum(len(s) - n - 1 for s in options) for options, n in zip(ids, prefixes)]
         padded = passes = exact = 0
         for batch in scoring._prefix_sorted_batches(prefixes, costs, 400, 8):
-            groups = scoring.length_groups([prefixes[q] for q in batch], scoring.pass_tokens(torch.device("cpu")))
+            groups = batching.length_groups([prefixes[q] for q in batch], cpu_pass)
             padded += sum(len(g) * max(prefixes[batch[i]] for i in g) for g in groups)
             passes, exact = passes + len(groups), exact + len({prefixes[q] for q in batch})
         assert seen == {"fed": padded + own, "head": len(questions) + own}
-        assert sum(prefixes) <= padded <= sum(prefixes) + scoring.pass_tokens(torch.device("cpu")) * (exact - passes)
+        assert sum(prefixes) <= padded <= sum(prefixes) + cpu_pass * (exact - passes)
         assert passes < exact
         with torch.inference_mode():
             reference = [naive_logprobs(model, tokenizer, q) for q in questions]
@@ -304,9 +310,9 @@ def _mean_token_questions(tokenizer, built_all):
 
 
 def test_mean_token_logprobs_share_the_prefix_and_equal_whole_sequences(tiny, built_all, tmp_path, monkeypatch):
-    """Each prefix runs once (its tokens scored once), each option's own tokens after it; the mean equals
-    running every sequence whole to 1e-4, with the same decisions — GPT-2, a Llama, and the fallback for
-    caches that cannot be rearranged."""
+    """By the cached plan, each prefix runs once (its tokens scored once), each option's own tokens after it; the mean
+    equals running every sequence whole to 1e-4, with the same decisions — GPT-2, a Llama, and the fallback for
+    caches that cannot be rearranged; the packed plan's means equal them too."""
     tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
     questions = _mean_token_questions(tokenizer, built_all)
     prefixes = [scoring.common_prefix(options) for options in questions]
@@ -317,6 +323,10 @@ def test_mean_token_logprobs_share_the_prefix_and_equal_whole_sequences(tiny, bu
         with torch.inference_mode():
             whole = [[torch.log_softmax(model(torch.tensor([s])).logits[0, :-1].float(), -1)
                       .gather(-1, torch.tensor(s[1:])[:, None]).mean().item() for s in options] for options in questions]  # fmt: skip
+        with torch.inference_mode():
+            tree = scoring.mean_token_logprobs(model, tokenizer, questions, torch.device("cpu"))
+        assert max(abs(a - b) for f, w in zip(tree, whole) for a, b in zip(f, w)) <= 1e-4
+        monkeypatch.setattr(packed, "fits", lambda model, tokenized: False)
         seen = _fed_and_head_rows(model)
         for batch_tokens in (60, 100_000):  # many small batches, and one mixing prefix lengths
             seen.update(fed=0, head=0)
@@ -326,14 +336,16 @@ def test_mean_token_logprobs_share_the_prefix_and_equal_whole_sequences(tiny, bu
             costs = [n + sum(len(s) - n - 1 for s in options) for options, n in zip(questions, prefixes)]
             padding = 0
             for batch in scoring._prefix_sorted_batches(prefixes, costs, batch_tokens, 64):
-                groups = scoring.length_groups([prefixes[q] for q in batch], scoring.pass_tokens(torch.device("cpu")) // 2)
+                groups = batching.length_groups([prefixes[q] for q in batch], batching.pass_tokens(model, torch.device("cpu")) // 2)
                 extra = sum(len(g) * max(prefixes[batch[i]] for i in g) - sum(prefixes[batch[i]] for i in g) for g in groups)
                 assert extra <= 16 * (len({prefixes[q] for q in batch}) - len(groups))
                 padding += extra
             assert seen == {"fed": needed + padding, "head": needed + padding}
             assert max(abs(a - b) for f, w in zip(fast, whole) for a, b in zip(f, w)) <= 1e-4
             assert [max(range(len(f)), key=f.__getitem__) for f in fast] == [max(range(len(w)), key=w.__getitem__) for w in whole]
-    monkeypatch.setattr(scoring, "_cache_layers", lambda cache, span: None)
+        monkeypatch.undo()
+    monkeypatch.setattr(packed, "fits", lambda model, tokenized: False)
+    monkeypatch.setattr(scoring, "cache_layers", lambda cache, span: None)
     fallback = scoring.mean_token_logprobs(model, tokenizer, questions, torch.device("cpu"))
     assert max(abs(a - b) for f, w in zip(fallback, whole) for a, b in zip(f, w)) <= 1e-4
 
@@ -344,10 +356,11 @@ def test_mean_token_logprobs_needs_two_tokens(tiny):
         scoring.mean_token_logprobs(model, None, [[[5, 6], [5]]], torch.device("cpu"))
 
 
-def test_seq2seq_feeds_no_padding_and_equals_one_target_at_a_time(tiny, built_all):
+def test_seq2seq_pads_where_cheaper_than_a_pass_and_equals_one_target_at_a_time(tiny, built_all):
     """Encoder inputs and decoder targets of several lengths, text and token ids (PROST's released-t5
-    [sentinel, token] targets): each input encoded once, each target decoded once, nothing padded; the
-    scores equal one (input, target) pair at a time to 1e-4, with the same decisions."""
+    [sentinel, token] targets): each input encoded once, in groups of near-equal length padded where a pass costs
+    more than the padding (``batching.grouped_batches``), each batch's targets decoded in one pass padded to its
+    longest; the scores equal one (input, target) pair at a time to 1e-4, with the same decisions."""
     model = AutoModelForSeq2SeqLM.from_pretrained(tiny["seq2seq"]).eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny["seq2seq"])
     prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 1499))
@@ -358,11 +371,14 @@ def test_seq2seq_feeds_no_padding_and_equals_one_target_at_a_time(tiny, built_al
     inputs = [tokenizer(text)["input_ids"] for text, _ in questions]
     targets = [[t if isinstance(t, list) else tokenizer(t)["input_ids"] for t in options] for _, options in questions]
     assert len({len(i) for i in inputs}) > 3 and len({len(t) for ts in targets for t in ts}) > 3
-    fed = {"encoder": 0, "decoder": 0}
-    model.get_encoder().register_forward_pre_hook(lambda m, a, k: fed.update(encoder=fed["encoder"] + k["input_ids"].numel()), with_kwargs=True)
+    fed = {"encoder": 0, "decoder": 0, "passes": 0}
+    model.get_encoder().register_forward_pre_hook(lambda m, a, k: fed.update(encoder=fed["encoder"] + k["input_ids"].numel(), passes=fed["passes"] + 1), with_kwargs=True)
     model.get_decoder().register_forward_pre_hook(lambda m, a, k: fed.update(decoder=fed["decoder"] + k["input_ids"].numel()), with_kwargs=True)
-    fast = scoring.seq2seq_logprobs(model, tokenizer, questions, torch.device("cpu"), batch_tokens=60)
-    assert fed == {"encoder": sum(len(i) for i in inputs), "decoder": sum(len(t) for ts in targets for t in ts)}
+    fast = seq2seq.seq2seq_logprobs(model, tokenizer, questions, torch.device("cpu"), batch_tokens=60)
+    batches = batching.grouped_batches([len(i) for i in inputs], batching.pass_tokens(model, torch.device("cpu")), 60, 64)
+    assert fed == {"encoder": sum(len(b) * max(len(inputs[i]) for i in b) for b in batches), "passes": len(batches),
+                   "decoder": sum(sum(len(targets[i]) for i in b) * max(len(t) for i in b for t in targets[i]) for b in batches)}  # fmt: skip
+    assert len(batches) < len({len(i) for i in inputs})  # fewer passes than exact lengths
     with torch.inference_mode():
         alone = [[torch.log_softmax(model(input_ids=torch.tensor([ids]), labels=torch.tensor([t])).logits[0].float(), -1)
                   .gather(-1, torch.tensor(t)[:, None]).sum().item() for t in ts] for ids, ts in zip(inputs, targets)]  # fmt: skip
@@ -370,14 +386,17 @@ def test_seq2seq_feeds_no_padding_and_equals_one_target_at_a_time(tiny, built_al
     assert [max(range(len(f)), key=f.__getitem__) for f in fast] == [max(range(len(r)), key=r.__getitem__) for r in alone]
 
 
-def test_masked_lm_batches_hold_one_length_and_equal_one_text_at_a_time(tiny):
+def test_masked_lm_batches_pad_where_cheaper_than_a_pass_and_equal_one_text_at_a_time(tiny):
+    """Texts of several lengths run in padded groups (``batching.grouped_batches``), and score as each text alone."""
     model = AutoModelForMaskedLM.from_pretrained(tiny["mlm"]).eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny["mlm"])
     widths = []
-    model.base_model.register_forward_hook(lambda m, args, kwargs, out: widths.append(kwargs["attention_mask"].all().item()), with_kwargs=True)
+    model.base_model.register_forward_hook(lambda m, args, kwargs, out: widths.append(kwargs["input_ids"].shape[1]), with_kwargs=True)
     texts = ["A person is trying to stack [MASK].", "The [MASK] is the easiest to roll.", "[MASK] breaks.", "Roll the [MASK] down the hill."]
     words = [["books", "eggs"], ["apple", "ball"], ["glass", "egg"], ["ball", "can"]]
-    together = scoring.masked_logprobs(model, tokenizer, texts, words, torch.device("cpu"))
-    alone = [scoring.masked_logprobs(model, tokenizer, [t], [w], torch.device("cpu"))[0] for t, w in zip(texts, words)]
-    assert all(widths)  # no padding anywhere
+    together = masked.masked_logprobs(model, tokenizer, texts, words, torch.device("cpu"))
+    lengths = [len(ids) for ids in tokenizer(texts)["input_ids"]]
+    batches = batching.grouped_batches(lengths, batching.pass_tokens(model, torch.device("cpu")), 16384, 128)
+    assert widths == [max(lengths[i] for i in b) for b in batches] and len(batches) < len(set(lengths))
+    alone = [masked.masked_logprobs(model, tokenizer, [t], [w], torch.device("cpu"))[0] for t, w in zip(texts, words)]
     assert max(abs(a - b) for x, y in zip(together, alone) for a, b in zip(x, y) if a is not None) <= 1e-5

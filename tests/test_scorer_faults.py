@@ -12,7 +12,7 @@ import pytest
 import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-from physprobe.backends.hf import HFBackend, scoring
+from physprobe.backends.hf import HFBackend, batching, masked
 from physprobe.cli import main
 from physprobe.errors import DataError
 from physprobe.dataset_folder import data_file, read_built
@@ -164,16 +164,16 @@ def test_masked_lm_length_comes_from_the_model_config_and_truncation_keeps_the_m
     model = AutoModelForMaskedLM.from_pretrained(mlm).eval()
     tokenizer = AutoTokenizer.from_pretrained(mlm)
     assert tokenizer.model_max_length > 1e9  # the tokenizer states no limit; the config's 256 positions do
-    assert scoring.length_limit(model, tokenizer) == 256
+    assert batching.length_limit(model, tokenizer) == 256
     text = " ".join(["the"] * 200) + " [MASK] " + " ".join(["block"] * 200)
-    with pytest.raises(scoring.ScoringError, match="over the model's maximum of 256; pass --truncate to keep 256 tokens around"):
-        scoring.masked_logprobs(model, tokenizer, [text], [["heavy", "light"]], torch.device("cpu"))
-    truncated = scoring.masked_logprobs(model, tokenizer, [text], [["the", "block"]], torch.device("cpu"), truncate=True)
+    with pytest.raises(masked.ScoringError, match="over the model's maximum of 256; pass --truncate to keep 256 tokens around"):
+        masked.masked_logprobs(model, tokenizer, [text], [["heavy", "light"]], torch.device("cpu"))
+    truncated = masked.masked_logprobs(model, tokenizer, [text], [["the", "block"]], torch.device("cpu"), truncate=True)
     # the mask sits at the end of 400 tokens; keeping the last 256 would still hold it, so put it first too
     first = "[MASK] " + " ".join(["the"] * 400)
-    early = scoring.masked_logprobs(model, tokenizer, [first], [["the", "block"]], torch.device("cpu"), truncate=True)
+    early = masked.masked_logprobs(model, tokenizer, [first], [["the", "block"]], torch.device("cpu"), truncate=True)
     assert all(v is not None for v in truncated[0] + early[0])
     ids = tokenizer(first.replace("[MASK]", tokenizer.mask_token))["input_ids"]
-    window = scoring._mask_window(ids, ids.index(tokenizer.mask_token_id), 256, True, set(tokenizer.all_special_ids) - {tokenizer.mask_token_id}, "x")
+    window = masked._mask_window(ids, ids.index(tokenizer.mask_token_id), 256, True, set(tokenizer.all_special_ids) - {tokenizer.mask_token_id}, "x")
     assert len(window) == 256 and tokenizer.mask_token_id in window
     assert window[0] == tokenizer.cls_token_id and window[-1] == tokenizer.sep_token_id

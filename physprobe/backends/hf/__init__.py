@@ -1,8 +1,9 @@
 """The ``hf`` backend: Hugging Face models in this process, through ``transformers`` (a GGUF file too).
 
-It serves every request type with physprobe's exact engines (``scoring``: shared-prefix log-likelihoods
-without padding, masked LM, NLI, seq2seq; ``generation``: batched greedy decoding), resolving what a request
-leaves to the tokenizer with ``physprobe.tokenized``. A chat template is applied here, and only here
+It serves every request type with physprobe's exact engines (``scoring``: causal log-likelihoods, each question's
+shared prefix once, on the packed tree plan of ``packed`` or the cached plan; ``masked``, ``seq2seq``, ``nli``; and
+``generation``: batched greedy decoding; their batching in ``batching``, what a model's attention takes in
+``attention``), resolving what a request leaves to the tokenizer with ``physprobe.tokenized``. A chat template is applied here, and only here
 (``Templating.render``), as ``physprobe.backends.base`` describes.
 
 >>> HFBackend.name
@@ -142,33 +143,33 @@ def _mean_tokens(loaded, requests: list[MeanTokens], templating: Templating, opt
 
 
 def _masked(loaded, requests: list[Masked], templating: Templating, options: dict) -> list[list]:
-    from physprobe.backends.hf import scoring
+    from physprobe.backends.hf import masked
 
     templating.applied(Masked)
     tokenizer = loaded.tokenizer
     sep = getattr(tokenizer, "sep_token", None) or getattr(tokenizer, "eos_token", None) or "[SEP]"
     texts = [r.text.replace("[SEP]", sep) for r in requests]
-    return scoring.masked_logprobs(loaded.model, tokenizer, texts, [r.candidates for r in requests], loaded.device, **options)
+    return masked.masked_logprobs(loaded.model, tokenizer, texts, [r.candidates for r in requests], loaded.device, **options)
 
 
 def _masked_pair(loaded, requests: list[MaskedPair], templating: Templating, options: dict) -> list[list]:
-    from physprobe.backends.hf import scoring
+    from physprobe.backends.hf import masked
 
     templating.applied(MaskedPair)
     tokenizer, first = loaded.tokenizer, requests[0]
     pairs = [(r.first, r.second, r.words) if not r.lower_case else
              (lower_cased(r.first, tokenizer), lower_cased(r.second, tokenizer).replace("[mask]", "[MASK]"), r.words)
              for r in requests]  # fmt: skip
-    return scoring.masked_pair_logprobs(loaded.model, tokenizer, pairs, loaded.device, token_type_ids=first.token_type_ids,
+    return masked.masked_pair_logprobs(loaded.model, tokenizer, pairs, loaded.device, token_type_ids=first.token_type_ids,
                                         unknown_as_unk=first.unknown_as_unk, **options)  # fmt: skip
 
 
 def _seq2seq(loaded, requests: list[Seq2Seq], templating: Templating, options: dict) -> list[list]:
-    from physprobe.backends.hf import scoring
+    from physprobe.backends.hf import seq2seq
 
     templating.applied(Seq2Seq)
     questions = [(r.source, seq2seq_targets(r, loaded.tokenizer)) for r in requests]
-    return scoring.seq2seq_logprobs(loaded.model, loaded.tokenizer, questions, loaded.device, **options)
+    return seq2seq.seq2seq_logprobs(loaded.model, loaded.tokenizer, questions, loaded.device, **options)
 
 
 class Shares:
@@ -210,14 +211,14 @@ def _split(values: list, widths: list[int]) -> list[list]:
 def _entailment(loaded, requests: list[Entailment], templating: Templating, options: dict) -> list[list]:
     import torch
 
-    from physprobe.backends.hf import scoring
+    from physprobe.backends.hf import nli
 
     templating.applied(Entailment)
     options.pop("truncate")  # the NLI engine takes pairs whole
     reading = requests[0].reading
     flat = [pair for r in requests for pair in r.pairs]
     options["progress"] = Shares.of(options["progress"], len(flat), len(requests))
-    values = scoring.entailment_probs(loaded.model, loaded.tokenizer, flat, loaded.device, reading=READINGS[reading], **options)
+    values = nli.entailment_probs(loaded.model, loaded.tokenizer, flat, loaded.device, reading=READINGS[reading], **options)
     rows = _split(values, [len(r.pairs) for r in requests])
     if reading == "softmax_across":
         rows = [torch.softmax(torch.tensor(row), dim=0).tolist() for row in rows]
@@ -225,13 +226,13 @@ def _entailment(loaded, requests: list[Entailment], templating: Templating, opti
 
 
 def _yes_no(loaded, requests: list[YesNo], templating: Templating, options: dict) -> list[list]:
-    from physprobe.backends.hf import scoring
+    from physprobe.backends.hf import scoring, seq2seq
 
     options.pop("truncate")  # the YES/NO engine reads prompts whole
     flat = [templating.render(p, YesNo) for r in requests for p in r.prompts]
     options["progress"] = Shares.of(options["progress"], len(flat), len(requests))
     if loaded.family == "seq2seq":  # the answer is the target
-        pairs = scoring.seq2seq_logprobs(loaded.model, loaded.tokenizer, [(p, ["YES", "NO"]) for p in flat], loaded.device, **options)
+        pairs = seq2seq.seq2seq_logprobs(loaded.model, loaded.tokenizer, [(p, ["YES", "NO"]) for p in flat], loaded.device, **options)
     else:  # the answer follows the prompt after a space (BOS first unless a template opens the text)
         pairs = scoring.sequence_logprobs(loaded.model, loaded.tokenizer, [[f"{p} YES", f"{p} NO"] for p in flat], loaded.device,
                                           bos=not templating.applied(YesNo), **options)  # fmt: skip
@@ -258,6 +259,17 @@ def _generate_each(loaded, requests: list[GenerateEach], templating: Templating,
     texts = generation.generate(loaded.model, loaded.tokenizer, asks, loaded.device, seq2seq=loaded.family == "seq2seq",
                                 chat=templating.applied(GenerateEach), **options)  # fmt: skip
     return _split(texts, [len(r.prompts) for r in requests])
+
+
+def computed_dtype(model) -> str:
+    """The dtype a loaded model computes in (its parameters'; no engine autocasts), as ``--dtype`` names it: what
+    ``--dtype auto`` resolved to, recorded in run.json.
+
+    >>> import torch
+    >>> computed_dtype(torch.nn.Linear(2, 2).to(torch.bfloat16))
+    'bfloat16'
+    """
+    return str(getattr(model, "dtype", None) or next(model.parameters()).dtype).removeprefix("torch.")
 
 
 def recorded_args(kwargs: dict) -> dict:
@@ -344,7 +356,7 @@ class HFBackend(Backend):
         loaded = self._loaded
         return HFInfo(self.family, str(loaded.device if loaded else self.plan.device), loaded is not None, self.plan.revision,
                       self.plan.kwargs.get("gguf_file"), recorded_args(self.plan.kwargs), self.settings.truncate,
-                      self.plan.dtype, self.plan.batch_size or "auto")  # fmt: skip
+                      computed_dtype(loaded.model) if loaded else self.plan.dtype, self.plan.batch_size or "auto")  # fmt: skip
 
     def loaded(self):
         """The model, loaded on first use (a fully cached run never loads it)."""

@@ -5,9 +5,13 @@ template's system turn, NEWTON's attribute question or context) runs that prefix
 tokens run in groups of near-equal length (padded where a pass would cost more than the padding);
 their key/value caches join one decoding batch, left-padded (masked), in buffers each step writes in place,
 and each row leaves the batch as soon as its answer is done: its stop string has appeared (after the answer's leading blank lines, as ``answers.cut``
-reads it), or EOS, or its token budget. A seq2seq batch runs its encoder once, then decodes the same way, rows
+reads it), or EOS, or its token budget. Those are read on the host: on a CPU after every step; on an accelerator the
+steps' tokens stay on the device and are copied every ``SYNC_EVERY`` steps (``_Answers``), the device never waiting
+for the host in between. A step's mask goes in as a 4D mask where the model reads one (``step_mask``), so that
+transformers builds none. On CUDA a decoding batch holds as many rows as the free memory holds with their caches
+(``batching.batch_limits``). A seq2seq batch runs its encoder once, then decodes the same way, rows
 leaving as their answers end. Models whose generation config asks for logits processors (``argmax_decodes``), and
-models whose cache this layout cannot be built from (``scoring._cache_layers``: a sliding window narrower than the
+models whose cache this layout cannot be built from (``attention.cache_layers``: a sliding window narrower than the
 cache would grow), read padded prompts in ``model.generate``, which applies the processors and stops once every
 row of the batch is done. The answer text is returned as generated (special tokens dropped, cut before the first stop string);
 a protocol's ``match`` turns it into an option, or None (``unparsed``).
@@ -16,7 +20,6 @@ a protocol's ``match`` turns it into an option, or None (``unparsed``).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -26,16 +29,15 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from physprobe.answers import cut, stopped
-from physprobe.backends.hf.scoring import (
-    _autocast,
-    _cache_layers,
-    _check_length,
-    _forward,
-    _pad_right,
-    filled_cache,
+from physprobe.backends.hf.attention import cache_layers, custom_mask, filled_cache, positions_follow_ids, takes_custom_masks
+from physprobe.backends.hf.batching import (
+    batch_limits,
+    check_length,
+    forward,
     left_padded,
     length_groups,
     max_positions,
+    pad_right,
     padded_positions,
     pass_tokens,
     run_batches,
@@ -131,15 +133,15 @@ def _padded_pass(model, rows: list[list[int]], device: torch.device, span: int, 
     """One forward pass over token ``rows``, left-padded to the longest, each after its filled cache in ``before``
     (``(keys, values, mask, lengths)``: per-layer buffers of the rows' earlier positions, real where ``mask`` is 1,
     ``lengths`` real ones per row). Returns the keys/values per layer of all positions (None when the model's
-    cache is not one ``_cache_layers`` takes for a cache of ``span`` positions), their mask, and each row's next token."""
+    cache is not one ``attention.cache_layers`` takes for a cache of ``span`` positions), their mask, and each row's next token."""
     ids, real = left_padded(rows, 0, device)
     positions = padded_positions(real, before[3] if before else 0)
     mask = torch.cat([before[2], real], dim=1) if before else real
     cache = filled_cache(before[0], before[1], before[2].shape[1]) if before else None
     masked = not bool(mask.all())
-    out = _forward(model, 1, input_ids=ids, past_key_values=cache, use_cache=True,
+    out = forward(model, 1, input_ids=ids, past_key_values=cache, use_cache=True,
                    position_ids=positions if before or masked else None, attention_mask=mask if masked else None)  # fmt: skip
-    layers = _cache_layers(out.past_key_values, span) if cache is None else [(layer.keys, layer.values) for layer in cache.layers]
+    layers = cache_layers(out.past_key_values, span) if cache is None else [(layer.keys, layer.values) for layer in cache.layers]
     return layers, mask, out.logits[:, -1].argmax(-1)
 
 
@@ -191,7 +193,7 @@ def _prompt_caches(model, prompts: list[list[int]], plan: _PromptPlan, device: t
     or padding (0), and each row's first answer token (``span``: the longest cache decoding will build). Each run
     of ``prefix_clusters`` runs its shared prefix once (the prefixes together, in groups of near-equal length);
     then each group's own tokens, each row on its run's prefix (prefixes left-padded to the group's longest).
-    Yields ``(rows, None, None, None)`` and stops when ``_cache_layers`` refuses the model's cache."""
+    Yields ``(rows, None, None, None)`` and stops when ``attention.cache_layers`` refuses the model's cache."""
     width = max(length for length, _ in plan.clusters)
     table: list[tuple[torch.Tensor, torch.Tensor]] = []  # per layer, every run's prefix right-aligned (zeros: none)
     table_mask = torch.zeros((len(plan.clusters), width), dtype=torch.long, device=device)
@@ -257,12 +259,6 @@ def argmax_decodes(model) -> bool:
     return not any(active)
 
 
-def positions_follow_ids(model) -> bool:
-    """Whether the model places tokens by the ``position_ids`` it is given (rotary or learned positions), not by
-    their slot in the cache (ALiBi: MPT, Bloom, ALiBi Falcon)."""
-    return "position_ids" in inspect.signature(model.forward).parameters and not getattr(model.config, "alibi", False)
-
-
 def token_order_batches(prompts: Sequence[Sequence[int]], budget: int, batch_tokens: int, max_batch: int) -> list[list[int]]:
     """Indices in token order (prompts that share a prefix side by side, for ``prefix_clusters``), cut into
     batches of at most ``max_batch`` rows whose rows x (longest prompt + ``budget``) stay within ``batch_tokens``.
@@ -282,8 +278,63 @@ def token_order_batches(prompts: Sequence[Sequence[int]], budget: int, batch_tok
     return batches
 
 
+# Decoding steps between two copies of the answers to the host (where EOS, budgets and stop strings are read): on a
+# CPU a copy costs nothing, so rows leave at once; on an accelerator each copy waits for the queued steps, so 8 run
+# between two (a finished row decodes at most 7 tokens more, dropped; not measured on a GPU).
+SYNC_EVERY = {"cpu": 1}
+
+
+def sync_every(device: torch.device) -> int:
+    """Decoding steps per copy of the answers to the host on ``device`` (``SYNC_EVERY``; 8 on an accelerator)."""
+    return SYNC_EVERY.get(device.type, 8)
+
+
+def step_mask(real: torch.Tensor, model) -> torch.Tensor:
+    """A decoding step's attention mask (``real``: 1 at a cached or fed token, 0 at padding): as a 4D mask where the
+    model takes one (``attention.custom_mask``; transformers then builds none, and reads no tensor on the host to
+    decide whether it can skip it), else as it is."""
+    if takes_custom_masks(model) and model.config._attn_implementation != "flex_attention":
+        return custom_mask(real[:, None, :].bool(), model)
+    return real
+
+
+class _Answers:
+    """The answer tokens of a decoding batch's rows (``alive``: the request row of each batch row). Each step's tokens
+    stay on the device until ``every`` steps have run (or the budget is reached); then they are copied to the host at
+    once and read step by step: a row ends at EOS, at its budget or when ``done(row, tokens)``, its later tokens
+    dropped, so the answers are those of a copy after every step."""
+
+    def __init__(self, n: int, budget: int, done, eos: int | None, every: int):
+        self.tokens: list[list[int]] = [[] for _ in range(n)]
+        self.alive, self.ended = list(range(n)), [False] * n
+        self.budget, self.done, self.eos, self.every = budget, done, eos, every
+        self.pending: list[torch.Tensor] = []
+        self.steps = 0
+
+    def add(self, tokens: torch.Tensor) -> list[int] | None:
+        """Take a step's tokens (one per alive row); None while they stay on the device, else the batch rows that go on."""
+        self.pending.append(tokens)
+        self.steps += 1
+        if len(self.pending) < self.every and self.steps < self.budget:
+            return None
+        chunk = torch.stack(self.pending, dim=1).tolist()
+        self.pending = []
+        for row, new in zip(self.alive, chunk):
+            for token in new:
+                if self.ended[row]:
+                    break
+                self.tokens[row].append(token)
+                answer = self.tokens[row]
+                self.ended[row] = token == self.eos or len(answer) >= self.budget or self.done(row, answer)
+        return [j for j, row in enumerate(self.alive) if not self.ended[row]]
+
+    def leave(self, keep: list[int]) -> None:
+        """Keep only the batch rows ``keep``."""
+        self.alive = [self.alive[j] for j in keep]
+
+
 def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None, device: torch.device) -> list[list[int]] | None:
-    """The greedy answer tokens of causal ``prompts`` (up to EOS); None when ``scoring._cache_layers`` refuses
+    """The greedy answer tokens of causal ``prompts`` (up to EOS); None when ``attention.cache_layers`` refuses
     the model's cache (this layout cannot be built from it).
 
     Prompts run as ``_prompt_caches`` plans them (shared prefixes once, own tokens in groups of near-equal length);
@@ -294,7 +345,7 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
     lengths = [len(p) for p in prompts]
     # Padding between a row's prefix and its own tokens is harmless where positions come from position_ids; a model
     # biasing attention by cache slot (ALiBi: MPT, Bloom) gets groups of exact length (padding only before the prefix).
-    plan = _PromptPlan.of(prompts, pass_tokens(device) if positions_follow_ids(model) else 0)
+    plan = _PromptPlan.of(prompts, pass_tokens(model, device) if positions_follow_ids(model) else 0)
     width, n = plan.width(prompts), len(prompts)
     keys: list[torch.Tensor] = []
     values: list[torch.Tensor] = []
@@ -316,26 +367,22 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
         tokens[where] = first
     cache = filled_cache(keys, values, width)
     position = torch.tensor(lengths, device=device)
-    answers: list[list[int]] = [[] for _ in prompts]
-    alive = list(range(n))  # the request row of each batch row
+    answers = _Answers(n, budget, done, eos, sync_every(device))
     while True:
-        for row, token in zip(alive, tokens.tolist()):
-            answers[row].append(token)
-        keep = [j for j, row in enumerate(alive)
-                if answers[row][-1] != eos and len(answers[row]) < budget and not done(row, answers[row])]  # fmt: skip
-        if not keep:
+        keep = answers.add(tokens)  # None: the tokens stay on the device
+        if keep is not None and not keep:
             break
-        if len(keep) < len(alive):  # finished rows leave the batch
+        if keep is not None and len(keep) < len(answers.alive):  # finished rows leave the batch
             select = torch.tensor(keep, device=device)
             cache.batch_select_indices(select)
             tokens, position, mask = tokens[select], position[select], mask[select]
-            alive = [alive[j] for j in keep]
+            answers.leave(keep)
         seen = cache.get_seq_length() + 1
-        logits = _forward(model, 1, input_ids=tokens[:, None], attention_mask=mask[:, :seen], position_ids=position[:, None],
-                          past_key_values=cache).logits  # fmt: skip
+        logits = forward(model, 1, input_ids=tokens[:, None], attention_mask=step_mask(mask[:, :seen], model),
+                         position_ids=position[:, None], past_key_values=cache).logits  # fmt: skip
         tokens = logits[:, -1].argmax(-1)
         position = position + 1
-    return answers
+    return answers.tokens
 
 
 def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int | None, pad: int,
@@ -351,12 +398,11 @@ def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int
     start = config.decoder_start_token_id if config.decoder_start_token_id is not None else config.bos_token_id
     if not isinstance(start, int):  # none, or one per row: generate's own handling
         return None
-    ids, attention = _pad_right(prompts, pad, device)  # right: a learned position table (BART) counts from the first token
+    ids, attention = pad_right(prompts, pad, device)  # right: a learned position table (BART) counts from the first token
     encoded = model.get_encoder()(input_ids=ids, attention_mask=attention).last_hidden_state
     tokens = torch.full((len(prompts),), start, dtype=torch.long, device=device)
     cache = None
-    answers: list[list[int]] = [[] for _ in prompts]
-    alive = list(range(len(prompts)))  # the request row of each batch row
+    answers = _Answers(len(prompts), budget, done, eos, sync_every(device))
     while True:
         out = model(encoder_outputs=(encoded,), attention_mask=attention, decoder_input_ids=tokens[:, None],
                     past_key_values=cache, use_cache=True)  # fmt: skip
@@ -366,17 +412,14 @@ def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int
         ):
             return None
         tokens = out.logits[:, -1].argmax(-1)
-        for row, token in zip(alive, tokens.tolist()):
-            answers[row].append(token)
-        keep = [j for j, row in enumerate(alive)
-                if answers[row][-1] != eos and len(answers[row]) < budget and not done(row, answers[row])]  # fmt: skip
-        if not keep:
-            return answers
-        if len(keep) < len(alive):  # finished rows leave the batch
+        keep = answers.add(tokens)  # None: the tokens stay on the device
+        if keep is not None and not keep:
+            return answers.tokens
+        if keep is not None and len(keep) < len(answers.alive):  # finished rows leave the batch
             select = torch.tensor(keep, device=device)
             cache.batch_select_indices(select)
             encoded, attention, tokens = encoded[select], attention[select], tokens[select]
-            alive = [alive[j] for j in keep]
+            answers.leave(keep)
 
 
 def _generated(model, tokenizer, prompts: list[list[int]], budget: int, stops: list[Sequence[str]], pad: int, eos: int | None,
@@ -389,7 +432,7 @@ def _generated(model, tokenizer, prompts: list[list[int]], budget: int, stops: l
         by_length.setdefault(len(prompt) if one_length else 0, []).append(index)
     answers: list[list[int]] = [[] for _ in prompts]
     for rows in by_length.values():
-        ids, attention = (_pad_right if seq2seq else left_padded)([prompts[r] for r in rows], pad, model.device)
+        ids, attention = (pad_right if seq2seq else left_padded)([prompts[r] for r in rows], pad, model.device)
         start = 1 if seq2seq else ids.shape[1]  # the answer's tokens: after the decoder's start token, or the prompt
         out = model.generate(input_ids=ids, attention_mask=attention, max_new_tokens=budget, do_sample=False, num_beams=1,
                              pad_token_id=pad, eos_token_id=eos,
@@ -416,7 +459,7 @@ def answer_budget(prompt_tokens: int, max_new_tokens: int, max_length: int | Non
 
 
 def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, seq2seq: bool = False,
-             batch_tokens: int = 8192, max_batch: int = 128, truncate: bool = False, progress=None,
+             batch_tokens: int | None = None, max_batch: int | None = None, truncate: bool = False, progress=None,
              chat: bool = False) -> list[str]:  # fmt: skip
     """The greedy answer to each request (``{"prompt", "max_new_tokens", "stop"}``, optionally ``"max_length"``:
     ``answer_budget``'s), in request order.
@@ -434,12 +477,14 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
     encoded = [tokenizer(r["prompt"], add_special_tokens=not chat)["input_ids"] for r in requests]
     budgets = [answer_budget(len(ids), r["max_new_tokens"], r.get("max_length"), seq2seq) for ids, r in zip(encoded, requests)]
     encoded = [  # a causal model's prompt leaves room for the answer
-        _check_length(ids, limit if seq2seq or limit is None else limit - room, truncate, f"prompt {r['prompt'][:60]!r}")
+        check_length(ids, limit if seq2seq or limit is None else limit - room, truncate, f"prompt {r['prompt'][:60]!r}")
         for ids, r, room in zip(encoded, requests, budgets)
     ]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     eos = tokenizer.eos_token_id
     plain = argmax_decodes(model)
+    # Rows of a decoding batch: on CUDA as many as the free memory holds with their caches (hundreds), else 128.
+    batch_tokens, max_batch = batch_limits(model, device, batch_tokens, max_batch, (8192, 128), logits=False, cached=True)
     texts: list[str] = [""] * len(requests)
     # Requests batch by their bound (max_new_tokens); within a batch each row stops at its own budget (a prompt
     # counted in max_length leaves its row fewer tokens), so prompts of many lengths still share a batch.
@@ -468,7 +513,7 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
             decoded = tokenizer.batch_decode([a[:limit] for a, limit in zip(answers, limits)], skip_special_tokens=True)
             return [cut(text, stop) for text, stop in zip(decoded, stops)]
 
-        with torch.inference_mode(), _autocast(device):
+        with torch.inference_mode():
             # A causal batch holds prompts in token order (shared prefixes together); a seq2seq batch similar lengths.
             most = max(budgets[i] for i in members)
             order = None if seq2seq else token_order_batches([encoded[i] for i in members], most, batch_tokens, max_batch)

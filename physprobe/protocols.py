@@ -62,9 +62,12 @@ class Protocol:
     ``request(row, config)`` returns the row's typed request (``physprobe.requests``); ``decide(scores)``
     the predicted option (None: undecided). A ``generate`` protocol's request is a ``Generate`` (its
     ``max_new_tokens`` and ``stop`` filled from the protocol's) and ``match(text, choices)`` gives the
-    option the generated text names (None: unparsed). ``skip(row)`` marks rows the protocol leaves out (reported
-    as ``excluded``); ``source`` is the paper section and upstream file:line it follows;
-    ``reported_apart``: the paper reports it outside its averages (PROST Table 5's UnifiedQA);
+    option the generated text names (None: unparsed); ``fallback(text, choices)`` is True where ``match``
+    decided by its fallback rule rather than a plain answer (CConS: the answer names both objects and the one
+    named first is taken, as an echoed question does), counted as ``fallback`` and said by ``fallback_reason``.
+    ``skip(row)`` marks rows the protocol leaves out (reported as ``excluded``); ``source`` is the paper section and upstream file:line it follows;
+    ``answers``: how many answers ``decide`` chooses among where they are not one per score (CConS's masked-LM
+    rule reads four words into two answers); ``reported_apart``: the paper reports it outside its averages (PROST Table 5's UnifiedQA);
     ``metric_options``: keyword arguments of the benchmark's metric wiring under this protocol (e.g.
     Text2Afford's tie rule). A ``yes_no`` protocol with a ``match`` rule generates each prompt's answer
     (``max_new_tokens``, ``stop``) and scores it ``match(text, YES_NO)`` (1 YES, 0 NO).
@@ -84,6 +87,9 @@ class Protocol:
     stop: tuple[str, ...] = ()
     skip: Callable[[dict], bool] | None = None
     skip_reason: str = ""
+    fallback: Callable[[str, list[str]], bool] | None = None
+    fallback_reason: str = ""
+    answers: int | None = None  # answers ``decide`` chooses among, where not one per score (None: one per score)
     reported_apart: bool = False
     metric_options: dict = field(default_factory=dict, compare=False)
 
@@ -94,6 +100,8 @@ class Protocol:
             object.__setattr__(self, "families", (self.method,) if self.method in FAMILIES else GENERATIVE)
         if self.method == "generate" and self.match is None:
             raise ValueError(f"protocol {self.name!r}: a generate protocol needs a match rule")
+        if self.fallback is not None and (self.method != "generate" or not self.fallback_reason):
+            raise ValueError(f"protocol {self.name!r}: a fallback rule belongs to a generate protocol, with its fallback_reason")
 
     @property
     def generates(self) -> bool:
@@ -127,6 +135,12 @@ class Protocol:
             choice = self.match(result[0], list(result[1:] or request.choices))
             return UNPARSED if choice is None else choice
         return self.decide(self.scores(result))
+
+    def fell_back(self, result: list, request) -> bool:
+        """Whether a generated answer was decided by the protocol's ``fallback`` rule (never, without one)."""
+        if self.fallback is None or self.predict(result, request) == UNPARSED:
+            return False
+        return self.fallback(result[0], list(result[1:] or request.choices))
 
 
 def _reference(row: dict) -> list[int]:
@@ -207,8 +221,9 @@ class Evaluation:
         raise ProtocolError(f"{self.benchmark} has no protocol for {what}{hint}")
 
 
-# The counts a scored config's metrics hold beside its figures (``decided``'s two; the runner adds unparsed and excluded).
-COUNTS = ("n", "undecided", "unparsed", "excluded")
+# The counts a scored config's metrics hold beside its figures (``decided``'s two; the runner adds unparsed,
+# fallback and excluded).
+COUNTS = ("n", "undecided", "unparsed", "fallback", "excluded")
 
 
 def decided(rows: list[dict], predictions: list) -> tuple[dict, list[int]]:
@@ -238,15 +253,13 @@ def load_metric(name: str):
     return metric_modules.load(name)
 
 
-def first_mentioned(text: str, choices: Sequence[str]) -> int | None:
-    """The choice the text names first (whole words, case-insensitive); None when it names none.
+def mentioned(text: str, choices: Sequence[str]) -> list[int]:
+    """The choices the text names (whole words, case-insensitive), in the order it first names them.
 
     A choice inside a longer one ("key" in "key box") counts only where the longer one is not named.
 
-    >>> first_mentioned("The key box is bigger.", ["key", "key box"])
-    1
-    >>> first_mentioned("A key, not the box.", ["key", "key box"]), first_mentioned("Neither.", ["YES", "NO"])
-    (0, None)
+    >>> mentioned("Is a key bigger than a key box?", ["key", "key box"]), mentioned("The key box.", ["key", "key box"])
+    ([0, 1], [1])
     """
     found: list[tuple[int, int]] = []  # (start, choice), longer choices claim their span first
     taken: list[tuple[int, int]] = []
@@ -256,4 +269,26 @@ def first_mentioned(text: str, choices: Sequence[str]) -> int | None:
             if not any(start <= hit.start() < end for start, end in taken):
                 found.append((hit.start(), index))
                 taken.append((hit.start(), hit.end()))
-    return min(found)[1] if found else None
+    return list(dict.fromkeys(index for _, index in sorted(found)))
+
+
+def first_mentioned(text: str, choices: Sequence[str]) -> int | None:
+    """The choice the text names first (``mentioned``); None when it names none.
+
+    >>> first_mentioned("The key box is bigger.", ["key", "key box"])
+    1
+    >>> first_mentioned("A key, not the box.", ["key", "key box"]), first_mentioned("Neither.", ["YES", "NO"])
+    (0, None)
+    """
+    named = mentioned(text, choices)
+    return named[0] if named else None
+
+
+def several_mentioned(text: str, choices: Sequence[str]) -> bool:
+    """Whether the text names more than one choice (``mentioned``): ``first_mentioned`` then decides by order
+    alone, as it does on an echoed question.
+
+    >>> several_mentioned("Which is bigger, a key or a key box?", ["key", "key box"]), several_mentioned("A key box.", ["key", "key box"])
+    (True, False)
+    """
+    return len(mentioned(text, choices)) > 1

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from physprobe.protocols import Evaluation, Protocol, decided, first_mentioned, load_metric
+from physprobe.protocols import Evaluation, Protocol, decided, first_mentioned, load_metric, several_mentioned
 from physprobe.requests import Choice, Generate, Seq2Seq
 
 LABELS = "abcd"
@@ -84,6 +84,21 @@ def match_answer(text: str, choices: list[str]) -> int | None:
         if index < len(choices):
             return index
     return first_mentioned(answer, [choice.lower().replace(".", "") for choice in choices])
+
+
+def several_named(text: str, choices: list[str]) -> bool:
+    """Whether ``match_answer`` took the first of several options the answer names: two labels stated, or no
+    label and two option texts (an answer that echoes the question's options names them all).
+
+    >>> choices = ["rock", "pillow"]
+    >>> several_named("(a) rock (b) pillow", choices), several_named("rock or pillow", choices), several_named("(b) pillow", choices)
+    (True, True, False)
+    """
+    answer = text.lower().replace(".", "").strip()
+    labels = {LABELS.index(next(g for g in hit.groups() if g)) for hit in _LABEL.finditer(answer)} & set(range(len(choices)))
+    if labels:
+        return len(labels) > 1
+    return several_mentioned(answer, [choice.lower().replace(".", "") for choice in choices])
 
 
 def _generate(prompt: str, row: dict) -> Generate:
@@ -152,6 +167,7 @@ def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> d
     return out
 
 
+SEVERAL = "the answer names several options (as one echoing the question's options does) and the first is taken"
 RELEASED = "NEWTON hf_track1.py, hf_track2.py, hf_track3.py (the `prompt = f'...'` statement of each main loop)"
 EVALUATION = Evaluation(
     benchmark="newton",
@@ -163,11 +179,12 @@ EVALUATION = Evaluation(
         Protocol("released-generate", "generate", lambda row, config: _generate(released_prompt(row, config), row),
                  f"{RELEASED}; greedy as the flan/unifiedqa classes (do_sample=False); answer matched as match_answer",
                  "released prompt (question, options (a)-(d)); greedy answer matched to a label or option text",
-                 default_for=("causal", "seq2seq"), match=match_answer, max_new_tokens=MAX_NEW_TOKENS),
+                 default_for=("causal", "seq2seq"), match=match_answer, max_new_tokens=MAX_NEW_TOKENS,
+                 fallback=several_named, fallback_reason=SEVERAL),
         Protocol("table1-generate", "generate", lambda row, config: _generate(table1_prompt(row, config), row),
                  "NEWTON paper Table 1; hf_track2.py `# prompt = f'True/False: {question}'` (commented out)",
                  "Table 1 wording for Track 2 Boolean, released prompts elsewhere; generated answer matched",
-                 match=match_answer, max_new_tokens=MAX_NEW_TOKENS),
+                 match=match_answer, max_new_tokens=MAX_NEW_TOKENS, fallback=several_named, fallback_reason=SEVERAL),
         Protocol("released-loglik-labels", "causal", _loglik_labels,
                  f"{RELEASED} (prompt); option labels ranked by log-likelihood (physprobe, no upstream equivalent)",
                  "released prompt + ' Answer: (x)'; the most likely label"),

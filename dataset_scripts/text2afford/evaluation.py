@@ -147,9 +147,12 @@ def released_yes(text: str, _choices=None) -> int:
 def metrics(config: str, rows: list[dict], predictions: list, scores: list, ties: str = "wrong") -> dict:
     """``affordance_rank`` pairwise (the paper's reading) and strict, over the 15 class scores of each
     pair, each with ``by_class`` (the comparisons of each positive class: the report's per-class
-    accuracy); a YES/NO protocol's scores are its YES set (1/0). ``ties``: the protocol's tie rule."""
+    accuracy); a YES/NO protocol's scores are its YES set (1/0). ``ties``: the protocol's tie rule. Rows where
+    no pair has both a positive and a negative class (a small ``--limit``) give ``n`` 0 and no figure."""
     rank = load_metric("affordance_rank")
     refs = [list(r["labels"]) for r in rows]
+    if not any(0 < sum(labels) < len(labels) for labels in refs):  # nothing to rank (a small --limit): n = 0, no figure
+        return {mode: {"n": 0, "skipped": len(refs)} for mode in ("strict", "pairwise")}
     clean = [from_yes_set(p) if p is not None else [s if s is not None else -1e9 for s in row_scores]
              for p, row_scores in zip(predictions, scores)]  # fmt: skip
     return {mode: rank.compute(predictions=clean, references=refs, mode=mode, ties=ties, class_names=text2afford.CLASS_NAMES)

@@ -269,6 +269,14 @@ class HFBackend(Backend):
                          "template_sha256": template_hash(self.templating.template) if applied else None,
                          "system_instruction": chat.system_instruction}}  # fmt: skip
 
+    def read(self, request) -> tuple[list[str], list[int]]:
+        """The texts the model reads (each prompt through ``Templating.render``) and their token counts as the
+        tokenizer encodes them (its special tokens added, unless the chat template wrote them)."""
+        kind = type(request)
+        texts = request.rendered(lambda prompt: self.templating.render(prompt, kind))
+        special = not self.templating.applied(kind)
+        return texts, [len(self.tokenizer(text, add_special_tokens=special)["input_ids"]) for text in texts]
+
     def info(self) -> HFInfo:
         loaded = self._loaded
         return HFInfo(self.family, str(loaded.device if loaded else self.plan.device), loaded is not None, self.plan.revision,

@@ -51,7 +51,7 @@ def _summary_marks(run: Run, column: Column, notes: Footnotes) -> str:
     if not column.summary:
         return ""
     configs = dict.fromkeys(key.split(".")[0] for key in column.keys if key)
-    return "".join(notes.mark(f"run {run.id}: {text}") for text in (exclusion(run, c) for c in configs) if text)
+    return ",".join(notes.mark(f"run {run.id}: {text}") for text in (exclusion(run, c) for c in configs) if text)
 
 
 def _configs(table: Table) -> list[str]:
@@ -67,12 +67,9 @@ def _run_label(run: Run, table: Table, paper: PaperTables, notes: Footnotes) -> 
     members = list(dict.fromkeys(member for config in configs for member in pooled.get(config, (config,))))
     warning, apart = protocol_warning(run, paper), apart_note(run)
     flags = [flag for flag in baselines.flags(run.record) if flag.config in members]
-    label = run.id
-    if warning or flags:
-        label += " ⚠" + "".join(notes.mark(text) for text in [warning] * bool(warning) + [f"run {run.id}: {f.text}" for f in flags])
-    if apart:
-        label += notes.mark(apart)
-    return label + "".join(notes.mark(f"run {run.id}, {text}") for text in (answered(run, c) for c in members) if text)
+    warned = [warning] * bool(warning) + [f"run {run.id}: {flag.text}" for flag in flags]
+    texts = warned + [apart] * bool(apart) + [f"run {run.id}, {text}" for text in (answered(run, c) for c in members) if text]
+    return run.id + (" ⚠" if warned else "") + ",".join(notes.mark(text) for text in texts)
 
 
 def _baseline_row(run: Run, table: Table) -> list[str] | None:

@@ -365,7 +365,7 @@ def check_info(info, where: str) -> None:
 
     >>> check_info({"schema_version": 0}, "run.json")
     Traceback (most recent call last):
-    physprobe.errors.RunRecordError: run.json: schema_version is 0, expected 1 (this physprobe's run folders); score the run again
+    physprobe.errors.RunRecordError: run.json: schema_version is 0, expected 2 (this physprobe's run folders); score the run again
     """
     if not isinstance(info, dict):
         raise RunRecordError(f"{where}: the file holds {type(info).__name__}, expected an object; score the run again")

@@ -273,8 +273,8 @@ def read(folder: Path) -> RunRecord:
 
 def _read_json(path: Path, run: Path) -> dict:
     if not path.is_file():
-        raise RunRecordError(f"{run} is not a finished physprobe run: {path.name} is missing "
-                             f"(write one with `physprobe score ... --out {run}`)")  # fmt: skip
+        raise RunRecordError(f"{run} is not a finished physprobe run (still scoring, or stopped before writing its results): "
+                             f"{path.name} is missing (`physprobe score ... --out {run}` finishes it, resuming from its cache)")  # fmt: skip
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:

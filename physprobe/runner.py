@@ -230,7 +230,7 @@ def _scored_run(this: Run, plan: RunPlan, ranks: parallel.Ranks, started_at: flo
     if ranks.main:
         run_record.write(plan.out, plan.owner, record, this.predictions(scored))  # all three files in one swap
         for flag in baselines.flags(record):
-            print(f"physprobe: warning: {plan.model}: {flag.text}", file=sys.stderr)
+            print(f"physprobe: warning: {plan.label or plan.model}: {flag.text}", file=sys.stderr)
     return record
 
 

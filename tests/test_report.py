@@ -477,8 +477,8 @@ def test_a_glob_of_run_folders_reports_the_finished_runs_and_lists_the_rest(tmp_
     lines = err.splitlines()
     assert out.strip() == f"-> {tmp_path / 'report'}" and len(lines) == 4 and all(line.startswith("physprobe: skipped: ") for line in lines)
     assert [line for line in lines if str(runs / "failed") in line] == [
-        f"physprobe: skipped: {runs / 'failed'} is not a finished physprobe run: run.json is missing "
-        f"(write one with `physprobe score ... --out {runs / 'failed'}`)"]
+        f"physprobe: skipped: {runs / 'failed'} is not a finished physprobe run (still scoring, or stopped before writing its "
+        f"results): run.json is missing (`physprobe score ... --out {runs / 'failed'}` finishes it, resuming from its cache)"]
     assert any(str(runs / "unfinished") in line and "run.json is missing" in line for line in lines)
     assert any("old/run.json: schema_version is 1, expected 2" in line for line in lines)
     assert any("notes.txt is not a folder" in line for line in lines)

@@ -275,7 +275,7 @@ def test_report_markdown_holds_every_paper_table_with_the_runs(rendered, runs):
     assert published[-1] == "27.0\\*" or published[-1] == "27.0*"  # printed as the paper prints it
     # a column the run did not score is a dash with a footnote saying why
     t2a = next(body for header, body in tables if header[:3] == ["Model", "Actual Acc", "Actual mAP"])
-    nli = next(r for r in t2a if "nli-" in r[0])
+    nli = next(r for r in t2a if r[0].startswith("**nli"))
     assert nli[3].startswith("—") and "not part of physprobe" in text
     # images come after the tables, as paragraphs of their own, and exist
     images = re.findall(r"^!\[[^\]]*\]\((figures/[^)]+\.png)\)$", text, flags=re.M)
@@ -501,12 +501,13 @@ def test_runs_are_named_by_label_or_model_and_what_tells_them_apart(tmp_path, ca
     c = write_run(tmp_path / "c", "cccons", "mlm", {"ordinary": {**figures["ordinary"], "accuracy": 0.25}}, "mask-four",
                   model="google-bert/bert-base-uncased", limit=4, label="BERT, my fine-tune")
     d = write_run(tmp_path / "d", "cccons", "mlm", figures, "mask-four", model="google-bert/bert-base-uncased", limit=4)  # a's copy
-    assert main(["report", str(a), str(b), str(c), str(d), "--out", str(tmp_path / "report")]) == 0
+    e = write_run(tmp_path / "e", "cccons", "mlm", figures, "mask-four", model="distilbert-base-uncased", limit=4)  # a's figures
+    assert main(["report", str(a), str(b), str(c), str(d), str(e), "--out", str(tmp_path / "report")]) == 0
     assert capsys.readouterr().err == (f"physprobe: skipped: {d} is the same run as {a} (the same figures of the same protocol on "
                                        "the same rows); reported once\n")  # fmt: skip
     runs_table = markdown_tables((tmp_path / "report" / "report.md").read_text())[0][1]
     assert [row[0] for row in runs_table] == ["**bert-base-uncased (mask-four)**", "**bert-base-uncased (mask-vocab)**",
-                                              "**BERT, my fine-tune**"]  # fmt: skip
+                                              "**BERT, my fine-tune**", "**distilbert-base-uncased**"]  # fmt: skip
     assert main(["score", "--model", "gpt2", "--benchmark", "cccons", "--label", "two\nlines"]) == 2
     assert "--label 'two\\nlines': give one printable line of at most 80 characters" in capsys.readouterr().err
 

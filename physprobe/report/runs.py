@@ -35,11 +35,12 @@ class Run:
 
     @property
     def fingerprint(self) -> str:
-        """A hash of what the run measured and on what, not of how run.json lays it out or how long it took: the
-        same run scored twice has the same fingerprint."""
+        """A hash of which model was measured, what and on what, not of how run.json lays it out or how long it took:
+        the same run scored twice has the same fingerprint."""
         record = self.record
         chat = None if record.chat is None else dataclasses.asdict(record.chat)
-        measured = [record.benchmark, record.method, record.protocol, list(record.configs), record.limit, chat]
+        measured = [record.model, record.backend.get("gguf_file"), record.benchmark, record.method, record.protocol,
+                    list(record.configs), record.limit, chat]
         canonical = json.dumps([measured, record.dataset.fingerprints, record.metrics], sort_keys=True, default=str).encode()
         return hashlib.sha256(canonical).hexdigest()
 

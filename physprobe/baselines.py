@@ -138,7 +138,7 @@ def summary(benchmark: str, baselines: Baselines) -> str:
     chance = headline(benchmark, baselines.chance)
     if chance:
         parts.append(f"chance {chance[1]:.3g}")
-    key = (majority or chance or (None, None))[0]
+    key = next((found[0] for found in (majority, best and best[1], chance) if found), None)
     return f"{key} on the same rows: " + ", ".join(parts) if parts else "no baseline figure"
 
 

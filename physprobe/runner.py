@@ -101,7 +101,7 @@ class Run:
         main = self.ranks.main and rows
         uncertainty = self.bootstrap(config, rows, predictions, scores) if self.plan.bootstrap_iters and main else None
         found = baselines.compute(self.evaluation, config, rows, options, predictions, scores, **protocol.metric_options) if main else None
-        read = [self.model.read(request) for request in requests] if self.ranks.main else []
+        read = self.model.read(requests) if self.ranks.main else []
         return Scored(rows, indices, options, predictions, scores, generated, metrics, uncertainty, found, read, fresh,
                       round(time.perf_counter() - started, 3))  # fmt: skip
 

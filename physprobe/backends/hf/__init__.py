@@ -269,13 +269,17 @@ class HFBackend(Backend):
                          "template_sha256": template_hash(self.templating.template) if applied else None,
                          "system_instruction": chat.system_instruction}}  # fmt: skip
 
-    def read(self, request) -> tuple[list[str], list[int]]:
-        """The texts the model reads (each prompt through ``Templating.render``) and their token counts as the
-        tokenizer encodes them (its special tokens added, unless the chat template wrote them)."""
-        kind = type(request)
-        texts = request.rendered(lambda prompt: self.templating.render(prompt, kind))
-        special = not self.templating.applied(kind)
-        return texts, [len(self.tokenizer(text, add_special_tokens=special)["input_ids"]) for text in texts]
+    def read(self, requests: list) -> list[tuple[list[str], list[int]]]:
+        """Per request, the texts the model reads (each prompt through ``Templating.render``) and their token
+        counts as the tokenizer encodes them (its special tokens added, unless the chat template wrote them),
+        encoded in one batch."""
+        if not requests:
+            return []
+        kind = type(requests[0])
+        texts = [r.rendered(lambda prompt: self.templating.render(prompt, kind)) for r in requests]
+        flat = [text for row in texts for text in row]
+        counts = iter(map(len, self.tokenizer(flat, add_special_tokens=not self.templating.applied(kind))["input_ids"]) if flat else [])
+        return [(row, [next(counts) for _ in row]) for row in texts]
 
     def info(self) -> HFInfo:
         loaded = self._loaded

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from physprobe import backends, baselines, inputs, parallel, protocols, provenance, registry, run_record
 from physprobe.backends.base import BackendError
+from physprobe.errors import FolderInUse
 from physprobe.paths import FolderLock
 from physprobe.plan import RunPlan
 from physprobe.result_cache import Cache
@@ -98,7 +99,7 @@ class Run:
             metrics["fallback"] = sum(protocol.fell_back(result, request) for result, request in zip(results, requests))
         if excluded:
             metrics["excluded"] = excluded
-        main = self.ranks.main and rows
+        main = self.ranks.main and bool(rows)
         uncertainty = self.bootstrap(config, rows, predictions, scores) if self.plan.bootstrap_iters and main else None
         found = baselines.compute(self.evaluation, config, rows, options, predictions, scores, **protocol.metric_options) if main else None
         read = self.model.read(requests) if self.ranks.main else []
@@ -210,6 +211,8 @@ def run(plan: RunPlan) -> RunRecord:
     try:
         with FolderLock(plan.out, run_record.lock_name(ranks.rank)):  # a second run into ``out`` fails here, naming this one
             return _scored_run(this, plan, ranks, started_at, started)
+    except FolderInUse:  # another process's folder, whatever it holds
+        raise
     except BaseException:
         if ranks.world == 1:  # refused before any score was cached: nothing it created is left (else: resume)
             run_record.discard_unscored(created)

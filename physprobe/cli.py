@@ -98,15 +98,18 @@ def _score(args: argparse.Namespace) -> int:
         limit=args.limit, backend=args.backend, model_args=args.model_args, device=args.device, dtype=args.dtype,
         batch_size=args.batch_size, gguf_file=args.gguf_file, truncate=args.truncate, chat=chat_setting(args),
         bootstrap_iters=args.bootstrap_iters, processes=args.num_processes or 1, command=["physprobe", *args.argv],
+        label=args.label,
     )  # fmt: skip
     if plan.processes == 1:
         record = runner.run(plan)
     else:
         from physprobe import parallel
 
+        created = run_record.new_folders(plan.out)
         run_record.open_folder(plan.out, plan.owner)  # claimed before the ranks race
         status = parallel.launch(plan)
         if status:
+            run_record.discard_unscored(created)
             raise PhysprobeError(f"score failed in its {plan.processes} processes (exit status {status}); "
                                  "the first error above says why")  # fmt: skip
         record = run_record.read(plan.out)
@@ -117,17 +120,25 @@ def _score(args: argparse.Namespace) -> int:
 
 def summary_lines(record) -> list[str]:
     """Per scored config (and pooled figure) of a ``RunRecord``: the headline figure first, then the other
-    overall figures and the counts."""
-    from physprobe import provenance, registry
+    overall figures and the counts; below it, the baselines of the same rows, and a flag where its figures say
+    little (``physprobe.baselines``)."""
+    from physprobe import baselines, provenance, registry
     from physprobe.protocols import COUNTS
 
     evaluation = registry.evaluation(record.benchmark)
+    flags = {}
+    for flag in baselines.flags(record):
+        flags.setdefault(flag.config, []).append(flag.kind)
     lines = []
     for config, values in record.metrics.items():
         headline = evaluation.headline_of(values)
         figures = {**dict([headline] if headline else []), **provenance.overall_figures(values)}
         figures.update({k: v for k, v in values.items() if k in COUNTS})
         lines.append(f"{record.benchmark}/{config}: " + ", ".join(f"{k}={v:.4g}" for k, v in figures.items()))
+        if config in record.baselines:
+            lines.append(f"  baselines, {baselines.summary(record.benchmark, record.baselines[config])}")
+        if config in flags:
+            lines.append(f"  ⚠ {' and '.join(flags[config])} answers: see the warning above; the report marks this run")
     return lines
 
 
@@ -244,6 +255,8 @@ def _score_arguments(score_cmd: argparse.ArgumentParser) -> None:
     score_cmd.add_argument("--revision", help="Hub dataset revision to read (branch, tag or commit; default: main)")
     score_cmd.add_argument("--dataset-repo", help="Hub dataset to read instead of physprobe/<benchmark>, e.g. a fork ORG/NAME")
     score_cmd.add_argument("--out", help="run folder (default: runs/<model>-<benchmark>)")
+    score_cmd.add_argument("--label", help="the run's name in a report (default: the model's name, and what tells it "
+                           "apart from the report's other runs of that model)")
     score_cmd.add_argument("--limit", type=int, help="score N rows of each config, evenly spread over it")
     score_cmd.add_argument("--device", help="cpu, cuda, cuda:1, mps (default: cuda if available)")
     score_cmd.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"],

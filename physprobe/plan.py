@@ -69,6 +69,7 @@ class RunPlan:
     processes: int = 1
     chunk: int = 256  # requests per engine call, cache commit and unit of data-parallel work (runner.run)
     command: tuple[str, ...] = ()
+    label: str | None = None  # --label: the run's name in a report
 
     @property
     def local_model(self) -> bool:
@@ -118,7 +119,8 @@ def make(model: str, benchmark: str, *, out: str | os.PathLike | None = None, da
          method: str | None = None, protocol: str | None = None, limit: int | None = None, backend: str | None = None,
          model_args: str | Mapping | None = None, device: str | None = None, dtype: str | None = None,
          batch_size: str | int | None = None, gguf_file: str | None = None, truncate: bool = False, chat: Chat | None = None,
-         bootstrap_iters: int = 200, processes: int = 1, chunk: int = 256, command: Sequence[str] = ()) -> RunPlan:  # fmt: skip
+         bootstrap_iters: int = 200, processes: int = 1, chunk: int = 256, command: Sequence[str] = (),
+         label: str | None = None) -> RunPlan:  # fmt: skip
     """Check a run's arguments (the command line's, or a caller's) and resolve them into a ``RunPlan``.
 
     ``model_args``: ``--model-args`` text (``KEY=VALUE,...``) or a mapping of the same; the backend parses
@@ -136,6 +138,8 @@ def make(model: str, benchmark: str, *, out: str | os.PathLike | None = None, da
         raise PhysprobeError(f"--bootstrap-iters must be 0 (no intervals) or more, got {bootstrap_iters}")
     if chunk < 1:
         raise PhysprobeError(f"chunk must be at least 1, got {chunk}")
+    if run_record.label_fault(label):
+        raise PhysprobeError(f"--label {label!r}: {run_record.label_fault(label)}, or leave it out (the model's name)")
     chosen_configs = _configs(benchmark, evaluation, configs)
     _method_and_protocol(benchmark, evaluation, method, protocol)
     text = model_args if model_args is None or isinstance(model_args, str) else ",".join(f"{k}={v}" for k, v in model_args.items())
@@ -151,7 +155,7 @@ def make(model: str, benchmark: str, *, out: str | os.PathLike | None = None, da
                    data=DataChoice(None if data is None else str(data), dataset_repo, revision), backend=name, model_args=options,
                    method=method, protocol=protocol, chat=chat or Chat(), limit=limit, device=device, dtype=dtype,
                    batch_size=batch_size, gguf_file=gguf_file, truncate=truncate, bootstrap_iters=bootstrap_iters,
-                   processes=processes, chunk=chunk, command=tuple(command))  # fmt: skip
+                   processes=processes, chunk=chunk, command=tuple(command), label=label)  # fmt: skip
 
 
 def _configs(benchmark: str, evaluation: protocols.Evaluation, configs: Sequence[str] | None) -> tuple[str, ...] | None:

@@ -62,9 +62,12 @@ class Protocol:
     ``request(row, config)`` returns the row's typed request (``physprobe.requests``); ``decide(scores)``
     the predicted option (None: undecided). A ``generate`` protocol's request is a ``Generate`` (its
     ``max_new_tokens`` and ``stop`` filled from the protocol's, and its ``max_length``) and ``match(text, choices)`` gives the
-    option the generated text names (None: unparsed). ``skip(row)`` marks rows the protocol leaves out (reported
-    as ``excluded``); ``source`` is the paper section and upstream file:line it follows;
-    ``reported_apart``: the paper reports it outside its averages (PROST Table 5's UnifiedQA);
+    option the generated text names (None: unparsed); ``fallback(text, choices)`` is True where ``match``
+    decided by its fallback rule rather than a plain answer (CConS: the answer names both objects and the one
+    named first is taken, as an echoed question does), counted as ``fallback`` and said by ``fallback_reason``.
+    ``skip(row)`` marks rows the protocol leaves out (reported as ``excluded``); ``source`` is the paper section and upstream file:line it follows;
+    ``answers``: how many answers ``decide`` chooses among where they are not one per score (CConS's masked-LM
+    rule reads four words into two answers); ``reported_apart``: the paper reports it outside its averages (PROST Table 5's UnifiedQA);
     ``metric_options``: keyword arguments of the benchmark's metric wiring under this protocol (e.g.
     Text2Afford's tie rule). A ``yes_no`` protocol with a ``match`` rule generates each prompt's answer
     (``max_new_tokens``, ``stop``) and scores it ``match(text, YES_NO)`` (1 YES, 0 NO). ``needs_chat``: the
@@ -89,6 +92,9 @@ class Protocol:
     stop: tuple[str, ...] = ()
     skip: Callable[[dict], bool] | None = None
     skip_reason: str = ""
+    fallback: Callable[[str, list[str]], bool] | None = None
+    fallback_reason: str = ""
+    answers: int | None = None  # answers ``decide`` chooses among, where not one per score (None: one per score)
     reported_apart: bool = False
     metric_options: dict = field(default_factory=dict, compare=False)
     # The system turn the released script sends with the prompt through a chat API or template: one for every
@@ -106,6 +112,8 @@ class Protocol:
             raise ValueError(f"protocol {self.name!r}: a generate protocol needs a match rule")
         if (self.system_message or self.needs_chat) and not self.generates:
             raise ValueError(f"protocol {self.name!r}: a system message or chat template is for protocols that generate")
+        if self.fallback is not None and (self.method != "generate" or not self.fallback_reason):
+            raise ValueError(f"protocol {self.name!r}: a fallback rule belongs to a generate protocol, with its fallback_reason")
 
     def system(self, config: str) -> str | None:
         """The system message of ``config``'s prompts (None: the released script sends none).
@@ -152,6 +160,12 @@ class Protocol:
             return UNPARSED if choice is None else choice
         return self.decide(self.scores(result))
 
+    def fell_back(self, result: list, request) -> bool:
+        """Whether a generated answer was decided by the protocol's ``fallback`` rule (never, without one)."""
+        if self.fallback is None or self.predict(result, request) == UNPARSED:
+            return False
+        return self.fallback(result[0], list(result[1:] or request.choices))
+
 
 def _reference(row: dict) -> list[int]:
     return [int(row["label"])]
@@ -166,7 +180,8 @@ class Evaluation:
     ``pooled`` names figures the paper computes over several configs at once (key -> configs),
     written beside the configs' own when all of them were scored; ``scorable`` the configs that hold
     questions (None: all; NEWTON's attribute table and Text2Afford's one-class configs hold none);
-    ``headline`` the figure the paper leads with, read by run.json, the command's summary and the lm-eval export.
+    ``headline`` the figure the paper leads with, read by run.json, the command's summary and the lm-eval export;
+    ``classes``: where a row's gold is a set of classes rather than one option, how many classes there are.
     """
 
     benchmark: str
@@ -177,6 +192,7 @@ class Evaluation:
     pooled: dict[str, tuple[str, ...]] = field(default_factory=dict)
     scorable: tuple[str, ...] | None = None  # configs that hold questions (None: every config)
     headline: tuple[str, ...] = ("accuracy",)  # the figure the paper leads with: metrics keys (dot paths), first held
+    classes: int | None = None  # a row's gold is a set of this many classes (``reference``: the positive ones); None: one option
 
     def headline_of(self, metrics: dict) -> tuple[str, float] | None:
         """The headline figure of one config's ``metrics``: the first of ``headline`` it holds, as (key, value);
@@ -231,8 +247,9 @@ class Evaluation:
         raise ProtocolError(f"{self.benchmark} has no protocol for {what}{hint}")
 
 
-# The counts a scored config's metrics hold beside its figures (``decided``'s two; the runner adds unparsed and excluded).
-COUNTS = ("n", "undecided", "unparsed", "excluded", "skipped")  # counts beside figures, never figures themselves
+# The counts a scored config's metrics hold beside its figures, never figures themselves (``decided``'s two; the
+# runner adds unparsed, fallback and excluded; Text2Afford's wiring skipped).
+COUNTS = ("n", "undecided", "unparsed", "fallback", "excluded", "skipped")
 
 
 def decided(rows: list[dict], predictions: list) -> tuple[dict, list[int]]:
@@ -262,15 +279,13 @@ def load_metric(name: str):
     return metric_modules.load(name)
 
 
-def first_mentioned(text: str, choices: Sequence[str]) -> int | None:
-    """The choice the text names first (whole words, case-insensitive); None when it names none.
+def mentioned(text: str, choices: Sequence[str]) -> list[int]:
+    """The choices the text names (whole words, case-insensitive), in the order it first names them.
 
     A choice inside a longer one ("key" in "key box") counts only where the longer one is not named.
 
-    >>> first_mentioned("The key box is bigger.", ["key", "key box"])
-    1
-    >>> first_mentioned("A key, not the box.", ["key", "key box"]), first_mentioned("Neither.", ["YES", "NO"])
-    (0, None)
+    >>> mentioned("Is a key bigger than a key box?", ["key", "key box"]), mentioned("The key box.", ["key", "key box"])
+    ([0, 1], [1])
     """
     found: list[tuple[int, int]] = []  # (start, choice), longer choices claim their span first
     taken: list[tuple[int, int]] = []
@@ -280,4 +295,26 @@ def first_mentioned(text: str, choices: Sequence[str]) -> int | None:
             if not any(start <= hit.start() < end for start, end in taken):
                 found.append((hit.start(), index))
                 taken.append((hit.start(), hit.end()))
-    return min(found)[1] if found else None
+    return list(dict.fromkeys(index for _, index in sorted(found)))
+
+
+def first_mentioned(text: str, choices: Sequence[str]) -> int | None:
+    """The choice the text names first (``mentioned``); None when it names none.
+
+    >>> first_mentioned("The key box is bigger.", ["key", "key box"])
+    1
+    >>> first_mentioned("A key, not the box.", ["key", "key box"]), first_mentioned("Neither.", ["YES", "NO"])
+    (0, None)
+    """
+    named = mentioned(text, choices)
+    return named[0] if named else None
+
+
+def several_mentioned(text: str, choices: Sequence[str]) -> bool:
+    """Whether the text names more than one choice (``mentioned``): ``first_mentioned`` then decides by order
+    alone, as it does on an echoed question.
+
+    >>> several_mentioned("Which is bigger, a key or a key box?", ["key", "key box"]), several_mentioned("A key box.", ["key", "key box"])
+    (True, False)
+    """
+    return len(mentioned(text, choices)) > 1

@@ -23,11 +23,14 @@ Adding a type is a class here (its fields, result and ``texts``) and an engine i
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
 class Request:
     """What every request type shares: its cache key and the texts it makes the model read."""
+
+    system: str | None = None  # the system turn sent with the prompts (``Generate``'s); None: the run's instruction, if any
 
     def key(self) -> list:
         """The request as JSON-ready data: its type's name and the fields that differ from their defaults
@@ -43,6 +46,15 @@ class Request:
     def texts(self) -> list[str]:
         """Every text the request makes the model read, once per sequence fed (token counts, exports)."""
         raise NotImplementedError
+
+    def rendered(self, render: Callable[[str], str]) -> list[str]:
+        """``texts()`` with each prompt (what a chat template or system instruction applies to: a context, a
+        prompt) passed through ``render``; a request that reads no prompt, its texts as they are.
+
+        >>> Choice("Ice is", (" cold", " hot")).rendered(str.upper), Masked("A [MASK] one.", ("big",)).rendered(str.upper)
+        (['ICE IS cold', 'ICE IS hot'], ['A [MASK] one.'])
+        """
+        return self.texts()
 
 
 def _plain(value):
@@ -65,7 +77,10 @@ class Choice(Request):
     continuations: tuple[str, ...]
 
     def texts(self) -> list[str]:
-        return [self.context + c for c in self.continuations]
+        return self.rendered(str)
+
+    def rendered(self, render: Callable[[str], str]) -> list[str]:
+        return [render(self.context) + c for c in self.continuations]
 
 
 @dataclass(frozen=True)
@@ -179,6 +194,9 @@ class YesNo(Request):
     def texts(self) -> list[str]:
         return list(self.prompts)
 
+    def rendered(self, render: Callable[[str], str]) -> list[str]:
+        return [render(p) for p in self.prompts]
+
 
 @dataclass(frozen=True)
 class Generate(Request):
@@ -206,6 +224,9 @@ class Generate(Request):
     def texts(self) -> list[str]:
         return [self.prompt]
 
+    def rendered(self, render: Callable[[str], str]) -> list[str]:
+        return [render(self.prompt)]
+
 
 @dataclass(frozen=True)
 class GenerateEach(Request):
@@ -222,3 +243,6 @@ class GenerateEach(Request):
 
     def texts(self) -> list[str]:
         return list(self.prompts)
+
+    def rendered(self, render: Callable[[str], str]) -> list[str]:
+        return [render(p) for p in self.prompts]

@@ -4,9 +4,11 @@ A run folder belongs to one model (its name, or a local folder's absolute path) 
 (``owner``): a second model whose default folder has the same name (``--model A/gpt2`` then ``B/gpt2``:
 ``runs/gpt2-prost``) is refused with a one-line error suggesting ``--out``. It holds::
 
-    run.json             the record's settings and provenance (schema_version, model, protocol, backend, ...)
+    run.json             the record's settings and provenance (schema_version, model, label, protocol, backend,
+                         ..., the baselines of each config)
     metrics.json         per config, the figures of the benchmark's metric wiring (and its counts)
-    predictions.parquet  per scored row: config, row, scores, prediction, reference, generated text
+    predictions.parquet  per scored row: config, row, scores, prediction, reference, generated text, and the
+                         texts the model read (prompts) with their token counts
     cache.sqlite         the resume cache (cache.rank<r>.sqlite for data-parallel rank r), run.lock
 
 ``write`` swaps the first three in together (``paths.staged``, the cache and lock kept), so a kill never
@@ -22,18 +24,21 @@ physprobe.errors.RunRecordError: metrics.json: mass.accuracy is 7.5, outside 0-1
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from physprobe.errors import RunRecordError
-from physprobe.paths import Owner, check_folder_name, claim, staged
+from physprobe.paths import MARKER, Owner, check_folder_name, claim, staged
 from physprobe.protocols import COUNTS, METHODS
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: label, baselines, and the prompts of each prediction
+LABEL_LENGTH = 80
 RUN_JSON, METRICS_JSON, PREDICTIONS = "run.json", "metrics.json", "predictions.parquet"
 
 
@@ -70,6 +75,40 @@ def open_folder(out: Path, run_owner: Owner) -> Path:
     benchmark or program is a one-line error naming it."""
     check_folder_name(Path(os.path.abspath(out)).name, "--out")
     return claim(out, run_owner)
+
+
+def new_folders(out: Path) -> list[Path]:
+    """``out`` and its parents that do not exist yet (what ``open_folder`` would create), innermost first."""
+    out = Path(os.path.abspath(out))
+    return [p for p in (out, *out.parents) if not os.path.lexists(p)]
+
+
+def discard_unscored(created: list[Path]) -> bool:
+    """Remove the run folder ``created[0]`` and the parents ``created`` lists (``new_folders``, taken before
+    ``open_folder``) when the run folder holds only its marker, locks and caches and no cache holds a score:
+    a run refused before scoring (a bad argument found late) leaves nothing it created. Returns whether it did."""
+    import shutil
+    import sqlite3
+
+    if not created or not created[0].is_dir():
+        return False
+    for path in created[0].iterdir():
+        if path.name == MARKER or (path.name.startswith("run") and path.name.endswith(".lock")):
+            continue
+        if not (path.name.startswith("cache") and path.suffix == ".sqlite") or path.is_symlink():
+            return False
+        try:
+            with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+                tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                if "scores" in tables and db.execute("SELECT count(*) FROM scores").fetchone()[0]:
+                    return False
+        except sqlite3.Error:
+            return False
+    shutil.rmtree(created[0])
+    for parent in created[1:]:
+        with contextlib.suppress(OSError):  # only while empty
+            parent.rmdir()
+    return True
 
 
 # --- the record -------------------------------------------------------------------------------------------
@@ -114,9 +153,25 @@ class Bootstrap:
 
 
 @dataclass(frozen=True)
+class Baselines:
+    """One config's figures for answers that read no question, on the rows the run scored
+    (``physprobe.baselines``), and how alike the run's own answers were."""
+
+    majority_answer: int | None  # the commonest gold option; None: a 0/1 label per class, each class by its frequency
+    majority: dict  # the metric wiring's figures (the config's whole set) when every row gets the majority answer
+    constant: dict[str, dict]  # per constant answer ("0", "1", ...; "tied": every class the same score), its overall figures
+    chance: dict[str, float]  # the overall figures of a uniform random answer (expected)
+    answered: int  # rows the run answered (decided and parsed)
+    commonest: int  # of them, the rows given the run's commonest answer
+    commonest_answer: int | None  # that answer, an option (None: a set or ranking of classes)
+
+
+@dataclass(frozen=True)
 class Prediction:
     """One scored row, as predictions.parquet holds it (``prediction`` -1: undecided or unparsed; ``scores``
-    NaN where the model gave none)."""
+    NaN where the model gave none; ``prompts``: each text the row's request made the model read, as it read
+    it (through the chat template where one applied; ``Backend.read``), and ``prompt_tokens`` their token
+    counts where the backend has the tokenizer)."""
 
     config: str
     row: int
@@ -124,6 +179,8 @@ class Prediction:
     prediction: int
     reference: list[int]
     generated: object = None  # the generated text, the list of a YES/NO protocol's answers, or None
+    prompts: list[str] = dataclasses.field(default_factory=list)
+    prompt_tokens: list[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +208,8 @@ class RunRecord:
     bootstrap: Bootstrap
     headline: dict[str, tuple[str, float] | None]
     metrics: dict[str, dict]
+    label: str | None = None  # --label: the run's name in a report
+    baselines: dict[str, Baselines] = dataclasses.field(default_factory=dict)  # per config and pooled figure
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -207,14 +266,15 @@ def read(folder: Path) -> RunRecord:
         command=tuple(info["command"]), started=info["started"], timings=Timings(**info["timings"]),
         bootstrap=Bootstrap(**info["bootstrap"]),
         headline={c: None if h is None else (h[0], h[1]) for c, h in info["headline"].items()}, metrics=metrics,
+        label=info["label"], baselines={c: Baselines(**b) for c, b in info["baselines"].items()},
         schema_version=info["schema_version"],
     )  # fmt: skip
 
 
 def _read_json(path: Path, run: Path) -> dict:
     if not path.is_file():
-        raise RunRecordError(f"{run} is not a finished physprobe run: {path.name} is missing "
-                             f"(write one with `physprobe score ... --out {run}`)")  # fmt: skip
+        raise RunRecordError(f"{run} is not a finished physprobe run (still scoring, or stopped before writing its results): "
+                             f"{path.name} is missing (`physprobe score ... --out {run}` finishes it, resuming from its cache)")  # fmt: skip
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -236,7 +296,7 @@ def _rule(key: str, inherited: str | None) -> str | None:
     >>> _rule("macro_accuracy", None), _rule("n", None), _rule("mass", "difference"), _rule("mass", None)
     ('fraction', 'count', 'difference', None)
     """
-    words = set(key.lower().split("_"))
+    words = set(re.split(r"[_.]", key.lower()))
     if key in COUNTS:
         return "count"
     if "gap" in words:
@@ -305,7 +365,7 @@ def check_info(info, where: str) -> None:
 
     >>> check_info({"schema_version": 0}, "run.json")
     Traceback (most recent call last):
-    physprobe.errors.RunRecordError: run.json: schema_version is 0, expected 1 (this physprobe's run folders); score the run again
+    physprobe.errors.RunRecordError: run.json: schema_version is 0, expected 2 (this physprobe's run folders); score the run again
     """
     if not isinstance(info, dict):
         raise RunRecordError(f"{where}: the file holds {type(info).__name__}, expected an object; score the run again")
@@ -314,6 +374,8 @@ def check_info(info, where: str) -> None:
     _object(where, "run.json", info, tuple(f.name for f in dataclasses.fields(RunRecord) if f.name != "metrics"))
     for field in ("model", "benchmark", "protocol", "started"):
         _line(where, field, info[field])
+    if label_fault(info["label"]):
+        _refuse(where, "label", info["label"], label_fault(info["label"]))
     if not isinstance(info["protocol_source"], str):
         _refuse(where, "protocol_source", info["protocol_source"], "expected text")
     if info["method"] not in METHODS:
@@ -341,6 +403,7 @@ def check_info(info, where: str) -> None:
     _check_timings(where, info["timings"])
     _check_bootstrap(where, info["bootstrap"])
     _check_headline(where, info["headline"])
+    _check_baselines(where, info["baselines"])
 
 
 def _check_chat(where: str, chat) -> None:
@@ -399,6 +462,36 @@ def _check_bootstrap(where: str, bootstrap) -> None:
                     or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in interval)
                     or interval[0] > interval[1]):  # fmt: skip
                 _refuse(where, f"{field}.ci95", interval, "expected [low, high]")
+
+
+def label_fault(label) -> str | None:
+    """What is wrong with a run's label (``--label``), or None when it is one printable line of at most
+    ``LABEL_LENGTH`` characters, or absent.
+
+    >>> label_fault("SmolLM2 chat"), label_fault(None), label_fault("two\\nlines")
+    (None, None, 'give one printable line of at most 80 characters')
+    """
+    if label is None or (isinstance(label, str) and label.strip() == label and label and label.isprintable()
+                         and len(label) <= LABEL_LENGTH):  # fmt: skip
+        return None
+    return f"give one printable line of at most {LABEL_LENGTH} characters"
+
+
+def _check_baselines(where: str, baselines) -> None:
+    if not isinstance(baselines, dict):
+        _refuse(where, "baselines", baselines, "expected an object")
+    for config, found in baselines.items():
+        field = f"baselines.{config}"
+        _object(where, field, found, tuple(f.name for f in dataclasses.fields(Baselines)))
+        for answer in ("majority_answer", "commonest_answer"):
+            if found[answer] is not None:
+                _number(where, f"{field}.{answer}", found[answer], whole=True)
+        _number(where, f"{field}.answered", found["answered"], whole=True)
+        _number(where, f"{field}.commonest", found["commonest"], whole=True)
+        if found["commonest"] > found["answered"]:
+            _refuse(where, f"{field}.commonest", found["commonest"], f"expected at most answered ({found['answered']})")
+        for part in ("majority", "constant", "chance"):
+            check_metrics(found[part], where, f"{field}.{part}")
 
 
 def _check_headline(where: str, headline) -> None:

@@ -3,8 +3,10 @@
 Per config: the rows (``--limit`` of them, evenly spread), the protocol's requests, their results from the
 resume cache (``physprobe.result_cache``) or from the backend, which loads its weights or opens its connection
 only when a request is not cached; then the protocol's decisions and the benchmark's metrics, with a seeded
-bootstrap of every overall figure. Data-parallel ranks (``physprobe.parallel``) each score their share; rank 0
-writes the run folder (``physprobe.run_record``).
+bootstrap of every overall figure and the baselines of the same rows (``physprobe.baselines``). Data-parallel
+ranks (``physprobe.parallel``) each score their share; rank 0 writes the run folder (``physprobe.run_record``),
+with the texts each row made the model read, and says in one line each which configs' figures say little
+(``baselines.flags``). A run that fails before any score reached its cache leaves no folder it created.
 
 >>> spread(10, 4)
 [0, 2, 5, 7]
@@ -17,12 +19,13 @@ import sys
 import time
 from dataclasses import dataclass
 
-from physprobe import backends, inputs, parallel, progress, protocols, provenance, registry, run_record
+from physprobe import backends, baselines, inputs, parallel, progress, protocols, provenance, registry, run_record
 from physprobe.backends.base import BackendError
+from physprobe.errors import FolderInUse
 from physprobe.paths import FolderLock
 from physprobe.plan import RunPlan
 from physprobe.result_cache import Cache
-from physprobe.run_record import Bootstrap, ChatRecord, DatasetRecord, Prediction, RunRecord, Timings
+from physprobe.run_record import Baselines, Bootstrap, ChatRecord, DatasetRecord, Prediction, RunRecord, Timings
 
 
 def spread(n: int, limit: int | None) -> list[int]:
@@ -44,11 +47,14 @@ class Scored:
 
     rows: list[dict]
     indices: list[int]  # each row's index in the config
+    options: list[int]  # each row's number of answers to choose from
     predictions: list
     scores: list[list]
     generated: list
     metrics: dict
     uncertainty: dict | None  # the bootstrap of each overall figure (rank 0 only)
+    baselines: Baselines | None  # (rank 0 only; None without rows)
+    read: list[tuple[list[str], list[int] | None]]  # each row's texts as the model read them, and token counts (rank 0)
     fresh: int  # requests scored now, not read from a cache (all ranks)
     seconds: float
 
@@ -87,7 +93,8 @@ class Run:
         if requests and not self.identity:
             self.identity = served(self.model, protocol, type(requests[0]))
         results, fresh = self.results(config, requests, indices, cache)
-        options = [len(r[1:] or q.choices) if protocol.method == "generate" else len(r) for q, r in zip(requests, results)]
+        options = [protocol.answers or (len(r[1:] or q.choices) if protocol.method == "generate" else len(r))
+                   for q, r in zip(requests, results)]  # fmt: skip
         inputs.references(self.evaluation.reference, rows, options, config, indices)
         predictions = [protocol.predict(result, request) for result, request in zip(results, requests)]
         scores = [protocol.scores(result) for result in results]
@@ -95,10 +102,16 @@ class Run:
         metrics = self.evaluation.metrics(config, rows, predictions, scores, **protocol.metric_options)
         if protocol.method == "generate":  # answers that named no option, counted wrong by the metric wiring
             metrics["unparsed"] = predictions.count(protocols.UNPARSED)
+        if protocol.fallback is not None:
+            metrics["fallback"] = sum(protocol.fell_back(result, request) for result, request in zip(results, requests))
         if excluded:
             metrics["excluded"] = excluded
-        uncertainty = self.bootstrap(config, rows, predictions, scores) if self.plan.bootstrap_iters and rows and self.ranks.main else None
-        return Scored(rows, indices, predictions, scores, generated, metrics, uncertainty, fresh, round(time.perf_counter() - started, 3))
+        main = self.ranks.main and bool(rows)
+        uncertainty = self.bootstrap(config, rows, predictions, scores) if self.plan.bootstrap_iters and main else None
+        found = baselines.compute(self.evaluation, config, rows, options, predictions, scores, **protocol.metric_options) if main else None
+        read = self.model.read(requests) if self.ranks.main else []
+        return Scored(rows, indices, options, predictions, scores, generated, metrics, uncertainty, found, read, fresh,
+                      round(time.perf_counter() - started, 3))  # fmt: skip
 
     def results(self, config: str, requests: list, indices: list[int], cache: Cache) -> tuple[list[list], int]:
         """Every request's result, and how many were scored now (all ranks).
@@ -141,12 +154,27 @@ class Run:
         """The benchmark's figures over several configs (e.g. CConS's NoCon), where all were scored."""
         outcomes = {config: (s.rows, s.predictions, s.scores) for config, s in scored.items()}
         pooled = self.evaluation.pooled_metrics(outcomes, **self.protocol.metric_options)
-        if self.protocol.method == "generate":
-            for figure, values in pooled.items():
-                values["unparsed"] = sum(scored[member].metrics["unparsed"] for member in self.evaluation.pooled[figure])
+        for figure, values in pooled.items():
+            for count in ("unparsed", "fallback"):
+                members = [scored[member].metrics for member in self.evaluation.pooled[figure]]
+                if all(count in m for m in members):
+                    values[count] = sum(m[count] for m in members)
         return pooled
 
-    def record(self, scored: dict[str, Scored], metrics: dict, started_at: float, elapsed: float) -> RunRecord:
+    def pooled_baselines(self, scored: dict[str, Scored], pooled: dict) -> dict[str, Baselines]:
+        """The baselines of each pooled figure, over its configs' rows together (rank 0)."""
+        found = {}
+        for figure in pooled:
+            members = [scored[member] for member in self.evaluation.pooled[figure]]
+            if self.ranks.main and all(m.rows for m in members):
+                rows, options, predictions, scores = ([x for m in members for x in getattr(m, part)]
+                                                      for part in ("rows", "options", "predictions", "scores"))  # fmt: skip
+                found[figure] = baselines.compute(self.evaluation, figure, rows, options, predictions, scores,
+                                                  **self.protocol.metric_options)  # fmt: skip
+        return found
+
+    def record(self, scored: dict[str, Scored], metrics: dict, pooled: dict[str, Baselines], started_at: float,
+               elapsed: float) -> RunRecord:  # fmt: skip
         """The run's record, as rank 0 writes it."""
         plan, source = self.plan, self.source
         chat = self.identity.get("chat")
@@ -161,13 +189,15 @@ class Run:
             bootstrap=Bootstrap(plan.bootstrap_iters, provenance.BOOTSTRAP_SEED,
                                 {c: s.uncertainty for c, s in scored.items() if s.uncertainty is not None}),
             headline={config: self.evaluation.headline_of(values) for config, values in metrics.items()}, metrics=metrics,
+            label=plan.label, baselines={**{c: s.baselines for c, s in scored.items() if s.baselines is not None}, **pooled},
         )  # fmt: skip
 
     def predictions(self, scored: dict[str, Scored]) -> list[Prediction]:
         """Every scored row of every config, as predictions.parquet holds them."""
         return [
             Prediction(config, s.indices[i], [float("nan") if v is None else v for v in s.scores[i]],
-                       -1 if s.predictions[i] is None else s.predictions[i], self.evaluation.reference(s.rows[i]), s.generated[i])
+                       -1 if s.predictions[i] is None else s.predictions[i], self.evaluation.reference(s.rows[i]), s.generated[i],
+                       *s.read[i])
             for config, s in scored.items() for i in range(len(s.rows))
         ]  # fmt: skip
 
@@ -181,19 +211,35 @@ def run(plan: RunPlan) -> RunRecord:
     started_at, started = time.time(), time.perf_counter()
     ranks = parallel.current()  # processes of `accelerate launch`: each scores its share (physprobe.parallel)
     this = Run(plan, ranks)
+    created = run_record.new_folders(plan.out)
     run_record.open_folder(plan.out, plan.owner)  # new, or this model's run of this benchmark
-    with FolderLock(plan.out, run_record.lock_name(ranks.rank)):  # a second run into ``out`` fails here, naming this one
-        cache = Cache(run_record.cache_file(plan.out, ranks.rank))
-        scored = {config: this.score(config, cache) for config in this.configs}
-        metrics = {config: s.metrics for config, s in scored.items()}
-        metrics.update(this.pooled(scored))
-        if this.protocol.method == "generate" and ranks.main:
-            chat_applied = bool(this.identity and this.identity["chat"]["applied"])
-            warn_unparsed(metrics, this.configs, plan.model, chat_applied or not this.model.offers_chat_template())
-        record = this.record(scored, metrics, started_at, time.perf_counter() - started)
-        if ranks.main:
-            run_record.write(plan.out, plan.owner, record, this.predictions(scored))  # all three files in one swap
-        return record
+    try:
+        with FolderLock(plan.out, run_record.lock_name(ranks.rank)):  # a second run into ``out`` fails here, naming this one
+            return _scored_run(this, plan, ranks, started_at, started)
+    except FolderInUse:  # another process's folder, whatever it holds
+        raise
+    except BaseException:
+        if ranks.world == 1:  # refused before any score was cached: nothing it created is left (else: resume)
+            run_record.discard_unscored(created)
+        raise
+
+
+def _scored_run(this: Run, plan: RunPlan, ranks: parallel.Ranks, started_at: float, started: float) -> RunRecord:
+    """Every config of ``plan`` scored into the run folder, which the caller holds locked."""
+    cache = Cache(run_record.cache_file(plan.out, ranks.rank))
+    scored = {config: this.score(config, cache) for config in this.configs}
+    metrics = {config: s.metrics for config, s in scored.items()}
+    pooled = this.pooled(scored)
+    metrics.update(pooled)
+    if this.protocol.method == "generate" and ranks.main:
+        chat_applied = bool(this.identity and this.identity["chat"]["applied"])
+        warn_unparsed(metrics, this.configs, plan.model, chat_applied or not this.model.offers_chat_template())
+    record = this.record(scored, metrics, this.pooled_baselines(scored, pooled), started_at, time.perf_counter() - started)
+    if ranks.main:
+        run_record.write(plan.out, plan.owner, record, this.predictions(scored))  # all three files in one swap
+        for flag in baselines.flags(record):
+            print(f"physprobe: warning: {plan.label or plan.model}: {flag.text}", file=sys.stderr)
+    return record
 
 
 def served(model, protocol, request_type: type) -> dict:

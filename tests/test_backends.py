@@ -146,7 +146,8 @@ def test_chat_setting_is_recorded_keyed_and_warned(models, built_all, tmp_path, 
                 "system_instruction": None}  # fmt: skip
     assert info["backend"]["name"] == "hf" and info["chat"] == expected and "chat" not in metrics["ordinary"]
     assert main(["report", str(out), "--out", str(tmp_path / "report")]) == 0  # the papers scored raw text: flagged
-    assert "question-generate ⚠ chat template" in (tmp_path / "report" / "report.md").read_text()
+    runs_row = next(line for line in (tmp_path / "report" / "report.md").read_text().splitlines() if line.startswith("| **chat"))
+    assert f"| question-generate | ⚠ chat template (default) sha256 {expected['template_sha256'][:12]} |" in runs_row
     warned = [line for line in capsys.readouterr().err.splitlines() if "named no option" in line]
     assert len(warned) == (1 if metrics["ordinary"]["unparsed"] * 2 > 4 else 0)
     if warned:
@@ -160,6 +161,21 @@ def test_chat_setting_is_recorded_keyed_and_warned(models, built_all, tmp_path, 
     assert json.loads((out / "run.json").read_text())["questions_scored"] == 4
     assert _score(models["chat"], built_all, out, "--apply-chat-template") == 0
     assert json.loads((out / "run.json").read_text())["questions_scored"] == 0
+
+
+def test_predictions_hold_each_prompt_as_the_model_read_it(models, built_all, tmp_path):
+    """predictions.parquet's prompts: through the chat template (worked by hand from ``TEMPLATE``) where one applied,
+    else the raw prompt after the system instruction and a blank line; token counts as the tokenizer encodes them."""
+    rows = pq.read_table(built_all / "cccons" / "ordinary" / "test-00000-of-00001.parquet").to_pylist()
+    tokenizer = AutoTokenizer.from_pretrained(models["chat"])
+    for extra, shown, specials in ((["--apply-chat-template"], "<system>Be brief.\n<user>{}\n<assistant>", False),
+                                   ([], "Be brief.\n\n{}", True)):  # fmt: skip
+        out = tmp_path / f"run{len(extra)}"
+        assert _score(models["chat"], built_all, out, "--system-instruction", "Be brief.", *extra) == 0
+        for p in pq.read_table(out / "predictions.parquet").to_pylist():
+            prompt = shown.format(rows[p["row"]]["generative_input"])
+            assert p["prompts"] == [prompt]
+            assert p["prompt_tokens"] == [len(tokenizer(prompt, add_special_tokens=specials)["input_ids"])]
 
 
 @pytest.mark.parametrize("model, fix", [("chat", "score with --apply-chat-template, or a log-likelihood protocol"),

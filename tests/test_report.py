@@ -12,7 +12,7 @@ from markdown_it import MarkdownIt
 
 from physprobe import paths, report
 from physprobe.errors import DeclarationError
-from physprobe.report import tables
+from physprobe.report import tables, writers
 from physprobe.cli import main
 from physprobe.dataset_scripts import BENCHMARKS
 from physprobe.dataset_scripts.cccons import evaluation as cccons
@@ -155,8 +155,8 @@ def test_exclusions_and_protocols_reported_apart_get_footnotes(tmp_path):
                     "released-unifiedqa", model="unifiedqa-t5-small")  # fmt: skip
     text = (report.render([t5, uqa], tmp_path / "out") / "report.md").read_text()
     header, body = next((h, b) for h, b in markdown_tables(text) if h[1:3] == ["Direction", "Mass"])
-    t5_row = dict(zip(header, next(r for r in body if r[0].startswith("**t5-small-"))))
-    uqa_row = next(r for r in body if r[0].startswith("**unifiedqa-t5-small-"))
+    t5_row = dict(zip(header, next(r for r in body if r[0].startswith("**t5-small"))))
+    uqa_row = next(r for r in body if r[0].startswith("**unifiedqa-t5-small"))
     notes = dict(re.findall(r"^- ([⁰¹²³⁴⁵⁶⁷⁸⁹]+) (.*)$", text.split("### Table 5")[1].split("### Table 6")[0], flags=re.M))
     assert t5_row["Mass"] == "50.0 (15.0–85.0) n=4"  # Wilson for 2 of 4: centre 0.5, half-width 0.350
     slide = notes[t5_row["Slide"].lstrip("—")]
@@ -164,11 +164,14 @@ def test_exclusions_and_protocols_reported_apart_get_footnotes(tmp_path):
     assert "scored no question of this column" in notes[t5_row["Direction"].lstrip("—")] and "--limit 10" in notes[t5_row["Direction"].lstrip("—")]
     macro = re.fullmatch(r"37\.5 \(\S+\) n=8([⁰¹²³⁴⁵⁶⁷⁸⁹]+)", t5_row["Macro Average"])
     assert macro and "leaves out 2 questions of `default` (sliding: ice and frost" in notes[macro.group(1)]
-    apart = re.search(r"([⁰¹²³⁴⁵⁶⁷⁸⁹]+)\*\*$", uqa_row[0]).group(1)
+    apart, answers = re.search(r"([⁰¹²³⁴⁵⁶⁷⁸⁹]+),([⁰¹²³⁴⁵⁶⁷⁸⁹]+)\*\*$", uqa_row[0]).groups()
     assert "used `released-unifiedqa`, which the paper reports apart" in notes[apart]
+    # what the row rests on: every answer unparsed (metrics.json's counts, 8 of 8)
+    assert notes[answers] == ("run unifiedqa-t5-small, `default`: 8 of 8 (100%) answers named no option (unparsed, counted "
+                              "wrong); 8 of 8 (100%) questions undecided (left out of the figures)")
     assert all(cell.startswith("—") for cell in uqa_row[1:])
     assert "every question of `default` was undecided in run unifiedqa-t5-small" in text
-    assert "⚠" not in text  # both used the paper's protocols
+    assert not any("⚠" in row[0] for row in body)  # both used the paper's protocols
     assert "shared" not in text and "The text this table was transcribed from prints this row" in text  # no development path
 
 
@@ -249,11 +252,13 @@ def test_report_markdown_holds_every_paper_table_with_the_runs(rendered, runs):
     loaded = [report.load_run(r) for r in runs]
     expected = []
     for benchmark in sorted(BENCHMARKS):
-        expected.append(["Run", "Model", "Method", "Protocol", "Paper's protocol", "Configs", "Headline", "Folder"])
+        expected.append(["Run", "Model", "Backend", "Method", "Protocol", "Prompts", "Paper's protocol", "Configs", "Headline",
+                         "Answers", "Baselines (headline figure)", "Folder"])
         expected += [["Model", *[c.name for c in t.columns]] for t in report.paper_tables(benchmark).tables]
     assert [header for header, _ in tables] == expected  # every table, each column by its printed name
     header = ["Model", *[c.name for c in report.paper_tables("prost").table("table5").columns]]
     table5 = next(body for found, body in tables if found == header)
+    report.name_runs(loaded)
     for run in (r for r in loaded if r.record.benchmark == "prost"):
         row = next(r for r in table5 if run.id in r[0])
         cell = dict(zip(header, row))
@@ -265,12 +270,12 @@ def test_report_markdown_holds_every_paper_table_with_the_runs(rendered, runs):
         assert cell["Macro Average"].startswith(f"{100 * macro:.1f}")
         runs_table = [body for found, body in tables if found[0] == "Run"][sorted(BENCHMARKS).index("prost")]
         runs_row = next(r for r in runs_table if run.id in r[0])  # PROST's headline: Table 5's macro average
-        assert runs_row[6] == f"default: macro\\_accuracy {macro:.3f}"
+        assert runs_row[8] == f"default: macro\\_accuracy {macro:.3f}"
     published = next(r for r in table5 if r[0] == "T5 S")
     assert published[-1] == "27.0\\*" or published[-1] == "27.0*"  # printed as the paper prints it
     # a column the run did not score is a dash with a footnote saying why
     t2a = next(body for header, body in tables if header[:3] == ["Model", "Actual Acc", "Actual mAP"])
-    nli = next(r for r in t2a if "nli-" in r[0])
+    nli = next(r for r in t2a if r[0].startswith("**nli"))
     assert nli[3].startswith("—") and "not part of physprobe" in text
     # images come after the tables, as paragraphs of their own, and exist
     images = re.findall(r"^!\[[^\]]*\]\((figures/[^)]+\.png)\)$", text, flags=re.M)
@@ -280,6 +285,11 @@ def test_report_markdown_holds_every_paper_table_with_the_runs(rendered, runs):
         tables_end = max(i for i, line in enumerate(lines) if line.startswith("|"))
         assert all(i > tables_end + 1 for i, line in enumerate(lines) if line.startswith("!["))
     assert not any("![" in cell for _, body in tables for row in body for cell in row)
+
+
+def report_name(name: str) -> str:
+    """A run's name as report.md writes it (Markdown-escaped)."""
+    return writers._md_escape(name)
 
 
 def _cell_parts(cell: str) -> list[str]:
@@ -294,6 +304,7 @@ def test_report_fills_every_cell_the_runs_scored(rendered, runs):
     text = (rendered / "report.md").read_text(encoding="utf-8")
     tables = iter(markdown_tables(text))
     loaded = [report.load_run(r) for r in runs]
+    report.name_runs(loaded)
     assert "has no `" not in text  # no footnote "metrics.json of run ... has no `<key>`"
     for benchmark in sorted(BENCHMARKS):
         next(tables)  # the runs table
@@ -302,7 +313,7 @@ def test_report_fills_every_cell_the_runs_scored(rendered, runs):
             placed = [r for r in loaded if r.record.benchmark == benchmark and (table.methods is None or r.method in table.methods)]
             filled = set(header[1:])
             for run in placed:
-                row = dict(zip(header, next(r for r in body if r[0].startswith(f"**{run.id}"))))
+                row = dict(zip(header, next(r for r in body if r[0].startswith(f"**{report_name(run.id)}"))))
                 for column in table.columns:
                     for key, part in zip(column.keys, _cell_parts(row[column.name])):
                         value = None if key is None else report.lookup(run.metrics, key)
@@ -404,7 +415,6 @@ def test_bad_inputs_are_one_line_errors_leaving_nothing(tmp_path, one_run, capsy
     shutil.copytree(one_run, broken)
     (broken / "metrics.json").write_text('{"ordinary": {"accuracy": 0.5,')
     fails(["report", str(broken), "--out", str(out)], capsys, "metrics.json is not valid JSON")
-    fails(["report", str(one_run), str(one_run), "--out", str(out)], capsys, "are the same run")
     alien = tmp_path / "alien"
     shutil.copytree(one_run, alien)
     info = json.loads((alien / "run.json").read_text())
@@ -438,5 +448,164 @@ def test_runs_of_several_benchmarks_get_one_section_each(tmp_path, one_run):
     out = report.render([one_run, prost], tmp_path / "report")
     text = (out / "report.md").read_text()
     assert text.index("## CConS") < text.index("## PROST")
-    row = next(line for line in text.splitlines() if line.startswith("| **bert-base-uncased-") and "0.667 (" in line)
+    row = next(line for line in text.splitlines() if line.startswith("| **bert-base-uncased**") and "0.667 (" in line)
     assert "0.667 (0.208–0.939) n=3" in row  # Wilson for 2 of 3, worked by hand: centre 0.5731, half-width 0.3654
+
+
+# --- what each figure rests on, runs by name, folders that are not runs (issue 31) --------------------------
+
+
+def test_a_glob_of_run_folders_reports_the_finished_runs_and_lists_the_rest(tmp_path, one_run, capsys):
+    """`physprobe report runs/*` over a finished run, a failed one (scores cached, no run.json), an unfinished one
+    (claimed, nothing written), one of another schema and a stray file: the finished run is reported, each other
+    gets one line on stderr after the report is written and is listed at the end of the report."""
+    from physprobe import run_record
+    from physprobe.result_cache import Cache
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.move(one_run, runs / "finished")
+    failed = run_record.open_folder(runs / "failed", run_record.owner("gpt2", "newton", False))
+    Cache(run_record.cache_file(failed)).put({"0" * 64: ["(a) rock"]})
+    run_record.open_folder(runs / "unfinished", run_record.owner("gpt2", "prost", False))
+    old = shutil.copytree(runs / "finished", runs / "old")
+    (old / "run.json").write_text(json.dumps({**json.loads((old / "run.json").read_text()), "schema_version": 1}))
+    (runs / "notes.txt").write_text("mine")
+    folders = sorted(map(str, runs.iterdir()))
+    assert main(["report", *folders, "--out", str(tmp_path / "report")]) == 0
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert out.strip() == f"-> {tmp_path / 'report'}" and len(lines) == 4 and all(line.startswith("physprobe: skipped: ") for line in lines)
+    assert [line for line in lines if str(runs / "failed") in line] == [
+        f"physprobe: skipped: {runs / 'failed'} is not a finished physprobe run (still scoring, or stopped before writing its "
+        f"results): run.json is missing (`physprobe score ... --out {runs / 'failed'}` finishes it, resuming from its cache)"]
+    assert any(str(runs / "unfinished") in line and "run.json is missing" in line for line in lines)
+    assert any("old/run.json: schema_version is 1, expected 2" in line for line in lines)
+    assert any("notes.txt is not a folder" in line for line in lines)
+    text = (tmp_path / "report" / "report.md").read_text()
+    runs_table = markdown_tables(text)[0][1]
+    assert [row[0] for row in runs_table] == ["**bert-base-uncased**"]
+    listed = text.split("## Folders not in this report")[1]
+    assert all(name in listed for name in ("failed", "unfinished", "old", "notes.txt"))
+    assert main(["report", str(runs / "failed"), str(runs / "unfinished"), "--out", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("physprobe: error: none of the 2 folders given is a finished physprobe run (") and err.count("\n") == 1
+    assert not (tmp_path / "none").exists()
+
+
+def test_runs_are_named_by_label_or_model_and_what_tells_them_apart(tmp_path, capsys):
+    figures = {"ordinary": {"accuracy": 0.5, "n": 4, "undecided": 0}}
+    a = write_run(tmp_path / "a", "cccons", "mlm", figures, "mask-four", model="google-bert/bert-base-uncased", limit=4)
+    b = write_run(tmp_path / "b", "cccons", "mlm", {"ordinary": {**figures["ordinary"], "accuracy": 0.75}}, "mask-vocab",
+                  model="google-bert/bert-base-uncased", limit=4)
+    c = write_run(tmp_path / "c", "cccons", "mlm", {"ordinary": {**figures["ordinary"], "accuracy": 0.25}}, "mask-four",
+                  model="google-bert/bert-base-uncased", limit=4, label="BERT, my fine-tune")
+    d = write_run(tmp_path / "d", "cccons", "mlm", figures, "mask-four", model="google-bert/bert-base-uncased", limit=4)  # a's copy
+    e = write_run(tmp_path / "e", "cccons", "mlm", figures, "mask-four", model="distilbert-base-uncased", limit=4)  # a's figures
+    assert main(["report", str(a), str(b), str(c), str(d), str(e), "--out", str(tmp_path / "report")]) == 0
+    assert capsys.readouterr().err == (f"physprobe: skipped: {d} is the same run as {a} (the same figures of the same protocol on "
+                                       "the same rows); reported once\n")  # fmt: skip
+    runs_table = markdown_tables((tmp_path / "report" / "report.md").read_text())[0][1]
+    assert [row[0] for row in runs_table] == ["**bert-base-uncased (mask-four)**", "**bert-base-uncased (mask-vocab)**",
+                                              "**BERT, my fine-tune**", "**distilbert-base-uncased**"]  # fmt: skip
+    assert main(["score", "--model", "gpt2", "--benchmark", "cccons", "--label", "two\nlines"]) == 2
+    assert "--label 'two\\nlines': give one printable line of at most 80 characters" in capsys.readouterr().err
+
+
+def gemma_like(folder: Path) -> Path:
+    """A NEWTON Track 1 run whose parsed answers are all the first option (Gemma-3-270M at --limit 5, as issue 31
+    found it: agreement 0.65, accuracy 0.8), with the baselines physprobe.baselines gives its five rows."""
+    from physprobe.run_record import Baselines
+
+    by_group = {"Brittleness": {"accuracy": 1.0, "agreement_accuracy": 0.75, "n": 2},
+                "Elasticity": {"accuracy": 0.0, "agreement_accuracy": 0.0, "n": 1},
+                "Malleability": {"accuracy": 1.0, "agreement_accuracy": 0.875, "n": 2}}  # fmt: skip
+    track1 = {"agreement_accuracy": 0.65, "accuracy": 0.8, "by_group": by_group, "n": 5, "undecided": 0, "unparsed": 1, "fallback": 1}
+    majority = {"agreement_accuracy": 0.8, "accuracy": 1.0, "n": 5, "undecided": 0,
+                "by_group": {g: {**v, "accuracy": 1.0, "agreement_accuracy": {"Elasticity": 0.75}.get(g, v["agreement_accuracy"])}
+                             for g, v in by_group.items()}}  # fmt: skip
+    found = Baselines(0, majority, {"0": {"agreement_accuracy": 0.8, "accuracy": 1.0}, "1": {"agreement_accuracy": 0.0, "accuracy": 0.0},
+                                    "2": {"agreement_accuracy": 0.0, "accuracy": 0.0}},
+                      {"agreement_accuracy": 0.8 / 3, "accuracy": 1 / 3}, 4, 4, 0)  # fmt: skip
+    return write_run(folder, "newton", "generate", {"track1": track1}, "released-generate", model="/models/gemma",
+                     backend={"name": "hf", "gguf_file": "gemma-3-270m-q4_k_m.gguf"}, limit=5, baselines={"track1": found})
+
+
+def test_a_run_of_constant_answers_is_marked_beside_its_baselines(tmp_path, monkeypatch):
+    """The Gemma-like run: ⚠ and a footnote saying 4 of 4 answers are the first option in every table that
+    shows Track 1, its majority-answer row below it, the unparsed and fallback shares, and ⚠ in the figures."""
+    from physprobe.report import figures
+
+    drawn, save = {}, figures._save
+
+    def capture(fig, plt, path):
+        drawn[path.name] = [t.get_text() for axis in fig.axes for t in axis.get_yticklabels()] + [
+            t.get_text() for legend in fig.legends for t in legend.get_texts()]
+        save(fig, plt, path)
+
+    monkeypatch.setattr(figures, "_save", capture)
+    out = report.render([gemma_like(tmp_path / "gemma")], tmp_path / "report")
+    text = (out / "report.md").read_text()
+    tables_ = markdown_tables(text)
+    header, body = next((h, b) for h, b in tables_ if h[-1] == "Overall" and "Elasticity" in h and "Stiffness" in h)  # Table 4
+    at = next(i for i, row in enumerate(body) if row[0].startswith("**gemma-3-270m-q4\\_k\\_m ⚠"))
+    run, baseline = dict(zip(header, body[at])), dict(zip(header, body[at + 1]))
+    assert run["Overall"] == "65.0 (26.4–90.6) n=5" and baseline["Model"] == "*↳ majority answer, same rows*"
+    assert baseline["Overall"] == "*80.0*" and baseline["Brittleness"] == "*75.0*" and baseline["Elasticity"] == "*75.0*"
+    marks = re.search(r"⚠([⁰¹²³⁴⁵⁶⁷⁸⁹,]+)\*\*$", body[at][0]).group(1).split(",")
+    section = text.split("### Table 4")[1].split("###")[0]
+    notes = dict(re.findall(r"^- ([⁰¹²³⁴⁵⁶⁷⁸⁹]+) (.*)$", section, flags=re.M))
+    assert notes[marks[0]].startswith("run gemma-3-270m-q4\\_k\\_m: track1: 4 of 4 answers are the first option")
+    assert "majority answer (the first option) 0.8, best constant (the first option) 0.8, chance 0.267" in notes[marks[0]]
+    assert notes[marks[1]] == ("run gemma-3-270m-q4\\_k\\_m, `track1`: 1 of 5 (20%) answers named no option (unparsed, counted "
+                               "wrong); 1 of 5 (20%) answers decided by the protocol's fallback rule")  # fmt: skip
+    table10 = next(b for h, b in tables_ if h[-1] == "Overall" and b is not body and any("gemma" in r[0] for r in b)
+                   and any(r[-1] == "*100.0*" for r in b))  # Table 10 (accuracy): the majority answer is right on all five
+    assert any(r[0].startswith("**gemma-3-270m-q4\\_k\\_m ⚠") for r in table10)
+    runs_row = dict(zip(tables_[0][0], tables_[0][1][0]))
+    assert runs_row["Backend"] == "hf, gemma-3-270m-q4\\_k\\_m.gguf" and runs_row["Prompts"] == "raw prompts"
+    assert "⚠ track1: 4 of 4 answers are the first option" in runs_row["Answers"]
+    assert runs_row["Baselines (headline figure)"].startswith("track1: agreement\\_accuracy on the same rows: majority answer")
+    track1 = drawn["newton-attributes-track1.png"]
+    assert "gemma-3-270m-q4_k_m ⚠" in track1 and "gemma-3-270m-q4_k_m ⚠ (95% interval)" in track1
+
+
+def test_a_cell_with_nothing_to_score_says_so(tmp_path):
+    """Text2Afford at --limit 3 can hold no pair with both a positive and a negative class: n = 0, no figure."""
+    empty = {"default": {"pairwise": {"n": 0, "skipped": 3}, "strict": {"n": 0, "skipped": 3}}}
+    run = write_run(tmp_path / "t2a", "text2afford", "nli", empty, "nli-released-multi-choice", model="roberta-large-mnli", limit=3)
+    text = (report.render([run], tmp_path / "report") / "report.md").read_text()
+    header, body = next((h, b) for h, b in markdown_tables(text) if h[:3] == ["Model", "Actual Acc", "Actual mAP"])
+    row = dict(zip(header, next(r for r in body if r[0].startswith("**roberta-large-mnli"))))
+    assert row["Actual Acc"] == row["Actual mAP"] and row["Actual Acc"].startswith("—")
+    note = re.search(rf"^- {row['Actual Acc'][1:]} (.*)$", text, flags=re.M).group(1)
+    assert note.startswith("run roberta-large-mnli: no question of `default` could be scored for this figure (`default.pairwise.n` is 0")
+
+
+def test_figures_keep_long_names_and_their_legend_inside(tmp_path, monkeypatch):
+    """Bars of runs with long names: every name, title and legend entry lies inside the saved figure."""
+    from physprobe.report import figures
+
+    outside, save = [], figures._save
+
+    def check(fig, plt, path):
+        renderer = fig.canvas.get_renderer()
+        box = fig.bbox
+        texts = [t for axis in fig.axes if axis.get_visible() for t in [*axis.get_yticklabels(), axis.title]]
+        texts += [legend for legend in fig.legends]
+        for artist in texts:
+            extent = artist.get_window_extent(renderer)
+            if extent.x0 < box.x0 - 1 or extent.x1 > box.x1 + 1 or extent.y0 < box.y0 - 1 or extent.y1 > box.y1 + 1:
+                outside.append((path.name, getattr(artist, "get_text", lambda: "legend")()))
+        save(fig, plt, path)
+
+    monkeypatch.setattr(figures, "_save", check)
+    t2a = {"default": {"pairwise": {"accuracy": 0.61, "map": 0.55, "n": 40, "by_class": {"grasp": {"accuracy": 0.7, "n": 10}}},
+                       "strict": {"accuracy": 0.3, "map": 0.5, "n": 40}}}  # fmt: skip
+    folders = [write_run(tmp_path / "nli", "text2afford", "nli", t2a, "nli-released-multi-choice",
+                         model="MoritzLaurer/DeBERTa-v3-large-mnli-fever-anli-ling-wanli"),
+               write_run(tmp_path / "smol", "text2afford", "yes_no", t2a, "yes-no-falcon", model="HuggingFaceTB/SmolLM2-135M",
+                         label="SmolLM2-135M-Instruct with its chat template and a system instruction"),
+               write_run(tmp_path / "flan", "text2afford", "yes_no", t2a, "yes-no-flan-t5", model="google/flan-t5-large")]  # fmt: skip
+    report.render(folders, tmp_path / "report")
+    assert outside == []

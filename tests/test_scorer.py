@@ -400,3 +400,79 @@ def test_masked_lm_batches_pad_where_cheaper_than_a_pass_and_equal_one_text_at_a
     assert widths == [max(lengths[i] for i in b) for b in batches] and len(batches) < len(set(lengths))
     alone = [masked.masked_logprobs(model, tokenizer, [t], [w], torch.device("cpu"))[0] for t, w in zip(texts, words)]
     assert max(abs(a - b) for x, y in zip(together, alone) for a, b in zip(x, y) if a is not None) <= 1e-5
+
+
+# --- what a run records beside its figures (issue 31) --------------------------------------------------------
+
+
+def test_a_run_records_prompts_baselines_and_its_label(tiny, built_all, tmp_path, capsys):
+    """NEWTON Track 1 with the tiny causal model: each row's prompt is the released prompt of that row (worked from
+    the built rows), with its token count; the baselines match the references the run scored; the label is kept."""
+    from transformers import AutoTokenizer
+
+    from physprobe.dataset_scripts.newton.evaluation import released_prompt
+
+    out = tmp_path / "run"
+    args = ["score", "--model", str(tiny["causal"]), "--benchmark", "newton", "--config", "track1", "--limit", "6",
+            "--data", str(built_all), "--out", str(out), "--label", "tiny GPT, raw"]  # fmt: skip
+    assert main(args) == 0
+    summary = capsys.readouterr().out
+    rows = pq.read_table(next((built_all / "newton" / "track1").glob("*.parquet"))).to_pylist()
+    tokenizer = AutoTokenizer.from_pretrained(tiny["causal"])
+    predictions = pq.read_table(out / "predictions.parquet").to_pylist()
+    for p in predictions:
+        prompt = released_prompt(rows[p["row"]], "track1")
+        assert p["prompts"] == [prompt] and p["prompt_tokens"] == [len(tokenizer(prompt)["input_ids"])]
+    info = json.loads((out / "run.json").read_text())
+    assert info["label"] == "tiny GPT, raw"
+    references = [p["reference"][0] for p in predictions]
+    found = info["baselines"]["track1"]
+    assert found["majority_answer"] == max(sorted(set(references)), key=references.count)
+    answered = [p["prediction"] for p in predictions if p["prediction"] != -1]
+    assert (found["answered"], found["commonest"]) == (len(answered), max(map(answered.count, answered), default=0))
+    assert "  baselines, agreement_accuracy on the same rows: majority answer (the" in summary
+
+
+def test_a_refused_score_leaves_no_folder_and_a_failed_one_keeps_its_cache(tiny, built_all, tmp_path, capsys, monkeypatch):
+    """A chat template asked of a masked LM is refused once the run folder is claimed: neither it nor the runs/
+    folder made for it is left. A run that fails after scores reached its cache keeps them, and resumes."""
+    runs = tmp_path / "runs"
+    args = ["score", "--model", str(tiny["mlm"]), "--benchmark", "prost", "--limit", "4", "--data", str(built_all)]
+    assert main([*args, "--out", str(runs / "bert"), "--apply-chat-template"]) == 2
+    assert "Masked requests read none" in capsys.readouterr().err and not runs.exists()
+
+    def broken(*arguments, **options):
+        raise RuntimeError("a bug after scoring")
+
+    monkeypatch.setattr(runner.baselines, "compute", broken)
+    with pytest.raises(RuntimeError):
+        main([*args, "--out", str(runs / "bert")])
+    assert (runs / "bert" / "cache.sqlite").is_file() and not (runs / "bert" / "run.json").exists()
+    monkeypatch.undo()
+    assert main([*args, "--out", str(runs / "bert")]) == 0
+    assert json.loads((runs / "bert" / "run.json").read_text())["questions_scored"] == 0  # all four from the cache
+
+
+def test_text2afford_with_nothing_to_rank_gives_n_0():
+    """Pairs with no negative (or no positive) class leave nothing to rank: n = 0 and no figure, not an error."""
+    evaluation = registry.evaluation("text2afford")
+    rows = [{"labels": [1] * 15}, {"labels": [0] * 15}]
+    assert evaluation.metrics("default", rows, [None, None], [[0.5] * 15] * 2) == {
+        "strict": {"n": 0, "skipped": 2}, "pairwise": {"n": 0, "skipped": 2}}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("limit", [1, 2, 3])
+@pytest.mark.parametrize("benchmark, family", [("prost", "causal"), ("prost", "mlm"), ("cccons", "mlm"), ("newton", "seq2seq"),
+                                               ("text2afford", "nli"), ("text2afford", "causal")])  # fmt: skip
+def test_any_limit_scores_with_intervals_or_none(tiny, built_all, tmp_path, benchmark, family, limit):
+    """Every default config at --limit 1, 2 and 3: a run folder that report reads, every interval finite."""
+    out = tmp_path / "run"
+    args = ["score", "--model", str(tiny[family]), "--benchmark", benchmark, "--limit", str(limit), "--data", str(built_all),
+            "--out", str(out)]  # fmt: skip
+    assert main(args) == 0
+    info = json.loads((out / "run.json").read_text())
+    for by_figure in info["bootstrap"]["figures"].values():
+        for spread in by_figure.values():
+            assert spread["ci95"][0] <= spread["ci95"][1] and spread["stderr"] >= 0
+    assert main(["report", str(out), "--out", str(tmp_path / "report")]) == 0

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from importlib.metadata import version
+from pathlib import Path
 
 import pytest
 import yaml
@@ -133,6 +134,62 @@ def browser():
         "--disable-sync", "--no-first-run"])  # fmt: skip
 
 
+def settled(page, labels, seconds=60):
+    """The values of the output fields ``labels`` once two reads half a second apart agree and none is empty
+    (under load gradio can show a transient value while a result arrives)."""
+    fields = [page.get_by_label(label, exact=True) for label in labels]
+    values, deadline = None, time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        page.wait_for_timeout(500)
+        current = tuple(field.input_value() for field in fields)
+        if all(current) and current == values:
+            break
+        values = current
+    return values
+
+
+def screenshot_path(tmp_path, name):
+    """Where a test's screenshot goes: $PHYSPROBE_SCREENSHOTS (a folder, to look at them), else the test's tmp folder."""
+    folder = Path(os.environ.get("PHYSPROBE_SCREENSHOTS", tmp_path))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{name}.png"
+
+
+# What each Space shows when it opens, before anyone types: its example's figures, worked by hand.
+OPENING = {
+    # 3 of 5 right; mass 2 of 2, height 1 of 3: macro (1 + 1/3) / 2.
+    "probe_accuracy": {"accuracy": 0.6, "macro_accuracy": 2 / 3},
+    # Right on questions 1, 2, 4 with agreements 1.0, 0.75, 0.75: 2.5 / 4; plain 3 of 4.
+    "agreement_accuracy": {"agreement_accuracy": 0.625, "accuracy": 0.75},
+    # Pair 1: positives 0.5 and 0.7 each beat 0.1, not 0.9 (2 of 4); pair 2: 0.8 beats all three: 5 of 7.
+    # AP: ranking 0.9(-) 0.7(+) 0.5(+) 0.1(-) gives (1/2 + 2/3) / 2; pair 2's positive ranks first: 1.
+    "affordance_rank": {"accuracy": 5 / 7, "map": ((1 / 2 + 2 / 3) / 2 + 1) / 2},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", METRICS)
+def test_every_space_opens_on_an_example_that_computes(spaces, tmp_path, name):
+    """Chromium opens the Space: its form holds an example, the page shows that example's figures with no error,
+    and Compute on the untouched form gives them again."""
+    manager, options = browser()
+    expected = OPENING[name]
+    with manager as playwright:
+        chromium = playwright.chromium.launch(**options)
+        page = chromium.new_page(viewport={"width": 1200, "height": 900})
+        page.goto(spaces[name], timeout=120_000)
+        opened = settled(page, list(expected))
+        text = page.locator("body").inner_text()
+        page.screenshot(path=str(screenshot_path(tmp_path, f"{name}-opened")), full_page=True)
+        page.get_by_role("button", name="Compute").click()
+        computed = settled(page, list(expected))
+        text += page.locator("body").inner_text()
+        chromium.close()
+    assert [float(v) for v in opened] == pytest.approx(list(expected.values()))
+    assert [float(v) for v in computed] == pytest.approx(list(expected.values()))
+    assert "Error" not in text
+
+
 @pytest.mark.slow
 def test_agreement_accuracy_form_in_a_real_browser(spaces, tmp_path):
     manager, options = browser()
@@ -140,19 +197,30 @@ def test_agreement_accuracy_form_in_a_real_browser(spaces, tmp_path):
         chromium = playwright.chromium.launch(**options)
         page = chromium.new_page(viewport={"width": 1200, "height": 900})
         page.goto(spaces["agreement_accuracy"], timeout=120_000)
-        page.get_by_label("predictions").fill("0, 2, 2, 0")
+        settled(page, ["agreement_accuracy", "accuracy"])  # the opening example's figures, then the typed ones
+        page.get_by_label("predictions").fill("0, 2, 2, 2")
         page.get_by_label("references").fill("0, 2, 0, 0")
-        page.get_by_label("agreements (optional)").fill("[1.0, 0.75, 1.0, 0.75]")
+        page.get_by_label("agreements (optional)").fill("[1.0, 0.75, 1.0, 0.5]")
+        page.get_by_label("groups (optional)").fill("")
         page.get_by_role("button", name="Compute").click()
-        shown = (page.get_by_label("agreement_accuracy", exact=True), page.get_by_label("accuracy", exact=True))
-        # Under load gradio can show a transient value while the result arrives: read until two reads agree.
-        values, deadline = None, time.monotonic() + 60
-        while time.monotonic() < deadline:
-            page.wait_for_timeout(500)
-            current = tuple(field.input_value() for field in shown)
-            if all(current) and current == values:
-                break
-            values = current
-        page.screenshot(path=str(os.environ.get("PHYSPROBE_SCREENSHOT", tmp_path / "agreement_accuracy.png")), full_page=True)
+        page.wait_for_timeout(1000)
+        values = settled(page, ["agreement_accuracy", "accuracy"])
+        page.screenshot(path=str(screenshot_path(tmp_path, "agreement_accuracy-typed")), full_page=True)
         chromium.close()
-    assert tuple(float(v) for v in values) == (0.625, 0.75)
+    # Right on questions 1 and 2 (agreements 1.0, 0.75): 1.75 / 4; plain 2 of 4.
+    assert tuple(float(v) for v in values) == (0.4375, 0.5)
+
+
+@pytest.mark.slow
+def test_an_optional_number_left_empty_is_not_given_and_zero_is_refused(spaces):
+    """num_choices and k open empty (the module's default) and a typed 0 reaches the module, which refuses it."""
+    from gradio_client.exceptions import AppError
+
+    accuracy, *_ = client(spaces["probe_accuracy"]).predict(
+        "[0, 1]", "[0, 0]", "", "", "", "", "", "per_pair", "template_mean", "", api_name="/compute")
+    assert accuracy == 0.5
+    with pytest.raises(AppError, match="num_choices must be a whole number of at least 1, got 0"):
+        client(spaces["probe_accuracy"]).predict("[0, 1]", "[0, 0]", "", "", "", "", "", "per_pair", "template_mean", "0",
+                                                 api_name="/compute")  # fmt: skip
+    with pytest.raises(AppError, match="k must be at least 1, got 0"):
+        client(spaces["affordance_rank"]).predict("[[0.9, 0.1]]", "[[1, 0]]", "pairwise", "micro", "0", api_name="/compute")

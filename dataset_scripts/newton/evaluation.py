@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from physprobe.protocols import Evaluation, Protocol, decided, first_mentioned, load_metric
+from physprobe.protocols import Evaluation, Protocol, decided, first_mentioned, load_metric, several_mentioned
 from physprobe.requests import Choice, Generate, Seq2Seq
 
 LABELS = "abcd"
@@ -163,6 +163,24 @@ def match_answer(text: str, choices: list[str]) -> int | None:
     return named
 
 
+def several_named(text: str, choices: list[str]) -> bool:
+    """Whether ``match_answer`` took the first of several options the answer names: no label stated as the
+    answer and two labels bracketed, or no label and two option texts (an answer that echoes the question's
+    options names them all).
+
+    >>> choices = ["rock", "pillow"]
+    >>> several_named("(a) rock (b) pillow", choices), several_named("rock or pillow", choices), several_named("(b) pillow", choices)
+    (True, True, False)
+    """
+    answer = text.lower()
+    if _STATED.search(answer):  # a label stated as the answer decides alone
+        return False
+    labels = {LABELS.index(a or b) for a, b in _BRACKETED.findall(answer)} & set(range(len(choices)))
+    if labels or stated_label(answer, len(choices)) is not None:
+        return len(labels) > 1
+    return several_mentioned(answer.replace(".", ""), [choice.lower().replace(".", "") for choice in choices])
+
+
 def _generate(prompt: str, row: dict) -> Generate:
     return Generate(prompt, tuple(row["choices"]))
 
@@ -229,6 +247,7 @@ def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> d
     return out
 
 
+SEVERAL = "the answer names several options (as one echoing the question's options does) and the first is taken"
 RELEASED = "NEWTON hf_track1.py, hf_track2.py, hf_track3.py (the `prompt = f'...'` statement of each main loop)"
 GPT = ("NEWTON gpt_track1.py, gpt_track2.py, gpt_track3.py through query_gpt.py's ChatBot (system message, one user "
        "turn, openai.ChatCompletion top_p=0.5, no token limit: greedy here, at most 128 new tokens)")
@@ -245,24 +264,28 @@ EVALUATION = Evaluation(
                  "(do_sample=False); answer matched as match_answer",
                  f"released prompt (question, options (a)-(d)); greedy answer ({MAX_LENGTH} tokens with the prompt) "
                  "matched to a label or option text",
-                 default_for=("causal", "seq2seq"), match=match_answer, max_new_tokens=MAX_LENGTH, max_length=MAX_LENGTH),
+                 default_for=("causal", "seq2seq"), match=match_answer, max_new_tokens=MAX_LENGTH, max_length=MAX_LENGTH,
+                 fallback=several_named, fallback_reason=SEVERAL),
         Protocol("table1-generate", "generate", lambda row, config: _generate(table1_prompt(row, config), row),
                  "NEWTON paper Table 1; hf_track2.py `# prompt = f'True/False: {question}'` (commented out)",
                  "Table 1 wording for Track 2 Boolean, released prompts elsewhere; generated answer matched",
-                 match=match_answer, max_new_tokens=MAX_LENGTH, max_length=MAX_LENGTH),
+                 match=match_answer, max_new_tokens=MAX_LENGTH, max_length=MAX_LENGTH,
+                 fallback=several_named, fallback_reason=SEVERAL),
         Protocol("released-gpt-chat", "generate", lambda row, config: _generate(gpt_message(row, config), row),
                  f"{GPT} (the bare question for Tracks 1-2, the question template for Track 3); answer read as "
                  "the scripts store it (lower case, full stops removed) and matched as match_answer",
                  "chat: the GPT scripts' system message, then the bare question (Tracks 1-2) or 'Context: .. "
                  "Question: .. A) .. Answer:' (Track 3); greedy answer matched to a label or option text",
                  default_for_models=(r"gpt-(?:3\.5|4)",), families=("causal",), match=match_answer,
-                 max_new_tokens=GPT_MAX_NEW_TOKENS, system_message=GPT_SYSTEMS, needs_chat=True),
+                 max_new_tokens=GPT_MAX_NEW_TOKENS, system_message=GPT_SYSTEMS, needs_chat=True,
+                 fallback=several_named, fallback_reason=SEVERAL),
         Protocol("gpt-chat-printed-template", "generate", lambda row, config: _generate(gpt_template(row, config), row),
                  f"{GPT}, with the question_template the scripts build and print for every track (sent only for "
                  "Track 3; the paper's Track 2 multiple-choice figures need the options the bare question lacks)",
                  "chat: the GPT scripts' system message, then 'Question: .. A) .. B) .. Answer:'; greedy answer "
                  "matched to a label or option text", families=("causal",), match=match_answer,
-                 max_new_tokens=GPT_MAX_NEW_TOKENS, system_message=GPT_SYSTEMS, needs_chat=True),
+                 max_new_tokens=GPT_MAX_NEW_TOKENS, system_message=GPT_SYSTEMS, needs_chat=True,
+                 fallback=several_named, fallback_reason=SEVERAL),
         Protocol("released-loglik-labels", "causal", _loglik_labels,
                  f"{RELEASED} (prompt); option labels ranked by log-likelihood (physprobe, no upstream equivalent)",
                  "released prompt + ' Answer: (x)'; the most likely label"),

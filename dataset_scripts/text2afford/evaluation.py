@@ -275,6 +275,7 @@ EVALUATION = Evaluation(
     ),  # fmt: skip
     metrics=metrics,
     reference=lambda row: [i for i, label in enumerate(row["labels"]) if label == 1],  # the positive classes
+    classes=len(text2afford.CLASS_NAMES),
 )
 
 

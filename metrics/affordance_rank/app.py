@@ -26,10 +26,23 @@ def parse_rows(name, text):
     return rows
 
 
+def whole_number(name, text):
+    """An optional whole number typed in a text field: empty means not given; anything else is passed on as
+    read (0 included, for the module to refuse), never dropped."""
+    text = "" if text is None else str(text).strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise gr.Error(f"{name}: not a number ({text!r})")
+    return int(value) if value.is_integer() else value
+
+
 def compute(predictions, references, mode, average, k):
     kwargs = {"mode": mode, "average": average}
-    if k is not None:  # 0 is passed on (and refused by the module), never dropped
-        kwargs["k"] = int(k) if float(k).is_integer() else k
+    if whole_number("k", k) is not None:
+        kwargs["k"] = whole_number("k", k)
     try:
         result = metric.compute(predictions=parse_rows("predictions", predictions),
                                 references=parse_rows("references", references), **kwargs)  # fmt: skip
@@ -42,19 +55,21 @@ def compute(predictions, references, mode, average, k):
 with gr.Blocks(title="Affordance Rank") as demo:
     gr.Markdown("# Affordance Rank\nText2Afford's rank-based accuracy and mAP of per-class affordance scores. One row "
                 "per sentence-object pair: `predictions` scores, `references` 0/1 labels, as JSON lists of lists.")
-    with gr.Row():
-        predictions = gr.Textbox(label="predictions", lines=3, placeholder="[[0.9, 0.5, 0.7, 0.1], [0.2, 0.8, 0.3, 0.6]]")
-        references = gr.Textbox(label="references", lines=3, placeholder="[[1, 0, 1, 0], [0, 1, 0, 0]]")
+    with gr.Row():  # the form opens on an example that computes (pairwise accuracy 5/7, mAP 0.792)
+        predictions = gr.Textbox(label="predictions", lines=3, value="[[0.5, 0.9, 0.7, 0.1], [0.2, 0.8, 0.3, 0.6]]")
+        references = gr.Textbox(label="references", lines=3, value="[[1, 0, 1, 0], [0, 1, 0, 0]]")
     with gr.Row():
         mode = gr.Dropdown(["strict", "pairwise"], value=DEFAULTS["mode"], label="mode")
         average = gr.Dropdown(["micro", "macro"], value=DEFAULTS["average"], label="average")
-        k = gr.Number(label="k (optional, mAP@k)", precision=0, value=None)
+        k = gr.Textbox(label="k (optional, mAP@k)", placeholder="all classes")
     button = gr.Button("Compute", variant="primary")
     with gr.Row():
         accuracy = gr.Number(label="accuracy")
         mean_ap = gr.Number(label="map")
     breakdown = gr.JSON(label="all results")
     button.click(compute, [predictions, references, mode, average, k], [accuracy, mean_ap, breakdown], api_name="compute")
+    demo.load(compute, [predictions, references, mode, average, k], [accuracy, mean_ap, breakdown],
+              api_visibility="undocumented")  # the page opens on the example's figures
 
 if __name__ == "__main__":  # a Space runs `python app.py`; tests import the form's functions
     demo.launch(show_error=True)

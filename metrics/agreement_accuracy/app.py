@@ -57,12 +57,12 @@ def compute(predictions, references, agreements, groups, reading):
 with gr.Blocks(title="Agreement Accuracy") as demo:
     gr.Markdown("# Agreement Accuracy\nNEWTON's agreement-weighted accuracy (Eq. 1) with plain accuracy and per-group "
                 "figures. Lists as JSON (`[0, 2, 2]`) or comma-separated (`0, 2, 2`).")
+    with gr.Row():  # the form opens on an example that computes (agreement_accuracy 0.625, accuracy 0.75)
+        predictions = gr.Textbox(label="predictions", value="[0, 2, 2, 0]")
+        references = gr.Textbox(label="references", value="[0, 2, 0, 0]")
     with gr.Row():
-        predictions = gr.Textbox(label="predictions", placeholder="[0, 2, 2, 0]")
-        references = gr.Textbox(label="references", placeholder="[0, 2, 0, 0]")
-    with gr.Row():
-        agreements = gr.Textbox(label="agreements (optional)", placeholder="[1.0, 0.75, 1.0, 0.75]")
-        groups = gr.Textbox(label="groups (optional)", placeholder='["soft", "soft", "sharp", "sharp"]')
+        agreements = gr.Textbox(label="agreements (optional)", value="[1.0, 0.75, 1.0, 0.75]")
+        groups = gr.Textbox(label="groups (optional)", value='["soft", "soft", "sharp", "sharp"]')
         reading = gr.Dropdown(["per_question", "global"], value=DEFAULTS["reading"], label="reading")
     button = gr.Button("Compute", variant="primary")
     with gr.Row():
@@ -71,6 +71,8 @@ with gr.Blocks(title="Agreement Accuracy") as demo:
     breakdown = gr.JSON(label="all results")
     button.click(compute, [predictions, references, agreements, groups, reading], [agreement_accuracy, accuracy, breakdown],
                  api_name="compute")
+    demo.load(compute, [predictions, references, agreements, groups, reading], [agreement_accuracy, accuracy, breakdown],
+              api_visibility="undocumented")  # the page opens on the example's figures
 
 if __name__ == "__main__":  # a Space runs `python app.py`; tests import the form's functions
     demo.launch(show_error=True)

@@ -29,6 +29,19 @@ def parse_list(name, text):
     return [int(i) if i.lstrip("-").isdigit() else {"true": True, "false": False}.get(i.lower(), i) for i in items]
 
 
+def whole_number(name, text):
+    """An optional whole number typed in a text field: empty means not given; anything else is passed on as
+    read (0 included, for the module to refuse), never dropped."""
+    text = "" if text is None else str(text).strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise gr.Error(f"{name}: not a number ({text!r})")
+    return int(value) if value.is_integer() else value
+
+
 def compute(predictions, references, groups, templates, positions, pairs, inverted, inverse_gap_reading, position_reading,
             num_choices):
     kwargs = {
@@ -41,7 +54,7 @@ def compute(predictions, references, groups, templates, positions, pairs, invert
         "inverted": parse_list("inverted", inverted),
         "inverse_gap_reading": inverse_gap_reading,
         "position_reading": position_reading,
-        "num_choices": None if num_choices is None else int(num_choices) if float(num_choices).is_integer() else num_choices,
+        "num_choices": whole_number("num_choices", num_choices),
     }
     if kwargs["predictions"] is None or kwargs["references"] is None:
         raise gr.Error("predictions and references are required")
@@ -56,11 +69,11 @@ def compute(predictions, references, groups, templates, positions, pairs, invert
 with gr.Blocks(title="Probe Accuracy") as demo:
     gr.Markdown("# Probe Accuracy\nPROST / CConS accuracy with per-concept macro averages, position accuracy and "
                 "superlative-inverse gaps. Lists as JSON (`[0, 1, 2]`) or comma-separated (`0, 1, 2`).")
+    with gr.Row():  # the form opens on an example that computes (accuracy 0.6, macro_accuracy 0.667)
+        predictions = gr.Textbox(label="predictions", value="[0, 1, 2, 3, 1]")
+        references = gr.Textbox(label="references", value="[0, 1, 3, 3, 0]")
     with gr.Row():
-        predictions = gr.Textbox(label="predictions", placeholder="[0, 1, 2, 3]")
-        references = gr.Textbox(label="references", placeholder="[0, 1, 3, 3]")
-    with gr.Row():
-        groups = gr.Textbox(label="groups (optional)", placeholder='["mass", "mass", "height", "height"]')
+        groups = gr.Textbox(label="groups (optional)", value='["mass", "mass", "height", "height", "height"]')
         templates = gr.Textbox(label="templates (optional, needs groups)")
         positions = gr.Textbox(label="positions (optional)", placeholder="[1, 2, 4, 4]")
     with gr.Row():
@@ -68,15 +81,17 @@ with gr.Blocks(title="Probe Accuracy") as demo:
         inverted = gr.Textbox(label="inverted (optional, with pairs)", placeholder="[false, true]")
         inverse_gap_reading = gr.Dropdown(["pooled", "per_pair"], value=DEFAULTS["inverse_gap_reading"], label="inverse_gap_reading")
         position_reading = gr.Dropdown(["template_mean", "question_mean"], value=DEFAULTS["position_reading"], label="position_reading")
-        num_choices = gr.Number(label="num_choices (optional)", precision=0, value=None)
+        num_choices = gr.Textbox(label="num_choices (optional)", placeholder="4")
     button = gr.Button("Compute", variant="primary")
     with gr.Row():
         accuracy = gr.Number(label="accuracy")
         macro_accuracy = gr.Number(label="macro_accuracy")
         inverse_gap = gr.Number(label="inverse_gap")
     breakdown = gr.JSON(label="all results")
-    button.click(compute, [predictions, references, groups, templates, positions, pairs, inverted, inverse_gap_reading,
-                           position_reading, num_choices], [accuracy, macro_accuracy, inverse_gap, breakdown], api_name="compute")
+    fields = [predictions, references, groups, templates, positions, pairs, inverted, inverse_gap_reading, position_reading,
+              num_choices]
+    button.click(compute, fields, [accuracy, macro_accuracy, inverse_gap, breakdown], api_name="compute")
+    demo.load(compute, fields, [accuracy, macro_accuracy, inverse_gap, breakdown], api_visibility="undocumented")  # opens computed
 
 if __name__ == "__main__":  # a Space runs `python app.py`; tests import the form's functions
     demo.launch(show_error=True)

@@ -20,6 +20,7 @@ is an error.
 Identity. ``identity(request_type)`` is a JSON-ready dict of all that changes a result besides the
 request (model revision, dtype, device type, a server's URL and served model id, the chat setting
 applied and its template's sha256); the runner puts it in the cache key and the chat setting in run.json.
+``read(requests)`` gives the texts the model reads for each request (the run's predictions.parquet keeps them).
 ``info()`` is the backend's own section of run.json (``backend``): a dataclass of what it records of
 itself (device, options, load state), beside the ``name`` the runner adds.
 
@@ -163,6 +164,16 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def score(self, requests: list, progress=None) -> list[list]:
         """One result per request (all of one type), in order; ``progress`` (a tqdm bar) advances per request."""
+
+    def read(self, requests: list) -> list[tuple[list[str], list[int] | None]]:
+        """Per request (all of one type), the texts the model reads (``Request.rendered``: each prompt as this
+        backend sends it) and their token counts, where the backend has the model's tokenizer (None here). A
+        prompt without a template has the system instruction before it; one a server reads through its own chat
+        template is the prompt as sent (the rendering is the server's)."""
+        if not requests:
+            return []
+        templated = self.chat_applied(type(requests[0]))
+        return [(r.rendered(lambda prompt, r=r: prompt_text(prompt, self.settings.chat, templated, r.system)), None) for r in requests]
 
     @abc.abstractmethod
     def info(self):

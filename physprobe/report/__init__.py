@@ -25,7 +25,7 @@ Example (a run folder written by ``physprobe score``)::
 
 writes ``report/report.md``, ``report/report.html`` (self-contained) and ``report/figures/*.png``.
 
-One job per module: ``tables`` (the paper_tables.yaml schema), ``runs`` (run folders), ``cells`` (a run's
+One job per module: ``tables`` (the paper_tables.yaml schema), ``runs`` (run folders and their names), ``cells`` (a run's
 value, n and interval per cell), ``notes`` (footnote texts), ``document`` (the blocks of the report),
 ``figures`` (matplotlib), ``writers`` (Markdown and HTML), ``output`` (the report folder).
 """
@@ -36,9 +36,9 @@ from physprobe.report.document import document
 from physprobe.report.figures import DRAW
 from physprobe.report.notes import missing_texts, protocol_warning
 from physprobe.report.output import MANIFEST, render
-from physprobe.report.runs import Run, load_run
+from physprobe.report.runs import Run, load_run, name_runs
 from physprobe.report.tables import Column, Figure, PaperTables, Row, Table, paper_tables
 
 __all__ = ["DRAW", "MANIFEST", "Column", "Figure", "PaperTables", "ReportError", "Row", "Run", "Table", "document",
-           "load_run", "lookup", "missing_texts", "number", "paper_tables", "printed_value", "protocol_warning",
+           "load_run", "lookup", "missing_texts", "name_runs", "number", "paper_tables", "printed_value", "protocol_warning",
            "render", "run_cell", "wilson"]

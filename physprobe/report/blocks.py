@@ -23,7 +23,7 @@ class Paragraph:
 class TableBlock:
     header: list[str]
     rows: list[list[str]]
-    kinds: list[str]  # per row: published, section, run
+    kinds: list[str]  # per row: published, section, run, baseline (a run's majority answer)
 
 
 @dataclass

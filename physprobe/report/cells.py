@@ -73,7 +73,7 @@ class Missing:
     """Why a run's cell is empty: ``kind`` is why (physprobe does not score the column), config (the run did
     not score that config), pooled (a figure over several configs the run did not all score), undecided
     (every question of the config was), excluded (the run's protocol left out questions of the config, the
-    column's among them), sample (a ``--limit`` run scored no question of the column), or key (metrics.json
+    column's among them), empty (the cell's n is 0: nothing the figure could be computed over), sample (a ``--limit`` run scored no question of the column), or key (metrics.json
     lacks it). ``detail`` is what the footnote needs; footnotes with the same kind and detail merge."""
 
     kind: str
@@ -124,6 +124,8 @@ def run_cell(run: Run, column: Column, part: int) -> RunCell:
     if key is None:
         return RunCell(None, None, None, Missing("why", column.why, run.id))
     value = lookup(run.metrics, key)
+    if value is MISSING and n_key and lookup(run.metrics, n_key) == 0:
+        return RunCell(None, None, None, Missing("empty", f"{key.split('.')[0]}|{n_key}", run.id))
     if value is MISSING:
         return RunCell(None, None, None, _why_missing(run, column, key))
     if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
@@ -132,3 +134,14 @@ def run_cell(run: Run, column: Column, part: int) -> RunCell:
     n = int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) and n > 0 else None
     interval = wilson(min(max(float(value), 0.0), 1.0), n) if n else None
     return RunCell(float(value), n, interval, None)
+
+
+def baseline_cell(run: Run, column: Column, part: int) -> float | None:
+    """The figure a column shows for the run's majority answer on the same rows (``Baselines.majority``), or None."""
+    key = column.keys[part]
+    if key is None:
+        return None
+    config, _, rest = key.partition(".")
+    found = run.record.baselines.get(config)
+    value = lookup(found.majority, rest) if found is not None and rest else MISSING
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

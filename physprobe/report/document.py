@@ -5,14 +5,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from physprobe import registry
+from physprobe import baselines, registry
 from physprobe.report.blocks import Heading, Image, Notes, Paragraph, TableBlock
-from physprobe.report.cells import Missing, RunCell, number, run_cell
+from physprobe.report.cells import Missing, RunCell, baseline_cell, number, run_cell
 from physprobe.report.figures import DRAW
-from physprobe.report.notes import Footnotes, apart_note, exclusion, missing_texts, protocol_warning
+from physprobe.report.notes import Footnotes, answered, apart_note, exclusion, missing_texts, protocol_warning
 from physprobe.report.runs import Run
 from physprobe.report.tables import Column, PaperTables, Table, paper_tables
 
+BASELINE_ROW = "↳ majority answer, same rows"
+BASELINES = (
+    "Below each run, the figures of its majority answer (the commonest gold option given to every question; where a "
+    "question has a label per class, each class scored by how often it holds) on the same questions, computed by the "
+    "same metric wiring: a run no higher than this row has learnt nothing the labels' balance does not give. The runs "
+    "table gives the best constant answer and chance too. ⚠ marks a run whose answers are (nearly) all one, or mostly "
+    "its protocol's fallback rule: its figures say little about the model."
+)
 INTERVALS = (
     "95% intervals are Wilson score intervals computed from each cell's value and its n (the questions behind "
     "the cell, from metrics.json). For cells that average other figures (macro averages over templates or groups, "
@@ -43,11 +51,38 @@ def _summary_marks(run: Run, column: Column, notes: Footnotes) -> str:
     if not column.summary:
         return ""
     configs = dict.fromkeys(key.split(".")[0] for key in column.keys if key)
-    return "".join(notes.mark(f"run {run.id}: {text}") for text in (exclusion(run, c) for c in configs) if text)
+    return ",".join(notes.mark(f"run {run.id}: {text}") for text in (exclusion(run, c) for c in configs) if text)
+
+
+def _configs(table: Table) -> list[str]:
+    """The configs (and pooled figures) a table's columns read, in order."""
+    return list(dict.fromkeys(key.split(".")[0] for column in table.columns for key in column.keys if key))
+
+
+def _run_label(run: Run, table: Table, paper: PaperTables, notes: Footnotes) -> str:
+    """A run's name in a table, with its marks: ⚠ for a protocol other than the paper's and for figures that say
+    little (``baselines.flags``), and footnotes for what the table's figures rest on (unparsed, undecided)."""
+    pooled = registry.evaluation(run.record.benchmark).pooled
+    configs = _configs(table)
+    members = list(dict.fromkeys(member for config in configs for member in pooled.get(config, (config,))))
+    warning, apart = protocol_warning(run, paper), apart_note(run)
+    flags = [flag for flag in baselines.flags(run.record) if flag.config in members]
+    warned = [warning] * bool(warning) + [f"run {run.id}: {flag.text}" for flag in flags]
+    texts = warned + [apart] * bool(apart) + [f"run {run.id}, {text}" for text in (answered(run, c) for c in members) if text]
+    return run.id + (" ⚠" if warned else "") + ",".join(notes.mark(text) for text in texts)
+
+
+def _baseline_row(run: Run, table: Table) -> list[str] | None:
+    """The run's majority-answer figures in the table's columns, or None where it has none of them."""
+    shown = []
+    for column in table.columns:
+        values = [baseline_cell(run, column, i) for i in range(len(column.parts))]
+        shown.append("" if all(v is None for v in values) else " / ".join("—" if v is None else number(v, table) for v in values))
+    return [BASELINE_ROW, *shown] if any(shown) else None
 
 
 def table_block(table: Table, runs: list[Run], paper: PaperTables) -> tuple[TableBlock, list[str]]:
-    """A published table with the runs' rows below, and its footnotes."""
+    """A published table with the runs' rows below (each with its majority-answer row), and its footnotes."""
     notes = Footnotes()
     header = ["Model", *[c.name for c in table.columns]]
     rows, kinds, section = [], [], None
@@ -66,14 +101,17 @@ def table_block(table: Table, runs: list[Run], paper: PaperTables) -> tuple[Tabl
     cells = {(run.id, c.name): [run_cell(run, c, i) for i in range(len(c.parts))] for run in placed for c in table.columns}
     texts = missing_texts([cell.missing for parts in cells.values() for cell in parts if cell.missing])
     for run in placed:
-        warning, apart = protocol_warning(run, paper), apart_note(run)
-        label = run.id + (" ⚠" + notes.mark(warning) if warning else "") + (notes.mark(apart) if apart else "")
+        label = _run_label(run, table, paper, notes)
         shown = []
         for column in table.columns:
             text = _format_run_cell(cells[run.id, column.name], table, notes, texts)
             shown.append(text if text.startswith("—") else text + _summary_marks(run, column, notes))
         rows.append([label, *shown])
         kinds.append("run")
+        baseline = _baseline_row(run, table)
+        if baseline is not None:
+            rows.append(baseline)
+            kinds.append("baseline")
     left_out = [r for r in runs if r not in placed]
     extra = list(table.notes)
     if left_out:
@@ -103,26 +141,57 @@ def unreleased_chat(run: Run) -> bool:
     return protocol is None or not protocol.needs_chat
 
 
+def chat_setting(run: Run) -> str:
+    """How a run's prompts were read: raw, or through a chat template (flagged ⚠ where the protocol's released
+    script read raw text: ``unreleased_chat``), with a system instruction if any."""
+    chat = run.record.chat
+    if chat is None:
+        return "— (no prompts)"
+    mark = "⚠ " if unreleased_chat(run) else ""
+    text = (f"{mark}chat template {chat.template or '(default)'}" + (f" sha256 {chat.template_sha256[:12]}" if chat.template_sha256 else "")
+            if chat.applied else "raw prompts")  # fmt: skip
+    return text + (" + system instruction" if chat.system_instruction else "")
+
+
+def _backend(run: Run) -> str:
+    backend = run.record.backend
+    return backend["name"] + (f", {backend['gguf_file']}" if backend.get("gguf_file") else "")
+
+
+def _answers(run: Run) -> str:
+    """Per scored config, what its figures rest on (``notes.answered``) and its flags; "all answered" otherwise."""
+    texts = [text for config in run.record.configs if (text := answered(run, config))]
+    texts += [f"⚠ {flag.text.split(';')[0]}" for flag in baselines.flags(run.record)]
+    return "; ".join(texts) or "every question answered"
+
+
+def _baselines(run: Run) -> str:
+    found = run.record.baselines
+    return "; ".join(f"{config}: {baselines.summary(run.record.benchmark, found[config])}" for config in run.metrics
+                     if config in found) or "—"  # fmt: skip
+
+
 def _runs_table(runs: list[Run], paper: PaperTables) -> TableBlock:
     rows = []
     for run in runs:
         configs = ", ".join(run.record.configs)
         limit = run.record.limit
-        chat = " ⚠ chat template" if unreleased_chat(run) else ""
-        rows.append([run.id, run.record.model, run.method, run.record.protocol + chat,
+        rows.append([run.id, run.record.model, _backend(run), run.method, run.record.protocol, chat_setting(run),
                      ", ".join(paper.protocols.get(run.method, ("—",))), configs + (f" (limit {limit})" if limit else ""),
-                     headlines(run.record.benchmark, run.metrics), str(run.folder)])  # fmt: skip
-    header = ["Run", "Model", "Method", "Protocol", "Paper's protocol", "Configs", "Headline", "Folder"]
+                     headlines(run.record.benchmark, run.metrics), _answers(run), _baselines(run), str(run.folder)])  # fmt: skip
+    header = ["Run", "Model", "Backend", "Method", "Protocol", "Prompts", "Paper's protocol", "Configs", "Headline",
+              "Answers", "Baselines (headline figure)", "Folder"]  # fmt: skip
     return TableBlock(header, rows, ["run"] * len(rows))
 
 
-def document(runs: list[Run], figures_dir: Path) -> list:
-    """The report as blocks (headings, tables, notes, images), drawing the figures into ``figures_dir``."""
+def document(runs: list[Run], figures_dir: Path, skipped: list[tuple[Path, str]] = ()) -> list:
+    """The report as blocks (headings, tables, notes, images), drawing the figures into ``figures_dir``;
+    ``skipped``: the folders given that are not in it, and why (listed at the end)."""
     blocks: list = [Heading(1, "physprobe report"),
                     Paragraph("The papers' published tables, transcribed as printed, with your runs below them. "
                               "Cells are placed by column name; — marks a cell a run did not score (see its footnote). "
                               "Run cells read: value (95% interval) n=questions."),
-                    Paragraph(INTERVALS)]  # fmt: skip
+                    Paragraph(BASELINES), Paragraph(INTERVALS)]  # fmt: skip
     by_benchmark: dict[str, list[Run]] = {}
     for run in runs:
         by_benchmark.setdefault(run.record.benchmark, []).append(run)
@@ -147,4 +216,6 @@ def document(runs: list[Run], figures_dir: Path) -> list:
                 drawn.append(Paragraph(f"Figure not drawn: {figure.title} — no published row or run has a value for it.", "note"))
         if drawn:
             blocks += [Heading(3, f"{paper.title} figures"), *drawn]
+    if skipped:
+        blocks += [Heading(2, "Folders not in this report"), Notes([why for _, why in skipped])]
     return blocks

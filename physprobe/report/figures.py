@@ -1,5 +1,6 @@
 """The report's figures (matplotlib, Agg): bars (one panel per column) and lines (one line per model across a
-table's columns), published models grey, runs coloured with 95% intervals; ``DRAW`` maps a figure kind to its
+table's columns), published models grey, runs coloured with 95% intervals and ⚠ after the name of a run whose
+figures say little (``baselines.flags``); legends inside the figure; ``DRAW`` maps a figure kind to its
 drawing function."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from physprobe import baselines
 from physprobe.errors import ReportError
 from physprobe.report.cells import number, printed_value, run_cell
 from physprobe.report.runs import Run
@@ -51,8 +53,13 @@ def _panel_series(table: Table, columns: list[Column], part_name: str | None, ru
             cell = run_cell(run, column, column.parts.index(part_name) if part_name else 0)
             values.append(None if cell.value is None else _scaled(cell.value, table))
             errors.append(None if cell.interval is None else tuple(_scaled(x, table) for x in cell.interval))
-        series.append(_Series(run.id, values, errors, True))
+        series.append(_Series(shown_name(run), values, errors, True))
     return series
+
+
+def shown_name(run: Run) -> str:
+    """A run's name in a figure: ⚠ after it when its figures say little (``baselines.flags``)."""
+    return run.id + (" ⚠" if baselines.flags(run.record) else "")
 
 
 def _reference(table: Table, kind: str, column: Column, part_name: str | None) -> float | None:
@@ -79,7 +86,7 @@ def _plt():
 
 
 def _run_colours(runs: list[Run]) -> dict[str, str]:
-    return {run.id: OKABE_ITO[i % len(OKABE_ITO)] for i, run in enumerate(runs)}
+    return {shown_name(run): OKABE_ITO[i % len(OKABE_ITO)] for i, run in enumerate(runs)}
 
 
 def bars_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path) -> bool:
@@ -148,10 +155,12 @@ def bars_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path)
         axis.grid(axis="x", color="#EEEEEE", linewidth=0.6)
         axis.set_axisbelow(True)
         axis.set_xlabel("%" if table.scale == "percent" else "fraction", fontsize=7)
-    _legend(fig, plt, runs, colours, lines)
+    _fit_labels(fig, axes, ncols, 1 if shared else ncols)
+    legend = _legend(fig, plt, runs, colours, lines)
     fig.suptitle(figure.title, fontsize=11)
     inches = fig.get_size_inches()[1]
-    fig.tight_layout(rect=(0, 0.75 / inches, 1, 1 - 0.45 / inches))
+    below = legend.get_window_extent().height / fig.dpi + 0.15  # the legend's rows, and a margin
+    fig.tight_layout(rect=(0, below / inches, 1, 1 - 0.45 / inches))
     _save(fig, plt, path)
     return True
 
@@ -214,14 +223,29 @@ def _label_line_ends(axis, ends: list, full: float) -> None:
         axis.annotate(name, (x + 0.05, y), fontsize=7, color="#555555", va="center")
 
 
-def _legend(fig, plt, runs, colours, lines) -> None:
+def _fit_labels(fig, axes, ncols: int, labelled: int) -> None:
+    """Widen the figure so that every panel keeps its width beside the longest bar name (``labelled``: the
+    columns of panels that print their names), so nothing runs past its right edge."""
+    renderer = fig.canvas.get_renderer()
+    widths = [label.get_window_extent(renderer).width for axis in axes.flat if axis.get_visible() for label in axis.get_yticklabels()]
+    names = max(widths, default=0) / fig.dpi
+    fig.set_size_inches(ncols * 2.9 + labelled * (names + 0.25) + 0.3, fig.get_size_inches()[1])
+
+
+def _legend(fig, plt, runs, colours, lines):
+    """The figure's legend at its foot, in as many columns (at most 4) as fit inside its width."""
     from matplotlib.patches import Patch
 
     handles = [Patch(color=PUBLISHED_GREY, label="published (paper)")]
-    handles += [Patch(facecolor=colours[r.id], edgecolor="#333333", label=f"{r.id} (95% interval)") for r in runs]
+    handles += [Patch(facecolor=colours[shown_name(r)], edgecolor="#333333", label=f"{shown_name(r)} (95% interval)") for r in runs]
     for label, line in lines.items():
         handles.append(plt.Line2D([], [], color=line.get_color(), linestyle=line.get_linestyle(), label=label))
-    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4), fontsize=8, frameon=False)
+    renderer = fig.canvas.get_renderer()
+    for columns in range(min(len(handles), 4), 0, -1):
+        legend = fig.legend(handles=handles, loc="lower center", ncol=columns, fontsize=8, frameon=False)
+        if columns == 1 or legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
+            return legend
+        legend.remove()
 
 
 def _save(fig, plt, path: Path) -> None:

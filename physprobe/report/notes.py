@@ -57,6 +57,10 @@ def missing_texts(missing: list[Missing]) -> dict[Missing, str]:
             text = f"every question of `{detail}` was undecided in {who}"
         elif kind == "excluded":
             text = f"{who}: {detail}"
+        elif kind == "empty":
+            config, n_key = detail.split("|")
+            text = (f"{who}: no question of `{config}` could be scored for this figure (`{n_key}` is 0, e.g. no pair with "
+                    f"both a positive and a negative class among a --limit run's rows): no value, no interval")  # fmt: skip
         elif kind == "sample":
             config, limit = detail.split("|")
             text = (f"{who} scored no question of this column (or none it decided) among the --limit {limit} "
@@ -104,3 +108,18 @@ def exclusion(run: Run, config: str) -> str | None:
     why = f" ({protocol.skip_reason})" if protocol is not None and protocol.skip_reason else ""
     return (f"protocol `{run.record.protocol}` leaves out {count} question{'s' if count > 1 else ''} of "
             f"`{config}`{why}; this overall figure is over the other questions")  # fmt: skip
+
+
+def answered(run: Run, config: str) -> str | None:
+    """What a run's figures of ``config`` rest on, where some questions got no plain answer: the unparsed,
+    undecided and fallback shares of its ``n`` questions (metrics.json's counts); None when every question got one."""
+    scored = run.metrics.get(config)
+    if not isinstance(scored, dict) or not scored.get("n"):
+        return None
+    n = scored["n"]
+    parts = [f"{scored[count]} of {n} ({100 * scored[count] / n:.0f}%) {what}" for count, what in (
+        ("unparsed", "answers named no option (unparsed, counted wrong)"),
+        ("undecided", "questions undecided (left out of the figures)"),
+        ("fallback", "answers decided by the protocol's fallback rule"),
+    ) if scored.get(count)]  # fmt: skip
+    return f"`{config}`: " + "; ".join(parts) if parts else None

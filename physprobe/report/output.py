@@ -4,12 +4,13 @@ written, built beside its target and swapped in whole), with a manifest listing 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from physprobe import paths
-from physprobe.errors import ReportError
+from physprobe.errors import ReportError, RunRecordError
 from physprobe.report.document import document
-from physprobe.report.runs import load_run
+from physprobe.report.runs import load_run, name_runs
 from physprobe.report.tables import paper_tables
 from physprobe.report.writers import to_html, to_markdown
 
@@ -19,26 +20,41 @@ MANIFEST = "physprobe-report.json"  # marks a folder as a report physprobe wrote
 def render(runs: list[Path], out: Path) -> Path:
     """Write the report folder ``out``: report.md, report.html, figures/*.png; return ``out``.
 
-    ``out`` must not exist, be empty, or be a report folder this command wrote before (replaced as a whole);
-    anything else is a one-line error and is left untouched. Everything is written to a staging folder beside
-    ``out`` and swapped into place, so a failure leaves nothing behind. Runs of several benchmarks give one section per benchmark.
+    A folder that is not a finished run (``run_record.read`` refuses it: run.json missing, a failed or
+    unfinished run, another schema), a run of an unknown benchmark or a second copy of a run is skipped: one
+    line each on stderr once the report is written, and listed in it (a glob such as ``runs/*`` reports the
+    finished runs among the folders); none finished is a one-line error. ``out`` must not exist, be empty, or be
+    a report folder this command wrote before (replaced as a whole); anything else is a one-line error and is
+    left untouched. Everything is written to a staging folder beside ``out`` and swapped into place, so a failure
+    leaves nothing behind. Runs of several benchmarks give one section per benchmark.
     """
     if not runs:
         raise ReportError("give at least one run folder written by `physprobe score`")
-    loaded = [load_run(Path(r)) for r in runs]
-    seen = {}
-    for run in loaded:
-        if run.id in seen:
-            raise ReportError(f"{run.folder} and {seen[run.id]} are the same run (the same figures of the same protocol "
-                              "on the same rows); give it once")  # fmt: skip
-        seen[run.id] = run.folder
-    for run in loaded:
-        paper_tables(run.record.benchmark)  # unknown benchmarks fail before anything is written
+    loaded, skipped, seen = [], [], {}
+    for folder in runs:
+        try:
+            run = load_run(Path(folder))
+            paper_tables(run.record.benchmark)  # an unknown benchmark is skipped before anything is written
+        except (RunRecordError, ReportError) as error:
+            skipped.append((Path(folder), str(error)))
+            continue
+        if run.fingerprint in seen:
+            skipped.append((run.folder, f"{run.folder} is the same run as {seen[run.fingerprint]} (the same figures of the same "
+                                        "protocol on the same rows); reported once"))  # fmt: skip
+            continue
+        seen[run.fingerprint] = run.folder
+        loaded.append(run)
+    if not loaded:
+        raise ReportError(f"none of the {len(runs)} folder{'s' if len(runs) > 1 else ''} given is a finished physprobe run "
+                          f"({skipped[0][1]}{'; ...' if len(skipped) > 1 else ''})")  # fmt: skip
+    name_runs(loaded)
     with paths.staged(out, paths.Owner("report", {})) as staging:
         (staging / "figures").mkdir()
-        blocks = document(loaded, staging / "figures")
+        blocks = document(loaded, staging / "figures", skipped)
         (staging / "report.md").write_text(to_markdown(blocks), encoding="utf-8")
         (staging / "report.html").write_text(to_html(blocks), encoding="utf-8")
         files = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file())
         (staging / MANIFEST).write_text(json.dumps({"files": files}, indent=1) + "\n")
+    for _, why in skipped:
+        print(f"physprobe: skipped: {why}", file=sys.stderr)
     return out

@@ -1,11 +1,18 @@
-"""Run folders written by ``physprobe score``, as the report reads them (through ``physprobe.run_record``)."""
+"""Run folders written by ``physprobe score``, as the report reads them (through ``physprobe.run_record``), and
+the names the report gives them: a run's ``--label``, else its model's name, with what tells it apart from the
+report's other runs of that name on the same benchmark.
+
+>>> name(["gpt2", "gpt2", "t5-small"], [["sentence-sum", "raw prompts"], ["released-gpt", "raw prompts"], ["x", "y"]])
+['gpt2 (sentence-sum)', 'gpt2 (released-gpt)', 't5-small']
+>>> name(["gpt2", "gpt2"], [["a"], ["a"]])
+['gpt2 #1', 'gpt2 #2']
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,23 +23,26 @@ from physprobe.run_record import RunRecord
 
 @dataclass
 class Run:
-    """A run in the report: its folder, its record, and an id unique among the report's runs."""
+    """A run in the report: its folder, its record, and its name (``id``), unique among the report's runs of its
+    benchmark (``name_runs``)."""
 
     folder: Path
     record: RunRecord
     id: str = field(init=False)
 
     def __post_init__(self):
-        # The id hashes what the run measured and on what, not how run.json lays it out or how long it took:
-        # the same run scored twice gets the same id.
+        self.id = model_name(self.record)
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of which model was measured, what and on what, not of how run.json lays it out or how long it took:
+        the same run scored twice has the same fingerprint."""
         record = self.record
         chat = None if record.chat is None else dataclasses.asdict(record.chat)
-        measured = [record.benchmark, record.method, record.protocol, list(record.configs), record.limit, chat]
+        measured = [record.model, record.backend.get("gguf_file"), record.benchmark, record.method, record.protocol,
+                    list(record.configs), record.limit, chat]
         canonical = json.dumps([measured, record.dataset.fingerprints, record.metrics], sort_keys=True, default=str).encode()
-        model = Path(record.model).name or "model"
-        if record.backend.get("gguf_file"):
-            model += "-" + Path(record.backend["gguf_file"]).stem
-        self.id = f"{re.sub(r'[^A-Za-z0-9._-]+', '-', model)}-{hashlib.sha256(canonical).hexdigest()[:7]}"
+        return hashlib.sha256(canonical).hexdigest()
 
     @property
     def method(self) -> str:
@@ -43,8 +53,59 @@ class Run:
         return self.record.metrics
 
 
+def model_name(record: RunRecord) -> str:
+    """A run's name before it is told apart: its ``--label``, else its GGUF file's or its model's name."""
+    if record.label:
+        return record.label
+    gguf = record.backend.get("gguf_file")
+    return Path(gguf).stem if gguf else Path(record.model.rstrip("/")).name or record.model
+
+
+def traits(record: RunRecord) -> list[str]:
+    """What may tell two runs of one model apart, in words, in the order a name gives them."""
+    chat = record.chat
+    return [
+        record.protocol,
+        "chat template" + (f" {chat.template}" if chat.template else "") if chat is not None and chat.applied else "raw prompts",
+        "system instruction" if chat is not None and chat.system_instruction else "no system instruction",
+        f"limit {record.limit}" if record.limit else "all rows",
+        ", ".join(record.configs),
+        f"backend {record.backend_name}",
+        f"data {record.dataset.revision or record.dataset.path}",
+        record.model,
+    ]
+
+
+def name(bases: list[str], traits_of: list[list[str]]) -> list[str]:
+    """Unique names: each base, and where several runs share it, the traits (``traits``) on which they differ;
+    runs alike in all of those get their place among them (#1, #2, ...)."""
+    names = list(bases)
+    for base in set(bases):
+        group = [i for i, b in enumerate(bases) if b == base]
+        if len(group) < 2:
+            continue
+        differing = [k for k in range(len(traits_of[group[0]])) if len({traits_of[i][k] for i in group}) > 1]
+        for i in group:
+            told = ", ".join(traits_of[i][k] for k in differing)
+            names[i] = f"{base} ({told})" if told else base
+    for taken in set(names):
+        same = [i for i, n in enumerate(names) if n == taken]
+        if len(same) > 1:
+            for place, i in enumerate(same, 1):
+                names[i] = f"{taken} #{place}"
+    return names
+
+
+def name_runs(runs: list[Run]) -> None:
+    """Name the report's runs (``Run.id``), apart within each benchmark (its tables and figures)."""
+    for benchmark in {r.record.benchmark for r in runs}:
+        group = [r for r in runs if r.record.benchmark == benchmark]
+        for run, found in zip(group, name([model_name(r.record) for r in group], [traits(r.record) for r in group])):
+            run.id = found
+
+
 def load_run(folder: Path) -> Run:
-    """A run folder written by ``physprobe score`` (``run_record.read``), with its report id."""
+    """A run folder written by ``physprobe score`` (``run_record.read``), named by ``model_name``."""
     return Run(folder, run_record.read(folder))
 
 

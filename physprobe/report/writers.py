@@ -35,8 +35,10 @@ def to_markdown(blocks: list) -> str:
             out.append("|" + "---|" * len(block.header))
             for row, kind in zip(block.rows, block.kinds):
                 cells = [_md_escape(c) for c in row]
-                if kind != "published" and cells[0]:
+                if kind in ("run", "section") and cells[0]:
                     cells[0] = f"**{cells[0]}**"
+                elif kind == "baseline":
+                    cells = [f"*{c}*" if c else c for c in cells]
                 out.append("| " + " | ".join(cells) + " |")
         elif isinstance(block, Notes):
             out.append("\n".join(f"- {_md_escape(item)}" for item in block.items))
@@ -49,7 +51,7 @@ def to_markdown(blocks: list) -> str:
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1400px;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0;font-size:13px}th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}
 th:first-child,td:first-child{text-align:left}th{background:#f2f2f2}tr.section td{background:#fafafa;font-weight:bold;text-align:left}
-tr.run td{background:#fff4dc}.scroll{overflow-x:auto}
+tr.run td{background:#fff4dc}tr.baseline td{color:#666;font-style:italic}.scroll{overflow-x:auto}
 ul.notes{font-size:12px;color:#444}img{max-width:100%;border:1px solid #eee;margin:.5em 0}p.note{color:#666;font-style:italic}"""
 
 

@@ -352,6 +352,18 @@ class HFBackend(Backend):
                          "template_sha256": template_hash(self.templating.template) if applied else None,
                          "system_instruction": chat.system_instruction}}  # fmt: skip
 
+    def read(self, requests: list) -> list[tuple[list[str], list[int]]]:
+        """Per request, the texts the model reads (each prompt through ``Templating.render``) and their token
+        counts as the tokenizer encodes them (its special tokens added, unless the chat template wrote them),
+        encoded in one batch."""
+        if not requests:
+            return []
+        kind = type(requests[0])
+        texts = [r.rendered(lambda prompt, r=r: self.templating.render(prompt, kind, r.system)) for r in requests]
+        flat = [text for row in texts for text in row]
+        counts = iter(map(len, self.tokenizer(flat, add_special_tokens=not self.templating.applied(kind))["input_ids"]) if flat else [])
+        return [(row, [next(counts) for _ in row]) for row in texts]
+
     def info(self) -> HFInfo:
         loaded = self._loaded
         return HFInfo(self.family, str(loaded.device if loaded else self.plan.device), loaded is not None, self.plan.revision,

@@ -15,10 +15,12 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from physprobe import backends, inputs, parallel, protocols, provenance, registry, run_record
 from physprobe.backends.base import BackendError
+from physprobe.errors import RequestError
 from physprobe.paths import FolderLock
 from physprobe.plan import RunPlan
 from physprobe.result_cache import Cache
@@ -36,6 +38,19 @@ def spread(n: int, limit: int | None) -> list[int]:
     if limit is None or limit >= n:
         return list(range(n))
     return [i * n // limit for i in range(limit)]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a backend's ``score`` reports to: ``update(n)`` advances the config's progress bar, ``answered(i, result)``
+    hands over request ``i``'s result as soon as it is ready, which is committed to the cache at once (a backend that
+    finishes a call's results together returns them, and they are committed then)."""
+
+    bar: object  # a tqdm bar
+    answered: Callable[[int, list], None]
+
+    def update(self, count: float) -> None:
+        self.bar.update(count)
 
 
 @dataclass
@@ -78,7 +93,7 @@ class Run:
         indices, rows = [indices[i] for i in kept], [rows[i] for i in kept]
         requests = [protocol.build(row, config) for row in rows]
         if requests and not self.identity:
-            self.identity = served(self.model, protocol, type(requests[0]))
+            self.identity = cache.settled(served(self.model, protocol, type(requests[0])))
         results, fresh = self.results(config, requests, indices, cache)
         options = [len(r[1:] or q.choices) if protocol.method == "generate" else len(r) for q, r in zip(requests, results)]
         inputs.references(self.evaluation.reference, rows, options, config, indices)
@@ -98,7 +113,8 @@ class Run:
 
         Requests are cut in row order into chunks of ``plan.chunk``, whatever the number of processes: a chunk's
         missing requests are one engine call (its batches, hence its float sums, are the same in one process or
-        many) and one cache commit. A request any rank's cache holds is never rescored.
+        many); each result is committed as the backend hands it over (``Progress.answered``), the rest when the call
+        returns. A request any rank's cache holds is never rescored.
         """
         key_base = provenance.cache_key(**self.identity, physprobe=provenance.versions()["physprobe"], protocol=self.protocol.name,
                                         dataset=self.fingerprints[config])  # fmt: skip
@@ -110,12 +126,22 @@ class Run:
         fresh: dict = {}
         from tqdm.auto import tqdm
 
-        with tqdm(total=sum(map(len, todo)), desc=f"{self.plan.benchmark}/{config}", unit=" q", disable=None) as progress:
+        with tqdm(total=sum(map(len, todo)), desc=f"{self.plan.benchmark}/{config}", unit=" q", disable=None) as bar:
             for part in todo:
-                values = self.model.score([requests[i] for i in part], progress)
+                committed: set[str] = set()
+
+                def answered(index: int, value: list, part=part, committed=committed) -> None:
+                    inputs.finite_scores([value], config, [indices[part[index]]])
+                    cache.put({keys[part[index]]: value})
+                    committed.add(keys[part[index]])
+
+                try:
+                    values = self.model.score([requests[i] for i in part], Progress(bar, answered))
+                except RequestError as error:
+                    raise BackendError(f"{self.plan.benchmark}/{config} row {indices[part[error.index]]}: {error}") from None
                 inputs.finite_scores(values, config, [indices[i] for i in part])
                 scored_now = {keys[i]: v for i, v in zip(part, values)}
-                cache.put(scored_now)
+                cache.put({k: v for k, v in scored_now.items() if k not in committed})
                 fresh.update(scored_now)
         known.update(self.ranks.merged(fresh))
         results = [known[k] for k in keys]

@@ -33,7 +33,7 @@ def test_unreachable_server_is_one_line():
     message = str(error.value)
     assert "\n" not in message
     assert message.startswith(f"cannot reach the server at http://127.0.0.1:{port}/v1 (")
-    assert message.endswith("after 1 attempts; start it, or check --model-args base_url=...")
+    assert message.endswith("after 1 attempt; start it, or check --model-args base_url=...")
 
 
 def test_options_a_server_does_not_take_are_refused():
@@ -145,7 +145,7 @@ def test_both_backends_read_the_same_chat_prompt_ids(built_all):
                              kv_overrides={"tokenizer.ggml.add_bos_token": True})  # fmt: skip
     formatter = Jinja2ChatFormatter(template=server.metadata["tokenizer.chat_template"], eos_token="<|im_end|>",
                                     bos_token="<|im_start|>")  # fmt: skip
-    templating = Templating(tokenizer, Chat())
+    templating = Templating(tokenizer, Chat("on"))
     protocol = registry.evaluation("newton").protocol("released-generate")
     compared = 0
     for config in ("track1", "track2_boolean", "track2_mc", "track3"):

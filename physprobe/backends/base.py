@@ -159,7 +159,9 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def score(self, requests: list, progress=None) -> list[list]:
-        """One result per request (all of one type), in order; ``progress`` (a tqdm bar) advances per request."""
+        """One result per request (all of one type), in order. ``progress`` (``physprobe.runner.Progress``, or None)
+        advances per request (``update(n)``, as a tqdm bar); a backend whose results arrive one by one (a server's)
+        also hands each over at once (``answered(i, result)``), and the runner commits it to the resume cache."""
 
     @abc.abstractmethod
     def info(self):

@@ -300,8 +300,8 @@ def _object(where: str, field: str, value, keys: tuple[str, ...]) -> None:
 
 def check_info(info, where: str) -> None:
     """``RunRecordError`` (one line naming ``where`` and the field) for a run.json ``write`` never writes:
-    another schema version, a field missing or unknown, text that is not one printable line where the report
-    prints it, a count or time that is negative or not finite, configs not a list of names.
+    another schema version, a field missing or unknown, text that is not one printable line where physprobe wrote
+    it (the model's name and the system instruction are any text: the report escapes them), a count or time that is negative or not finite, configs not a list of names.
 
     >>> check_info({"schema_version": 0}, "run.json")
     Traceback (most recent call last):
@@ -312,7 +312,9 @@ def check_info(info, where: str) -> None:
     if info.get("schema_version") != SCHEMA_VERSION:
         _refuse(where, "schema_version", info.get("schema_version"), f"expected {SCHEMA_VERSION} (this physprobe's run folders)")
     _object(where, "run.json", info, tuple(f.name for f in dataclasses.fields(RunRecord) if f.name != "metrics"))
-    for field in ("model", "benchmark", "protocol", "started"):
+    if not isinstance(info["model"], str) or not info["model"]:  # any text: a served model's id is the server's choice
+        _refuse(where, "model", info["model"], "expected the model's name")
+    for field in ("benchmark", "protocol", "started"):
         _line(where, field, info[field])
     if not isinstance(info["protocol_source"], str):
         _refuse(where, "protocol_source", info["protocol_source"], "expected text")

@@ -23,6 +23,7 @@ from physprobe.backends.base import BackendError
 from physprobe.errors import RequestError
 from physprobe.paths import FolderLock
 from physprobe.plan import RunPlan
+from physprobe.redact import printable
 from physprobe.result_cache import Cache
 from physprobe.run_record import Bootstrap, ChatRecord, DatasetRecord, Prediction, RunRecord, Timings
 
@@ -237,4 +238,4 @@ def warn_unparsed(metrics: dict, configs: tuple[str, ...], model_name: str, temp
     fix = ("read the answers (`generated` in predictions.parquet) or score a log-likelihood protocol (`physprobe protocols`)"
            if template_tried else "an instruct model answers in its chat format: score with --apply-chat-template, "
            "or a log-likelihood protocol (`physprobe protocols`)")  # fmt: skip
-    print(f"physprobe: warning: {unparsed} of {total} answers of {model_name} named no option (unparsed); {fix}", file=sys.stderr)
+    print(f"physprobe: warning: {unparsed} of {total} answers of {printable(model_name)} named no option (unparsed); {fix}", file=sys.stderr)

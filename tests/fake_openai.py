@@ -17,6 +17,7 @@ import argparse
 import hashlib
 import json
 import math
+import random
 import re
 import socket
 import subprocess
@@ -129,19 +130,24 @@ FAULTS = {
     "quotes_headers_403": _quoting_headers(403),
     "unauthorized": lambda p, a, h: _json(401, {"error": {"message": "invalid key"}}),
     "drop": lambda p, a, h: None,
-    "flaky": None,  # every other request a 503 or a 429 (a healthy server's answers between)
+    "models_not_a_list": lambda p, a, h: _json(200, {"object": "list", "data": "fake-model"}),
+    "flaky": None,  # the first attempt of every other request a 503 or a 429
 }
 ANSWER_PATHS = ("/v1/completions", "/v1/chat/completions")
 
 
 class FakeServer:
     """The fake server on 127.0.0.1: ``model`` served with weights ``seed``, ``fault`` applied to every answer to a
-    completion or chat request (``models_fault`` to the model list), each request ``delay`` seconds late."""
+    completion or chat request after the first ``fault_after`` of them (``models_fault`` to the model list), each
+    request ``delay`` seconds late, each echoed log-probability moved by up to ``noise``."""
 
     def __init__(self, seed: int = 0, model: str = MODEL, fault: str | None = None, delay: float = 0.0,
-                 log: Path | None = None, port: int = 0, models_fault: str | None = None):  # fmt: skip
+                 log: Path | None = None, port: int = 0, models_fault: str | None = None, fault_after: int = 0,
+                 noise: float = 0.0):  # fmt: skip
         self.seed, self.model, self.fault, self.delay, self.log = seed, model, fault, delay, log
-        self.models_fault = models_fault
+        self.models_fault, self.fault_after, self.noise = models_fault, fault_after, noise
+        self.answered = 0  # completion and chat requests
+        self.seen: set[bytes] = set()
         self.requests: list[str] = []
         self.lock = threading.Lock()
         self.http = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
@@ -158,6 +164,10 @@ class FakeServer:
             prompt = body["prompt"]
             if body.get("echo"):
                 logprobs = echo(self.seed, prompt)
+                if self.noise:  # the last digits of a busy server's arithmetic
+                    jitter = random.Random(len(self.requests))
+                    logprobs["token_logprobs"] = [v if v is None else min(0.0, v + jitter.uniform(-self.noise, self.noise))
+                                                  for v in logprobs["token_logprobs"]]  # fmt: skip
                 return {"object": "text_completion", "choices": [{"index": 0, "text": prompt + logprobs["tokens"][-1],
                                                                   "logprobs": logprobs, "finish_reason": "length"}]}  # fmt: skip
             return {"object": "text_completion", "choices": [{"index": 0, "text": reply(self.seed, prompt) + ".\nMore", "finish_reason": "stop"}]}
@@ -181,18 +191,25 @@ class FakeServer:
                 body = json.loads(self.rfile.read(length) or b"{}") if method == "POST" else {}
                 with server.lock:
                     server.requests.append(self.path)
-                    number = len(server.requests)
+                    if self.path in ANSWER_PATHS:
+                        server.answered += 1
+                    faulty = server.answered > server.fault_after
                     if server.log is not None and self.path.startswith("/v1/"):
                         with open(server.log, "a") as log:
                             log.write(self.path + "\n")
                 if server.delay:
                     time.sleep(server.delay)
                 answer = server.answer(self.path, body)
-                fault = server.models_fault if self.path == "/v1/models" else server.fault if self.path in ANSWER_PATHS else None
+                fault = server.models_fault if self.path == "/v1/models" else server.fault if self.path in ANSWER_PATHS and faulty else None
                 if answer is None:
                     sent = _json(404, {"error": {"message": f"no such model or path: {self.path}"}})
-                elif fault == "flaky":
-                    sent = (_json(503 if number % 4 == 1 else 429, {"error": {"message": "busy"}}) if number % 2 else _json(200, answer))
+                elif fault == "flaky":  # the first attempt of every other request fails
+                    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).digest()
+                    with server.lock:
+                        first = digest not in server.seen
+                        server.seen.add(digest)
+                    busy = first and digest[0] % 2
+                    sent = _json(503 if digest[1] % 2 else 429, {"error": {"message": "busy"}}) if busy else _json(200, answer)
                 elif fault is not None:
                     sent = FAULTS[fault](self.path, answer, self.headers)
                 else:

@@ -27,7 +27,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -77,8 +77,9 @@ def _ascii(text: str) -> str:
     return text.encode("ascii", "ignore").decode()
 
 
-def _reason(response) -> str:
-    """The server's own error message, on one printable line (an HTML error page by its title only)."""
+def _reason(response, secrets: Sequence[str | None]) -> str:
+    """The server's own error message, on one printable line (an HTML error page by its title only), ``secrets``
+    scrubbed before it is shortened (so no part of one survives the cut)."""
     text = response.content.decode("utf-8", "replace")
     try:
         body = json.loads(text)
@@ -88,7 +89,7 @@ def _reason(response) -> str:
     except ValueError:
         title = re.search(r"(?is)<title>(.*?)</title>", text)
         message = f"an HTML page: {title.group(1)}" if title else ("an HTML page" if text.lstrip().startswith("<") else text)
-    return printable(str(message), 200) or response.reason_phrase
+    return printable(scrub(str(message), secrets), 300) or response.reason_phrase
 
 
 def api_key() -> str | None:
@@ -277,7 +278,7 @@ class Client:
         import httpx
 
         self.base_url, self.model = options.base_url, model
-        self.num_concurrent, self.max_retries = options.num_concurrent, options.max_retries
+        self.num_concurrent, self.max_retries, self.timeout = options.num_concurrent, options.max_retries, options.timeout
         num_concurrent, timeout = options.num_concurrent, options.timeout
         self.key = api_key()
         headers = {"Authorization": f"Bearer {self.key}"} if self.key else {}
@@ -320,11 +321,17 @@ class Client:
             answer = retried(attempt, transient, backoff(self.max_retries))
         except httpx.HTTPStatusError as error:
             raise self._error(f"{self.base_url}{path} answered HTTP {error.response.status_code} "
-                              f"({_reason(error.response)}) {attempts}") from None  # fmt: skip
-        except httpx.TransportError as error:
+                              f"({_reason(error.response, [self.key])}) {attempts}") from None  # fmt: skip
+        except (httpx.ConnectError, httpx.ConnectTimeout) as error:
             reason = printable(str(error), 200) or type(error).__name__
             raise self._error(f"cannot reach the server at {self.base_url} ({reason}) {attempts}; start it, or check "
                               "--model-args base_url=...") from None  # fmt: skip
+        except httpx.TimeoutException:
+            raise self._error(f"{self.base_url}{path} gave no answer within {self.timeout:g} s, {attempts}; the server is "
+                              "busy or stuck: raise --model-args timeout=... or lower num_concurrent") from None  # fmt: skip
+        except httpx.TransportError as error:
+            reason = printable(str(error), 200) or type(error).__name__
+            raise self._error(f"{self.base_url}{path} dropped the connection ({reason}) {attempts}; see the server's log") from None
         except Malformed as error:
             tried = f" {attempts}" if error.transient else ""
             raise self._error(f"{self.base_url}{path} gave an answer physprobe cannot use: {error}{tried}; check that the "
@@ -335,8 +342,8 @@ class Client:
             state = f"${API_KEY_VARIABLE} is set" if self.key else f"${API_KEY_VARIABLE} is not set"
             raise self._error(f"{self.base_url} refused the API key (HTTP 401; {state}); export {API_KEY_VARIABLE} with a key it accepts")
         if answer.status_code in (400, 404, 405, 422) and unsupported:
-            raise self._error(f"{self.base_url}{path} refused the request (HTTP {answer.status_code}: {_reason(answer)}): {unsupported}")
-        raise self._error(f"{self.base_url}{path} answered HTTP {answer.status_code}: {_reason(answer)}")
+            raise self._error(f"{self.base_url}{path} refused the request (HTTP {answer.status_code}: {_reason(answer, [self.key])}): {unsupported}")
+        raise self._error(f"{self.base_url}{path} answered HTTP {answer.status_code}: {_reason(answer, [self.key])}")
 
     def served_models(self) -> dict[str, dict]:
         """The models the server lists at ``/v1/models``: each id and its entry."""
@@ -377,20 +384,22 @@ class Client:
             return results
         pool = ThreadPoolExecutor(self.num_concurrent)
         futures = {pool.submit(call, index): index for index in range(len(items))}
-        failure: ItemFailed | None = None
+        pending, failure = set(futures), None
         try:
-            for future in as_completed(futures):
-                if future.cancelled():
-                    continue
-                try:
-                    results[futures[future]] = future.result()
-                except ItemFailed as error:
-                    failure = failure or error
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    try:
+                        results[futures[future]] = future.result()
+                    except ItemFailed as error:
+                        failure = failure or error
+                        continue
+                    if done is not None:
+                        done(futures[future], results[futures[future]])
+                if failure is not None:  # nothing more is sent; the requests under way still arrive
                     pool.shutdown(wait=False, cancel_futures=True)
-                    continue
-                if done is not None:
-                    done(futures[future], results[futures[future]])
-        finally:  # an interrupt sends nothing more
+                    pending = {future for future in pending if not future.cancelled()}
+        finally:  # an interrupt sends nothing more (a cancelled future never completes: it is not waited for)
             pool.shutdown(wait=False, cancel_futures=True)
         if failure is not None:
             raise failure

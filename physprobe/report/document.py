@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from physprobe import registry
+from physprobe.redact import printable
 from physprobe.report.blocks import Heading, Image, Notes, Paragraph, TableBlock
 from physprobe.report.cells import Missing, RunCell, number, run_cell
 from physprobe.report.figures import DRAW
@@ -100,7 +101,7 @@ def _runs_table(runs: list[Run], paper: PaperTables) -> TableBlock:
         limit = run.record.limit
         # The papers scored raw text: a chat template applied (run.json ``chat.applied``) is flagged.
         chat = " ⚠ chat template" if (run.record.chat is not None and run.record.chat.applied) else ""
-        rows.append([run.id, run.record.model, run.method, run.record.protocol + chat,
+        rows.append([run.id, printable(run.record.model), run.method, run.record.protocol + chat,
                      ", ".join(paper.protocols.get(run.method, ("—",))), configs + (f" (limit {limit})" if limit else ""),
                      headlines(run.record.benchmark, run.metrics), str(run.folder)])  # fmt: skip
     header = ["Run", "Model", "Method", "Protocol", "Paper's protocol", "Configs", "Headline", "Folder"]

@@ -451,6 +451,19 @@ def test_a_bad_config_with_several_processes_is_one_line_before_any_launch(input
     assert time.perf_counter() - started < 10 and not (tmp_path / "run").exists()
 
 
+def test_a_folder_in_use_with_several_processes_is_one_line_before_any_launch(inputs, tmp_path, capsys):
+    from physprobe.paths import FolderLock
+    from physprobe.run_record import open_folder, owner
+
+    out = tmp_path / "run"
+    open_folder(out, owner(str(inputs["model"]), "prost", local=True))
+    with FolderLock(out):  # another run scoring into the folder
+        assert main(["score", "--model", str(inputs["model"]), "--benchmark", "prost", "--config", "mass", "--limit", "2",
+                     "--data", str(inputs["build"]), "--out", str(out), "--num-processes", "2"]) == 2  # fmt: skip
+    one_error_line(capsys.readouterr().err, f"{out} is in use by process {os.getpid()}")
+    assert not (out / "run.rank1.lock").exists()
+
+
 WATCHED = """
 import sys, time
 from physprobe import parallel

@@ -268,3 +268,13 @@ def test_a_server_killed_at_a_random_point_loses_no_answer_it_gave(seed, referen
         server.wait()
     assert sent(log) - before == 2 + LIMIT - kept  # the model list and the probe, then exactly what the cache lacked
     assert predictions(out) == reference
+
+
+# --- data-parallel: refused before any launch ----------------------------------------------------------------------------
+
+
+def test_several_processes_with_a_server_are_refused_before_any_launch(built_all, tmp_path, capsys):
+    with FakeServer() as server:
+        assert score(server, tmp_path / "run", built_all, *RAW, "--num-processes", "2") == 2
+    one_error_line(capsys.readouterr().err, "--num-processes 2 splits a model's work", "--model-args num_concurrent=2 (or more)")
+    assert not server.requests and not (tmp_path / "run").exists()

@@ -180,6 +180,55 @@ def test_a_symlinked_target_is_refused_and_its_folder_untouched(command, inputs,
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=IDS)
+def test_a_file_physprobe_did_not_write_into_its_output_is_kept(command, inputs, tmp_path, capsys):
+    assert command.run(inputs, tmp_path / "out") == 0
+    target = command.target(tmp_path / "out")
+    (target / "notes.txt").write_text("mine")
+    before = tree_digest(tmp_path)
+    status = command.run(inputs, tmp_path / "out")
+    assert (target / "notes.txt").read_text() == "mine"
+    if command.name == "score":  # a run folder grows in place and keeps what it did not write
+        assert status == 0
+        return
+    assert status == 2
+    one_error_line(capsys.readouterr().err, str(target), "holds notes.txt, which physprobe did not write there", "--out")
+    assert tree_digest(tmp_path) == before
+    (target / "notes.txt").unlink()
+    written = next(p for p in sorted(target.rglob("*")) if p.is_file() and p.name != MARKER)
+    written.write_bytes(written.read_bytes() + b"\n")  # a file physprobe wrote, changed since
+    assert command.run(inputs, tmp_path / "out") == 2
+    one_error_line(capsys.readouterr().err, f"holds {written.relative_to(target).as_posix()}, which physprobe did not write there (or which changed since)")
+
+
+def test_a_forged_marker_vouches_for_no_file_it_did_not_hash(inputs, tmp_path, capsys):
+    run = write_run(tmp_path / "run", "prost", "causal", {"mass": {"accuracy": 0.5, "n": 6}}, "released-gpt", model="gpt2", limit=6)
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "thesis.tex").write_text("years of work")
+    (out / MARKER).write_text(json.dumps({"kind": "report", "of": {}, "files": {"thesis.tex": "0" * 64, "report.md": "1" * 64}}))
+    assert main(["report", str(run), "--out", str(out)]) == 2
+    one_error_line(capsys.readouterr().err, str(out), "holds thesis.tex, which physprobe did not write there")
+    assert (out / "thesis.tex").read_text() == "years of work"
+
+
+def test_one_report_writer_at_a_time_and_the_folder_matches_its_marker(inputs, tmp_path, capsys):
+    from physprobe.paths import FolderLock
+
+    run = write_run(tmp_path / "run", "prost", "causal", {"mass": {"accuracy": 0.5, "n": 6}}, "released-gpt", model="gpt2", limit=6)
+    out = tmp_path / "report"
+    with FolderLock(tmp_path, ".report.lock", out, transient=True):  # another report being written there
+        assert main(["report", str(run), "--out", str(out)]) == 2
+    one_error_line(capsys.readouterr().err, f"{out} is in use by process {os.getpid()}")
+    assert not out.exists() and not (tmp_path / ".report.lock").exists()
+    for _ in range(2):
+        assert main(["report", str(run), "--out", str(out)]) == 0
+    listed = json.loads((out / MARKER).read_text())["files"]
+    assert listed == {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                      for p in sorted(out.rglob("*")) if p.is_file() and p.name != MARKER}  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report", "run"]  # no lock or staging folder left beside it
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=IDS)
 def test_leftovers_of_killed_runs_are_removed_by_the_next_run(command, inputs, tmp_path):
     parent = command.target(tmp_path / "out").parent
     parent.mkdir(parents=True)
@@ -423,9 +472,15 @@ BROKEN_RUNS = [  # (what is changed, the field the error names)
     ({"metrics": {"mass": {"accuracy": 0.5, "n": 6, "undecided": -1}}}, "mass.undecided is -1, not a count"),
     ({"metrics": {"mass": {"accuracy": "0.5", "n": 6}}}, "mass.accuracy is '0.5', not a number"),
     ({"info": {"configs": "default"}}, "configs is 'default', expected a list"),
-    ({"info": {"model": "gpt2\n| injected | row |"}}, "model is 'gpt2\\n| injected | row |', expected one line"),
+    ({"info": {"model": ""}}, "model is '', expected the model's name"),
     ({"info": {"limit": -2}}, "limit is -2"),
-]
+    ({"info": {"chat": {"applied": "maybe", "template": None, "template_sha256": None, "system_instruction": None}}},
+     "chat.applied is 'maybe', expected true or false"),
+    ({"info": {"chat": "yes"}}, "chat is 'yes', expected an object"),
+    ({"info": {"backend": {"name": "openai", "requests_sent": -3}}}, "backend.requests_sent is -3, expected a whole number from 0"),
+    ({"metrics": {"mass": {"accuracy": 0.5, "n": 6, "unparsed": 7}}}, "mass.unparsed is 7, more than the 6 questions scored (n)"),
+    ({"metrics": {"mass": {"accuracy": 10**400, "n": 6}}}, "mass.accuracy is 1000"),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("change,field", BROKEN_RUNS, ids=[f for _, f in BROKEN_RUNS])

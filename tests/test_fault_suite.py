@@ -662,6 +662,36 @@ def test_a_spec_nested_beyond_recursion_is_one_line(inputs, tmp_path, capsys):
     one_error_line(capsys.readouterr().err, f"{spec}: nested too deeply")
 
 
+@pytest.mark.parametrize("question, padding, message", [
+    ("Which of {object1}, {object2} is sharp?", 3, "question names object1, object2 but padding 3 makes 4 options; name every "
+                                                   "one (missing: object3, object4) or lower padding"),
+    ("Which of {object1}, {object3} is sharp?", 2, "question names object1, object3 but padding 2 makes 3 options"),
+    ("Which of {object1}, {object2}, {object3} is sharp?", 1, "question has slot(s) ['object3']; with padding 1 the slots are object1 .. object2"),
+])  # fmt: skip
+def test_a_spec_whose_padding_and_slots_disagree_is_one_line(question, padding, message, inputs, tmp_path, capsys):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"name: sharp\nquestion: '{question}'\nconditions: [{{attribute: Sharpness, polarity: high, padding: {padding}}}]\n")
+    assert main(["generate", "newton", "--spec", str(spec), "--out", str(tmp_path / "out"), "--source-dir", str(inputs["upstream"])]) == 2
+    one_error_line(capsys.readouterr().err, f"{spec}: {message}")
+    assert not (tmp_path / "out" / "sharp").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["generate", "newton", "--spec", "SPEC", "--n", "5"], "generate newton takes no --n: the spec's max_questions sets how many"),
+    (["generate", "cccons", "--n", "5", "--spec", "SPEC"], "generate cccons takes no --spec"),
+    (["generate", "cccons", "--n", "5", "--source-dir", ""], "--source-dir is empty; give the mirror's folder"),
+    (["build", "prost", "--source-dir", ""], "--source-dir is empty; give the mirror's folder"),
+])  # fmt: skip
+def test_an_option_the_command_would_ignore_is_one_line(argv, message, inputs, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    argv = [str(inputs["spec"]) if a == "SPEC" else a for a in argv]
+    if "--source-dir" not in argv:
+        argv += ["--source-dir", str(inputs["upstream"])]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    one_error_line(capsys.readouterr().err, message)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
 def test_string_labels_are_one_line_naming_the_row(inputs, tmp_path, capsys):
     data = tmp_path / "data"
     shutil.copytree(inputs["build"] / "prost", data / "prost")

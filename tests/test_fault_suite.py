@@ -692,6 +692,19 @@ def test_an_option_the_command_would_ignore_is_one_line(argv, message, inputs, t
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+def test_an_nli_model_without_an_entailment_label_is_refused_before_its_weights_load(inputs, tmp_path, capsys):
+    import transformers
+
+    model = tiny_models.nli(tmp_path / "nli", ["a cup holds water", "a knife cuts bread"])
+    config = transformers.AutoConfig.from_pretrained(model)
+    config.id2label, config.label2id = {0: "NEGATIVE", 1: "NEUTRAL", 2: "POSITIVE"}, {"NEGATIVE": 0, "NEUTRAL": 1, "POSITIVE": 2}
+    config.save_pretrained(model)
+    (model / "model.safetensors").write_bytes(b"not weights")  # loading them would fail otherwise
+    assert main(["score", "--model", str(model), "--benchmark", "text2afford", "--method", "nli", "--limit", "2",
+                 "--data", str(inputs["build"]), "--out", str(tmp_path / "run")]) == 2  # fmt: skip
+    one_error_line(capsys.readouterr().err, "cannot find the entailment label in id2label=", "this is not an NLI model")
+
+
 def test_string_labels_are_one_line_naming_the_row(inputs, tmp_path, capsys):
     data = tmp_path / "data"
     shutil.copytree(inputs["build"] / "prost", data / "prost")

@@ -705,6 +705,33 @@ def test_an_nli_model_without_an_entailment_label_is_refused_before_its_weights_
     one_error_line(capsys.readouterr().err, "cannot find the entailment label in id2label=", "this is not an NLI model")
 
 
+TEMPLATES = [  # (template, --system-instruction, what the one line says)
+    ("{{ raise_exception('This template takes no prompts') }}", None, "cannot render a prompt (TemplateError: This template takes no prompts)"),
+    ("{% for m in messages %}{{ m.content }", None, "is not a valid Jinja template (line 1: "),
+    ("{{ messages[3]['content'] }}", None, "cannot render a prompt (UndefinedError: "),
+    ("{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+     "{% for m in messages %}{{ m['content'] }}{% endfor %}", "Be brief.",
+     "refuses the system message (System role not supported): leave out --system-instruction"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("template, instruction, message", TEMPLATES, ids=["raise", "syntax", "missing-message", "system-role"])
+def test_a_chat_template_that_fails_is_one_line_before_any_weight_loads(template, instruction, message, inputs, tmp_path, capsys):
+    from transformers import AutoTokenizer
+
+    model = tmp_path / "model"
+    shutil.copytree(inputs["model"], model)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    tokenizer.chat_template = template
+    tokenizer.save_pretrained(model)
+    for weights in model.glob("*.safetensors"):
+        weights.write_bytes(b"not weights")  # loading them would fail otherwise
+    extra = ["--system-instruction", instruction] if instruction else []
+    assert main(["score", "--model", str(model), "--benchmark", "prost", "--config", "mass", "--protocol", "sentence-sum",
+                 "--limit", "2", "--data", str(inputs["build"]), "--out", str(tmp_path / "run"), "--apply-chat-template", *extra]) == 2  # fmt: skip
+    one_error_line(capsys.readouterr().err, f"{model}'s default chat template (sha256 ", message)
+
+
 def test_string_labels_are_one_line_naming_the_row(inputs, tmp_path, capsys):
     data = tmp_path / "data"
     shutil.copytree(inputs["build"] / "prost", data / "prost")

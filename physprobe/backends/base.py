@@ -20,6 +20,9 @@ is an error.
 Identity. ``identity(request_type)`` is a JSON-ready dict of all that changes a result besides the
 request (model revision, dtype, device type, a server's URL and served model id, the chat setting
 applied and its template's sha256); the runner puts it in the cache key and the chat setting in run.json.
+Numbers a backend measures of its model to tell its weights apart (a server's log-probabilities of a probe
+text) go under ``measured``: the resume cache reads them as the first stored measurement within a tolerance
+(``result_cache.Cache.settled``), since they jitter in their last digits.
 ``info()`` is the backend's own section of run.json (``backend``): a dataclass of what it records of
 itself (device, options, load state), beside the ``name`` the runner adds.
 

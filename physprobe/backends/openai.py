@@ -92,18 +92,15 @@ def _reason(response, secrets: Sequence[str | None]) -> str:
     return printable(scrub(str(message), secrets), 300) or response.reason_phrase
 
 
-def api_key() -> str | None:
-    """The key in ``$OPENAI_API_KEY`` (None where unset or empty); one that an HTTP header cannot carry (a line break,
-    a space, a control or non-ASCII character) is refused by naming the variable, never by showing its value.
+def api_key(key: str | None) -> str | None:
+    """The key to send (``key``: ``$OPENAI_API_KEY``; None where unset or empty); one that an HTTP header cannot carry
+    (a line break, a space, a control or non-ASCII character) is refused by naming the variable, never by showing it.
 
-    >>> import os
-    >>> os.environ["OPENAI_API_KEY"] = "sk-abc\\r"
-    >>> api_key()
+    >>> api_key("sk-abc\\r")
     Traceback (most recent call last):
     physprobe.errors.BackendError: $OPENAI_API_KEY holds a character no HTTP header carries (a space, line break, control or non-ASCII character at position 7 of 7); export the key again without it
-    >>> del os.environ["OPENAI_API_KEY"]
     """
-    key = os.environ.get(API_KEY_VARIABLE) or None
+    key = key or None
     if key is not None:
         bad = next((i for i, c in enumerate(key) if not "!" <= c <= "~"), None)
         if bad is not None:
@@ -280,7 +277,7 @@ class Client:
         self.base_url, self.model = options.base_url, model
         self.num_concurrent, self.max_retries, self.timeout = options.num_concurrent, options.max_retries, options.timeout
         num_concurrent, timeout = options.num_concurrent, options.timeout
-        self.key = api_key()
+        self.key = api_key(os.environ.get(API_KEY_VARIABLE))
         headers = {"Authorization": f"Bearer {self.key}"} if self.key else {}
         self.http = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)),
                                  limits=httpx.Limits(max_connections=num_concurrent, max_keepalive_connections=num_concurrent))  # fmt: skip

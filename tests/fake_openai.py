@@ -130,6 +130,7 @@ FAULTS = {
     "quotes_headers_403": _quoting_headers(403),
     "unauthorized": lambda p, a, h: _json(401, {"error": {"message": "invalid key"}}),
     "drop": lambda p, a, h: None,
+    "slow": lambda p, a, h: (time.sleep(1.0), _json(200, a))[1],
     "models_not_a_list": lambda p, a, h: _json(200, {"object": "list", "data": "fake-model"}),
     "flaky": None,  # the first attempt of every other request a 503 or a 429
 }

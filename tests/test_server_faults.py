@@ -101,6 +101,14 @@ def test_a_flaky_server_gives_the_healthy_servers_predictions(endpoint, built_al
     assert len(flaky.requests) > len(healthy.requests)
 
 
+def test_a_server_too_slow_for_the_timeout_is_one_line_naming_it(built_all, tmp_path, capsys):
+    with FakeServer(fault="slow", fault_after=1) as server:
+        assert main(["score", "--model", server.model, "--model-args", f"base_url={server.base_url},timeout=0.2,max_retries=1",
+                     "--data", str(built_all), *RAW, "--limit", "1", "--out", str(tmp_path / "run")]) == 2  # fmt: skip
+    one_error_line(capsys.readouterr().err, f"newton/track1 row 0: {server.base_url}/completions gave no answer within 0.2 s, "
+                   "after 2 attempts; the server is busy or stuck: raise --model-args timeout=... or lower num_concurrent")  # fmt: skip
+
+
 def test_a_model_list_that_is_not_one_is_one_line(built_all, tmp_path, capsys):
     with FakeServer(models_fault="models_not_a_list") as server:
         assert score(server, tmp_path / "run", built_all, *RAW) == 2

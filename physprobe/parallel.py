@@ -3,8 +3,9 @@
 
 A config's requests are cut, in row order, into chunks of a fixed size that does not depend on the number
 of processes (``chunks``). Ranks own whole chunks, balanced by token count (``owners`` over the chunks'
-token totals, fixed by the requests alone, so a restarted rank owns the same chunks; a server backend, which
-has no tokenizer here, balances them by characters). First the ranks pool what their caches hold
+token totals, fixed by the requests alone, so a restarted rank owns the same chunks; a backend without a
+tokenizer balances them by characters). Only backends whose model runs in this process are launched so
+(``Registered.local``: a server runs requests at once with ``num_concurrent``). First the ranks pool what their caches hold
 (``Ranks.merged``: each rank keeps its own cache file, ``run_record.cache_file``), so no cached request is
 rescored; then each rank scores the
 uncached requests of its chunks, one engine call and one cache commit per chunk. A fresh chunk is one
@@ -59,7 +60,7 @@ def chunks(count: int, size: int) -> list[range]:
 
 def request_load(request, tokenizer) -> int:
     """What a request (``physprobe.requests``) makes the model read: the tokens of its texts, or without a
-    tokenizer (a server backend) their characters.
+    tokenizer their characters.
 
     >>> from physprobe.requests import Choice
     >>> request_load(Choice("Ice is", (" cold", " hot")), None)

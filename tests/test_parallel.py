@@ -41,7 +41,7 @@ def test_chunks_are_balanced_over_ranks_and_caches_are_pooled():
 
     requests = [Choice("", ("a b c", "a b d e")), MeanTokens((("a b", " c"), ("a", " b"))), Masked("a [MASK]", ("x", "y"))]
     assert [request_load(r, Words()) for r in requests] == [7, 5, 2]  # the texts each makes the model read
-    assert [request_load(r, None) for r in requests] == [12, 8, 8]  # a server backend's: their characters
+    assert [request_load(r, None) for r in requests] == [12, 8, 8]  # a backend without a tokenizer: their characters
 
 
 def _score(model, data, out, benchmark, limit, *extra, check=True):

@@ -290,6 +290,10 @@ class Client:
     def _error(self, message: str) -> BackendError:
         return BackendError(scrub(message, [self.key]))
 
+    def _shown(self, text: str, limit: int = 200) -> str:
+        """A library's or server's text as an error line shows it: scrubbed, then on one printable line."""
+        return printable(scrub(text, [self.key]), limit)
+
     def _send(self, method: str, path: str, body: dict | None, parse: Callable[[dict], object], unsupported: str = ""):
         """``parse`` of the server's 200 answer to one request, after the retries a transient failure gets; any other
         answer is a ``BackendError`` line (``unsupported`` added where the server refuses the request itself: HTTP
@@ -320,14 +324,14 @@ class Client:
             raise self._error(f"{self.base_url}{path} answered HTTP {error.response.status_code} "
                               f"({_reason(error.response, [self.key])}) {attempts}") from None  # fmt: skip
         except (httpx.ConnectError, httpx.ConnectTimeout) as error:
-            reason = printable(str(error), 200) or type(error).__name__
+            reason = self._shown(str(error)) or type(error).__name__
             raise self._error(f"cannot reach the server at {self.base_url} ({reason}) {attempts}; start it, or check "
                               "--model-args base_url=...") from None  # fmt: skip
         except httpx.TimeoutException:
             raise self._error(f"{self.base_url}{path} gave no answer within {self.timeout:g} s, {attempts}; the server is "
                               "busy or stuck: raise --model-args timeout=... or lower num_concurrent") from None  # fmt: skip
         except httpx.TransportError as error:
-            reason = printable(str(error), 200) or type(error).__name__
+            reason = self._shown(str(error)) or type(error).__name__
             raise self._error(f"{self.base_url}{path} dropped the connection ({reason}) {attempts}; see the server's log") from None
         except Malformed as error:
             tried = f" {attempts}" if error.transient else ""
@@ -352,7 +356,7 @@ class Client:
         served = self.served_models()
         if self.model not in served:
             names = ", ".join(printable(name, 80) for name in served) or "nothing"
-            raise self._error(f"{self.base_url} does not serve model {printable(self.model, 80)!r}; it serves: {names} "
+            raise self._error(f"{self.base_url} does not serve model '{printable(self.model, 80)}'; it serves: {names} "
                               "(pass one of them as --model)")  # fmt: skip
         return served[self.model]
 

@@ -153,10 +153,15 @@ class Spec:
         if self.distractors not in DISTRACTOR_RULES:
             raise DataError(f"{where}: distractors must be one of {DISTRACTOR_RULES}, got {self.distractors!r}")
         options = self.conditions[0].padding + 1
-        unknown = [s for s in slots(self.question) if not (s.startswith("object") and s[6:].isdigit() and 1 <= int(s[6:]) <= options)]
+        named = slots(self.question)
+        unknown = [s for s in named if not (s.startswith("object") and s[6:].isdigit() and 1 <= int(s[6:]) <= options)]
         if unknown:
             raise DataError(f"{where}: question has slot(s) {unknown}; with padding {self.conditions[0].padding} "
                             f"the slots are object1 .. object{options}")  # fmt: skip
+        missing = [f"object{i}" for i in range(1, options + 1) if f"object{i}" not in named]
+        if named and missing:  # an option the question does not name may be the answer: the question is unanswerable
+            raise DataError(f"{where}: question names {', '.join(named)} but padding {self.conditions[0].padding} makes "
+                            f"{options} options; name every one (missing: {', '.join(missing)}) or lower padding")  # fmt: skip
         if not isinstance(self.max_questions, int) or self.max_questions < 1:
             raise DataError(f"{where}: max_questions must be a positive integer, got {self.max_questions!r}")
 

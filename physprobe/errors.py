@@ -56,6 +56,15 @@ class BackendError(PhysprobeError):
     """A backend that does not exist, cannot serve a protocol, or cannot reach or load its model."""
 
 
+class RequestError(BackendError):
+    """A backend's failure on one request (a server's unusable answer): ``index`` is the request's place in the list
+    the backend was given, which the runner turns into the benchmark, config and row it names."""
+
+    def __init__(self, message: str, index: int):
+        super().__init__(message)
+        self.index = index
+
+
 class ScoringError(PhysprobeError):
     """A model that cannot do what the method needs (no mask token, input too long) or gives no usable score."""
 

@@ -83,6 +83,9 @@ def local(data_dir: str | os.PathLike, benchmark: str) -> DataSource:
     from datasets import get_dataset_config_names
 
     folder = Path(data_dir) / benchmark
+    if any(c in str(folder) for c in "\n\r[]*?"):  # datasets reads a card's data files as glob patterns, by line
+        raise DataSourceError(f"--data {str(data_dir)!r}: the datasets library cannot read a build under a path holding a "
+                              "line break or a glob character ([, ], *, ?); move the build to a plain path")  # fmt: skip
     if not (folder / "README.md").is_file():
         raise DataSourceError(f"{folder} is not a built benchmark; run `physprobe build {benchmark} --out {data_dir}` first, "
                               f"or leave out --data to read {ORG}/{benchmark} from the Hub")  # fmt: skip

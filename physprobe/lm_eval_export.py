@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from physprobe import hub_data, registry
 from physprobe.answers import cut, yes_probability
 from physprobe.errors import ExportError, PhysprobeError
@@ -166,32 +168,55 @@ class Task:
         return float("nan") if found is None else found[1]
 
 
-def _dataset_lines(benchmark: str, config: str, data: Path | None) -> list[str]:
+class Function(str):
+    """An lm-eval ``!function`` reference (``utils.name``), which ``to_yaml`` writes with its tag."""
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(Function, lambda dumper, value: dumper.represent_scalar("!function", str(value)))
+
+
+def to_yaml(data: dict) -> str:
+    """An lm-eval task file: ``data`` written by PyYAML (every string quoted where YAML needs it), ``Function`` values
+    as ``!function`` tags.
+
+    >>> print(to_yaml({"task": "t", "data_files": ["a #1: b.parquet"], "process_docs": Function("utils.t_docs")}), end="")
+    task: t
+    data_files:
+    - 'a #1: b.parquet'
+    process_docs: !function 'utils.t_docs'
+    """
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=float("inf"))
+
+
+def _dataset(benchmark: str, config: str, data: Path | None) -> dict:
     if data is None:
-        return [f"dataset_path: physprobe/{benchmark}", f"dataset_name: {config}"]
+        return {"dataset_path": f"physprobe/{benchmark}", "dataset_name": config}
     folder = (data / benchmark / config).resolve()
     files = sorted(folder.glob("*.parquet"))
     if not files:
         raise ExportError(f"--data {data}: no Parquet files in {folder}; run `physprobe build {benchmark} --out {data}` first")
-    return ["dataset_path: parquet", "dataset_kwargs:", "  data_files:", "    test:",
-            *[f"      - {f}" for f in files]]  # fmt: skip
+    return {"dataset_path": "parquet", "dataset_kwargs": {"data_files": {"test": [str(f) for f in files]}}}
 
 
-def _yaml(name: str, function: str, config: str, protocol, family: str, dataset: list[str]) -> str:
-    lines = [f"task: {name}", *dataset, "test_split: test", f"process_docs: !function utils.{function}_docs"]
+def _task(name: str, function: str, config: str, protocol, family: str, dataset: dict) -> dict:
+    task = {"task": name, **dataset, "test_split": "test", "process_docs": Function(f"utils.{function}_docs")}
     if protocol.method == "generate":
-        lines += ["output_type: generate_until", 'doc_to_text: "{{query}}"', "doc_to_target: gold",
-                  "generation_kwargs:", "  until: []",  # the protocol's stop strings are applied in process_results
-                  f"  max_gen_toks: {protocol.max_new_tokens}", "  do_sample: false"]  # fmt: skip
+        task |= {"output_type": "generate_until", "doc_to_text": "{{query}}", "doc_to_target": "gold",
+                 "generation_kwargs": {"until": [],  # the protocol's stop strings are applied in process_results
+                                       "max_gen_toks": protocol.max_new_tokens, "do_sample": False}}  # fmt: skip
     else:
-        lines += ["output_type: multiple_choice", 'doc_to_text: "{{query}}"', 'doc_to_choice: "{{choices}}"', "doc_to_target: gold",
-                  'target_delimiter: ""']  # fmt: skip
-    lines += [f"process_results: !function utils.{function}_results", "metric_list:",
-              "  - metric: acc", "    aggregation: mean", "    higher_is_better: true",
-              "  - metric: paper", f"    aggregation: !function utils.{function}_paper", "    higher_is_better: true",
-              "metadata:", "  version: 1.0", f"  physprobe_config: {config}",
-              f"  physprobe_protocol: {protocol.name}", f"  family: {family}"]  # fmt: skip
-    return "\n".join(lines) + "\n"
+        task |= {"output_type": "multiple_choice", "doc_to_text": "{{query}}", "doc_to_choice": "{{choices}}",
+                 "doc_to_target": "gold", "target_delimiter": ""}  # fmt: skip
+    return task | {
+        "process_results": Function(f"utils.{function}_results"),
+        "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True},
+                        {"metric": "paper", "aggregation": Function(f"utils.{function}_paper"), "higher_is_better": True}],
+        "metadata": {"version": 1.0, "physprobe_config": config, "physprobe_protocol": protocol.name, "family": family},
+    }  # fmt: skip
 
 
 def export(out: Path, data: Path | None = None, benchmarks: list[str] | None = None) -> list[str]:
@@ -232,7 +257,7 @@ def _write(out: Path, data: Path | None, benchmarks: list[str] | None) -> list[s
             utils += [f"_{function} = Task({benchmark!r}, {config!r}, {family!r}, {protocol_name!r})",
                       f"{function}_docs = _{function}.process_docs", f"{function}_results = _{function}.process_results",
                       f"{function}_paper = _{function}.paper", ""]  # fmt: skip
-            (folder / f"{name}.yaml").write_text(_yaml(name, function, config, protocol, family, _dataset_lines(benchmark, config, data)))
+            (folder / f"{name}.yaml").write_text(to_yaml(_task(name, function, config, protocol, family, _dataset(benchmark, config, data))))
             group = f"physprobe_{benchmark}" + ("_seq2seq" if family == "seq2seq" else "")
             groups.setdefault(group, []).append(name)
             names.append(name)
@@ -240,10 +265,10 @@ def _write(out: Path, data: Path | None, benchmarks: list[str] | None) -> list[s
         (folder / "utils.py").write_text("\n".join(utils))
         for group, members in groups.items():
             # The configs' headline figures side by side, unweighted: the papers report each config apart.
-            text = "\n".join([f"group: {group}", "task:", *[f"  - {m}" for m in members], "aggregate_metric_list:",
-                              "  - metric: acc", "    aggregation: mean", "    weight_by_size: false",
-                              "  - metric: paper", "    aggregation: mean", "    weight_by_size: false",
-                              "metadata:", "  version: 1.0"]) + "\n"  # fmt: skip
+            text = to_yaml({"group": group, "task": members,
+                            "aggregate_metric_list": [{"metric": "acc", "aggregation": "mean", "weight_by_size": False},
+                                                      {"metric": "paper", "aggregation": "mean", "weight_by_size": False}],
+                            "metadata": {"version": 1.0}})  # fmt: skip
             (folder / f"_{group}.yaml").write_text(text)
     (out / "README.md").write_text("\n".join(readme) + "\n")
     return names

@@ -3,8 +3,9 @@
 
 A config's requests are cut, in row order, into chunks of a fixed size that does not depend on the number
 of processes (``chunks``). Ranks own whole chunks, balanced by token count (``owners`` over the chunks'
-token totals, fixed by the requests alone, so a restarted rank owns the same chunks; a server backend, which
-has no tokenizer here, balances them by characters). First the ranks pool what their caches hold
+token totals, fixed by the requests alone, so a restarted rank owns the same chunks; a backend without a
+tokenizer balances them by characters). Only backends whose model runs in this process are launched so
+(``Registered.local``: a server runs requests at once with ``num_concurrent``). First the ranks pool what their caches hold
 (``Ranks.merged``: each rank keeps its own cache file, ``run_record.cache_file``), so no cached request is
 rescored; then each rank scores the
 uncached requests of its chunks, one engine call and one cache commit per chunk. A fresh chunk is one
@@ -59,7 +60,7 @@ def chunks(count: int, size: int) -> list[range]:
 
 def request_load(request, tokenizer) -> int:
     """What a request (``physprobe.requests``) makes the model read: the tokens of its texts, or without a
-    tokenizer (a server backend) their characters.
+    tokenizer their characters.
 
     >>> from physprobe.requests import Choice
     >>> request_load(Choice("Ice is", (" cold", " hot")), None)
@@ -161,6 +162,9 @@ def die_with_launcher() -> None:
 PLAN = "PHYSPROBE_PLAN"  # the pickled RunPlan ``launch`` hands its ranks
 
 
+ERROR = "physprobe: error: "  # how a rank (or the launcher) states its one-line error on stderr
+
+
 def launch(plan) -> int:
     """Run ``plan`` (a ``physprobe.plan.RunPlan``) in ``plan.processes`` processes through ``accelerate launch``;
     its exit status. Each rank unpickles the plan from the environment (``rank_main``): nothing is parsed twice.
@@ -170,18 +174,67 @@ def launch(plan) -> int:
     The launch runs in its own session (Ctrl-C reaches this process only, which ends the whole launch at
     once and re-raises) and dies with this process (``PR_SET_PDEATHSIG``); each rank watches this process
     too (``die_with_launcher``), so killing the launcher or its process group, even with SIGKILL, ends them all.
+
+    A run folder another run holds is refused here, before any launch. The launch's stderr (its ranks' too) is
+    relayed but for the one-line errors: the first of them (a rank's, else ``launcher_main``'s for a rank that
+    died without one) is raised as this command's one line, so several ranks failing alike say it once.
     """
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(plan.processes),
+    from physprobe.errors import PhysprobeError
+    from physprobe.paths import FolderLock
+    from physprobe.run_record import lock_name
+
+    FolderLock(plan.out, lock_name(0)).acquire().release()  # a run folder in use: one line, nothing launched
+    command = [sys.executable, "-m", "physprobe.parallel", "--launch", "--multi_gpu", "--num_processes", str(plan.processes),
                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "physprobe.parallel"]  # fmt: skip
     env = dict(os.environ, **{LAUNCHER: str(os.getpid()), PLAN: base64.b64encode(pickle.dumps(plan)).decode()},
                **({"ACCELERATE_USE_CPU": "true"} if plan.device == "cpu" else {}))  # fmt: skip
-    child = subprocess.Popen(command, env=env, start_new_session=True, preexec_fn=_kill_me_with_parent)
+    child = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_kill_me_with_parent)
+    errors: list[str] = []
+
+    def relay() -> None:
+        for line in child.stderr:
+            text = line.decode("utf-8", "replace")
+            if text.startswith(ERROR):
+                errors.append(text[len(ERROR) :].rstrip("\n"))
+            else:
+                sys.stderr.write(text)
+                sys.stderr.flush()
+
+    reader = threading.Thread(target=relay, name="physprobe-launch-stderr", daemon=True)
+    reader.start()
     try:
-        return child.wait()
+        status = child.wait()
     except BaseException:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
         raise
+    reader.join()
+    if status and errors:
+        raise PhysprobeError(errors[0])
+    return status
+
+
+def launcher_main(arguments: list[str]) -> int:
+    """``accelerate launch`` with ``arguments``, whose failure is one line: a rank that fails ends the launch with
+    torch's ``ChildFailedError``, which is stated as the rank that died and how (not torch's traceback and report)."""
+    import logging
+
+    from accelerate.commands.launch import launch_command, launch_command_parser
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    logging.getLogger("torch.distributed").setLevel(logging.CRITICAL)  # the elastic agent's failure report
+    parsed = launch_command_parser().parse_args(arguments)
+    try:
+        launch_command(parsed)
+    except ChildFailedError as error:
+        # The first to fail: torchrun ends the other ranks with SIGTERM once one has failed, in the same second.
+        rank, failure = min(error.failures.items(), key=lambda item: (item[1].exitcode == -signal.SIGTERM, item[1].timestamp, item[0]))
+        code = failure.exitcode
+        how = f"was killed by signal {-code} ({signal.strsignal(-code)})" if code < 0 else f"ended with exit status {code}"
+        print(f"{ERROR}process {rank} of {parsed.num_processes} {how}; score again with the same --out: the run resumes "
+              "from what the processes' caches hold", file=sys.stderr)  # fmt: skip
+        return 1
+    return 0
 
 
 def rank_main() -> int:
@@ -198,4 +251,4 @@ def rank_main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(rank_main())
+    sys.exit(launcher_main(sys.argv[2:]) if sys.argv[1:2] == ["--launch"] else rank_main())

@@ -4,8 +4,11 @@ whole), atomic file writes and a lock on a run folder.
 
 Every folder physprobe writes carries a marker, ``.physprobe-output.json``, naming the kind of output and
 its owner (``Owner``): a build of benchmark X, a challenge set, a run of a model on a benchmark, a report,
-an lm-eval task folder, a metric's Space. A folder is written only if it is absent, empty, or carries the
-marker of the same owner; anything else is a one-line error suggesting another ``--out``. Staging folders
+an lm-eval task folder, a metric's Space; an output written whole (all but a run folder, which grows in place
+and keeps what it did not write) also lists its files with their sha256. A folder is written only if it is
+absent, empty, or carries the marker of the same owner and holds no file the marker does not vouch for (one
+added, or changed since); anything else is a one-line error suggesting another ``--out``, and nothing is
+changed. One process writes a given output at a time (a lock beside it, ``.<name>.lock``). Staging folders
 and temporary files carry their process id, so the next command writing beside them removes those of
 killed processes (``sweep``).
 
@@ -19,6 +22,7 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import secrets
@@ -168,22 +172,59 @@ class Owner:
         return {"kind": self.kind, "of": self.of}
 
 
-def _marked(folder: Path) -> Owner | None:
-    """The owner recorded in ``folder``'s marker; None without a readable one."""
+def _marker(folder: Path) -> dict | None:
     marker = folder / MARKER
     if marker.is_symlink() or not marker.is_file():
         return None
     try:
         data = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _marked(folder: Path) -> Owner | None:
+    """The owner recorded in ``folder``'s marker; None without a readable one."""
+    data = _marker(folder)
+    try:
         return Owner(str(data["kind"]), dict(data["of"]))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError, ValueError):
         return None
 
 
-def check_target(target: str | os.PathLike, owner: Owner) -> None:
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_hashes(folder: Path) -> dict[str, str]:
+    """Every regular file under ``folder`` (the marker aside) and its sha256, by relative path."""
+    return {p.relative_to(folder).as_posix(): _sha256(p) for p in sorted(folder.rglob("*"))
+            if p.is_file() and not p.is_symlink() and p != folder / MARKER}  # fmt: skip
+
+
+def _check_vouched(target: Path) -> None:
+    """``OutputFolderError`` naming the first entry of ``target`` its marker does not vouch for: a file it does not
+    list, or whose sha256 differs (changed since), or anything but files and folders."""
+    listed = (_marker(target) or {}).get("files")
+    listed = listed if isinstance(listed, dict) else {}
+    for path in sorted(target.rglob("*")):
+        name = path.relative_to(target).as_posix()
+        if path == target / MARKER or (path.is_dir() and not path.is_symlink()):
+            continue
+        if path.is_symlink() or not path.is_file() or listed.get(name) != _sha256(path):
+            raise OutputFolderError(f"{target} holds {name}, which physprobe did not write there (or which changed since); "
+                                    "nothing was changed: move it away or choose another --out")  # fmt: skip
+
+
+def check_target(target: str | os.PathLike, owner: Owner, carry: bool = False) -> None:
     """``OutputFolderError`` (one line, suggesting another ``--out``) unless ``owner`` may write the folder ``target``:
-    it is absent, empty, or carries the marker of the same owner. Changes nothing, so a command writing
-    several folders checks them all first.
+    it is absent, empty, or carries the marker of the same owner and holds only the files that marker vouches for
+    (``carry``: an output that keeps the files it does not write, a run folder, may hold others). Changes nothing, so
+    a command writing several folders checks them all first.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
@@ -201,6 +242,8 @@ def check_target(target: str | os.PathLike, owner: Owner) -> None:
         raise OutputFolderError(f"{target} exists and is not a folder; nothing was changed: move it away or choose another --out")
     found = _marked(target)
     if found == owner:
+        if not carry:
+            _check_vouched(target)
         return
     if found is not None:
         raise OutputFolderError(f"{target} holds {found.describe()}, not {owner.describe()}; nothing was changed: "
@@ -224,17 +267,18 @@ def _expanded(path: str | os.PathLike) -> Path:
     return Path(path)
 
 
-def mark(folder: Path, owner: Owner) -> None:
-    """Write ``owner``'s marker into ``folder`` (atomically)."""
+def mark(folder: Path, owner: Owner, files: dict[str, str] | None = None) -> None:
+    """Write ``owner``'s marker into ``folder`` (atomically), listing ``files`` (relative path: sha256) if given."""
+    record = owner.record() if files is None else {**owner.record(), "files": files}
     with atomic_file(folder / MARKER) as temporary:
-        temporary.write_text(json.dumps(owner.record(), sort_keys=True) + "\n", encoding="utf-8")
+        temporary.write_text(json.dumps(record, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def claim(folder: str | os.PathLike, owner: Owner) -> Path:
     """Make ``folder`` ``owner``'s, for outputs that grow in place (a run folder's cache): checked by
     ``check_target``, created if absent, marked; its parent swept of what killed runs left."""
     folder = _expanded(folder)
-    check_target(folder, owner)
+    check_target(folder, owner, carry=True)
     check_out_dir(folder.parent)
     sweep(folder.parent)
     folder.mkdir(exist_ok=True)
@@ -261,24 +305,26 @@ def staged(target: str | os.PathLike, owner: Owner, carry: bool = False):
     """
     target = Path(os.path.abspath(_expanded(target)))  # a relative name such as ``s3:x`` is a local folder, never a URI
     check_folder_name(target.name, "--out")
-    check_target(target, owner)
+    check_target(target, owner, carry)
     parent = check_out_dir(target.parent)
-    sweep(parent)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}{STAGING}{os.getpid()}-", dir=parent))
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        staging.chmod(0o777 & ~umask)  # mkdtemp makes it 0700; an output gets normal permissions
-        yield staging
-        mark(staging, owner)
-        if carry and target.is_dir():
-            for path in sorted(target.iterdir()):
-                if not (staging / path.name).exists() and path.is_file() and not path.is_symlink():
-                    os.link(path, staging / path.name)
-        replace_folder(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    with FolderLock(parent, f".{target.name}.lock", target, transient=True):  # one writer of ``target`` at a time
+        check_target(target, owner, carry)  # as it is now that no other writer can change it
+        sweep(parent)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}{STAGING}{os.getpid()}-", dir=parent))
+        try:
+            umask = os.umask(0)
+            os.umask(umask)
+            staging.chmod(0o777 & ~umask)  # mkdtemp makes it 0700; an output gets normal permissions
+            yield staging
+            mark(staging, owner, None if carry else file_hashes(staging))
+            if carry and target.is_dir():
+                for path in sorted(target.iterdir()):
+                    if not (staging / path.name).exists() and path.is_file() and not path.is_symlink():
+                        os.link(path, staging / path.name)
+            replace_folder(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
 
 
 def check_out_dir(out_dir: str | os.PathLike) -> Path:
@@ -359,24 +405,30 @@ class FolderLock:
     True
     """
 
-    def __init__(self, folder: Path, name: str = "run.lock"):
+    def __init__(self, folder: Path, name: str = "run.lock", subject: Path | None = None, transient: bool = False):
         self.path = Path(folder) / name
+        self.subject = subject or Path(folder)  # what the lock guards, as its error names it
+        self.transient = transient  # the lock file is removed on release (a lock beside an output, not inside it)
         self.handle = None
 
     def acquire(self) -> FolderLock:
-        try:  # O_NOFOLLOW: a lock file that is a symlink is refused, never the linked file written
-            handle = open(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o666), "a+")
-        except OSError as error:
-            if error.errno != errno.ELOOP:
-                raise
-            raise OutputFolderError(f"{self.path} is a symlink; physprobe writes no lock through a link: remove it") from None
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            handle.close()
-            raise FolderInUse(f"{self.path.parent} is in use by process {holder}; wait for it to finish or choose another --out") from None
+        while True:
+            try:  # O_NOFOLLOW: a lock file that is a symlink is refused, never the linked file written
+                handle = open(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o666), "a+")
+            except OSError as error:
+                if error.errno != errno.ELOOP:
+                    raise
+                raise OutputFolderError(f"{self.path} is a symlink; physprobe writes no lock through a link: remove it") from None
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                handle.close()
+                raise FolderInUse(f"{self.subject} is in use by process {holder}; wait for it to finish or choose another --out") from None
+            if not self.transient or self._current(handle):
+                break
+            handle.close()  # a file its holder removed as it let go: lock the one at the path now
         handle.seek(0)
         handle.truncate()
         handle.write(f"{os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
@@ -384,8 +436,16 @@ class FolderLock:
         self.handle = handle
         return self
 
+    def _current(self, handle) -> bool:
+        try:
+            return os.stat(self.path, follow_symlinks=False).st_ino == os.fstat(handle.fileno()).st_ino
+        except FileNotFoundError:
+            return False
+
     def release(self) -> None:
         if self.handle is not None:
+            if self.transient:  # removed while still held: whoever opened it meanwhile sees it is gone and retries
+                self.path.unlink(missing_ok=True)
             fcntl.flock(self.handle, fcntl.LOCK_UN)
             self.handle.close()
             self.handle = None

@@ -145,6 +145,10 @@ def make(model: str, benchmark: str, *, out: str | os.PathLike | None = None, da
     text = model_args if model_args is None or isinstance(model_args, str) else ",".join(f"{k}={v}" for k, v in model_args.items())
     name = backends.resolve(backend, model_options.split_model_args(text))
     options = backends.backend_class(name).parse_model_args(text)
+    if processes > 1 and not backends.REGISTRY[name].local:
+        raise PhysprobeError(f"--num-processes {processes} splits a model's work over processes of this machine; --backend {name} "
+                             "sends requests to a server, which runs them at once: drop --num-processes and give --model-args "
+                             f"num_concurrent={processes} (or more)")  # fmt: skip
     folder = Path(out) if out is not None else run_record.default_folder(model, benchmark)
     check_folder_name(Path(os.path.abspath(folder)).name, "--out")
     if isinstance(batch_size, str) or batch_size is None:

@@ -2,9 +2,14 @@
 
 A key is the sha256 of the run's key base (``provenance.cache_key`` of the backend's identity, the
 physprobe version, the protocol and the dataset revision), the method and the request
-(``Request.key``); chunks are committed as they are scored, so an interrupted run
-(Ctrl-C, crash, out-of-memory, a server gone) restarts where it stopped and a changed model, dataset or
-chat setting is never served stale results.
+(``Request.key``). Results are committed as the backend hands them over (a server's answers one by one, an
+in-process engine's per engine call; ``synchronous=OFF``: a commit is a write to the operating system, which a
+killed process cannot lose), so an interrupted run (Ctrl-C, SIGKILL, out-of-memory, a server gone) restarts where
+it stopped and a changed model, dataset or chat setting is never served stale results.
+
+A backend's identity may hold numbers it measured of its model (``measured``: a server's log-probabilities of a
+probe text, which jitter in their last digits from run to run); ``settled`` reads them as the first measurement
+stored within ``MEASURE_TOLERANCE`` of them, so the same weights key the same entries and other weights do not.
 """
 
 from __future__ import annotations
@@ -21,9 +26,21 @@ from pathlib import Path
 from physprobe import inputs
 from physprobe.errors import OutputFolderError
 
+MEASURE_TOLERANCE = 0.05  # nats: another model's weights (a fine-tune, a requantisation) differ by more on some token
+
 
 class Cache:
-    """Scores per request in SQLite, committed after every chunk, so a run resumes where it stopped."""
+    """Scores per request in SQLite, committed as they are handed over, so a run resumes where it stopped.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     cache = Cache(Path(folder) / "cache.sqlite")
+    ...     first = cache.settled({"model": "m", "measured": [-1.0, -2.0]})
+    ...     again = cache.settled({"model": "m", "measured": [-1.01, -2.02]})
+    ...     other = cache.settled({"model": "m", "measured": [-1.5, -2.0]})
+    >>> again == first, other["measured"]
+    (True, [-1.5, -2.0])
+    """
 
     def __init__(self, path: Path):
         if path.is_symlink():
@@ -43,7 +60,9 @@ class Cache:
         try:
             if db.execute("PRAGMA quick_check").fetchone()[0] != "ok":
                 raise sqlite3.DatabaseError("integrity check failed")
+            db.execute("PRAGMA synchronous=OFF")
             db.execute("CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            db.execute("CREATE TABLE IF NOT EXISTS measured (scope TEXT NOT NULL, value TEXT NOT NULL)")
             db.execute("SELECT key, value FROM scores LIMIT 1").fetchall()
         except sqlite3.DatabaseError:
             db.close()
@@ -87,6 +106,26 @@ class Cache:
         except sqlite3.OperationalError as error:  # SQLITE_FULL, I/O errors: the cli's one line for a failed write
             full = "full" in str(error)
             raise OSError(errno.ENOSPC if full else errno.EIO, str(error), str(self.path)) from None
+
+
+    def settled(self, identity: dict) -> dict:
+        """``identity`` with its ``measured`` numbers read as the first stored measurement of the same identity within
+        ``MEASURE_TOLERANCE`` of each, or stored as a new one."""
+        if "measured" not in identity:
+            return identity
+        values = identity["measured"]
+        scope = hashlib.sha256(json.dumps({k: v for k, v in identity.items() if k != "measured"}, sort_keys=True).encode()).hexdigest()
+        for (text,) in self.db.execute("SELECT value FROM measured WHERE scope = ? ORDER BY rowid", (scope,)):
+            stored = _loads(text)
+            if (isinstance(stored, list) and len(stored) == len(values)
+                    and all(abs(a - b) <= MEASURE_TOLERANCE for a, b in zip(stored, values))):  # fmt: skip
+                return {**identity, "measured": stored}
+        try:
+            self.db.execute("INSERT INTO measured VALUES (?, ?)", (scope, json.dumps(values)))
+            self.db.commit()
+        except sqlite3.OperationalError as error:
+            raise OSError(errno.ENOSPC if "full" in str(error) else errno.EIO, str(error), str(self.path)) from None
+        return identity
 
 
 def _loads(text: str):

@@ -287,6 +287,19 @@ def _read_json(path: Path, run: Path) -> dict:
 # --- the schema: what write writes and read accepts -------------------------------------------------------
 
 FRACTIONS = {"accuracy", "map", "agreement"}  # words of a key naming a fraction (0-1)
+PARTS_OF_N = ("undecided", "unparsed")  # counts of scored questions, so at most ``n``
+
+
+def _finite(value: int | float) -> bool:
+    """Whether a JSON number is finite as a float (an integer of 400 digits is not).
+
+    >>> _finite(10**400), _finite(float("nan")), _finite(3)
+    (False, False, True)
+    """
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _rule(key: str, inherited: str | None) -> str | None:
@@ -325,7 +338,7 @@ def check_metrics(metrics, where: str, path: str = "", inherited: str | None = N
             continue
         elif isinstance(value, bool) or not isinstance(value, (int, float)):
             _refuse(where, field, value, "not a number")
-        elif not math.isfinite(value):
+        elif not _finite(value):
             raise RunRecordError(f"{where}: {field} is {value}, not a finite number; score the run again")
         elif rule == "count" and (value < 0 or value != int(value) or value > 1e12):
             raise RunRecordError(f"{where}: {field} is {value}, not a count (a whole number from 0 to 1e12); score the run again")
@@ -333,6 +346,12 @@ def check_metrics(metrics, where: str, path: str = "", inherited: str | None = N
             raise RunRecordError(f"{where}: {field} is {value}, outside 0-1 for a fraction; score the run again")
         elif rule == "difference" and not -1 <= value <= 1:
             raise RunRecordError(f"{where}: {field} is {value}, outside -1..1 for a difference of fractions; score the run again")
+    total = metrics.get("n")
+    for part in PARTS_OF_N:  # questions among the n scored
+        value = metrics.get(part)
+        if isinstance(total, (int, float)) and isinstance(value, (int, float)) and value > total:
+            field = f"{path}.{part}" if path else part
+            raise RunRecordError(f"{where}: {field} is {value}, more than the {total} questions scored (n); score the run again")
 
 
 def _line(where: str, field: str, value, optional: bool = False) -> None:
@@ -345,7 +364,7 @@ def _line(where: str, field: str, value, optional: bool = False) -> None:
 
 def _number(where: str, field: str, value, whole: bool = False) -> None:
     """A finite number from 0 (a whole one where ``whole``)."""
-    if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)) or not math.isfinite(value) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)) or not _finite(value) or value < 0:
         _refuse(where, field, value, "expected a whole number from 0" if whole else "expected a finite number from 0")
 
 
@@ -360,8 +379,8 @@ def _object(where: str, field: str, value, keys: tuple[str, ...]) -> None:
 
 def check_info(info, where: str) -> None:
     """``RunRecordError`` (one line naming ``where`` and the field) for a run.json ``write`` never writes:
-    another schema version, a field missing or unknown, text that is not one printable line where the report
-    prints it, a count or time that is negative or not finite, configs not a list of names.
+    another schema version, a field missing or unknown, text that is not one printable line where physprobe wrote
+    it (the model's name and the system instruction are any text: the report escapes them), a count or time that is negative or not finite, configs not a list of names.
 
     >>> check_info({"schema_version": 0}, "run.json")
     Traceback (most recent call last):
@@ -372,7 +391,9 @@ def check_info(info, where: str) -> None:
     if info.get("schema_version") != SCHEMA_VERSION:
         _refuse(where, "schema_version", info.get("schema_version"), f"expected {SCHEMA_VERSION} (this physprobe's run folders)")
     _object(where, "run.json", info, tuple(f.name for f in dataclasses.fields(RunRecord) if f.name != "metrics"))
-    for field in ("model", "benchmark", "protocol", "started"):
+    if not isinstance(info["model"], str) or not info["model"]:  # any text: a served model's id is the server's choice
+        _refuse(where, "model", info["model"], "expected the model's name")
+    for field in ("benchmark", "protocol", "started"):
         _line(where, field, info[field])
     if label_fault(info["label"]):
         _refuse(where, "label", info["label"], label_fault(info["label"]))
@@ -391,6 +412,8 @@ def check_info(info, where: str) -> None:
         _refuse(where, "backend", backend, "expected an object")
     _line(where, "backend.name", backend.get("name"))
     _line(where, "backend.gguf_file", backend.get("gguf_file"), optional=True)
+    if "requests_sent" in backend:  # a server backend's count of HTTP requests
+        _number(where, "backend.requests_sent", backend["requests_sent"], whole=True)
     _check_chat(where, info["chat"])
     _check_dataset(where, info["dataset"])
     _number(where, "questions_scored", info["questions_scored"], whole=True)
@@ -459,7 +482,7 @@ def _check_bootstrap(where: str, bootstrap) -> None:
             _number(where, f"{field}.stderr", spread["stderr"])
             interval = spread["ci95"]
             if (not isinstance(interval, list) or len(interval) != 2
-                    or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in interval)
+                    or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and _finite(x) for x in interval)
                     or interval[0] > interval[1]):  # fmt: skip
                 _refuse(where, f"{field}.ci95", interval, "expected [low, high]")
 
@@ -501,5 +524,5 @@ def _check_headline(where: str, headline) -> None:
         if pair is None:
             continue
         if (not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[0], str) or isinstance(pair[1], bool)
-                or not isinstance(pair[1], (int, float)) or not math.isfinite(pair[1])):  # fmt: skip
+                or not isinstance(pair[1], (int, float)) or not _finite(pair[1])):  # fmt: skip
             _refuse(where, f"headline.{config}", pair, "expected [figure, value]")

@@ -17,13 +17,15 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from physprobe import backends, baselines, inputs, parallel, progress, protocols, provenance, registry, run_record
 from physprobe.backends.base import BackendError
-from physprobe.errors import FolderInUse
+from physprobe.errors import FolderInUse, RequestError
 from physprobe.paths import FolderLock
 from physprobe.plan import RunPlan
+from physprobe.redact import printable
 from physprobe.result_cache import Cache
 from physprobe.run_record import Baselines, Bootstrap, ChatRecord, DatasetRecord, Prediction, RunRecord, Timings
 
@@ -39,6 +41,19 @@ def spread(n: int, limit: int | None) -> list[int]:
     if limit is None or limit >= n:
         return list(range(n))
     return [i * n // limit for i in range(limit)]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a backend's ``score`` reports to: ``update(n)`` advances the config's progress bar, ``answered(i, result)``
+    hands over request ``i``'s result as soon as it is ready, which is committed to the cache at once (a backend that
+    finishes a call's results together returns them, and they are committed then)."""
+
+    bar: object  # a progress counter (``progress.bar``)
+    answered: Callable[[int, list], None]
+
+    def update(self, count: float) -> None:
+        self.bar.update(count)
 
 
 @dataclass
@@ -91,7 +106,7 @@ class Run:
         indices, rows = [indices[i] for i in kept], [rows[i] for i in kept]
         requests = [protocol.build(row, config) for row in rows]
         if requests and not self.identity:
-            self.identity = served(self.model, protocol, type(requests[0]))
+            self.identity = cache.settled(served(self.model, protocol, type(requests[0])))
         results, fresh = self.results(config, requests, indices, cache)
         options = [protocol.answers or (len(r[1:] or q.choices) if protocol.method == "generate" else len(r))
                    for q, r in zip(requests, results)]  # fmt: skip
@@ -118,7 +133,8 @@ class Run:
 
         Requests are cut in row order into chunks of ``plan.chunk``, whatever the number of processes: a chunk's
         missing requests are one engine call (its batches, hence its float sums, are the same in one process or
-        many) and one cache commit. A request any rank's cache holds is never rescored.
+        many); each result is committed as the backend hands it over (``Progress.answered``), the rest when the call
+        returns. A request any rank's cache holds is never rescored.
         """
         key_base = provenance.cache_key(**self.identity, physprobe=provenance.versions()["physprobe"], protocol=self.protocol.name,
                                         dataset=self.fingerprints[config])  # fmt: skip
@@ -128,12 +144,22 @@ class Run:
         owner = self.ranks.owners(cuts, requests, getattr(self.model, "tokenizer", None) if self.ranks.world > 1 else None)
         todo = [part for c in range(len(cuts)) if owner[c] == self.ranks.rank and (part := [i for i in cuts[c] if keys[i] not in known])]
         fresh: dict = {}
-        with progress.bar(f"{self.plan.benchmark}/{config}", sum(map(len, todo)), "questions") as counter:
+        with progress.bar(f"{self.plan.benchmark}/{config}", sum(map(len, todo)), "questions") as bar:
             for part in todo:
-                values = self.model.score([requests[i] for i in part], counter)
+                committed: set[str] = set()
+
+                def answered(index: int, value: list, part=part, committed=committed) -> None:
+                    inputs.finite_scores([value], config, [indices[part[index]]])
+                    cache.put({keys[part[index]]: value})
+                    committed.add(keys[part[index]])
+
+                try:
+                    values = self.model.score([requests[i] for i in part], Progress(bar, answered))
+                except RequestError as error:
+                    raise BackendError(f"{self.plan.benchmark}/{config} row {indices[part[error.index]]}: {error}") from None
                 inputs.finite_scores(values, config, [indices[i] for i in part])
                 scored_now = {keys[i]: v for i, v in zip(part, values)}
-                cache.put(scored_now)
+                cache.put({k: v for k, v in scored_now.items() if k not in committed})
                 fresh.update(scored_now)
         known.update(self.ranks.merged(fresh))
         results = [known[k] for k in keys]
@@ -262,4 +288,4 @@ def warn_unparsed(metrics: dict, configs: tuple[str, ...], model_name: str, temp
     fix = ("read the answers (`generated` in predictions.parquet) or score a log-likelihood protocol (`physprobe protocols`)"
            if template_tried else "an instruct model answers in its chat format: score with --apply-chat-template, "
            "or a log-likelihood protocol (`physprobe protocols`)")  # fmt: skip
-    print(f"physprobe: warning: {unparsed} of {total} answers of {model_name} named no option (unparsed); {fix}", file=sys.stderr)
+    print(f"physprobe: warning: {unparsed} of {total} answers of {printable(model_name)} named no option (unparsed); {fix}", file=sys.stderr)

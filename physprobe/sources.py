@@ -62,7 +62,14 @@ def file_sha256(path: Path) -> str:
 
 
 def resolve_source_dir(source_dir: str | os.PathLike | None) -> Path | None:
-    """The mirror folder to read from: the argument, else ``$PHYSPROBE_SOURCE_DIR``, else None."""
+    """The mirror folder to read from: the argument, else ``$PHYSPROBE_SOURCE_DIR`` (unset or empty: None, download).
+
+    >>> resolve_source_dir("")
+    Traceback (most recent call last):
+    physprobe.errors.SourceError: --source-dir is empty; give the mirror's folder, or leave it out to download the pinned upstream files
+    """
+    if source_dir is not None and not str(source_dir).strip():  # ``--source-dir ''``: never a silent download
+        raise SourceError("--source-dir is empty; give the mirror's folder, or leave it out to download the pinned upstream files")
     chosen = source_dir if source_dir is not None else os.environ.get(SOURCE_DIR_ENV)
     return Path(chosen) if chosen else None
 

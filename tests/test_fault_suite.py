@@ -180,6 +180,55 @@ def test_a_symlinked_target_is_refused_and_its_folder_untouched(command, inputs,
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=IDS)
+def test_a_file_physprobe_did_not_write_into_its_output_is_kept(command, inputs, tmp_path, capsys):
+    assert command.run(inputs, tmp_path / "out") == 0
+    target = command.target(tmp_path / "out")
+    (target / "notes.txt").write_text("mine")
+    before = tree_digest(tmp_path)
+    status = command.run(inputs, tmp_path / "out")
+    assert (target / "notes.txt").read_text() == "mine"
+    if command.name == "score":  # a run folder grows in place and keeps what it did not write
+        assert status == 0
+        return
+    assert status == 2
+    one_error_line(capsys.readouterr().err, str(target), "holds notes.txt, which physprobe did not write there", "--out")
+    assert tree_digest(tmp_path) == before
+    (target / "notes.txt").unlink()
+    written = next(p for p in sorted(target.rglob("*")) if p.is_file() and p.name != MARKER)
+    written.write_bytes(written.read_bytes() + b"\n")  # a file physprobe wrote, changed since
+    assert command.run(inputs, tmp_path / "out") == 2
+    one_error_line(capsys.readouterr().err, f"holds {written.relative_to(target).as_posix()}, which physprobe did not write there (or which changed since)")
+
+
+def test_a_forged_marker_vouches_for_no_file_it_did_not_hash(inputs, tmp_path, capsys):
+    run = write_run(tmp_path / "run", "prost", "causal", {"mass": {"accuracy": 0.5, "n": 6}}, "released-gpt", model="gpt2", limit=6)
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "thesis.tex").write_text("years of work")
+    (out / MARKER).write_text(json.dumps({"kind": "report", "of": {}, "files": {"thesis.tex": "0" * 64, "report.md": "1" * 64}}))
+    assert main(["report", str(run), "--out", str(out)]) == 2
+    one_error_line(capsys.readouterr().err, str(out), "holds thesis.tex, which physprobe did not write there")
+    assert (out / "thesis.tex").read_text() == "years of work"
+
+
+def test_one_report_writer_at_a_time_and_the_folder_matches_its_marker(inputs, tmp_path, capsys):
+    from physprobe.paths import FolderLock
+
+    run = write_run(tmp_path / "run", "prost", "causal", {"mass": {"accuracy": 0.5, "n": 6}}, "released-gpt", model="gpt2", limit=6)
+    out = tmp_path / "report"
+    with FolderLock(tmp_path, ".report.lock", out, transient=True):  # another report being written there
+        assert main(["report", str(run), "--out", str(out)]) == 2
+    one_error_line(capsys.readouterr().err, f"{out} is in use by process {os.getpid()}")
+    assert not out.exists() and not (tmp_path / ".report.lock").exists()
+    for _ in range(2):
+        assert main(["report", str(run), "--out", str(out)]) == 0
+    listed = json.loads((out / MARKER).read_text())["files"]
+    assert listed == {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                      for p in sorted(out.rglob("*")) if p.is_file() and p.name != MARKER}  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report", "run"]  # no lock or staging folder left beside it
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=IDS)
 def test_leftovers_of_killed_runs_are_removed_by_the_next_run(command, inputs, tmp_path):
     parent = command.target(tmp_path / "out").parent
     parent.mkdir(parents=True)
@@ -423,9 +472,15 @@ BROKEN_RUNS = [  # (what is changed, the field the error names)
     ({"metrics": {"mass": {"accuracy": 0.5, "n": 6, "undecided": -1}}}, "mass.undecided is -1, not a count"),
     ({"metrics": {"mass": {"accuracy": "0.5", "n": 6}}}, "mass.accuracy is '0.5', not a number"),
     ({"info": {"configs": "default"}}, "configs is 'default', expected a list"),
-    ({"info": {"model": "gpt2\n| injected | row |"}}, "model is 'gpt2\\n| injected | row |', expected one line"),
+    ({"info": {"model": ""}}, "model is '', expected the model's name"),
     ({"info": {"limit": -2}}, "limit is -2"),
-]
+    ({"info": {"chat": {"applied": "maybe", "template": None, "template_sha256": None, "system_instruction": None}}},
+     "chat.applied is 'maybe', expected true or false"),
+    ({"info": {"chat": "yes"}}, "chat is 'yes', expected an object"),
+    ({"info": {"backend": {"name": "openai", "requests_sent": -3}}}, "backend.requests_sent is -3, expected a whole number from 0"),
+    ({"metrics": {"mass": {"accuracy": 0.5, "n": 6, "unparsed": 7}}}, "mass.unparsed is 7, more than the 6 questions scored (n)"),
+    ({"metrics": {"mass": {"accuracy": 10**400, "n": 6}}}, "mass.accuracy is 1000"),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("change,field", BROKEN_RUNS, ids=[f for _, f in BROKEN_RUNS])
@@ -449,6 +504,19 @@ def test_a_bad_config_with_several_processes_is_one_line_before_any_launch(input
                  "--out", str(tmp_path / "run"), "--num-processes", "2"]) == 2  # fmt: skip
     one_error_line(capsys.readouterr().err, "prost has no config 'mas'")
     assert time.perf_counter() - started < 10 and not (tmp_path / "run").exists()
+
+
+def test_a_folder_in_use_with_several_processes_is_one_line_before_any_launch(inputs, tmp_path, capsys):
+    from physprobe.paths import FolderLock
+    from physprobe.run_record import open_folder, owner
+
+    out = tmp_path / "run"
+    open_folder(out, owner(str(inputs["model"]), "prost", local=True))
+    with FolderLock(out):  # another run scoring into the folder
+        assert main(["score", "--model", str(inputs["model"]), "--benchmark", "prost", "--config", "mass", "--limit", "2",
+                     "--data", str(inputs["build"]), "--out", str(out), "--num-processes", "2"]) == 2  # fmt: skip
+    one_error_line(capsys.readouterr().err, f"{out} is in use by process {os.getpid()}")
+    assert not (out / "run.rank1.lock").exists()
 
 
 WATCHED = """
@@ -592,6 +660,76 @@ def test_a_spec_nested_beyond_recursion_is_one_line(inputs, tmp_path, capsys):
     spec.write_text("name: deep\nquestion: " + "[" * 20000 + "]" * 20000 + "\n")
     assert main(["generate", "newton", "--spec", str(spec), "--out", str(tmp_path / "out"), "--source-dir", str(inputs["upstream"])]) == 2
     one_error_line(capsys.readouterr().err, f"{spec}: nested too deeply")
+
+
+@pytest.mark.parametrize("question, padding, message", [
+    ("Which of {object1}, {object2} is sharp?", 3, "question names object1, object2 but padding 3 makes 4 options; name every "
+                                                   "one (missing: object3, object4) or lower padding"),
+    ("Which of {object1}, {object3} is sharp?", 2, "question names object1, object3 but padding 2 makes 3 options"),
+    ("Which of {object1}, {object2}, {object3} is sharp?", 1, "question has slot(s) ['object3']; with padding 1 the slots are object1 .. object2"),
+])  # fmt: skip
+def test_a_spec_whose_padding_and_slots_disagree_is_one_line(question, padding, message, inputs, tmp_path, capsys):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"name: sharp\nquestion: '{question}'\nconditions: [{{attribute: Sharpness, polarity: high, padding: {padding}}}]\n")
+    assert main(["generate", "newton", "--spec", str(spec), "--out", str(tmp_path / "out"), "--source-dir", str(inputs["upstream"])]) == 2
+    one_error_line(capsys.readouterr().err, f"{spec}: {message}")
+    assert not (tmp_path / "out" / "sharp").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["generate", "newton", "--spec", "SPEC", "--n", "5"], "generate newton takes no --n: the spec's max_questions sets how many"),
+    (["generate", "cccons", "--n", "5", "--spec", "SPEC"], "generate cccons takes no --spec"),
+    (["generate", "cccons", "--n", "5", "--source-dir", ""], "--source-dir is empty; give the mirror's folder"),
+    (["build", "prost", "--source-dir", ""], "--source-dir is empty; give the mirror's folder"),
+])  # fmt: skip
+def test_an_option_the_command_would_ignore_is_one_line(argv, message, inputs, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    argv = [str(inputs["spec"]) if a == "SPEC" else a for a in argv]
+    if "--source-dir" not in argv:
+        argv += ["--source-dir", str(inputs["upstream"])]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    one_error_line(capsys.readouterr().err, message)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_an_nli_model_without_an_entailment_label_is_refused_before_its_weights_load(inputs, tmp_path, capsys):
+    import transformers
+
+    model = tiny_models.nli(tmp_path / "nli", ["a cup holds water", "a knife cuts bread"])
+    config = transformers.AutoConfig.from_pretrained(model)
+    config.id2label, config.label2id = {0: "NEGATIVE", 1: "NEUTRAL", 2: "POSITIVE"}, {"NEGATIVE": 0, "NEUTRAL": 1, "POSITIVE": 2}
+    config.save_pretrained(model)
+    (model / "model.safetensors").write_bytes(b"not weights")  # loading them would fail otherwise
+    assert main(["score", "--model", str(model), "--benchmark", "text2afford", "--method", "nli", "--limit", "2",
+                 "--data", str(inputs["build"]), "--out", str(tmp_path / "run")]) == 2  # fmt: skip
+    one_error_line(capsys.readouterr().err, "cannot find the entailment label in id2label=", "this is not an NLI model")
+
+
+TEMPLATES = [  # (template, --system-instruction, what the one line says)
+    ("{{ raise_exception('This template takes no prompts') }}", None, "cannot render a prompt (TemplateError: This template takes no prompts)"),
+    ("{% for m in messages %}{{ m.content }", None, "is not a valid Jinja template (line 1: "),
+    ("{{ messages[3]['content'] }}", None, "cannot render a prompt (UndefinedError: "),
+    ("{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+     "{% for m in messages %}{{ m['content'] }}{% endfor %}", "Be brief.",
+     "refuses the system message (System role not supported): leave out --system-instruction"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("template, instruction, message", TEMPLATES, ids=["raise", "syntax", "missing-message", "system-role"])
+def test_a_chat_template_that_fails_is_one_line_before_any_weight_loads(template, instruction, message, inputs, tmp_path, capsys):
+    from transformers import AutoTokenizer
+
+    model = tmp_path / "model"
+    shutil.copytree(inputs["model"], model)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    tokenizer.chat_template = template
+    tokenizer.save_pretrained(model)
+    for weights in model.glob("*.safetensors"):
+        weights.write_bytes(b"not weights")  # loading them would fail otherwise
+    extra = ["--system-instruction", instruction] if instruction else []
+    assert main(["score", "--model", str(model), "--benchmark", "prost", "--config", "mass", "--protocol", "sentence-sum",
+                 "--limit", "2", "--data", str(inputs["build"]), "--out", str(tmp_path / "run"), "--apply-chat-template", *extra]) == 2  # fmt: skip
+    one_error_line(capsys.readouterr().err, f"{model}'s default chat template (sha256 ", message)
 
 
 def test_string_labels_are_one_line_naming_the_row(inputs, tmp_path, capsys):

@@ -208,3 +208,18 @@ def test_lm_evals_builtin_prost_task_reads_our_build_as_its_own_data(built_all, 
     for doc, row in zip(docs[::997], rows[::997]):
         assert task.doc_to_target(doc) == EVALUATION.reference(row)[0]
         assert task.doc_to_choice(doc) == [row[o] for o in "ABCD"]
+
+
+def test_data_paths_of_any_text_are_written_as_yaml_reads_them(built_all, tmp_path):
+    odd = tmp_path / "my\nbuild"
+    assert main(["export", "lm-eval", "--out", str(tmp_path / "tasks"), "--data", str(odd)]) == 2  # datasets reads no such path
+    data = tmp_path / "my #1: build - of {it}"  # a comment mark, a key separator, a list mark, flow syntax
+    _small_build(built_all, data)
+    assert main(["export", "lm-eval", "--out", str(tmp_path / "tasks"), "--data", str(data)]) == 0
+    loader = type("Loader", (yaml.SafeLoader,), {})
+    loader.add_constructor("!function", lambda load, node: ("function", load.construct_scalar(node)))
+    for path in sorted((tmp_path / "tasks" / "prost").glob("physprobe_*.yaml")):
+        spec = yaml.load(path.read_text(), Loader=loader)  # noqa: S506 (a SafeLoader)
+        config = spec["metadata"]["physprobe_config"]
+        assert spec["dataset_kwargs"]["data_files"]["test"] == [str((data / "prost" / config / "test-00000-of-00001.parquet").resolve())]
+        assert spec["process_docs"] == ("function", f"utils.{spec['task'].removeprefix('physprobe_')}_docs")

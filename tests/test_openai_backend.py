@@ -33,7 +33,7 @@ def test_unreachable_server_is_one_line():
     message = str(error.value)
     assert "\n" not in message
     assert message.startswith(f"cannot reach the server at http://127.0.0.1:{port}/v1 (")
-    assert message.endswith("after 1 attempts; start it, or check --model-args base_url=...")
+    assert message.endswith("after 1 attempt; start it, or check --model-args base_url=...")
 
 
 def test_options_a_server_does_not_take_are_refused():
@@ -183,7 +183,7 @@ def test_loglikelihoods_agree_with_hf(same_questions):
     hf, api, info = same_questions["prost"]
     gaps = [abs(a - b) for x, y in zip(hf, api) for a, b in zip(x["scores"], y["scores"])]
     assert len(gaps) == 16 and max(gaps) < 1.5 and sum(gaps) / len(gaps) < 0.6, gaps
-    assert info["backend"]["requests_sent"] == 1 + 16  # the model list, then each of the 16 sentences once
+    assert info["backend"]["requests_sent"] == 2 + 16  # the model list and the fingerprint's probe, then each of the 16 sentences once
 
 
 @pytest.mark.slow
@@ -208,25 +208,25 @@ def test_killed_server_resumes_from_the_cache(built_all, tmp_path):
     try:
         reference, out = tmp_path / "reference", tmp_path / "killed"
         assert cli(*score(reference, server.base_url)).returncode == 0
-        # --limit 6 in chunks of 2 (the runner's cache commits per chunk): kill the server once one is committed
-        scoring = subprocess.Popen([sys.executable, "-c", f"from physprobe.runner import run; from physprobe.plan import make; "
-                                    f"run(make({ALIAS!r}, 'newton', out={str(out)!r}, data={str(built_all)!r}, configs=['track1'], limit=6, "
-                                    f"chunk=2, bootstrap_iters=0, model_args={{'base_url': {server.base_url!r}, 'max_retries': 0}}))"],
+        # Each answer is committed as it arrives: kill the server once two are.
+        scoring = subprocess.Popen([sys.executable, "-m", "physprobe", *score(out, server.base_url, retries=0)],
                                    stderr=subprocess.PIPE, text=True)  # fmt: skip
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not cached(out) and scoring.poll() is None:
+        while time.monotonic() < deadline and cached(out) < 2 and scoring.poll() is None:
             time.sleep(0.05)
         server.kill()
         _, stderr = scoring.communicate(timeout=300)
-        assert scoring.returncode != 0 and f"cannot reach the server at {server.base_url}" in stderr, stderr
-        assert 0 < cached(out) < 6
-        server = LlamaServer(tmp_path / "server.log", port=server.port).start()  # the same URL: the same cache key
+        assert scoring.returncode == 2 and "newton/track1 row " in stderr and server.base_url in stderr, stderr
+        kept = cached(out)
+        assert 2 <= kept < 6
+        server = LlamaServer(tmp_path / "server.log", port=server.port).start()  # the same URL and weights: the same cache key
         done = cli(*score(out, server.base_url))
         assert done.returncode == 0, done.stderr
     finally:
         server.stop()
     assert predictions(out) == predictions(reference)
-    assert json.loads((out / "run.json").read_text())["backend"]["requests_sent"] < 1 + 6  # the model list, then what was missing
+    # The model list and the fingerprint's probe, then exactly the answers the cache lacked.
+    assert json.loads((out / "run.json").read_text())["backend"]["requests_sent"] == 2 + 6 - kept
 
 
 def cached(out: Path) -> int:

@@ -41,7 +41,7 @@ def test_chunks_are_balanced_over_ranks_and_caches_are_pooled():
 
     requests = [Choice("", ("a b c", "a b d e")), MeanTokens((("a b", " c"), ("a", " b"))), Masked("a [MASK]", ("x", "y"))]
     assert [request_load(r, Words()) for r in requests] == [7, 5, 2]  # the texts each makes the model read
-    assert [request_load(r, None) for r in requests] == [12, 8, 8]  # a server backend's: their characters
+    assert [request_load(r, None) for r in requests] == [12, 8, 8]  # a backend without a tokenizer: their characters
 
 
 def _score(model, data, out, benchmark, limit, *extra, check=True):
@@ -137,7 +137,10 @@ def test_a_rank_killed_mid_run_resumes_from_its_own_cache(prost_build, tmp_path)
             with contextlib.suppress(psutil.NoSuchProcess):
                 process.kill()
     assert killed is not None, stderr[-3000:]
-    assert launcher.returncode != 0  # the launch fails with its rank ...
+    assert launcher.returncode == 2  # the launch fails with its rank, in one line ...
+    assert "Traceback" not in stderr and "ChildFailedError" not in stderr, stderr[-3000:]
+    assert [line for line in stderr.splitlines() if "error" in line.lower()] == ["physprobe: error: process 1 of 2 was killed by signal 9 (Killed); score again with the same --out: "
+                     "the run resumes from what the processes' caches hold"], stderr[-3000:]  # fmt: skip
     assert not (out / "predictions.parquet").exists() and not (out / "metrics.json").exists()  # ... and writes nothing
     cached = _keys(out / "cache.sqlite") | _keys(out / "cache.rank1.sqlite")
     assert 256 <= len(cached) < 1024 and len(_keys(out / "cache.rank1.sqlite")) % 256 == 0

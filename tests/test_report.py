@@ -1,6 +1,7 @@
 """``physprobe report``: the transcribed tables against the papers' text, and a report of two real tiny runs
 per benchmark read as a person would — its Markdown parsed, its HTML opened in headless Chromium."""
 
+import hashlib
 import json
 import re
 import shutil
@@ -379,9 +380,9 @@ def test_same_runs_same_bytes_and_a_previous_report_is_replaced(runs, tmp_path):
         assert (again / name).read_bytes() == (first / name).read_bytes()
     for figure in (first / "figures").iterdir():  # pixels only: no text, time or software chunk that could vary
         assert set(png_chunks(figure.read_bytes())) == {b"IHDR", b"pHYs", b"IDAT", b"IEND"}, figure.name
-    manifest = json.loads((first / report.MANIFEST).read_text())["files"]
-    ours = (report.MANIFEST, paths.MARKER)  # the manifest lists the report's files; the marker names the folder's owner
-    assert manifest == sorted(p.relative_to(first).as_posix() for p in first.rglob("*") if p.is_file() and p.name not in ours)
+    listed = json.loads((first / paths.MARKER).read_text())["files"]  # the marker vouches for each file by its sha256
+    assert listed == {p.relative_to(first).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                      for p in sorted(first.rglob("*")) if p.is_file() and p.name != paths.MARKER}  # fmt: skip
     assert main(["report", str(runs[2]), "--out", str(again)]) == 0  # a report folder physprobe wrote is replaced
     text = (again / "report.md").read_text()
     assert "## CConS" in text and "## PROST" not in text and not (again / "figures" / "prost-positions.png").exists()

@@ -9,6 +9,8 @@ from physprobe.dataset_folder import BuildResult, write
 
 def generate(n: int | None, spec: str | None, seed: int, out: str, source_dir: str | None) -> BuildResult:
     """Write ``n`` new rows as the ``cccons_generated`` dataset under ``out``."""
+    if spec is not None:
+        raise PhysprobeError("generate cccons takes no --spec: it fills the induced templates with new noun pairs; give --n N")
     if n is None or n < 1:
         raise PhysprobeError(f"generate cccons needs --n at least 1, got {n}")
     paths = cccons.CCCONS.sources(source_dir)

@@ -12,6 +12,8 @@ def generate(n: int | None, spec: str | None, seed: int, out: str, source_dir: s
     """Write the challenge set described by the YAML ``spec`` under ``out``."""
     if spec is None:
         raise PhysprobeError("generate newton needs --spec FILE.yaml")
+    if n is not None:
+        raise PhysprobeError("generate newton takes no --n: the spec's max_questions sets how many questions; leave --n out")
     parsed = newton.read_spec(spec)
     repository = newton.repository(newton.NEWTON.sources(source_dir))
     rows = challenge_set(repository, parsed, seed)  # export.stream shows the progress

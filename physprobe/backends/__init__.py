@@ -26,12 +26,13 @@ from physprobe.backends.base import Backend, BackendError, Settings
 class Registered(NamedTuple):
     target: str  # "module:Class"
     serves: tuple[str, ...]  # the names of the request types (physprobe.requests) it answers
+    local: bool = True  # the model runs in this process: --num-processes splits its work (a server's: num_concurrent)
 
 
 REGISTRY = {
     "hf": Registered("physprobe.backends.hf:HFBackend",
                      ("Choice", "MeanTokens", "Masked", "MaskedPair", "Seq2Seq", "Entailment", "YesNo", "Generate", "GenerateEach")),
-    "openai": Registered("physprobe.backends.openai:OpenAIBackend", ("Choice", "YesNo", "Generate", "GenerateEach")),
+    "openai": Registered("physprobe.backends.openai:OpenAIBackend", ("Choice", "YesNo", "Generate", "GenerateEach"), local=False),
 }  # fmt: skip
 SERVER_ARGS = ("base_url",)  # --model-args keys that name a server: they imply the server backend
 SERVER_BACKEND = "openai"

@@ -21,6 +21,9 @@ Identity. ``identity(request_type)`` is a JSON-ready dict of all that changes a 
 request (model revision, dtype, device type, a server's URL and served model id, the chat setting
 applied and its template's sha256); the runner puts it in the cache key and the chat setting in run.json.
 ``read(requests)`` gives the texts the model reads for each request (the run's predictions.parquet keeps them).
+Numbers a backend measures of its model to tell its weights apart (a server's log-probabilities of a probe
+text) go under ``measured``: the resume cache reads them as the first stored measurement within a tolerance
+(``result_cache.Cache.settled``), since they jitter in their last digits.
 ``info()`` is the backend's own section of run.json (``backend``): a dataclass of what it records of
 itself (device, options, load state), beside the ``name`` the runner adds.
 
@@ -163,7 +166,9 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def score(self, requests: list, progress=None) -> list[list]:
-        """One result per request (all of one type), in order; ``progress`` (a tqdm bar) advances per request."""
+        """One result per request (all of one type), in order. ``progress`` (``physprobe.runner.Progress``, or None)
+        advances per request (``update(n)``, as a tqdm bar); a backend whose results arrive one by one (a server's)
+        also hands each over at once (``answered(i, result)``), and the runner commits it to the resume cache."""
 
     def read(self, requests: list) -> list[tuple[list[str], list[int] | None]]:
         """Per request (all of one type), the texts the model reads (``Request.rendered``: each prompt as this

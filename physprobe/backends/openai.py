@@ -6,9 +6,12 @@ its options share, as the ``hf`` backend sums them (one request per distinct tex
 prompt, and llama.cpp's server takes one prompt per request). Generation
 goes to ``/v1/chat/completions`` (chat messages) or ``/v1/completions`` (raw prompt), greedy, and is cut at the
 protocol's stop strings here, as the ``hf`` backend cuts its answers. Requests run in a bounded pool of
-``num_concurrent`` threads; 429, 5xx, timeouts and dropped connections are retried with exponential backoff; every
-other failure is one line naming the server and the fix. The API key is read from ``OPENAI_API_KEY`` and never
-printed or stored.
+``num_concurrent`` threads, each result handed to the runner as it arrives. Every answer passes its endpoint's
+validating parser (``parse_echo``, ``parse_completion``, ``parse_chat``, ``parse_models``); 429, 5xx, timeouts,
+dropped connections and bodies cut short are retried with exponential backoff; every other failure is one line
+naming the server, the request and what was wrong. The served model is fingerprinted (``Client.fingerprint``) into
+the cache key. The API key is read from ``OPENAI_API_KEY``, checked, and never printed or stored: every error line
+passes through ``physprobe.redact.scrub``.
 
 >>> Client(ServerOptions("http://127.0.0.1:8000/v1", num_concurrent=4), "my-model").base_url
 'http://127.0.0.1:8000/v1'
@@ -17,17 +20,22 @@ printed or stored.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import json
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from physprobe.answers import cut, yes_probability
 from physprobe.backends.base import Backend, BackendError, Settings, messages, prompt_text
+from physprobe.errors import RequestError
+from physprobe.redact import printable, scrub
 from physprobe.retries import TRANSIENT_STATUS, backoff, retried
 from physprobe.requests import Choice, Generate, GenerateEach, YesNo  # noqa: F401 (Choice: the doctest)
 
@@ -70,36 +78,209 @@ def _ascii(text: str) -> str:
     return text.encode("ascii", "ignore").decode()
 
 
-def _reason(response) -> str:
-    """The server's own error message, on one line."""
+def _reason(response, secrets: Sequence[str | None]) -> str:
+    """The server's own error message, on one printable line (an HTML error page by its title only), ``secrets``
+    scrubbed before it is shortened (so no part of one survives the cut)."""
+    text = response.content.decode("utf-8", "replace")
     try:
-        body = response.json()
+        body = json.loads(text)
         message = body.get("error", body.get("detail", body)) if isinstance(body, dict) else body
         if isinstance(message, dict):
             message = message.get("message", message)
     except ValueError:
-        message = response.text
-    text = " ".join(str(message).split())
-    return text[:300] or response.reason_phrase
+        title = re.search(r"(?is)<title>(.*?)</title>", text)
+        message = f"an HTML page: {title.group(1)}" if title else ("an HTML page" if text.lstrip().startswith("<") else text)
+    return printable(scrub(str(message), secrets), 300) or response.reason_phrase
+
+
+def api_key(key: str | None) -> str | None:
+    """The key to send (``key``: ``$OPENAI_API_KEY``; None where unset or empty); one that an HTTP header cannot carry
+    (a line break, a space, a control or non-ASCII character) is refused by naming the variable, never by showing it.
+
+    >>> api_key("sk-abc\\r")
+    Traceback (most recent call last):
+    physprobe.errors.BackendError: $OPENAI_API_KEY holds a character no HTTP header carries (a space, line break, control or non-ASCII character at position 7 of 7); export the key again without it
+    """
+    key = key or None
+    if key is not None:
+        bad = next((i for i, c in enumerate(key) if not "!" <= c <= "~"), None)
+        if bad is not None:
+            raise BackendError(f"${API_KEY_VARIABLE} holds a character no HTTP header carries (a space, line break, control or "
+                               f"non-ASCII character at position {bad + 1} of {len(key)}); export the key again without it")  # fmt: skip
+    return key
+
+
+class Malformed(Exception):
+    """An answer the parsers cannot use: ``what`` was wrong, and whether another attempt may get a good one
+    (``transient``: a body cut short or not JSON, an error object in place of the answer)."""
+
+    def __init__(self, what: str, transient: bool = False):
+        super().__init__(what)
+        self.transient = transient
+
+
+class ItemFailed(RequestError):
+    """``Client.map``'s failure: ``index`` is the item's place in the items mapped."""
+
+
+# --- parsing: one validating parser per endpoint ---------------------------------------------------------------
+
+
+def parse_body(content: bytes) -> dict:
+    """A 200 answer's JSON object; a body that is not UTF-8 JSON (cut short, an HTML page) or that holds an error
+    object instead of the answer is ``Malformed`` and worth another attempt.
+
+    >>> parse_body(b'{"error": {"message": "overloaded"}}')
+    Traceback (most recent call last):
+    physprobe.backends.openai.Malformed: an error object in place of the answer: overloaded
+    """
+    try:
+        body = json.loads(content.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise Malformed(f"a body that is not UTF-8 (byte {error.start})", transient=True) from None
+    except json.JSONDecodeError as error:
+        raise Malformed(f"a body that is not JSON ({error.msg} at character {error.pos} of {len(content)})", transient=True) from None
+    if not isinstance(body, dict):
+        raise Malformed(f"a JSON {type(body).__name__} where an object was expected")
+    if "error" in body and "choices" not in body and "data" not in body:
+        error = body["error"]
+        message = error.get("message", error) if isinstance(error, dict) else error
+        raise Malformed(f"an error object in place of the answer: {printable(str(message), 200)}", transient=True)
+    return body
+
+
+def _choice(body: dict) -> dict:
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise Malformed(f"no choices (choices: {printable(json.dumps(choices), 60)})")
+    if not isinstance(choices[0], dict):
+        raise Malformed(f"choices[0] is {printable(json.dumps(choices[0]), 60)}, not an object")
+    return choices[0]
+
+
+def _text(value, field: str, allow_null: bool = False) -> str:
+    if value is None and allow_null:
+        return ""
+    if not isinstance(value, str):
+        raise Malformed(f"{field} is {printable(json.dumps(value), 60)}, not text")
+    return value
+
+
+def parse_echo(body: dict) -> list[tuple[str, float | None]]:
+    """The echoed ``(token, log-probability)`` pairs of a ``/v1/completions`` answer with ``echo`` and ``logprobs``:
+    a token list and a log-probability per token (only the first may be null), each a finite number at most 0,
+    text offsets (where given) one per token and never decreasing.
+
+    >>> parse_echo({"choices": [{"logprobs": {"tokens": ["A", " b"], "token_logprobs": [None, -0.5]}}]})
+    [('A', None), (' b', -0.5)]
+    >>> parse_echo({"choices": [{"logprobs": {"tokens": ["A", " b"], "token_logprobs": [None, 48.2]}}]})
+    Traceback (most recent call last):
+    physprobe.backends.openai.Malformed: token_logprobs[1] is 48.2, above 0 (a log-probability is at most 0)
+    """
+    logprobs = _choice(body).get("logprobs")
+    if not isinstance(logprobs, dict):
+        raise Malformed(f"choices[0].logprobs is {printable(json.dumps(logprobs), 60)}, not an object of tokens and log-probabilities")
+    tokens, values, offsets = logprobs.get("tokens"), logprobs.get("token_logprobs"), logprobs.get("text_offset")
+    if not isinstance(tokens, list) or not tokens or not isinstance(values, list):
+        raise Malformed("logprobs without a list of tokens and a list of token_logprobs")
+    if len(values) != len(tokens):
+        raise Malformed(f"{len(tokens)} tokens but {len(values)} token_logprobs (one per token)")
+    for i, (token, value) in enumerate(zip(tokens, values)):
+        _text(token, f"tokens[{i}]")
+        if value is None and i == 0:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise Malformed(f"token_logprobs[{i}] is {printable(json.dumps(value), 40)}, not a number")
+        if not math.isfinite(value):
+            raise Malformed(f"token_logprobs[{i}] is {value}, not a finite number")
+        if value > 0:
+            raise Malformed(f"token_logprobs[{i}] is {value}, above 0 (a log-probability is at most 0)")
+    if offsets is not None:
+        if not isinstance(offsets, list) or len(offsets) != len(tokens):
+            raise Malformed(f"text_offset is not a list of one offset per token ({len(tokens)} tokens)")
+        for i, offset in enumerate(offsets):
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0 or (i and offset < offsets[i - 1]):
+                raise Malformed(f"text_offset[{i}] is {printable(json.dumps(offset), 40)}, not a whole number at least the one before")
+    return list(zip(tokens, values))
+
+
+def parse_completion(body: dict) -> str:
+    """The generated text of a ``/v1/completions`` answer.
+
+    >>> parse_completion({"choices": [{"text": " a ball"}]})
+    ' a ball'
+    """
+    return _text(_choice(body).get("text"), "choices[0].text")
+
+
+def parse_chat(body: dict) -> str:
+    """The reply of a ``/v1/chat/completions`` answer (a null ``content`` is an empty reply).
+
+    >>> parse_chat({"choices": [{"message": {"role": "assistant"}}]})
+    Traceback (most recent call last):
+    physprobe.backends.openai.Malformed: choices[0].message has no content
+    """
+    message = _choice(body).get("message")
+    if not isinstance(message, dict):
+        raise Malformed(f"choices[0].message is {printable(json.dumps(message), 60)}, not an object")
+    if "content" not in message:
+        raise Malformed("choices[0].message has no content")
+    return _text(message["content"], "choices[0].message.content", allow_null=True)
+
+
+def parse_models(body: dict) -> dict[str, dict]:
+    """The models a ``/v1/models`` answer lists: each id and its entry.
+
+    >>> parse_models({"object": "list", "data": [{"id": "smollm2", "owned_by": "me"}]})
+    {'smollm2': {'id': 'smollm2', 'owned_by': 'me'}}
+    """
+    data = body.get("data")
+    if not isinstance(data, list) or not all(isinstance(e, dict) and isinstance(e.get("id"), str) for e in data):
+        raise Malformed("no list of models with ids (data: [{\"id\": ...}, ...])")
+    return {entry["id"]: entry for entry in data}
+
+
+def prompt_tokens(tokens: list[tuple[str, float | None]], prompt: str) -> list[tuple[str, float | None]] | None:
+    """The echoed tokens that hold ``prompt``: the shortest run from the first whose text ends with it, both read in
+    ASCII (a BOS token the server echoes comes first; the one generated token comes after); None where none does.
+
+    >>> prompt_tokens([("<s>", None), ("A", -1.0), (" b", -2.0), ("!", -3.0)], "A b")
+    [('<s>', None), ('A', -1.0), (' b', -2.0)]
+    """
+    # Compared in ASCII: a server that decodes each token on its own drops the bytes of a character split over tokens.
+    wanted, text = _ascii(prompt), ""
+    for count, (token, _) in enumerate(tokens, 1):
+        text += _ascii(token)
+        if len(text) >= len(wanted) and text.endswith(wanted):
+            return tokens[:count]
+    return None
+
+
+# The fingerprint: a fixed text whose log-probabilities tell one model's weights from another's, and the fields of a
+# /v1/models entry that describe the model (an entry's ``created`` and ``permission`` change with every request).
+PROBE = "The quick brown fox jumps over the lazy dog, and a heavy stone sinks in still water."
+MODEL_FIELDS = ("id", "owned_by", "root", "parent", "max_model_len", "meta")
 
 
 class Client:
     """An OpenAI-compatible server at ``base_url`` (ending in ``/v1``) serving ``model``.
 
-    ``post`` retries transient failures (429, 5xx, timeouts, dropped connections) ``max_retries`` times with
-    exponential backoff (1 s, 2 s, 4 s, ... at most 30 s); ``map`` runs a function over items in a pool of
-    ``num_concurrent`` threads sharing one connection pool, results in item order.
+    Every answer is parsed by its endpoint's parser before use. ``post`` retries transient failures (429, 5xx,
+    timeouts, dropped connections, a body cut short or not JSON) ``max_retries`` times with exponential backoff
+    (1 s, 2 s, 4 s, ... at most 30 s); ``map`` runs a function over items in a pool of ``num_concurrent`` threads
+    sharing one connection pool, each result handed over as it arrives. Every error line passes through
+    ``physprobe.redact.scrub``: the key, and any credential a server quotes back, is never shown.
     """
 
     def __init__(self, options: ServerOptions, model: str):
         import httpx
 
         self.base_url, self.model = options.base_url, model
-        self.num_concurrent, self.max_retries = options.num_concurrent, options.max_retries
+        self.num_concurrent, self.max_retries, self.timeout = options.num_concurrent, options.max_retries, options.timeout
         num_concurrent, timeout = options.num_concurrent, options.timeout
-        key = os.environ.get(API_KEY_VARIABLE)
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self.http = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout, connect=10.0),
+        self.key = api_key(os.environ.get(API_KEY_VARIABLE))
+        headers = {"Authorization": f"Bearer {self.key}"} if self.key else {}
+        self.http = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)),
                                  limits=httpx.Limits(max_connections=num_concurrent, max_keepalive_connections=num_concurrent))  # fmt: skip
         self.requests_sent = 0  # HTTP requests, retries included
         self._count = threading.Lock()
@@ -107,12 +288,24 @@ class Client:
     def close(self) -> None:
         self.http.close()
 
-    def _send(self, method: str, path: str, body: dict | None = None):
+    def _error(self, message: str) -> BackendError:
+        return BackendError(scrub(message, [self.key]))
+
+    def _shown(self, text: str, limit: int = 200) -> str:
+        """A library's or server's text as an error line shows it: scrubbed, then on one printable line."""
+        return printable(scrub(text, [self.key]), limit)
+
+    def _send(self, method: str, path: str, body: dict | None, parse: Callable[[dict], object], unsupported: str = ""):
+        """``parse`` of the server's 200 answer to one request, after the retries a transient failure gets; any other
+        answer is a ``BackendError`` line (``unsupported`` added where the server refuses the request itself: HTTP
+        400, 404, 405, 422)."""
         import httpx
 
         def transient(error: BaseException) -> bool:
             if isinstance(error, httpx.HTTPStatusError):
                 return error.response.status_code in TRANSIENT_STATUS
+            if isinstance(error, Malformed):
+                return error.transient
             return isinstance(error, (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError))
 
         def attempt():
@@ -121,97 +314,138 @@ class Client:
             response = self.http.request(method, f"{self.base_url}{path}", json=body)
             if response.status_code in TRANSIENT_STATUS:
                 response.raise_for_status()
-            return response
+            if response.status_code != 200:
+                return response
+            return parse(parse_body(response.content))
 
+        attempts = f"after {self.max_retries + 1} attempt{'s' if self.max_retries else ''}"
         try:
-            return retried(attempt, transient, backoff(self.max_retries))
+            answer = retried(attempt, transient, backoff(self.max_retries))
         except httpx.HTTPStatusError as error:
-            raise BackendError(f"{self.base_url}{path} answered HTTP {error.response.status_code} "
-                               f"({_reason(error.response)}) after {self.max_retries + 1} attempts") from None  # fmt: skip
+            raise self._error(f"{self.base_url}{path} answered HTTP {error.response.status_code} "
+                              f"({_reason(error.response, [self.key])}) {attempts}") from None  # fmt: skip
+        except (httpx.ConnectError, httpx.ConnectTimeout) as error:
+            reason = self._shown(str(error)) or type(error).__name__
+            raise self._error(f"cannot reach the server at {self.base_url} ({reason}) {attempts}; start it, or check "
+                              "--model-args base_url=...") from None  # fmt: skip
+        except httpx.TimeoutException:
+            raise self._error(f"{self.base_url}{path} gave no answer within {self.timeout:g} s, {attempts}; the server is "
+                              "busy or stuck: raise --model-args timeout=... or lower num_concurrent") from None  # fmt: skip
         except httpx.TransportError as error:
-            reason = " ".join(str(error).split()) or type(error).__name__
-            raise BackendError(f"cannot reach the server at {self.base_url} ({reason}) after {self.max_retries + 1} "
-                               "attempts; start it, or check --model-args base_url=...") from None  # fmt: skip
+            reason = self._shown(str(error)) or type(error).__name__
+            raise self._error(f"{self.base_url}{path} dropped the connection ({reason}) {attempts}; see the server's log") from None
+        except Malformed as error:
+            tried = f" {attempts}" if error.transient else ""
+            raise self._error(f"{self.base_url}{path} gave an answer physprobe cannot use: {error}{tried}; check that the "
+                              "server is OpenAI-compatible and serves the model's completions") from None  # fmt: skip
+        if not isinstance(answer, httpx.Response):
+            return answer
+        if answer.status_code == 401:
+            state = f"${API_KEY_VARIABLE} is set" if self.key else f"${API_KEY_VARIABLE} is not set"
+            raise self._error(f"{self.base_url} refused the API key (HTTP 401; {state}); export {API_KEY_VARIABLE} with a key it accepts")
+        if answer.status_code in (400, 404, 405, 422) and unsupported:
+            raise self._error(f"{self.base_url}{path} refused the request (HTTP {answer.status_code}: {_reason(answer, [self.key])}): {unsupported}")
+        raise self._error(f"{self.base_url}{path} answered HTTP {answer.status_code}: {_reason(answer, [self.key])}")
 
-    def _refused(self, response, path: str) -> BackendError:
-        if response.status_code == 401:
-            state = f"${API_KEY_VARIABLE} is set" if os.environ.get(API_KEY_VARIABLE) else f"${API_KEY_VARIABLE} is not set"
-            return BackendError(f"{self.base_url} refused the API key (HTTP 401; {state}); export {API_KEY_VARIABLE} with a key it accepts")
-        return BackendError(f"{self.base_url}{path} answered HTTP {response.status_code}: {_reason(response)}")
+    def served_models(self) -> dict[str, dict]:
+        """The models the server lists at ``/v1/models``: each id and its entry."""
+        return self._send("GET", "/models", None, parse_models)
 
-    def served_models(self) -> list[str]:
-        """The model ids the server lists at ``/v1/models``."""
-        response = self._send("GET", "/models")
-        if response.status_code != 200:
-            raise self._refused(response, "/models")
-        try:
-            return [entry["id"] for entry in response.json()["data"]]
-        except (ValueError, KeyError, TypeError):
-            raise BackendError(f"{self.base_url}/models did not answer an OpenAI model list; is base_url the server's /v1 root?") from None
-
-    def check(self) -> None:
-        """Reachable, the key accepted and ``model`` served (a server may silently answer with another model)."""
+    def check(self) -> dict:
+        """Reachable, the key accepted and ``model`` served (a server may silently answer with another model); the
+        model's ``/v1/models`` entry."""
         served = self.served_models()
         if self.model not in served:
-            raise BackendError(f"{self.base_url} does not serve model {self.model!r}; it serves: {', '.join(served) or 'nothing'} "
-                               "(pass one of them as --model)")  # fmt: skip
+            names = ", ".join(printable(name, 80) for name in served) or "nothing"
+            raise self._error(f"{self.base_url} does not serve model '{printable(self.model, 80)}'; it serves: {names} "
+                              "(pass one of them as --model)")  # fmt: skip
+        return served[self.model]
 
-    def post(self, path: str, body: dict, unsupported: str = "") -> dict:
-        """POST ``body`` (with the model's name) and return the JSON answer; any refusal is a ``BackendError``, which
-        adds ``unsupported`` where the server refuses the request itself (HTTP 400, 404, 405, 422)."""
-        response = self._send("POST", path, {"model": self.model, **body})
-        if response.status_code in (400, 404, 405, 422) and unsupported:
-            raise BackendError(f"{self.base_url}{path} refused the request (HTTP {response.status_code}: {_reason(response)}): {unsupported}")
-        if response.status_code != 200:
-            raise self._refused(response, path)
-        return response.json()
+    def post(self, path: str, body: dict, parse: Callable[[dict], object], unsupported: str = ""):
+        """POST ``body`` (with the model's name) and return ``parse`` of the answer."""
+        return self._send("POST", path, {"model": self.model, **body}, parse, unsupported)
 
-    def map(self, function: Callable, items: Sequence, progress=None, step: float = 1) -> list:
-        """``function(item)`` for every item, ``num_concurrent`` at a time, in item order; ``progress`` (tqdm)
-        advances ``step`` per item."""
+    def map(self, function: Callable, items: Sequence, done: Callable[[int, object], None] | None = None) -> list:
+        """``function(item)`` for every item, ``num_concurrent`` at a time; the results in item order. ``done(i,
+        result)`` is called in this thread as each result arrives. The first ``BackendError`` is raised as an
+        ``ItemFailed`` naming its item once the requests under way have ended (their results handed to ``done``);
+        the items not yet sent are not sent."""
+        results: list = [None] * len(items)
 
-        def counted(item):
-            result = function(item)
-            if progress is not None:
-                progress.update(step)
-            return result
+        def call(index: int):
+            try:
+                return function(items[index])
+            except BackendError as error:
+                raise ItemFailed(str(error), index) from None
 
         if self.num_concurrent == 1:
-            return [counted(item) for item in items]
-        with ThreadPoolExecutor(self.num_concurrent) as pool:
-            return list(pool.map(counted, items))
+            for index in range(len(items)):
+                results[index] = call(index)
+                if done is not None:
+                    done(index, results[index])
+            return results
+        # A new item is sent only once an answer is handed to ``done``: at most num_concurrent answers are ever
+        # received and not yet handed over (what a kill can lose), however slow ``done`` is.
+        pool = ThreadPoolExecutor(self.num_concurrent)
+        unsent = iter(range(len(items)))
+        futures = {pool.submit(call, index): index for index in itertools.islice(unsent, self.num_concurrent)}
+        pending, failure = set(futures), None
+        try:
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    try:
+                        results[futures[future]] = future.result()
+                    except ItemFailed as error:
+                        failure = failure or error
+                        continue
+                    if done is not None:
+                        done(futures[future], results[futures[future]])
+                if failure is None:  # else nothing more is sent; the requests under way still arrive
+                    for index in itertools.islice(unsent, len(finished)):
+                        future = pool.submit(call, index)
+                        futures[future] = index
+                        pending.add(future)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+        if failure is not None:
+            raise failure
+        return results
 
     def echo(self, prompt: str) -> list[tuple[str, float | None]]:
         """The prompt's tokens and their log-probabilities as the server scores them: ``/v1/completions`` with ``echo``
-        and ``logprobs``. The prompt's tokens are the shortest run of echoed tokens whose text ends with the prompt, both
-        read in ASCII (a BOS token the server echoes comes first; the one generated token comes after); a server whose echo does not
-        hold the prompt (llama.cpp's own server returns the generated token only) is a one-line error."""
+        and ``logprobs``; a server whose echo does not hold the prompt (llama.cpp's own server returns the generated
+        token only) is a one-line error."""
         body = {"prompt": prompt, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1}
-        answer = self.post("/completions", body, unsupported=LOGLIKELIHOOD_UNSUPPORTED)
-        try:
-            logprobs = answer["choices"][0]["logprobs"]
-            tokens = list(zip(logprobs["tokens"], logprobs["token_logprobs"], strict=True))
-        except (KeyError, IndexError, TypeError, ValueError):
-            tokens = []
-        # Compared in ASCII: a server that decodes each token on its own drops the bytes of a character split over tokens.
-        wanted, text = _ascii(prompt), ""
-        for count, (token, _) in enumerate(tokens, 1):
-            text += _ascii(token)
-            if len(text) >= len(wanted) and text.endswith(wanted):
-                return tokens[:count]
-        raise BackendError(f"{self.base_url}/completions does not echo the prompt's tokens with their log-probabilities "
-                           f"(asked for {prompt[:40]!r}...): {LOGLIKELIHOOD_UNSUPPORTED}")  # fmt: skip
+        tokens = prompt_tokens(self.post("/completions", body, parse_echo, LOGLIKELIHOOD_UNSUPPORTED), prompt)
+        if tokens is None:
+            raise self._error(f"{self.base_url}/completions does not echo the prompt's tokens with their log-probabilities "
+                              f"(asked for {printable(prompt, 40)!r}): {LOGLIKELIHOOD_UNSUPPORTED}")  # fmt: skip
+        return tokens
 
     def complete(self, prompt: str, max_tokens: int) -> str:
         """The greedy completion of a raw prompt (``/v1/completions``)."""
-        answer = self.post("/completions", {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0},
-                           unsupported=COMPLETIONS_UNSUPPORTED)
-        return answer["choices"][0]["text"] or ""
+        return self.post("/completions", {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0}, parse_completion,
+                         COMPLETIONS_UNSUPPORTED)  # fmt: skip
 
     def chat(self, messages: list[dict], max_tokens: int) -> str:
         """The greedy reply to chat ``messages`` (``/v1/chat/completions``)."""
-        answer = self.post("/chat/completions", {"messages": messages, "max_tokens": max_tokens, "temperature": 0})
-        return answer["choices"][0]["message"]["content"] or ""
+        return self.post("/chat/completions", {"messages": messages, "max_tokens": max_tokens, "temperature": 0}, parse_chat)
+
+    def fingerprint(self, entry: dict, chat: bool) -> dict:
+        """What tells the served model's weights from others behind the same name: the describing fields of its
+        ``/v1/models`` ``entry`` and its answer to ``PROBE`` (one request), through the endpoint the run uses: the
+        echoed log-probabilities (``measured``) where the server gives them, else the greedy reply (chat, with
+        ``chat``)."""
+        described = {key: entry[key] for key in MODEL_FIELDS if key in entry}
+        if chat:
+            return {"model": described, "reply": self.chat([{"role": "user", "content": PROBE}], 8)}
+        body = {"prompt": PROBE, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1}
+        try:
+            tokens = self.post("/completions", body, parse_echo, COMPLETIONS_UNSUPPORTED)
+        except BackendError:  # a server that does not echo: its greedy completion tells the weights apart
+            return {"model": described, "reply": self.complete(PROBE, 8)}
+        return {"model": described, "tokens": [t for t, _ in tokens], "measured": [v for _, v in tokens if v is not None]}
 
 
 @dataclass(frozen=True)
@@ -281,7 +515,8 @@ class OpenAIBackend(Backend):
     ``Choice`` and ``YesNo`` are scored through ``/v1/completions`` with ``echo`` and ``logprobs`` (one request per
     distinct text; a ``YesNo`` prompt is the ``Choice`` of ``" YES"`` and ``" NO"``), ``Generate`` (and each prompt of a ``GenerateEach``) through
     ``/v1/chat/completions`` when the chat setting applies (the server's own template) or ``/v1/completions``. The
-    server is asked for its model list on the first ``score`` call, so a fully cached run needs no server.
+    server is asked for its model list and fingerprinted (``identity``) before any cached answer is used: cached
+    answers are reused only from the same weights, so every run needs the server up.
 
     >>> backend = OpenAIBackend(Settings("SmolLM2", {"base_url": "http://127.0.0.1:8000/v1"}))
     >>> backend.chat_applied(Generate), backend.chat_applied(Choice), backend.family
@@ -319,6 +554,8 @@ class OpenAIBackend(Backend):
         self.options = ServerOptions.parse(settings.model_args)
         self.base_url = self.options.base_url
         self.client: Client | None = None
+        self._entry: dict = {}  # the served model's /v1/models entry
+        self._fingerprints: dict[bool, dict] = {}  # per chat setting applied
 
     def chat_applied(self, request_type: type) -> bool:
         return self.settings.chat.applies(request_type)
@@ -327,10 +564,15 @@ class OpenAIBackend(Backend):
         return True  # a server's chat endpoint reads messages through its template (or a default one)
 
     def identity(self, request_type: type) -> dict:
-        chat = self.settings.chat
-        return {"backend": self.name, "base_url": self.base_url, "model": self.settings.model,
-                "chat": {"applied": self.chat_applied(request_type), "template": "server" if self.chat_applied(request_type) else None,
-                         "template_sha256": None, "system_instruction": chat.system_instruction}}  # fmt: skip
+        """The served model's identity, its fingerprint included (``Client.fingerprint``: asked of the server once per
+        run, so other weights behind the same name never reuse cached answers)."""
+        chat, applied = self.settings.chat, self.chat_applied(request_type)
+        if applied not in self._fingerprints:
+            client = self._connect()
+            self._fingerprints[applied] = client.fingerprint(self._entry, chat=applied)
+        return {"backend": self.name, "base_url": self.base_url, "model": self.settings.model, **self._fingerprints[applied],
+                "chat": {"applied": applied, "template": "server" if applied else None, "template_sha256": None,
+                         "system_instruction": chat.system_instruction}}  # fmt: skip
 
     def info(self) -> ServerInfo:
         options = {k: v for k, v in dataclasses.asdict(self.options).items() if k != "base_url"}
@@ -340,11 +582,13 @@ class OpenAIBackend(Backend):
         if self.client is None:
             started = time.perf_counter()
             client = Client(self.options, self.settings.model)
-            client.check()
+            self._entry = client.check()
             self.client, self.load_seconds = client, time.perf_counter() - started
         return self.client
 
     def score(self, requests: list, progress=None) -> list[list]:
+        """Each request's result; ``progress.answered(i, result)`` gets each one as soon as the server's answers to it
+        are in, so the runner commits it at once (a run killed at any point resends only what is missing)."""
         if not requests:
             return []
         kind = type(requests[0])
@@ -353,28 +597,66 @@ class OpenAIBackend(Backend):
             raise BackendError("--apply-chat-template with a log-likelihood protocol needs --backend hf: a server applies its "
                                "chat template to chat messages only; drop --apply-chat-template or score with --method generate")  # fmt: skip
         client = self._connect()
-        if kind is Generate:
-            return client.map(self._generate, requests, progress)
-        if kind is GenerateEach:  # one answer per prompt, each asked as a Generate
-            asks = [Generate(p, (), r.max_new_tokens, r.stop, system=r.system) for r in requests for p in r.prompts]
-            texts = iter(text for text, in client.map(self._generate, asks, progress, step=len(requests) / len(asks)))
-            return [[next(texts) for _ in r.prompts] for r in requests]
-        chat = self.settings.chat
-        if kind is YesNo:
-            questions = [(prompt_text(p, chat, templated=False), (" YES", " NO")) for r in requests for p in r.prompts]
-        else:
-            questions = [(prompt_text(r.context, chat, templated=False), r.continuations) for r in requests]
-        texts = list(dict.fromkeys(context + c for context, options in questions for c in options))  # each distinct text once
-        echoed = dict(zip(texts, client.map(client.echo, texts, progress, step=len(requests) / len(texts))))
-        totals = [after_shared_prefix([echoed[context + c] for c in options]) for context, options in questions]
-        if kind is YesNo:
-            yes = iter([yes_probability(yes, no) for yes, no in totals])
-            results = [[next(yes) for _ in r.prompts] for r in requests]
-        else:
-            results = totals
+        asks, needs, assemble, send = self._plan(kind, requests)
+        askers: dict[int, list[int]] = {}
+        for index, need in enumerate(needs):
+            for ask in dict.fromkeys(need):
+                askers.setdefault(ask, []).append(index)
+        waiting = [len(set(need)) for need in needs]
+        answers: dict[int, object] = {}
+        results: list = [None] * len(requests)
+
+        def arrived(ask: int, answer) -> None:
+            answers[ask] = answer
+            for index in askers[ask]:
+                waiting[index] -= 1
+                if waiting[index]:
+                    continue
+                try:
+                    results[index] = assemble(index, [answers[a] for a in needs[index]])
+                except BackendError as error:
+                    raise RequestError(str(error), index) from None
+                if progress is not None:
+                    progress.update(1)
+                    progress.answered(index, results[index])
+
+        try:
+            client.map(send, asks, arrived)
+        except ItemFailed as error:
+            raise RequestError(str(error), askers[error.index][0]) from None
         return results
 
-    def _generate(self, request: Generate) -> list:
+    def _plan(self, kind: type, requests: list) -> tuple[list, list[list[int]], Callable, Callable]:
+        """What to send for ``requests`` of type ``kind``: the distinct asks, each request's asks (indices), how a
+        request's result is made from its asks' answers, and how one ask is sent."""
+        chat = self.settings.chat
+        if kind is Generate:
+            return requests, [[i] for i in range(len(requests))], lambda index, texts: [texts[0]], self._generate
+        if kind is GenerateEach:  # one answer per prompt, each asked as a Generate
+            asks = [Generate(p, (), r.max_new_tokens, r.stop, system=r.system) for r in requests for p in r.prompts]
+            needs, at = [], 0
+            for r in requests:
+                needs.append(list(range(at, at + len(r.prompts))))
+                at += len(r.prompts)
+            return asks, needs, lambda index, texts: texts, self._generate
+        if kind is YesNo:  # each prompt the Choice of " YES" and " NO"
+            questions = [[(prompt_text(p, chat, templated=False), (" YES", " NO")) for p in r.prompts] for r in requests]
+        else:
+            questions = [[(prompt_text(r.context, chat, templated=False), r.continuations)] for r in requests]
+        texts = list(dict.fromkeys(context + c for qs in questions for context, options in qs for c in options))  # each once
+        where = {text: i for i, text in enumerate(texts)}
+        needs = [[where[context + c] for context, options in qs for c in options] for qs in questions]
+
+        def assemble(index: int, echoed: list) -> list:
+            totals, at = [], 0
+            for _, options in questions[index]:
+                totals.append(after_shared_prefix(echoed[at : at + len(options)]))
+                at += len(options)
+            return [yes_probability(yes, no) for yes, no in totals] if kind is YesNo else totals[0]
+
+        return texts, needs, assemble, self.client.echo
+
+    def _generate(self, request: Generate) -> str:
         if request.first_token_choices:
             raise BackendError("this protocol matches answers to the options' first tokens, which needs the model's tokenizer: "
                                "use --backend hf")  # fmt: skip
@@ -383,4 +665,4 @@ class OpenAIBackend(Backend):
             text = self.client.chat(messages(request.prompt, chat, request.system), request.max_new_tokens)
         else:
             text = self.client.complete(prompt_text(request.prompt, chat, templated=False, system=request.system), request.max_new_tokens)
-        return [cut(text, request.stop)]
+        return cut(text, request.stop)

@@ -35,10 +35,10 @@ from physprobe.report.cells import lookup, number, printed_value, run_cell, wils
 from physprobe.report.document import document
 from physprobe.report.figures import DRAW
 from physprobe.report.notes import missing_texts, protocol_warning
-from physprobe.report.output import MANIFEST, render
+from physprobe.report.output import render
 from physprobe.report.runs import Run, load_run, name_runs
 from physprobe.report.tables import Column, Figure, PaperTables, Row, Table, paper_tables
 
-__all__ = ["DRAW", "MANIFEST", "Column", "Figure", "PaperTables", "ReportError", "Row", "Run", "Table", "document",
+__all__ = ["DRAW", "Column", "Figure", "PaperTables", "ReportError", "Row", "Run", "Table", "document",
            "load_run", "lookup", "missing_texts", "name_runs", "number", "paper_tables", "printed_value", "protocol_warning",
            "render", "run_cell", "wilson"]

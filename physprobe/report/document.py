@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from physprobe import baselines, registry
+from physprobe.redact import printable
 from physprobe.report.blocks import Heading, Image, Notes, Paragraph, TableBlock
 from physprobe.report.cells import Missing, RunCell, baseline_cell, number, run_cell
 from physprobe.report.figures import DRAW
@@ -176,7 +177,7 @@ def _runs_table(runs: list[Run], paper: PaperTables) -> TableBlock:
     for run in runs:
         configs = ", ".join(run.record.configs)
         limit = run.record.limit
-        rows.append([run.id, run.record.model, _backend(run), run.method, run.record.protocol, chat_setting(run),
+        rows.append([run.id, printable(run.record.model), _backend(run), run.method, run.record.protocol, chat_setting(run),
                      ", ".join(paper.protocols.get(run.method, ("—",))), configs + (f" (limit {limit})" if limit else ""),
                      headlines(run.record.benchmark, run.metrics), _answers(run), _baselines(run), str(run.folder)])  # fmt: skip
     header = ["Run", "Model", "Backend", "Method", "Protocol", "Prompts", "Paper's protocol", "Configs", "Headline",

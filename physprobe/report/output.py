@@ -1,9 +1,9 @@
 """The report folder, written through the one output primitive (``paths.staged``: checked before anything is
-written, built beside its target and swapped in whole), with a manifest listing its files."""
+written, one writer at a time, built beside its target and swapped in whole; its marker lists its files and their
+sha256, so a later report replaces only a folder holding exactly what this one wrote)."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -13,9 +13,6 @@ from physprobe.report.document import document
 from physprobe.report.runs import load_run, name_runs
 from physprobe.report.tables import paper_tables
 from physprobe.report.writers import to_html, to_markdown
-
-MANIFEST = "physprobe-report.json"  # marks a folder as a report physprobe wrote, listing its files
-
 
 def render(runs: list[Path], out: Path) -> Path:
     """Write the report folder ``out``: report.md, report.html, figures/*.png; return ``out``.
@@ -53,8 +50,6 @@ def render(runs: list[Path], out: Path) -> Path:
         blocks = document(loaded, staging / "figures", skipped)
         (staging / "report.md").write_text(to_markdown(blocks), encoding="utf-8")
         (staging / "report.html").write_text(to_html(blocks), encoding="utf-8")
-        files = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file())
-        (staging / MANIFEST).write_text(json.dumps({"files": files}, indent=1) + "\n")
     for _, why in skipped:
         print(f"physprobe: skipped: {why}", file=sys.stderr)
     return out

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from physprobe import registry, run_record
 from physprobe.protocols import ProtocolError
+from physprobe.redact import printable
 from physprobe.run_record import RunRecord
 
 
@@ -58,7 +59,7 @@ def model_name(record: RunRecord) -> str:
     if record.label:
         return record.label
     gguf = record.backend.get("gguf_file")
-    return Path(gguf).stem if gguf else Path(record.model.rstrip("/")).name or record.model
+    return printable(Path(gguf).stem if gguf else Path(record.model.rstrip("/")).name or record.model)
 
 
 def traits(record: RunRecord) -> list[str]:

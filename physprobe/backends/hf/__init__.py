@@ -23,6 +23,7 @@ from physprobe.backends.base import Backend, BackendError, Chat, Settings, messa
 from physprobe.requests import Choice, Entailment, Generate, GenerateEach, Masked, MaskedPair, MeanTokens, Seq2Seq, YesNo
 from physprobe.tokenized import first_token_choices, lower_cased, mean_token_ids, seq2seq_targets
 
+CHECK_PROMPT = "Which is heavier, a brick or a feather?"  # rendered once when a template is first applied
 # Entailment readings -> the engine's (softmax_across: raw logits, softmaxed across the request's pairs).
 READINGS = {"three_way": "three_way", "vs_contradiction": "vs_contradiction", "softmax_across": "logit"}
 
@@ -60,6 +61,8 @@ class Templating:
             if applied and self.template is None:
                 raise self._missing()
             self._applied[request_type] = applied
+            if applied:  # a template that cannot render a prompt fails here, before any weight loads
+                self.render(CHECK_PROMPT, request_type)
         return self._applied[request_type]
 
     def require(self) -> None:
@@ -74,11 +77,30 @@ class Templating:
 
     def render(self, prompt: str, request_type: type, system: str | None = None) -> str:
         """A prompt as the model reads it: through the template (generation prompt added) when it applies to
-        ``request_type``, else with the system instruction and a blank line before it, if any."""
+        ``request_type``, else with the system instruction and a blank line before it, if any. A template that
+        fails (a syntax error, ``raise_exception``, a message it indexes that is not there) is one line naming it."""
         if not self.applied(request_type):
             return prompt_text(prompt, self.chat, templated=False, system=system)
-        return self.tokenizer.apply_chat_template(messages(prompt, self.chat, system), chat_template=self.chat.template,
-                                                  add_generation_prompt=True, tokenize=False)  # fmt: skip
+        import jinja2
+
+        try:
+            return self.tokenizer.apply_chat_template(messages(prompt, self.chat, system), chat_template=self.chat.template,
+                                                      add_generation_prompt=True, tokenize=False)  # fmt: skip
+        except jinja2.TemplateError as error:
+            raise BackendError(self._failed(error)) from None
+
+    def _failed(self, error) -> str:
+        import jinja2
+
+        name = f"chat template {self.chat.template!r}" if self.chat.template else "default chat template"
+        where = f"{self.model_name}'s {name} (sha256 {template_hash(self.template)[:12]})"
+        reason = " ".join(str(error).split()) or type(error).__name__
+        if isinstance(error, jinja2.TemplateSyntaxError):
+            return f"{where} is not a valid Jinja template (line {error.lineno}: {reason}); fix it, or leave out --apply-chat-template"
+        if self.chat.system_instruction and "system" in reason.lower():
+            return f"{where} refuses the system message ({reason}): leave out --system-instruction, or give another template"
+        return (f"{where} cannot render a prompt ({type(error).__name__}: {reason}); give another template "
+                "(--apply-chat-template NAME), or leave out --apply-chat-template")  # fmt: skip
 
 
 def score_loaded(loaded, requests: list, chat: Chat | Templating | None = None, truncate: bool = False, progress=None) -> list[list]:

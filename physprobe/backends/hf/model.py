@@ -116,6 +116,10 @@ def plan_model(model_name: str, method: str | None, device: str | None = None, g
         kind = " ".join(config.architectures or [config.model_type])
         raise protocols.ProtocolError(f"{model_name} is a {detected} model ({kind}): it cannot score --method {method}; "
                               f"leave out --method or use --method {detected}")  # fmt: skip
+    if family == "nli":  # every NLI protocol reads the entailment label: a model without one is refused before its weights load
+        from physprobe.backends.hf.nli import entailment_label
+
+        entailment_label(config)
     revision = commit or provenance.model_revision(model_name, local, kwargs.get("revision"), kwargs.get("gguf_file"), kwargs.get("subfolder"))
     return ModelPlan(model_name, local, family, revision, chosen, dtype, kwargs, batch_size, converted, tokenizer)
 

@@ -1,0 +1,52 @@
+"""Secrets never shown: the one scrubber every line physprobe prints or logs from a server passes through.
+
+``scrub`` removes each given secret however a server or library quotes it (as it is, escaped as Python's
+``repr`` or JSON escape it, URL-encoded, stripped of surrounding whitespace) and the value of any
+``Authorization``, ``Proxy-Authorization``, ``api-key``, ``x-api-key`` header or ``Bearer``/``Basic`` token,
+whatever the key; ``printable`` makes a server's text one printable line (control and bidirectional
+characters escaped), so an answer can neither break the line nor reorder what is shown around it.
+
+>>> scrub("refused 'Bearer sk-abc\\\\r' for key sk-abc\\r", ["sk-abc\\r"])
+"refused 'Bearer ***' for key ***"
+>>> scrub('{"headers": {"authorization": "Basic dXNlcjpwdw==", "X-Api-Key": "k-1"}}', [])
+'{"headers": {"authorization": "Basic ***", "X-Api-Key": "***"}}'
+>>> printable("bad\\nline \\u202eevil")
+'bad line \\\\u202eevil'
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from urllib.parse import quote, quote_plus
+
+HIDDEN = "***"
+_SCHEME = re.compile(r"(?i)\b(Bearer|Basic|Token)(\s+|%20|\+)[^\s'\",;}\]\\]+")
+_HEADER = re.compile(r"""(?ix)\b((?:proxy-)?authorization|(?:x-)?api[-_]?key)   # the header's name
+                         (['"]?\s*[:=]\s*['"]?)                                   # its separator, quoted or not
+                         (?!(?:Bearer|Basic|Token)\b)([^\s'",;}\]\\]+)""")  # its value (a scheme: _SCHEME's)
+
+
+def _forms(secret: str) -> set[str]:
+    """How ``secret`` may appear in a text: as it is, stripped, and as repr, JSON and URLs escape it."""
+    forms = {secret, secret.strip(), repr(secret)[1:-1], json.dumps(secret)[1:-1], quote(secret, safe=""), quote_plus(secret)}
+    return {form for form in forms if form}
+
+
+def scrub(text: str, secrets: Iterable[str | None]) -> str:
+    """``text`` with every form of each secret, and every credential a header or token scheme carries, replaced
+    by ``***`` (longest forms first, so no part of one survives)."""
+    forms = sorted({form for secret in secrets if secret for form in _forms(secret)}, key=len, reverse=True)
+    for form in forms:
+        text = text.replace(form, HIDDEN)
+    text = _SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}{HIDDEN}", text)
+    return _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{HIDDEN}", text)
+
+
+def printable(text: str, limit: int = 300) -> str:
+    """``text`` on one printable line of at most ``limit`` characters: whitespace runs as one space, other
+    characters Python would not print (controls, bidirectional overrides) as their escapes."""
+    line = " ".join(text.split())
+    shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in line)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."

@@ -2,6 +2,7 @@
 
     python upload.py --out build/hub                                  # dry run: build and validate, no network
     python upload.py --out build/hub --push [--org physprobe] [--only prost,newton] [--tag v0.1.0]
+    python upload.py --runs runs/* --runs-repo my-runs --push --org ME  # score runs, as one dataset repo
 
 Datasets become dataset repos (Parquet per config and split + card), metrics become Spaces (the files of
 ``metrics/<name>/`` as committed at git's HEAD: the evaluate module, its card, ``app.py``, ``requirements.txt``;
@@ -10,6 +11,11 @@ mode and the token are checked before any work, and every output folder before a
 dataset config must load with ``datasets.load_dataset`` with the features and row counts its card declares,
 a dataset whose card license is ``unknown`` is refused unless ``--allow-unknown-license``, and each metric
 must load with ``evaluate.load`` and pass its docstring examples.
+
+``--runs FOLDER ...`` publishes score runs instead: the finished runs among the folders become one dataset
+repository (``physprobe.runs_repo``: each run's ``run.json``, ``metrics.json`` and predictions as a dataset
+config, the report as its card), validated by loading every config and reading every run back. The repository
+holds exactly the runs given (give them all each time).
 
 Publishing uses huggingface_hub's own ``upload_folder`` (``delete_patterns="*"``: stale remote files are
 deleted, unchanged files skipped, no empty commits). It reports each repository as it goes, retries
@@ -38,7 +44,7 @@ from huggingface_hub.errors import HfHubHTTPError, HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
 import physprobe
-from physprobe import metric_modules
+from physprobe import metric_modules, run_record, runs_repo
 from physprobe.dataset_scripts import BENCHMARKS
 from physprobe.errors import PhysprobeError, PublishError
 from physprobe.dataset_folder import build, owner
@@ -55,12 +61,17 @@ class RepoFolder:
     """One Hub repo to publish: its name, type and local folder."""
 
     name: str
-    repo_type: str  # "dataset" or "space"
+    repo_type: str  # "dataset", "space" or "runs" (a dataset repo of score runs)
     folder: Path
     source: str  # for the commit message: where its content comes from
 
     def repo_id(self, org: str) -> str:
         return f"{org}/{self.name}"
+
+    @property
+    def hub_type(self) -> str:
+        """The Hub's repo type: a runs repository is a dataset repository."""
+        return "dataset" if self.repo_type == "runs" else self.repo_type
 
 
 def committed_files(folder: Path) -> dict[str, bytes]:
@@ -132,9 +143,17 @@ def export(out: Path, source_dir: str | None, only: set[str] | None = None) -> l
     return repos
 
 
+def export_runs(out: Path, folders: list[str], name: str) -> list[RepoFolder]:
+    """Write the runs repository ``name`` of the finished runs among ``folders`` under ``out/runs``."""
+    path = runs_repo.write([Path(f) for f in folders], out / "runs", name)
+    return [RepoFolder(name, "runs", path, f"{len(list((path / 'runs').iterdir()))} physprobe score runs")]
+
+
 def validate(repo: RepoFolder, cache_dir: Path) -> None:
     """Raise ``PublishError`` naming the folder and what is wrong, if it is not publishable."""
-    if repo.repo_type == "dataset":
+    if repo.repo_type == "runs":
+        _validate_runs(repo.folder, cache_dir)
+    elif repo.repo_type == "dataset":
         _validate_dataset(repo.folder, cache_dir)
     else:
         _validate_metric(repo.folder)
@@ -165,6 +184,22 @@ def _validate_dataset(folder: Path, cache_dir: Path) -> None:
                 raise PublishError(f"{folder}: config {name!r} has features {loaded.features}, card declares {declared.features}")
             if loaded.num_rows != info.num_examples:
                 raise PublishError(f"{folder}: config {name!r} has {loaded.num_rows} rows, card declares {info.num_examples}")
+
+
+def _validate_runs(folder: Path, cache_dir: Path) -> None:
+    """Every run reads back as ``physprobe report`` reads it, and every config loads with its predictions' rows."""
+    import pyarrow.parquet as pq
+
+    for config in DatasetCard.load(folder / "README.md").data.configs:
+        name = config["config_name"]
+        run = folder / "runs" / name
+        try:
+            run_record.read(run)
+            rows = datasets.load_dataset(str(folder), name, split="test", cache_dir=str(cache_dir)).num_rows
+        except (PhysprobeError, ValueError, OSError) as error:
+            raise PublishError(f"{run}: {error}") from None
+        if rows != pq.read_metadata(run / run_record.PREDICTIONS).num_rows:
+            raise PublishError(f"{folder}: config {name} loads {rows} rows, its predictions hold another count; write it again")
 
 
 def _validate_metric(folder: Path) -> None:
@@ -217,13 +252,13 @@ def with_retries(call, what: str, log=print):
 
 def publish(repo: RepoFolder, api, org: str, token: str, log=print) -> str:
     """Create ``repo`` if needed and make it hold exactly its folder's files; ``committed`` or ``unchanged``."""
-    repo_id = repo.repo_id(org)
-    extra = {"space_sdk": "gradio"} if repo.repo_type == "space" else {}
-    with_retries(lambda: api.create_repo(repo_id, repo_type=repo.repo_type, exist_ok=True, token=token, **extra), repo_id, log)
-    before = with_retries(lambda: api.repo_info(repo_id, repo_type=repo.repo_type, token=token).sha, repo_id, log)
+    repo_id, kind = repo.repo_id(org), repo.hub_type
+    extra = {"space_sdk": "gradio"} if kind == "space" else {}
+    with_retries(lambda: api.create_repo(repo_id, repo_type=kind, exist_ok=True, token=token, **extra), repo_id, log)
+    before = with_retries(lambda: api.repo_info(repo_id, repo_type=kind, token=token).sha, repo_id, log)
     info = with_retries(
         lambda: api.upload_folder(
-            repo_id=repo_id, folder_path=repo.folder, repo_type=repo.repo_type, token=token, delete_patterns="*",
+            repo_id=repo_id, folder_path=repo.folder, repo_type=kind, token=token, delete_patterns="*",
             ignore_patterns=[MARKER],  # physprobe's local ownership marker is not part of the repo
             commit_message=f"physprobe {physprobe.__version__}: {repo.name} from {repo.source}",
         ),
@@ -238,8 +273,8 @@ def tag_all(repos: list[RepoFolder], api, org: str, token: str, tag: str, log=pr
     heads, already = {}, set()
     for repo in repos:
         repo_id = repo.repo_id(org)
-        heads[repo_id] = with_retries(lambda: api.repo_info(repo_id, repo_type=repo.repo_type, token=token).sha, repo_id, log)
-        refs = with_retries(lambda: api.list_repo_refs(repo_id, repo_type=repo.repo_type, token=token), repo_id, log)
+        heads[repo_id] = with_retries(lambda: api.repo_info(repo_id, repo_type=repo.hub_type, token=token).sha, repo_id, log)
+        refs = with_retries(lambda: api.list_repo_refs(repo_id, repo_type=repo.hub_type, token=token), repo_id, log)
         existing = {ref.name: ref.target_commit for ref in refs.tags}
         if tag in existing and existing[tag] != heads[repo_id]:
             raise PublishError(f"tag {tag} of {repo_id} names commit {existing[tag][:12]}, not the published {heads[repo_id][:12]}; choose a new --tag")
@@ -250,7 +285,7 @@ def tag_all(repos: list[RepoFolder], api, org: str, token: str, tag: str, log=pr
         if repo_id in already:
             log(f"tagged     {repo_id} (already {tag})")
             continue
-        with_retries(lambda: api.create_tag(repo_id, tag=tag, revision=heads[repo_id], repo_type=repo.repo_type, token=token), repo_id, log)
+        with_retries(lambda: api.create_tag(repo_id, tag=tag, revision=heads[repo_id], repo_type=repo.hub_type, token=token), repo_id, log)
         log(f"tagged     {repo_id} {tag}")
 
 
@@ -320,19 +355,23 @@ def main(argv: list[str] | None = None, api=None) -> int:
     parser.add_argument("--only", help="comma-separated repo names, e.g. prost,newton,probe_accuracy")
     parser.add_argument("--tag", help="tag every repo once all are published, e.g. v0.1.0")
     parser.add_argument("--allow-unknown-license", action="store_true", help="publish datasets whose card license is unknown")
+    parser.add_argument("--runs", nargs="+", metavar="FOLDER", help="publish these score run folders as one dataset repo instead")
+    parser.add_argument("--runs-repo", default="physprobe-runs", help="the runs repository's name (default: physprobe-runs)")
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
     known = set(BENCHMARKS) | set(METRICS)
     if only and only - known:
         parser.error(f"--only names unknown repo(s) {sorted(only - known)}; known: {sorted(known)}")
+    if args.runs and (only or args.tag):
+        parser.error("--runs publishes only the runs repository: leave out --only and --tag")
     try:
-        check_repo_ids(args.org, sorted(only or known))
+        check_repo_ids(args.org, [args.runs_repo] if args.runs else sorted(only or known))
         check_disjoint(args.out, resolve_source_dir(args.source_dir))
         if args.push and constants.HF_HUB_OFFLINE:
             raise PublishError("--push needs the network, but HF_HUB_OFFLINE is set; unset it, or leave out --push for a dry run")
         token = resolve_token() if args.push else None
         out = Path(args.out)
-        repos = export(out, args.source_dir, only)
+        repos = export_runs(out, args.runs, args.runs_repo) if args.runs else export(out, args.source_dir, only)
         datasets.disable_progress_bars()  # one line per validated repo instead
         with tempfile.TemporaryDirectory() as cache:
             for repo in repos:

@@ -1,5 +1,6 @@
 """Data-parallel scoring: ``physprobe score --num-processes N`` runs its ``RunPlan`` in N processes
-(``launch``: ``accelerate launch`` of this module, each rank handed the plan itself, never the command line).
+(``launch``: ``accelerate launch`` of ``physprobe.launched``, each rank handed the plan itself, never the command
+line).
 
 A config's requests are cut, in row order, into chunks of a fixed size that does not depend on the number
 of processes (``chunks``). Ranks own whole chunks, balanced by token count (``owners`` over the chunks'
@@ -167,7 +168,8 @@ ERROR = "physprobe: error: "  # how a rank (or the launcher) states its one-line
 
 def launch(plan) -> int:
     """Run ``plan`` (a ``physprobe.plan.RunPlan``) in ``plan.processes`` processes through ``accelerate launch``;
-    its exit status. Each rank unpickles the plan from the environment (``rank_main``): nothing is parsed twice.
+    its exit status. Each rank unpickles the plan from the environment (``launched.rank_main``): nothing is parsed
+    twice.
 
     ``accelerate launch --cpu --num_processes N`` starts one process unless an MPI hostfile is given
     (accelerate 1.15), so CPU runs use torchrun (``--multi_gpu``) with ``ACCELERATE_USE_CPU`` set: gloo.
@@ -176,7 +178,7 @@ def launch(plan) -> int:
     too (``die_with_launcher``), so killing the launcher or its process group, even with SIGKILL, ends them all.
 
     A run folder another run holds is refused here, before any launch. The launch's stderr (its ranks' too) is
-    relayed but for the one-line errors: the first of them (a rank's, else ``launcher_main``'s for a rank that
+    relayed but for the one-line errors: the first of them (a rank's, else ``launched.launcher_main``'s for a rank that
     died without one) is raised as this command's one line, so several ranks failing alike say it once.
     """
     from physprobe.errors import PhysprobeError
@@ -184,8 +186,8 @@ def launch(plan) -> int:
     from physprobe.run_record import lock_name
 
     FolderLock(plan.out, lock_name(0)).acquire().release()  # a run folder in use: one line, nothing launched
-    command = [sys.executable, "-m", "physprobe.parallel", "--launch", "--multi_gpu", "--num_processes", str(plan.processes),
-               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "physprobe.parallel"]  # fmt: skip
+    command = [sys.executable, "-m", "physprobe.launched", "--launch", "--multi_gpu", "--num_processes", str(plan.processes),
+               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "physprobe.launched"]  # fmt: skip
     env = dict(os.environ, **{LAUNCHER: str(os.getpid()), PLAN: base64.b64encode(pickle.dumps(plan)).decode()},
                **({"ACCELERATE_USE_CPU": "true"} if plan.device == "cpu" else {}))  # fmt: skip
     child = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_kill_me_with_parent)
@@ -212,43 +214,3 @@ def launch(plan) -> int:
     if status and errors:
         raise PhysprobeError(errors[0])
     return status
-
-
-def launcher_main(arguments: list[str]) -> int:
-    """``accelerate launch`` with ``arguments``, whose failure is one line: a rank that fails ends the launch with
-    torch's ``ChildFailedError``, which is stated as the rank that died and how (not torch's traceback and report)."""
-    import logging
-
-    from accelerate.commands.launch import launch_command, launch_command_parser
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-
-    logging.getLogger("torch.distributed").setLevel(logging.CRITICAL)  # the elastic agent's failure report
-    parsed = launch_command_parser().parse_args(arguments)
-    try:
-        launch_command(parsed)
-    except ChildFailedError as error:
-        # The first to fail: torchrun ends the other ranks with SIGTERM once one has failed, in the same second.
-        rank, failure = min(error.failures.items(), key=lambda item: (item[1].exitcode == -signal.SIGTERM, item[1].timestamp, item[0]))
-        code = failure.exitcode
-        how = f"was killed by signal {-code} ({signal.strsignal(-code)})" if code < 0 else f"ended with exit status {code}"
-        print(f"{ERROR}process {rank} of {parsed.num_processes} {how}; score again with the same --out: the run resumes "
-              "from what the processes' caches hold", file=sys.stderr)  # fmt: skip
-        return 1
-    return 0
-
-
-def rank_main() -> int:
-    """A rank of ``launch``: score the plan it was handed, errors as the command line's one line."""
-    from physprobe import cli, runner
-
-    plan = pickle.loads(base64.b64decode(os.environ[PLAN]))
-
-    def score() -> int:
-        runner.run(plan)
-        return 0
-
-    return cli.handled(score, "score")
-
-
-if __name__ == "__main__":
-    sys.exit(launcher_main(sys.argv[2:]) if sys.argv[1:2] == ["--launch"] else rank_main())

@@ -4,6 +4,7 @@ every field the schema asks, with plain defaults, and the fields a test is about
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 from pathlib import Path
 
 from physprobe import run_record
@@ -26,3 +27,14 @@ def write_run(folder: Path, benchmark: str, method: str, metrics: dict, protocol
     made = record(benchmark, method, metrics, protocol, **fields)
     run_record.write(folder, run_record.owner(made.model, benchmark, False), made, [])
     return folder
+
+
+def cached(out: Path) -> int:
+    """How many results the run folder ``out``'s resume cache holds (0 before its table exists)."""
+    if not (out / "cache.sqlite").exists():
+        return 0
+    with sqlite3.connect(out / "cache.sqlite") as db:
+        try:
+            return db.execute("SELECT COUNT(*) FROM scores").fetchone()[0]
+        except sqlite3.OperationalError:  # the table is not made yet
+            return 0

@@ -8,7 +8,7 @@ import yaml
 
 from physprobe.dataset_scripts.prost.prost import PROST
 from physprobe.builder import Benchmark, Card, Config, MadeRows
-from physprobe.errors import DataError, SourceError, TemplateError
+from physprobe.errors import DataError, OutputFolderError, SourceError, TemplateError
 from physprobe.dataset_folder import build
 
 
@@ -66,12 +66,17 @@ def test_two_builds_are_byte_identical(prost_build, upstream_dir, tmp_path):
     assert digests(again) == digests(prost_build)
 
 
-def test_rebuild_replaces_the_folder(upstream_dir, tmp_path):
+def test_rebuild_replaces_the_folder_and_keeps_what_physprobe_did_not_write(upstream_dir, tmp_path):
     first = build(PROST, tmp_path, upstream_dir).path
+    written = {p: p.read_bytes() for p in first.rglob("*") if p.is_file()}
+    assert build(PROST, tmp_path, upstream_dir).path == first  # a build over its own build: replaced, same bytes
+    assert {p: p.read_bytes() for p in first.rglob("*") if p.is_file()} == written
     (first / "data").mkdir()
-    (first / "data" / "train-00000-of-00001.parquet").write_bytes(b"from an earlier layout")
-    build(PROST, tmp_path, upstream_dir)
-    assert not (first / "data").exists()
+    (first / "data" / "train-00000-of-00001.parquet").write_bytes(b"a file physprobe did not write")
+    with pytest.raises(OutputFolderError, match=r"prost holds data/train-00000-of-00001.parquet, which physprobe did not "
+                                                r"write there .*nothing was changed: move it away or choose another --out"):
+        build(PROST, tmp_path, upstream_dir)
+    assert (first / "data" / "train-00000-of-00001.parquet").read_bytes() == b"a file physprobe did not write"
 
 
 def assert_nothing_written(out):

@@ -112,8 +112,14 @@ def _assert_decided_as_physprobe_score(tasks: dict, results: dict, samples: dict
             for sample in logged:
                 row = ours[sample["doc"]["row"]]
                 # lm-eval logs the whole answer; the task cuts it at the protocol's stop strings, as physprobe does.
-                assert cut(sample["filtered_resps"][0], registry.evaluation(benchmark).protocol(protocol).stop) == row["generated"], (task, sample["doc"]["row"])
-                assert sample["paper"][1] == row["prediction"]  # protocols.UNPARSED (-1) when no option is named
+                declared = registry.evaluation(benchmark).protocol(protocol)
+                theirs = cut(sample["filtered_resps"][0], declared.stop)
+                if declared.max_length is None:
+                    assert theirs == row["generated"], (task, sample["doc"]["row"])
+                else:  # a released budget that counts the prompt (max_length), which lm-eval's max_gen_toks cannot say:
+                    assert theirs.startswith(row["generated"]), (task, sample["doc"]["row"])  # physprobe's answer is where lm-eval's begins
+                if theirs == row["generated"]:
+                    assert sample["paper"][1] == row["prediction"]  # protocols.UNPARSED (-1) when no option is named
             assert len(logged) == len(ours)
         elif any(s["doc"]["part"] for s in logged):  # YES/NO: one lm-eval doc per class; the row's YES set
             yes = {}

@@ -263,18 +263,20 @@ def test_custom_masks_take_each_implementations_form():
     assert additive.shape == (1, 1, 2, 2) and additive[0, 0, 1].tolist() == [0.0, 0.0] and additive[0, 0, 0, 1] == torch.finfo(torch.float32).min
 
 
-@pytest.mark.slow
-def test_flex_attention_takes_a_block_mask():
-    """With ``attn_implementation=flex_attention`` the tree mask is a block mask (flex attention compiles on first
-    use: tens of seconds on CPU)."""
+def test_flex_attention_takes_the_cached_plan_and_is_refused_on_cpu(tmp_path):
+    """Flex attention takes no tree mask (``takes_custom_masks``), and on CPU, where torch 2.13's inductor cannot
+    compile it under a padded batch's mask, ``--model-args attn_implementation=flex_attention`` is one line before
+    any weight loads."""
+    from physprobe.backends.hf.model import FLEX_ON_CPU, plan_model
+    from physprobe.errors import ModelOptionError
+
     model = _llama()
     model.set_attn_implementation("flex_attention")
-    questions = _questions(seed=3, n=6)
-    assert packed.fits(model, questions)
-    with torch.inference_mode():
-        fast = packed.totals(model, questions, torch.device("cpu"), 8192, 64, None, False)
-    whole = _whole(_llama(), questions, False)
-    assert max(abs(a - b) for f, w in zip(fast, whole) for a, b in zip(f, w)) <= 1e-4
+    assert not attention.takes_custom_masks(model) and not packed.fits(model, _questions(seed=3, n=6))
+    model.save_pretrained(tmp_path / "llama")
+    with pytest.raises(ModelOptionError) as refused:
+        plan_model(str(tmp_path / "llama"), "causal", "cpu", model_args={"attn_implementation": "flex_attention"})
+    assert str(refused.value) == FLEX_ON_CPU
 
 
 @pytest.mark.parametrize("family", ["causal", "seq2seq", "mlm", "nli"])

@@ -103,7 +103,7 @@ def _launch(model, data, out):
 def _rank_process(launcher: psutil.Process, rank: int) -> psutil.Process | None:
     for child in launcher.children(recursive=True):
         try:
-            if child.environ().get("RANK") == str(rank) and "physprobe.parallel" in child.cmdline():
+            if child.environ().get("RANK") == str(rank) and "physprobe.launched" in child.cmdline():
                 return child
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue

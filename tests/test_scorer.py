@@ -434,11 +434,12 @@ def test_a_run_records_prompts_baselines_and_its_label(tiny, built_all, tmp_path
 
 
 def test_a_refused_score_leaves_no_folder_and_a_failed_one_keeps_its_cache(tiny, built_all, tmp_path, capsys, monkeypatch):
-    """A chat template asked of a masked LM is refused once the run folder is claimed: neither it nor the runs/
-    folder made for it is left. A run that fails after scores reached its cache keeps them, and resumes."""
+    """A system instruction given to a masked LM is refused once the run folder is claimed (when the protocol's
+    requests are built): neither it nor the runs/ folder made for it is left. A run that fails after scores reached
+    its cache keeps them, and resumes."""
     runs = tmp_path / "runs"
     args = ["score", "--model", str(tiny["mlm"]), "--benchmark", "prost", "--limit", "4", "--data", str(built_all)]
-    assert main([*args, "--out", str(runs / "bert"), "--apply-chat-template"]) == 2
+    assert main([*args, "--out", str(runs / "bert"), "--system-instruction", "Answer briefly."]) == 2
     assert "Masked requests read none" in capsys.readouterr().err and not runs.exists()
 
     def broken(*arguments, **options):

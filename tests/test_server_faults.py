@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from physprobe.cli import main
 
 from .conftest import REPO
 from .fake_openai import FakeServer, spawn, sent
+from .run_folders import cached
 from .test_fault_suite import one_error_line
 
 KEY = "sk-topsecret-0123456789"
@@ -193,15 +193,6 @@ def test_an_instruction_with_control_characters_and_a_bidi_model_id_score_and_re
 
 # --- kills at random points: what was answered is never asked again ------------------------------------------------------
 
-
-def cached(out: Path) -> int:
-    if not (out / "cache.sqlite").exists():
-        return 0
-    with sqlite3.connect(out / "cache.sqlite") as db:
-        try:
-            return db.execute("SELECT COUNT(*) FROM scores").fetchone()[0]
-        except sqlite3.OperationalError:
-            return 0
 
 
 def client(base_url: str, out: Path, data: Path, limit: int, retries: int, concurrent: int) -> subprocess.Popen:

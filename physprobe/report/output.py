@@ -10,7 +10,7 @@ from pathlib import Path
 from physprobe import paths
 from physprobe.errors import ReportError, RunRecordError
 from physprobe.report.document import document
-from physprobe.report.runs import load_run, name_runs
+from physprobe.report.runs import Run, load_run, name_runs
 from physprobe.report.tables import paper_tables
 from physprobe.report.writers import to_html, to_markdown
 
@@ -25,6 +25,21 @@ def render(runs: list[Path], out: Path) -> Path:
     left untouched. Everything is written to a staging folder beside ``out`` and swapped into place, so a failure
     leaves nothing behind. Runs of several benchmarks give one section per benchmark.
     """
+    loaded, skipped = collect(runs)
+    with paths.staged(out, paths.Owner("report", {})) as staging:
+        (staging / "figures").mkdir()
+        blocks = document(loaded, staging / "figures", skipped)
+        (staging / "report.md").write_text(to_markdown(blocks), encoding="utf-8")
+        (staging / "report.html").write_text(to_html(blocks), encoding="utf-8")
+    for _, why in skipped:
+        print(f"physprobe: skipped: {why}", file=sys.stderr)
+    return out
+
+
+def collect(runs: list[Path]) -> tuple[list[Run], list[tuple[Path, str]]]:
+    """The finished runs among the folders ``runs``, named as a report names them (``name_runs``), and the folders
+    skipped, each with why: not a finished run, a benchmark without paper tables, a second copy of a run. None
+    finished is a one-line ``ReportError``."""
     if not runs:
         raise ReportError("give at least one run folder written by `physprobe score`")
     loaded, skipped, seen = [], [], {}
@@ -45,11 +60,4 @@ def render(runs: list[Path], out: Path) -> Path:
         raise ReportError(f"none of the {len(runs)} folder{'s' if len(runs) > 1 else ''} given is a finished physprobe run "
                           f"({skipped[0][1]}{'; ...' if len(skipped) > 1 else ''})")  # fmt: skip
     name_runs(loaded)
-    with paths.staged(out, paths.Owner("report", {})) as staging:
-        (staging / "figures").mkdir()
-        blocks = document(loaded, staging / "figures", skipped)
-        (staging / "report.md").write_text(to_markdown(blocks), encoding="utf-8")
-        (staging / "report.html").write_text(to_html(blocks), encoding="utf-8")
-    for _, why in skipped:
-        print(f"physprobe: skipped: {why}", file=sys.stderr)
-    return out
+    return loaded, skipped

@@ -24,8 +24,10 @@ from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingW
 from physprobe.errors import ScoringError
 
 # Attention implementations whose mask function returns a 4D mask unchanged (transformers' masking_utils): a
-# boolean mask for SDPA, an additive one for eager, a block mask for flex_attention. Flash attention takes none.
-CUSTOM_MASK_ATTENTION = ("sdpa", "eager", "flex_attention")
+# boolean mask for SDPA, an additive one for eager. Flash attention takes none; flex attention would take the tree
+# as a block mask, but with torch 2.13 a block mask reading a captured tensor fails to compile on CPU (inductor:
+# "cur_kvSplitSize5 was not declared"), so flex attention models take the plans with transformers' own masks.
+CUSTOM_MASK_ATTENTION = ("sdpa", "eager")
 
 
 def positions_follow_ids(model) -> bool:
@@ -38,7 +40,7 @@ def takes_custom_masks(model) -> bool:
     """Whether the model reads a 4D attention mask and per-token position ids as given: its attention runs through
     transformers' attention interface (the class says ``_supports_attention_backend``; its mask functions pass a 4D
     mask through unchanged) in an implementation that takes one (``CUSTOM_MASK_ATTENTION``), and it places tokens by
-    position ids. Not ALiBi models (MPT, Bloom, Falcon), remote code outside the interface, or flash attention."""
+    position ids. Not ALiBi models (MPT, Bloom, Falcon), remote code outside the interface, flash or flex attention."""
     return bool(getattr(model, "_supports_attention_backend", False)
                 and getattr(model.config, "_attn_implementation", None) in CUSTOM_MASK_ATTENTION
                 and positions_follow_ids(model))  # fmt: skip
@@ -55,7 +57,7 @@ def window(model) -> int | None:
 
 def custom_mask(allowed: torch.Tensor, model):
     """``allowed`` (batch, queries, keys; True where a query attends a key) as the model's attention implementation
-    takes a 4D mask: boolean for SDPA, additive (0 or the dtype's minimum) for eager, a block mask for flex_attention.
+    takes a 4D mask: boolean for SDPA, additive (0 or the dtype's minimum) for eager.
     Every query must attend at least one key (a padding query its own position), or SDPA returns NaN for it."""
     implementation = model.config._attn_implementation
     if implementation == "sdpa":
@@ -63,11 +65,6 @@ def custom_mask(allowed: torch.Tensor, model):
     if implementation == "eager":
         dtype = model.dtype
         return torch.zeros(allowed[:, None].shape, dtype=dtype, device=allowed.device).masked_fill(~allowed[:, None], torch.finfo(dtype).min)
-    if implementation == "flex_attention":
-        from torch.nn.attention.flex_attention import create_block_mask
-
-        batch, queries, keys = allowed.shape
-        return create_block_mask(lambda b, h, q, k: allowed[b, q, k], batch, None, queries, keys, device=allowed.device)
     raise ScoringError(f"attention implementation {implementation!r} takes no custom mask (use one of {', '.join(CUSTOM_MASK_ATTENTION)})")
 
 

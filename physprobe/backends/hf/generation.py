@@ -293,7 +293,7 @@ def step_mask(real: torch.Tensor, model) -> torch.Tensor:
     """A decoding step's attention mask (``real``: 1 at a cached or fed token, 0 at padding): as a 4D mask where the
     model takes one (``attention.custom_mask``; transformers then builds none, and reads no tensor on the host to
     decide whether it can skip it), else as it is."""
-    if takes_custom_masks(model) and model.config._attn_implementation != "flex_attention":
+    if takes_custom_masks(model):
         return custom_mask(real[:, None, :].bool(), model)
     return real
 

@@ -65,6 +65,12 @@ class Loaded:
     batching: dict = field(default_factory=dict)
 
 
+# Measured with torch 2.13 on this project's CPUs: inductor's C++ code for flex attention under a mask that reads a
+# tensor (any padded batch's, physprobe's tree or transformers' own) does not compile ("cur_kvSplitSize5 was not declared").
+FLEX_ON_CPU = ("--model-args attn_implementation=flex_attention: flex attention does not compile on CPU with a padded "
+               "batch's mask (torch 2.13's inductor); use attn_implementation=sdpa (the default) or eager, or score on a GPU")
+
+
 def plan_model(model_name: str, method: str | None, device: str | None = None, gguf_file: str | None = None,
                model_args: dict | None = None, dtype: str | None = None, batch_size: int | None = None) -> ModelPlan:  # fmt: skip
     """Check every model option and read the model's config (no weights): a bad option fails here, in one line."""
@@ -76,6 +82,8 @@ def plan_model(model_name: str, method: str | None, device: str | None = None, g
     if gguf_file:
         kwargs["gguf_file"] = gguf_file
     chosen = model_options.check_device(device)
+    if kwargs.get("attn_implementation") == "flex_attention" and chosen.type == "cpu":
+        raise model_options.ModelOptionError(FLEX_ON_CPU)
     dtype = model_options.resolve_dtype(dtype, kwargs, chosen.type)
     kwargs.pop("dtype", None)
     local = model_options.looks_local(model_name)

@@ -1,0 +1,56 @@
+"""The processes ``physprobe.parallel.launch`` starts: ``python -m physprobe.launched --launch ARGS`` runs
+``accelerate launch`` with ARGS (``launcher_main``: a rank's failure stated in one line), and every rank it
+starts runs ``python -m physprobe.launched`` (``rank_main``: the plan it was handed, scored, its errors as the
+command line's one line). Apart from ``physprobe.parallel`` so that the helpers the runner uses import neither
+the runner nor the command line.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import pickle
+import signal
+import sys
+
+from physprobe.parallel import ERROR, PLAN
+
+
+def launcher_main(arguments: list[str]) -> int:
+    """``accelerate launch`` with ``arguments``, whose failure is one line: a rank that fails ends the launch with
+    torch's ``ChildFailedError``, which is stated as the rank that died and how (not torch's traceback and report)."""
+    import logging
+
+    from accelerate.commands.launch import launch_command, launch_command_parser
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    logging.getLogger("torch.distributed").setLevel(logging.CRITICAL)  # the elastic agent's failure report
+    parsed = launch_command_parser().parse_args(arguments)
+    try:
+        launch_command(parsed)
+    except ChildFailedError as error:
+        # The first to fail: torchrun ends the other ranks with SIGTERM once one has failed, in the same second.
+        rank, failure = min(error.failures.items(), key=lambda item: (item[1].exitcode == -signal.SIGTERM, item[1].timestamp, item[0]))
+        code = failure.exitcode
+        how = f"was killed by signal {-code} ({signal.strsignal(-code)})" if code < 0 else f"ended with exit status {code}"
+        print(f"{ERROR}process {rank} of {parsed.num_processes} {how}; score again with the same --out: the run resumes "
+              "from what the processes' caches hold", file=sys.stderr)  # fmt: skip
+        return 1
+    return 0
+
+
+def rank_main() -> int:
+    """A rank of ``launch``: score the plan it was handed, errors as the command line's one line."""
+    from physprobe import cli, runner
+
+    plan = pickle.loads(base64.b64decode(os.environ[PLAN]))
+
+    def score() -> int:
+        runner.run(plan)
+        return 0
+
+    return cli.handled(score, "score")
+
+
+if __name__ == "__main__":
+    sys.exit(launcher_main(sys.argv[2:]) if sys.argv[1:2] == ["--launch"] else rank_main())

@@ -1,0 +1,96 @@
+"""Score runs as a Hub dataset repository (``physprobe.runs_repo``, ``upload.py --runs``): its layout, its card,
+each run's predictions as a dataset config, the runs read back by ``physprobe report`` once downloaded, and the
+repository published through the fake Hub like the benchmarks."""
+
+import json
+import shutil
+
+import datasets
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from physprobe import run_record, runs_repo
+from physprobe.cli import main
+from physprobe.paths import MARKER
+from physprobe.run_record import Prediction
+
+from .fake_hub import FakeHub
+from .run_folders import record
+from .test_upload import api_for, local_files, upload
+
+FIGURES = {"ordinary": {"accuracy": 2 / 3, "n": 3, "undecided": 0}}
+
+
+def finished(folder, model, labels):
+    """A finished CConS masked-LM run of ``model`` whose predictions are ``labels`` (one row each)."""
+    made = record("cccons", "mlm", FIGURES, "mask-four", model=model)
+    rows = [Prediction("ordinary", i, [0.2, 0.8], label, [1]) for i, label in enumerate(labels)]
+    run_record.write(folder, run_record.owner(model, "cccons", False), made, rows)
+    return folder
+
+
+@pytest.fixture
+def runs(tmp_path):
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    finished(folder / "bert", "google-bert/bert-base-uncased", [1, 0, 1])
+    finished(folder / "roberta", "FacebookAI/roberta-base", [1, 1, 1])
+    run_record.open_folder(folder / "unfinished", run_record.owner("gpt2", "prost", False))  # claimed, nothing written
+    return sorted(folder.iterdir())
+
+
+def test_a_runs_repository_holds_each_finished_run_and_the_report(runs, tmp_path, capsys):
+    repo = runs_repo.write(runs, tmp_path / "hub", "my-runs")
+    assert "skipped" in capsys.readouterr().err  # the unfinished folder, in one line as the report says it
+    files = sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file() and p.name != MARKER)
+    configs = ["cccons-bert-base-uncased", "cccons-roberta-base"]
+    assert [f for f in files if f.startswith("runs/")] == [f"runs/{c}/{name}" for c in configs
+                                                            for name in ("metrics.json", "predictions.parquet", "run.json")]
+    for config, source in zip(configs, ("bert", "roberta")):  # the files as `physprobe score` wrote them
+        for name in ("metrics.json", "predictions.parquet", "run.json"):
+            assert (repo / "runs" / config / name).read_bytes() == (tmp_path / "runs" / source / name).read_bytes()
+    assert any(f.startswith("figures/") and f.endswith(".png") for f in files)
+    text = (repo / "README.md").read_text()
+    meta = yaml.safe_load(text.split("---\n")[1])
+    assert [c["config_name"] for c in meta["configs"]] == configs
+    assert meta["configs"][0]["data_files"] == [{"split": "test", "path": f"runs/{configs[0]}/predictions.parquet"}]
+    assert ("| **`cccons-bert-base-uncased`** | bert-base-uncased | google-bert/bert-base-uncased | cccons | mask-four | "
+            "ordinary: accuracy 0.667 |") in text
+    assert "## physprobe report" in text and "figures/" in text  # the report, a level down, its figures beside it
+    # Each config loads as the Hub's viewer and `load_dataset` read it: one row per prediction.
+    for config, rows in zip(configs, (3, 3)):
+        loaded = datasets.load_dataset(str(repo), config, split="test", cache_dir=str(tmp_path / "cache"))
+        assert loaded.num_rows == rows and loaded["prediction"] == pq.read_table(repo / "runs" / config / "predictions.parquet")["prediction"].to_pylist()
+    # Downloaded, the runs are run folders again.
+    copy = shutil.copytree(repo / "runs", tmp_path / "downloaded")
+    assert main(["report", *map(str, sorted(copy.iterdir())), "--out", str(tmp_path / "report")]) == 0
+    assert "bert-base-uncased" in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_runs_of_one_name_get_configs_apart_and_nothing_finished_is_one_line(runs, tmp_path):
+    assert runs_repo.config_name("gpt2", "prost", {"prost-gpt2"}) == "prost-gpt2-2"
+    assert runs_repo.config_name("../x y", "prost", set()) == "prost-x-y"
+    with pytest.raises(Exception, match="none of the 1 folder given is a finished physprobe run"):
+        runs_repo.write([runs[-1]], tmp_path / "hub", "my-runs")
+    assert not (tmp_path / "hub" / "my-runs").exists()
+
+
+def test_upload_publishes_the_runs_repository_and_only_it(runs, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(upload, "RETRY_DELAYS", (0.0, 0.0, 0.0))
+    out = tmp_path / "hub"
+    assert upload.main(["--runs", *map(str, runs), "--runs-repo", "my-runs", "--out", str(out)]) == 0  # dry run
+    assert "dry run: 1 repo folders" in capsys.readouterr().out and sorted(p.name for p in out.iterdir()) == ["runs"]
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
+    with FakeHub() as hub:
+        code = upload.main(["--runs", *map(str, runs), "--runs-repo", "my-runs", "--out", str(out), "--push", "--org", "me"],
+                           api=api_for(hub))  # fmt: skip
+        printed = capsys.readouterr().out
+        assert code == 0, printed
+        remote = hub.repos[("dataset", "me/my-runs")].files
+        assert set(remote) - {".gitattributes"} == set(local_files(out / "runs" / "my-runs"))
+        assert json.loads(remote["runs/cccons-roberta-base/run.json"])["model"] == "FacebookAI/roberta-base"
+    assert "committed  me/my-runs" in printed and "hf_secret_value" not in printed
+    with pytest.raises(SystemExit):
+        upload.main(["--runs", str(runs[0]), "--only", "prost"])
+    assert "--runs publishes only the runs repository: leave out --only and --tag" in capsys.readouterr().err

@@ -168,7 +168,7 @@ def test_prefix_clusters_save_as_many_tokens_as_the_best_partition(prompts, run_
     """Runs cover every prompt once; a run's members share its prefix and keep a token of their own; and the tokens
     saved, (members - 1) x shared - ``run_cost`` over the runs that share, equal the best of every partition of the
     prompts (worked by brute force; a part of one, or one sharing nothing, saves nothing)."""
-    runs = generation.prefix_clusters(prompts, run_cost)
+    runs = batching.prefix_clusters(prompts, run_cost)
     assert sorted(r for _, rows in runs for r in rows) == list(range(len(prompts)))
 
     def common(rows: list[int]) -> int:

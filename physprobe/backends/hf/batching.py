@@ -308,3 +308,95 @@ def forward(model, keep: int, **inputs):
     if out.logits.shape[1] != keep:  # the model ignored logits_to_keep
         out.logits = out.logits[:, -keep:]
     return out
+
+
+def prefix_clusters(prompts: Sequence[Sequence[int]], run_cost: int = 0) -> list[tuple[int, list[int]]]:
+    """Prompts cut into runs whose shared token prefix runs once for the whole run: the cut that saves the most
+    tokens, (members - 1) x shared length - ``run_cost`` summed over the runs that share. ``(shared, rows)`` per
+    run, runs and rows in token order; a run of one shares nothing, and every member keeps at least one token of
+    its own.
+
+    A prefix tree would share nested prefixes too; one level keeps every prompt's cache a single copy of its
+    run's prefix plus its own tokens, and on NEWTON's prompts (instruction, attribute or context first)
+    saves most of what the tree would.
+
+    >>> prefix_clusters([[1, 2, 3, 4], [5, 6], [1, 2, 3, 9], [1, 2, 7]])
+    [(2, [0, 2, 3]), (0, [1])]
+    >>> prefix_clusters([[0, 0], [0, 0, 1, 0], [0, 1], [0, 0, 1, 0]])  # [0, 0] shares one token at most: it runs with [0, 1]
+    [(1, [0, 2]), (3, [1, 3])]
+    """
+    # By hand: a dynamic programme over the prefix tree of what each prompt may share (all its tokens but its
+    # last); no library partitions prompts this way. A run's members meet at a node of the tree and share its
+    # depth. A node either runs everything its subtree leaves to it (each member saves the node's depth, more
+    # than any node above could give it) or leaves all of it to its parent, so a subtree's table maps how many
+    # prompts it leaves upward to the most it saves. Chains without a branch are one node (the deepest gains most).
+    keys = [tuple(prompt[:-1]) for prompt in prompts]
+    order = sorted(range(len(prompts)), key=lambda r: (keys[r], r))
+
+    def tree(rows: list[int], depth: int) -> dict:
+        """The node of ``rows`` (in key order, sharing ``depth`` tokens): at the depth all of them share."""
+        while all(len(keys[r]) > depth for r in rows) and len({keys[r][depth] for r in rows}) == 1:
+            depth += 1
+        node = {"depth": depth, "rows": [r for r in rows if len(keys[r]) == depth], "children": {}}
+        for r in rows:
+            if len(keys[r]) > depth:
+                node["children"].setdefault(keys[r][depth], []).append(r)
+        node["children"] = {token: tree(members, depth + 1) for token, members in node["children"].items()}
+        return node
+
+    root = tree(order, 0) if prompts else {"depth": 0, "rows": [], "children": {}}
+
+    def solve(node: dict) -> dict[int, tuple[int, tuple, tuple]]:
+        """Left upward -> (tokens saved, the runs formed below, the rows left upward); runs and rows are kept as
+        pairs (joined in constant time, flattened once at the end)."""
+        table = {len(node["rows"]): (0, (), tuple(node["rows"]))}
+        for token in sorted(node["children"]):
+            child, merged = solve(node["children"][token]), {}
+            for left, (saved, runs, rows) in table.items():
+                for more, (child_saved, child_runs, child_rows) in child.items():
+                    if left + more not in merged or saved + child_saved > merged[left + more][0]:
+                        merged[left + more] = (saved + child_saved, (runs, child_runs), (rows, child_rows))
+            table = merged
+        gains = [(saved + (left - 1) * node["depth"] - run_cost, (runs, ("run", rows)), ()) for left, (saved, runs, rows) in table.items()
+                 if left >= 2 and node["depth"] and (left - 1) * node["depth"] > run_cost]  # fmt: skip
+        best = max(gains, key=lambda entry: entry[0], default=None)
+        if best is not None and (0 not in table or best[0] > table[0][0]):
+            table[0] = best
+        return table
+
+    def flat(pairs) -> list:
+        """The rows (ints) or runs (``("run", rows)``) held in nested pairs, in order."""
+        out, stack = [], [pairs]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, int):
+                out.append(item)
+            elif item and item[0] == "run":
+                out.append(flat(item[1]))
+            else:
+                stack.extend(reversed(item))
+        return out
+
+    _, runs, rest = max(solve(root).values(), key=lambda entry: entry[0])
+    runs = [sorted(rows, key=lambda r: (prompts[r], r)) for rows in flat(runs)] + [[row] for row in flat(rest)]
+    runs.sort(key=lambda rows: (prompts[rows[0]], rows[0]))
+    return [(shared_length([prompts[r] for r in rows]) if len(rows) > 1 else 0, rows) for rows in runs]
+
+
+def token_order_batches(prompts: Sequence[Sequence[int]], budget: int, batch_tokens: int, max_batch: int) -> list[list[int]]:
+    """Indices in token order (prompts that share a prefix side by side, for ``prefix_clusters``), cut into
+    batches of at most ``max_batch`` rows whose rows x (longest prompt + ``budget``) stay within ``batch_tokens``.
+
+    >>> token_order_batches([[5, 1], [1, 2, 3], [1, 2], [4]], budget=2, batch_tokens=10, max_batch=8)
+    [[2, 1], [3, 0]]
+    """
+    batches: list[list[int]] = []
+    longest = 0
+    for index in sorted(range(len(prompts)), key=lambda i: prompts[i]):
+        longest = max(longest, len(prompts[index])) if batches else len(prompts[index])
+        if batches and len(batches[-1]) < max_batch and (len(batches[-1]) + 1) * (longest + budget) <= batch_tokens:
+            batches[-1].append(index)
+        else:
+            batches.append([index])
+            longest = len(prompts[index])
+    return batches

@@ -106,7 +106,7 @@ class Run:
         indices, rows = [indices[i] for i in kept], [rows[i] for i in kept]
         requests = [protocol.build(row, config) for row in rows]
         if requests and not self.identity:
-            self.identity = cache.settled(served(self.model, protocol, type(requests[0])))
+            self.identity = cache.settled(served(self.model, protocol, type(requests[0]), lambda: self.servable(rows[0], config)))
         results, fresh = self.results(config, requests, indices, cache)
         options = [protocol.answers or (len(r[1:] or q.choices) if protocol.method == "generate" else len(r))
                    for q, r in zip(requests, results)]  # fmt: skip
@@ -127,6 +127,11 @@ class Run:
         read = self.model.read(requests) if self.ranks.main else []
         return Scored(rows, indices, options, predictions, scores, generated, metrics, uncertainty, found, read, fresh,
                       round(time.perf_counter() - started, 3))  # fmt: skip
+
+    def servable(self, row: dict, config: str) -> list[str]:
+        """The benchmark's protocols for the model's family whose requests (of ``row``) this backend serves."""
+        return [p.name for p in self.evaluation.protocols
+                if self.model.family in p.families and backends.serves(self.model.name, type(p.build(row, config)))]  # fmt: skip
 
     def results(self, config: str, requests: list, indices: list[int], cache: Cache) -> tuple[list[list], int]:
         """Every request's result, and how many were scored now (all ranks).
@@ -268,11 +273,14 @@ def _scored_run(this: Run, plan: RunPlan, ranks: parallel.Ranks, started_at: flo
     return record
 
 
-def served(model, protocol, request_type: type) -> dict:
-    """The backend's identity for a protocol's requests; a one-line error when the backend cannot serve them."""
+def served(model, protocol, request_type: type, servable=list) -> dict:
+    """The backend's identity for a protocol's requests; a one-line error when the backend cannot serve them, naming
+    the backends that can and the protocols (``servable()``) this backend can serve instead."""
     if not backends.serves(model.name, request_type):
-        others = [name for name in backends.serving(request_type) if name != model.name]
-        hint = f"; use --backend {' or '.join(others)}" if others else ""
+        fixes = [f"--backend {' or '.join(others)}"] if (others := [n for n in backends.serving(request_type) if n != model.name]) else []
+        if alternatives := servable():
+            fixes.append(f"--protocol {alternatives[0]}" + (f" (or {', '.join(alternatives[1:])})" if alternatives[1:] else ""))
+        hint = f"; use {', or '.join(fixes)}" if fixes else ""
         raise BackendError(f"protocol {protocol.name!r} asks {request_type.__name__} requests, which --backend {model.name} "
                            f"cannot serve{hint}")  # fmt: skip
     return model.identity(request_type)

@@ -118,15 +118,9 @@ def install(name: str, work: Path, package: Path, log: Path, reuse: bool) -> tup
 
 # --- steps run inside an environment (python floors.py inside STEP ...) ---------------------------------------
 def versions() -> dict:
-    import importlib.metadata
+    from physprobe.provenance import installed
 
-    found = {}
-    for name in SHOWN:
-        try:
-            found[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            found[name] = None
-    return found
+    return installed(SHOWN)
 
 
 def read_builds(builds: list[Path], cache: Path) -> dict:

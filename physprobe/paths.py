@@ -22,7 +22,6 @@ import contextlib
 import ctypes
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import secrets
@@ -34,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from physprobe.errors import FolderInUse, OutputFolderError
+from physprobe.sources import file_sha256
 
 STAGING = ".staging-"  # folders this module creates beside a target: .<name>.staging-<pid>-<random>
 RETIRED = ".retired-"  # the old version, renamed aside while the new one moves in
@@ -192,17 +192,9 @@ def _marked(folder: Path) -> Owner | None:
         return None
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def file_hashes(folder: Path) -> dict[str, str]:
     """Every regular file under ``folder`` (the marker aside) and its sha256, by relative path."""
-    return {p.relative_to(folder).as_posix(): _sha256(p) for p in sorted(folder.rglob("*"))
+    return {p.relative_to(folder).as_posix(): file_sha256(p) for p in sorted(folder.rglob("*"))
             if p.is_file() and not p.is_symlink() and p != folder / MARKER}  # fmt: skip
 
 
@@ -215,7 +207,7 @@ def _check_vouched(target: Path) -> None:
         name = path.relative_to(target).as_posix()
         if path == target / MARKER or (path.is_dir() and not path.is_symlink()):
             continue
-        if path.is_symlink() or not path.is_file() or listed.get(name) != _sha256(path):
+        if path.is_symlink() or not path.is_file() or listed.get(name) != file_sha256(path):
             raise OutputFolderError(f"{target} holds {name}, which physprobe did not write there (or which changed since); "
                                     "nothing was changed: move it away or choose another --out")  # fmt: skip
 

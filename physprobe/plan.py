@@ -101,13 +101,13 @@ class RunPlan:
         model (its name, else its family, and ``--method``)."""
         evaluation = registry.evaluation(self.benchmark)
         if self.protocol is None:
-            return self._with_chat(evaluation.default(family, self.method, self.model))
+            return self._without_a_second_system_message(evaluation.default(family, self.method, self.model))
         chosen = evaluation.protocol(self.protocol)
         if family not in chosen.families:
             raise ProtocolError(f"protocol {chosen.name!r} is for {', '.join(chosen.families)} models, not {family}")
-        return self._with_chat(chosen)
+        return self._without_a_second_system_message(chosen)
 
-    def _with_chat(self, protocol: protocols.Protocol) -> protocols.Protocol:
+    def _without_a_second_system_message(self, protocol: protocols.Protocol) -> protocols.Protocol:
         if protocol.system_message and self.chat.system_instruction:
             raise ProtocolError(f"protocol {protocol.name!r} sends its released script's system message; leave out "
                                 "--system-instruction, or name another protocol (`physprobe protocols`)")  # fmt: skip

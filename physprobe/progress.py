@@ -15,6 +15,7 @@ Runs under pytest (``PYTEST_CURRENT_TEST``, which pytest sets and subprocesses i
 >>> step.update(100)
 >>> step.line()
 'physprobe: newton/track1: 100/400 questions, 1m15s elapsed, ~3m45s left'
+>>> step.close()
 """
 
 from __future__ import annotations

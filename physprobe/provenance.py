@@ -25,8 +25,13 @@ LIBRARIES = ("physprobe", "torch", "transformers", "datasets", "evaluate", "hugg
 
 def versions() -> dict[str, str | None]:
     """Installed versions of the libraries that shape a score (None where one is not installed)."""
+    return installed(LIBRARIES)
+
+
+def installed(names) -> dict[str, str | None]:
+    """The installed version of each distribution in ``names`` (None where one is not installed)."""
     found = {}
-    for name in LIBRARIES:
+    for name in names:
         try:
             found[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:

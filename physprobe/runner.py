@@ -277,8 +277,10 @@ def served(model, protocol, request_type: type, servable=list) -> dict:
     """The backend's identity for a protocol's requests; a one-line error when the backend cannot serve them, naming
     the backends that can and the protocols (``servable()``) this backend can serve instead."""
     if not backends.serves(model.name, request_type):
-        fixes = [f"--backend {' or '.join(others)}"] if (others := [n for n in backends.serving(request_type) if n != model.name]) else []
-        if alternatives := servable():
+        others = [name for name in backends.serving(request_type) if name != model.name]
+        alternatives = servable()
+        fixes = [f"--backend {' or '.join(others)}"] if others else []
+        if alternatives:
             fixes.append(f"--protocol {alternatives[0]}" + (f" (or {', '.join(alternatives[1:])})" if alternatives[1:] else ""))
         hint = f"; use {', or '.join(fixes)}" if fixes else ""
         raise BackendError(f"protocol {protocol.name!r} asks {request_type.__name__} requests, which --backend {model.name} "

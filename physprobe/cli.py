@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from physprobe import progress
 from physprobe.errors import PhysprobeError
 from physprobe.protocols import METHODS
 
@@ -285,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser().parse_args(argv)
     args.argv = argv
+    progress.quiet_library_bars()  # before transformers or datasets is imported: their bars would garble a log
     return handled(lambda: args.run(args), args.command)
 
 

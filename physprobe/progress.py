@@ -1,12 +1,17 @@
 """Progress of long steps (scoring a config, loading a model, writing a build): tqdm's bar on a terminal; in a log,
-one line at most every 30 seconds; nothing under pytest.
+one line every 30 seconds; nothing under pytest.
 
 When stderr is not a terminal (a job's log file, ``nohup``, a pipe), tqdm's bars are off (``disable=None``) and a
 long run would be silent for minutes. There, a daemon thread writes the line of the step in progress every
-``INTERVAL`` seconds while one is open: the step, items done of the total, the time elapsed and, once an item is
-done, the estimated time left::
+``INTERVAL`` seconds while one is open: the step, items done of the total, the rate since the previous line, the
+time elapsed and, while something moves, the estimated time left at that rate::
 
-    physprobe: prost/mass: 512/1,440 questions, 1m02s elapsed, ~1m53s left
+    physprobe: prost/mass: 512/1,440 questions, 8.3 questions/s, 1m02s elapsed, ~1m53s left
+
+Items may be done in shares: a generating engine advances each question by the share of its token budget answered,
+so the count moves token by token (``3.4/20 questions``) long before a whole batch of answers ends. The libraries'
+own bars (transformers converting or loading weights, datasets, huggingface_hub downloads) would print their
+carriage returns into such a log: ``quiet_library_bars`` turns them off there.
 
 Runs under pytest (``PYTEST_CURRENT_TEST``, which pytest sets and subprocesses inherit) write neither.
 
@@ -14,7 +19,7 @@ Runs under pytest (``PYTEST_CURRENT_TEST``, which pytest sets and subprocesses i
 >>> step = Step("newton/track1", 400, "questions", Reporter(io.StringIO(), INTERVAL), clock=iter([0.0, 75.0]).__next__)
 >>> step.update(100)
 >>> step.line()
-'physprobe: newton/track1: 100/400 questions, 1m15s elapsed, ~3m45s left'
+'physprobe: newton/track1: 100/400 questions, 1.3 questions/s, 1m15s elapsed, ~3m45s left'
 >>> step.close()
 """
 
@@ -27,6 +32,27 @@ import time
 from typing import TextIO
 
 INTERVAL = 30.0  # seconds between two lines in a log
+
+
+def count(n: float) -> str:
+    """A count as the lines write it: whole counts with thousands separators, shares of items with one decimal.
+
+    >>> count(1440), count(3.4), count(2.9999999999)
+    ('1,440', '3.4', '3')
+    """
+    n = round(n, 6)
+    return f"{int(n):,}" if n == int(n) else f"{n:,.1f}"
+
+
+def rate(n: float, seconds: float, unit: str) -> str:
+    """Items per second, or seconds per item where that reads better (under one item a second).
+
+    >>> rate(500, 60, "questions"), rate(3.4, 60, "questions")
+    ('8.3 questions/s', '17.6 s/question')
+    """
+    if n >= seconds:
+        return f"{n / seconds:,.1f} {unit}/s"
+    return f"{seconds / n:,.1f} s/{unit[:-1] if unit.endswith('s') else unit}"
 
 
 def duration(seconds: float) -> str:
@@ -82,12 +108,14 @@ class Reporter:
 
 
 class Step:
-    """One step's count: ``update(n)`` as tqdm's, a context manager that closes it."""
+    """One step's count: ``update(n)`` as tqdm's (``n`` may be a share of an item), a context manager that closes it."""
 
     def __init__(self, desc: str, total: int | None, unit: str, reporter: Reporter, clock=time.monotonic):
         self.desc, self.total, self.unit, self.n = desc, total, unit, 0
         self.reporter, self.clock = reporter, clock
         self.started = clock()
+        # (time, count) at the previous line, and where the latest window in which the count moved began
+        self._last = self._window = (self.started, 0)
         reporter.open(self)
 
     def update(self, n: int = 1) -> None:
@@ -103,26 +131,79 @@ class Step:
         self.close()
 
     def line(self) -> str:
-        """The step's line now: items done (of the total), time elapsed, estimated time left.
+        """The step's line now: items done (of the total), the rate since the previous line (in a log, the last 30 s;
+        while nothing moves, the last move spread up to now), time elapsed, and the time left at that rate: the
+        recent rate, not the average, because a generating batch slows as its short answers end and its long ones go
+        on, one token a step.
 
         >>> import io
         >>> with Step("loading smollm2", None, "", Reporter(io.StringIO(), INTERVAL), clock=iter([0.0, 31.0]).__next__) as step:
         ...     step.line()
         'physprobe: loading smollm2: 31s elapsed'
+        >>> step = Step("newton/track3", 20, "questions", Reporter(io.StringIO(), INTERVAL), clock=iter([0.0, 30.0, 60.0]).__next__)
+        >>> step.update(18); step.line()
+        'physprobe: newton/track3: 18/20 questions, 1.7 s/question, 30s elapsed, ~3s left'
+        >>> step.update(0.5); step.line()
+        'physprobe: newton/track3: 18.5/20 questions, 60.0 s/question, 1m00s elapsed, ~1m30s left'
+        >>> step.close()
         """
-        elapsed = self.clock() - self.started
+        now = self.clock()
+        elapsed = now - self.started
+        if self.n != self._last[1]:  # moved since the previous line: the rate over that window
+            self._window = self._last
+        self._last = (now, self.n)
+        (since, before), moved = self._window, self.n - self._window[1]
+        span = now - since  # still: the last window's progress spread up to now, so the rate falls while nothing moves
         parts = []
         if self.total is not None:
-            parts.append(f"{self.n:,}/{self.total:,} {self.unit}")
+            parts.append(f"{count(self.n)}/{count(self.total)} {self.unit}")
         elif self.n:
-            parts.append(f"{self.n:,} {self.unit}")
+            parts.append(f"{count(self.n)} {self.unit}")
+        if moved > 0 and span > 0:
+            parts.append(rate(moved, span, self.unit))
         parts.append(f"{duration(elapsed)} elapsed")
-        if self.total is not None and 0 < self.n < self.total:
-            parts.append(f"~{duration(elapsed / self.n * (self.total - self.n))} left")
+        if self.total is not None and 0 < self.n < self.total and moved > 0 and span > 0:
+            parts.append(f"~{duration(span / moved * (self.total - self.n))} left")
         return f"physprobe: {self.desc}: {', '.join(parts)}"
 
 
 _REPORTER: Reporter | None = None
+
+# What tells transformers, huggingface_hub, datasets and any other tqdm user (transformers' GGUF conversion calls tqdm
+# itself) that their bars are off: each library reads its variable when imported.
+QUIET = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"}
+
+
+def quiet_library_bars(environ=os.environ, stream: TextIO | None = None) -> bool:
+    """Turn the libraries' own progress bars off when ``stream`` (stderr) is not a terminal, where they would write
+    carriage returns into a log and physprobe's lines report progress instead; the variables reach worker processes
+    too. Call it before transformers, datasets or tqdm is imported. A variable the user set is kept; nothing changes
+    under pytest. Returns whether the bars were turned off.
+
+    >>> import io
+    >>> environ = {"TQDM_DISABLE": "0"}
+    >>> quiet_library_bars(environ, io.StringIO()), environ["HF_HUB_DISABLE_PROGRESS_BARS"], environ["TQDM_DISABLE"]
+    (True, '1', '0')
+    """
+    stream = sys.stderr if stream is None else stream
+    if stream.isatty() or "PYTEST_CURRENT_TEST" in environ:
+        return False
+    for name, value in QUIET.items():
+        environ.setdefault(name, value)
+    return True
+
+
+def _terminal_bar(desc: str, total: int, unit: str):
+    """tqdm's bar, its counts written as ``count`` writes them (``3.4/20``: a count may move in shares of an item)."""
+    from tqdm.auto import tqdm
+
+    class Bar(tqdm):
+        @property
+        def format_dict(self):
+            return {**super().format_dict, "count": count(self.n)}
+
+    return Bar(total=total, desc=desc, unit=f" {unit}",
+               bar_format="{l_bar}{bar}| {count}/{total_fmt}{unit} [{elapsed}<{remaining}, {rate_fmt}{postfix}]")
 
 
 def bar(desc: str, total: int | None = None, unit: str = "items"):
@@ -136,7 +217,7 @@ def bar(desc: str, total: int | None = None, unit: str = "items"):
     if sys.stderr.isatty():
         if total is None:
             return tqdm(desc=desc, bar_format="{desc}: {elapsed}")
-        return tqdm(total=total, desc=desc, unit=f" {unit}")
+        return _terminal_bar(desc, total, unit)
     global _REPORTER
     if _REPORTER is None:
         _REPORTER = Reporter(sys.stderr, INTERVAL)

@@ -284,7 +284,26 @@ def test_a_chunk_of_many_prompt_requests_counts_requests_as_its_batches_end(mode
     requests = [request_type(prompts) if request_type is YesNo else request_type(prompts, max_new_tokens=2) for _ in range(4)]
     counter = Counter()
     results = score_loaded(loaded, requests, progress=counter)
-    assert len(results) == 4 and sum(counter.updates) == 4 and len(counter.updates) >= 3
+    assert len(results) == 4 and sum(counter.updates) == pytest.approx(4) and len(counter.updates) >= 3
+
+
+@pytest.mark.parametrize("engine", ["physprobe's loop", "model.generate"])
+def test_generation_counts_every_answer_token_as_its_share_of_a_request(models, monkeypatch, engine):
+    # One decoding batch of 3 answers of up to 12 tokens: the count moves at every step (a share of each request per
+    # token), never backwards, and ends at the 3 requests; it does not wait for the batch's answers to end.
+    from physprobe.backends.hf import generation
+
+    if engine == "model.generate":
+        monkeypatch.setattr(generation, "argmax_decodes", lambda model: False)
+    updates = []
+    counter = type("Counter", (), {"update": lambda self, n: updates.append(n)})()
+    loaded = _loaded(models["plain"])
+    requests = [Generate(f"Which is bigger, the {thing} or the box?", (), max_new_tokens=12, stop=()) for thing in ("cup", "key", "hat")]
+    texts = score_loaded(loaded, requests, progress=counter)
+    assert len(texts) == 3 and sum(updates) == pytest.approx(3)
+    assert len(updates) >= 5 and all(n > 0 for n in updates)
+    running = [sum(updates[: i + 1]) for i in range(len(updates))]
+    assert 0 < running[0] < 1 and any(0.5 < r < 2.5 and r != round(r) for r in running)  # shares long before the end
 
 
 def test_a_protocol_released_through_a_chat_template_gets_it_with_its_system_message(models, built_all, tmp_path, monkeypatch):

@@ -2,7 +2,9 @@
 elapsed and estimated time left; a bar on a terminal; nothing under pytest."""
 
 import io
+import os
 import re
+import subprocess
 import sys
 import time
 
@@ -12,7 +14,15 @@ from tqdm import tqdm
 from physprobe import progress
 from physprobe.progress import Reporter, Step
 
-LINE = re.compile(r"^physprobe: (\S+): (\d+)/(\d+) questions, \d+s elapsed(, ~\d+s left)?$")
+@pytest.fixture
+def reporter():
+    """A reporter whose thread (started by a step) ends with the test, before a fake clock runs out."""
+    made = Reporter(io.StringIO(), 30)
+    yield made
+    made.stop()
+
+
+LINE = re.compile(r"^physprobe: (\S+): ([\d.]+)/(\d+) questions(?:, [\d.]+ (?:questions/s|s/question))?, \d+s elapsed(, ~\d+s left)?$")
 
 
 def test_lines_come_at_the_interval_from_the_open_step_only():
@@ -38,17 +48,28 @@ def test_lines_come_at_the_interval_from_the_open_step_only():
         reporter.stop()
 
 
-def test_the_estimate_is_the_time_per_item_done_times_the_items_left():
+def test_the_estimate_is_the_time_per_item_done_times_the_items_left(reporter):
     clock = iter([100.0, 100.0 + 3 * 60 + 30]).__next__  # opened at 100 s, read 3m30s later
-    step = Step("text2afford/default", 1000, "questions", Reporter(io.StringIO(), 30), clock=clock)
+    step = Step("text2afford/default", 1000, "questions", reporter, clock=clock)
     step.update(250)
-    assert step.line() == "physprobe: text2afford/default: 250/1,000 questions, 3m30s elapsed, ~10m30s left"
+    assert step.line() == "physprobe: text2afford/default: 250/1,000 questions, 1.2 questions/s, 3m30s elapsed, ~10m30s left"
 
 
-def test_a_step_without_total_counts_items_and_time():
-    step = Step("writing track9", None, "rows", Reporter(io.StringIO(), 30), clock=iter([0.0, 45.0]).__next__)
+def test_a_count_in_shares_of_questions_moves_the_line_rate_and_estimate(reporter):
+    # A generating engine advances each question by the share of its tokens answered: 20 questions a quarter answered
+    # after a minute is 5 questions' worth, 12 s each, 3 minutes left for the other 15.
+    step = Step("newton/track1", 20, "questions", reporter, clock=iter([0.0, 60.0, 60.0]).__next__)
+    for _ in range(20 * 32):
+        step.update(1 / 128)
+    assert step.line() == "physprobe: newton/track1: 5/20 questions, 12.0 s/question, 1m00s elapsed, ~3m00s left"
+    step.update(0.37)
+    assert step.line().startswith("physprobe: newton/track1: 5.4/20 questions, ")
+
+
+def test_a_step_without_total_counts_items_and_time(reporter):
+    step = Step("writing track9", None, "rows", reporter, clock=iter([0.0, 45.0]).__next__)
     step.update(20_000)
-    assert step.line() == "physprobe: writing track9: 20,000 rows, 45s elapsed"
+    assert step.line() == "physprobe: writing track9: 20,000 rows, 444.4 rows/s, 45s elapsed"
 
 
 def test_bar_is_silent_under_pytest_a_bar_on_a_terminal_and_lines_in_a_log(monkeypatch):
@@ -58,6 +79,8 @@ def test_bar_is_silent_under_pytest_a_bar_on_a_terminal_and_lines_in_a_log(monke
     monkeypatch.setattr(sys, "stderr", type("Terminal", (io.StringIO,), {"isatty": lambda self: True})())
     with progress.bar("prost/mass", 10, "questions") as shown:
         assert isinstance(shown, tqdm) and not shown.disable and shown.total == 10
+        shown.update(3.25)
+        assert "3.2/10 questions" in str(shown) or "3.3/10 questions" in str(shown)  # shares, not 3.25/10 or 3/10
     monkeypatch.setattr(sys, "stderr", io.StringIO())
     monkeypatch.setattr(progress, "_REPORTER", None)
     with progress.bar("prost/mass", 10, "questions") as logged:
@@ -68,3 +91,37 @@ def test_bar_is_silent_under_pytest_a_bar_on_a_terminal_and_lines_in_a_log(monke
 @pytest.mark.parametrize("seconds, text", [(0.4, "0s"), (59.6, "1m00s"), (7322, "2h02m02s")])
 def test_durations(seconds, text):
     assert progress.duration(seconds) == text
+
+
+def test_library_bars_are_turned_off_in_a_log_only():
+    terminal = type("Terminal", (io.StringIO,), {"isatty": lambda self: True})()
+    environ = {}
+    assert not progress.quiet_library_bars(environ, terminal) and environ == {}
+    assert not progress.quiet_library_bars({"PYTEST_CURRENT_TEST": "x"}, io.StringIO())
+    environ = {"HF_DATASETS_DISABLE_PROGRESS_BARS": "0"}  # the user's choice stands
+    assert progress.quiet_library_bars(environ, io.StringIO())
+    assert environ == {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "0", "TQDM_DISABLE": "1"}
+
+
+def test_while_nothing_moves_the_rate_falls_and_the_estimate_grows(reporter):
+    step = Step("newton/track1", 20, "questions", reporter, clock=iter([0.0, 30.0, 60.0, 90.0]).__next__)
+    step.update(10)
+    assert step.line() == "physprobe: newton/track1: 10/20 questions, 3.0 s/question, 30s elapsed, ~30s left"
+    assert step.line() == "physprobe: newton/track1: 10/20 questions, 6.0 s/question, 1m00s elapsed, ~1m00s left"
+    step.update(1)  # the last 30 s: one question
+    assert step.line() == "physprobe: newton/track1: 11/20 questions, 30.0 s/question, 1m30s elapsed, ~4m30s left"
+
+
+def test_a_score_logged_to_a_file_holds_physprobes_lines_and_no_librarys_bar(built_all, tmp_path):
+    # transformers' "Loading weights" bar and any tqdm bar would write carriage returns into the log.
+    from . import tiny_models
+
+    model = tiny_models.causal_lm(tmp_path / "gpt", ["A key box contains a key. Which is bigger?"] * 20)
+    environ = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    with open(tmp_path / "log", "w") as log:
+        done = subprocess.run([sys.executable, "-m", "physprobe", "score", "--model", str(model), "--benchmark", "cccons",
+                               "--config", "ordinary", "--limit", "4", "--data", str(built_all), "--out", str(tmp_path / "run"),
+                               "--bootstrap-iters", "0"], stdout=subprocess.DEVNULL, stderr=log, env=environ)  # fmt: skip
+    text = (tmp_path / "log").read_text()
+    assert done.returncode == 0, text
+    assert "\r" not in text and "Loading weights" not in text and "it/s" not in text, text

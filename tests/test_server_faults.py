@@ -90,6 +90,26 @@ def test_a_malformed_answer_is_one_line_naming_server_request_and_fault(fault, e
     assert not (tmp_path / "run" / "metrics.json").exists()
 
 
+def test_progress_moves_with_each_answer_and_a_request_is_handed_over_once_all_its_answers_are_in():
+    # Two YES/NO requests of 3 prompts: 6 echoed texts each (" YES" and " NO" per prompt), so each answer is a sixth
+    # of its request; a request is committed (answered) once its sixth answer is in, after its six shares.
+    from physprobe.backends.base import Settings
+    from physprobe.backends.openai import OpenAIBackend
+    from physprobe.requests import YesNo
+
+    events = []
+    progress = type("Progress", (), {"update": lambda self, n: events.append(("update", n)),
+                                     "answered": lambda self, i, result: events.append(("answered", i))})()  # fmt: skip
+    with FakeServer() as server:
+        backend = OpenAIBackend(Settings(server.model, {"base_url": server.base_url}))
+        results = backend.score([YesNo(("A box.", "A cup.", "A key.")), YesNo(("A hat.", "A pen.", "A map."))], progress)
+    assert len(results) == 2
+    updates = [n for kind, n in events if kind == "update"]
+    assert len(updates) == 12 and all(n == pytest.approx(1 / 6) for n in updates) and sum(updates) == pytest.approx(2)
+    assert [e for e in events if e[0] == "answered"] == [("answered", 0), ("answered", 1)]
+    assert events.index(("answered", 0)) == 6 and events[-1] == ("answered", 1)  # num_concurrent=1: in order
+
+
 @pytest.mark.parametrize("endpoint", [ECHO, CHAT], ids=["echo", "chat"])
 def test_a_flaky_server_gives_the_healthy_servers_predictions(endpoint, built_all, tmp_path):
     with FakeServer() as healthy:

@@ -602,7 +602,8 @@ class OpenAIBackend(Backend):
         for index, need in enumerate(needs):
             for ask in dict.fromkeys(need):
                 askers.setdefault(ask, []).append(index)
-        waiting = [len(set(need)) for need in needs]
+        asked = [len(set(need)) for need in needs]
+        waiting = list(asked)
         answers: dict[int, object] = {}
         results: list = [None] * len(requests)
 
@@ -610,6 +611,8 @@ class OpenAIBackend(Backend):
             answers[ask] = answer
             for index in askers[ask]:
                 waiting[index] -= 1
+                if progress is not None:  # each answer is its share of the request (one of YES/NO's 15 prompts)
+                    progress.update(1 / asked[index])
                 if waiting[index]:
                     continue
                 try:
@@ -617,7 +620,6 @@ class OpenAIBackend(Backend):
                 except BackendError as error:
                     raise RequestError(str(error), index) from None
                 if progress is not None:
-                    progress.update(1)
                     progress.answered(index, results[index])
 
         try:

@@ -196,23 +196,24 @@ def _seq2seq(loaded, requests: list[Seq2Seq], templating: Templating, options: d
 
 class Shares:
     """A progress counter of requests fed by an engine that counts its own items (a request's prompts or sentence
-    pairs): items done, as the share of the requests they make up, so that a chunk's count moves with its batches.
+    pairs, or shares of them): items done, as the share of the requests they make up, so that a chunk's count moves
+    with its batches (and a generating engine's tokens).
 
     >>> class Counter:
     ...     n = 0
     ...     def update(self, k): self.n += k
     >>> counter = Counter(); shares = Shares(counter, items=30, requests=2)
-    >>> shares.update(14); counter.n, shares.update(16), counter.n
-    (0, None, 2)
+    >>> shares.update(15); counter.n, shares.update(15), counter.n
+    (1.0, None, 2.0)
     """
 
     def __init__(self, progress, items: int, requests: int):
         self.progress, self.items, self.requests, self.done, self.shown = progress, items, requests, 0, 0
 
-    def update(self, n: int) -> None:
+    def update(self, n: float) -> None:
         self.done += n
-        now = self.done * self.requests // self.items if self.items else self.requests
-        if now > self.shown:
+        now = self.done * self.requests / self.items if self.items else self.requests
+        if now != self.shown:
             self.progress.update(now - self.shown)
             self.shown = now
 

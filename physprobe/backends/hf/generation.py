@@ -14,7 +14,8 @@ leaving as their answers end. Models whose generation config asks for logits pro
 models whose cache this layout cannot be built from (``attention.cache_layers``: a sliding window narrower than the
 cache would grow), read padded prompts in ``model.generate``, which applies the processors and stops once every
 row of the batch is done. The answer text is returned as generated (special tokens dropped, cut before the first stop string);
-a protocol's ``match`` turns it into an option, or None (``unparsed``).
+a protocol's ``match`` turns it into an option, or None (``unparsed``). Progress moves token by token: each row
+is one request, advanced by the share of its token budget answered and completed when its answer ends (``_Shares``).
 
 """
 
@@ -45,6 +46,57 @@ from physprobe.backends.hf.batching import (
     shared_length,
     token_order_batches,
 )
+
+
+class _Shares:
+    """A decoding batch's progress at the grain of tokens: each row is one request (``update(1)`` in all), advanced by
+    the share of its token budget answered and completed when its answer ends, so that a count moves with every step,
+    not once per batch of answers. ``progress`` is the engine's counter (``update(n)``), or None.
+
+    >>> class Counter:
+    ...     n = 0.0
+    ...     def update(self, k): self.n += k
+    >>> counter = Counter(); shares = _Shares(counter, limits=[4, 2])
+    >>> shares.seen([(0, 1, False), (1, 1, True)]); counter.n
+    1.25
+    >>> shares.finish(); counter.n
+    2.0
+    """
+
+    def __init__(self, progress, limits: list[int]):
+        self.progress, self.limits = progress, limits
+        self.shown = [0.0] * len(limits)
+
+    def seen(self, rows: list[tuple[int, int, bool]]) -> None:
+        """Rows' answers so far: (row, tokens, ended)."""
+        moved = 0.0
+        for row, tokens, ended in rows:
+            share = 1.0 if ended else min(tokens / self.limits[row], 1.0)
+            moved += share - self.shown[row]
+            self.shown[row] = share
+        if moved and self.progress is not None:
+            self.progress.update(moved)
+
+    def finish(self) -> None:
+        """Every row answered."""
+        self.seen([(row, 0, True) for row in range(len(self.limits))])
+
+    def rewind(self) -> None:
+        """Take back what the batch reported (it runs again, halved, after running out of memory)."""
+        if self.progress is not None and any(self.shown):
+            self.progress.update(-sum(self.shown))
+        self.shown = [0.0] * len(self.limits)
+
+
+class _Counted(StoppingCriteria):
+    """``model.generate``'s per-step hook that reports its rows' answers so far to ``_Shares`` (it stops nothing)."""
+
+    def __init__(self, shares: _Shares, rows: list[int], start: int):
+        self.shares, self.rows, self.start = shares, rows, start
+
+    def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
+        self.shares.seen([(row, input_ids.shape[1] - self.start, False) for row in self.rows])
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
 
 class _StopStrings(StoppingCriteria):
@@ -212,12 +264,12 @@ class _Answers:
     """The answer tokens of a decoding batch's rows (``alive``: the request row of each batch row). Each step's tokens
     stay on the device until ``every`` steps have run (or the budget is reached); then they are copied to the host at
     once and read step by step: a row ends at EOS, at its budget or when ``done(row, tokens)``, its later tokens
-    dropped, so the answers are those of a copy after every step."""
+    dropped, so the answers are those of a copy after every step. ``shares`` hears of every row read."""
 
-    def __init__(self, n: int, budget: int, done, eos: int | None, every: int):
+    def __init__(self, n: int, budget: int, done, eos: int | None, every: int, shares: _Shares | None = None):
         self.tokens: list[list[int]] = [[] for _ in range(n)]
         self.alive, self.ended = list(range(n)), [False] * n
-        self.budget, self.done, self.eos, self.every = budget, done, eos, every
+        self.budget, self.done, self.eos, self.every, self.shares = budget, done, eos, every, shares
         self.pending: list[torch.Tensor] = []
         self.steps = 0
 
@@ -236,6 +288,8 @@ class _Answers:
                 self.tokens[row].append(token)
                 answer = self.tokens[row]
                 self.ended[row] = token == self.eos or len(answer) >= self.budget or self.done(row, answer)
+        if self.shares is not None:
+            self.shares.seen([(row, len(self.tokens[row]), self.ended[row]) for row in self.alive])
         return [j for j, row in enumerate(self.alive) if not self.ended[row]]
 
     def leave(self, keep: list[int]) -> None:
@@ -243,7 +297,8 @@ class _Answers:
         self.alive = [self.alive[j] for j in keep]
 
 
-def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None, device: torch.device) -> list[list[int]] | None:
+def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None, device: torch.device,
+            shares: _Shares | None = None) -> list[list[int]] | None:  # fmt: skip
     """The greedy answer tokens of causal ``prompts`` (up to EOS); None when ``attention.cache_layers`` refuses
     the model's cache (this layout cannot be built from it).
 
@@ -277,7 +332,7 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
         tokens[where] = first
     cache = filled_cache(keys, values, width)
     position = torch.tensor(lengths, device=device)
-    answers = _Answers(n, budget, done, eos, sync_every(device))
+    answers = _Answers(n, budget, done, eos, sync_every(device), shares)
     while True:
         keep = answers.add(tokens)  # None: the tokens stay on the device
         if keep is not None and not keep:
@@ -296,7 +351,7 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
 
 
 def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int | None, pad: int,
-                    device: torch.device) -> list[list[int]] | None:  # fmt: skip
+                    device: torch.device, shares: _Shares | None = None) -> list[list[int]] | None:  # fmt: skip
     """The greedy answer tokens of seq2seq ``prompts`` (up to EOS); None when the model's cache is not a plain
     ``EncoderDecoderCache`` of ``DynamicCache`` s.
 
@@ -312,7 +367,7 @@ def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int
     encoded = model.get_encoder()(input_ids=ids, attention_mask=attention).last_hidden_state
     tokens = torch.full((len(prompts),), start, dtype=torch.long, device=device)
     cache = None
-    answers = _Answers(len(prompts), budget, done, eos, sync_every(device))
+    answers = _Answers(len(prompts), budget, done, eos, sync_every(device), shares)
     while True:
         out = model(encoder_outputs=(encoded,), attention_mask=attention, decoder_input_ids=tokens[:, None],
                     past_key_values=cache, use_cache=True)  # fmt: skip
@@ -333,7 +388,7 @@ def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int
 
 
 def _generated(model, tokenizer, prompts: list[list[int]], budget: int, stops: list[Sequence[str]], pad: int, eos: int | None,
-               seq2seq: bool, one_length: bool) -> list[list[int]]:  # fmt: skip
+               seq2seq: bool, one_length: bool, shares: _Shares | None = None) -> list[list[int]]:  # fmt: skip
     """Answer tokens from ``model.generate``: a causal batch left-padded, a seq2seq batch right-padded (a learned
     position table counts from the first token), or with ``one_length`` prompts of one length per call, so that no
     logits processor (an n-gram ban, a repetition penalty) sees padding, as one prompt at a time would not."""
@@ -346,7 +401,8 @@ def _generated(model, tokenizer, prompts: list[list[int]], budget: int, stops: l
         start = 1 if seq2seq else ids.shape[1]  # the answer's tokens: after the decoder's start token, or the prompt
         out = model.generate(input_ids=ids, attention_mask=attention, max_new_tokens=budget, do_sample=False, num_beams=1,
                              pad_token_id=pad, eos_token_id=eos,
-                             stopping_criteria=StoppingCriteriaList([_StopStrings(tokenizer, [stops[r] for r in rows], start)]))  # fmt: skip
+                             stopping_criteria=StoppingCriteriaList([_StopStrings(tokenizer, [stops[r] for r in rows], start),
+                                                                     *([_Counted(shares, rows, start)] if shares is not None else [])]))  # fmt: skip
         for r, row in zip(rows, out[:, start:].tolist()):
             answers[r] = row
     return answers
@@ -415,11 +471,19 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
 
             prompts = [encoded[i] for i in chosen]
             answers = None
-            if plain:
-                answers = (_greedy_seq2seq(model, prompts, max(limits), done, eos, pad, device) if seq2seq
-                           else _greedy(model, prompts, max(limits), done, eos, device))  # fmt: skip
-            if answers is None:  # model.generate runs every row to the batch's budget: greedy, so cut to each row's
-                answers = _generated(model, tokenizer, prompts, max(limits), stops, pad, eos, seq2seq, one_length=not plain)
+            shares = _Shares(progress, limits)
+            try:
+                if plain:
+                    answers = (_greedy_seq2seq(model, prompts, max(limits), done, eos, pad, device, shares) if seq2seq
+                               else _greedy(model, prompts, max(limits), done, eos, device, shares))  # fmt: skip
+                if answers is None:  # model.generate runs every row to the batch's budget: greedy, so cut to each row's
+                    shares.rewind()
+                    answers = _generated(model, tokenizer, prompts, max(limits), stops, pad, eos, seq2seq, one_length=not plain,
+                                         shares=shares)  # fmt: skip
+            except torch.OutOfMemoryError:
+                shares.rewind()  # the batch runs again, halved
+                raise
+            shares.finish()
             decoded = tokenizer.batch_decode([a[:limit] for a, limit in zip(answers, limits)], skip_special_tokens=True)
             return [cut(text, stop) for text, stop in zip(decoded, stops)]
 
@@ -428,7 +492,7 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
             most = max(budgets[i] for i in members)
             order = None if seq2seq else token_order_batches([encoded[i] for i in members], most, batch_tokens, max_batch)
             answers = run_batches(len(members), [len(encoded[i]) + budgets[i] for i in members], step,
-                                  batch_tokens, max_batch, progress, batches=order)  # fmt: skip
+                                  batch_tokens, max_batch, batches=order)  # fmt: skip
         for index, answer in zip(members, answers):
             texts[index] = answer
     return texts

@@ -76,8 +76,8 @@ def export_plan(benchmark: str, first_rows: dict[str, dict]) -> list[tuple[str, 
                     continue
                 chosen = usable[0]
                 request = default.build(row, config)
-                why = "one generated answer per prompt" if isinstance(request, GenerateEach) else "resolved by the tokenizer"
-                note = f"default {default.name!r} ({type(request).__name__}, {why}) is not expressible in lm-eval; exported {chosen.name!r}"
+                why = "lm-eval generates one answer per document" if isinstance(request, GenerateEach) else "its input depends on the tokenizer"
+                note = f"default {default.name!r} asks for {request.asks} ({why}), which lm-eval cannot express; exported {chosen.name!r}"
             if (config, chosen.name, _form(chosen, family)) not in seen:
                 seen.add((config, chosen.name, _form(chosen, family)))
                 plan.append((config, family, chosen.name, note))

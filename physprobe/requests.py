@@ -25,12 +25,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 
 class Request:
     """What every request type shares: its cache key and the texts it makes the model read."""
 
     system: str | None = None  # the system turn sent with the prompts (``Generate``'s); None: the run's instruction, if any
+    asks: ClassVar[str]  # what the model is asked, as a user-facing message names it (never the class's name)
 
     def key(self) -> list:
         """The request as JSON-ready data: its type's name and the fields that differ from their defaults
@@ -73,6 +75,7 @@ class Choice(Request):
     ``context + continuation`` whole and sums the log-probabilities of the tokens after the options' shared
     token prefix; a server backend echoes each text and sums the same tokens' log-probabilities."""
 
+    asks: ClassVar[str] = "log-likelihoods of options after a shared context"
     context: str
     continuations: tuple[str, ...]
 
@@ -98,6 +101,7 @@ class MeanTokens(Request):
     ['A coin falls.']
     """
 
+    asks: ClassVar[str] = "mean log-probabilities of the options' token ids"
     options: tuple[tuple[str, ...], ...]
     specials: str = "bos_eos"
 
@@ -113,6 +117,7 @@ class Masked(Request):
     Result: one float or None per candidate, log P(candidate) at the mask; None when ``" candidate"`` is not
     one token of the vocabulary."""
 
+    asks: ClassVar[str] = "candidate words at a mask"
     text: str
     candidates: tuple[str, ...]
 
@@ -131,6 +136,7 @@ class MaskedPair(Request):
 
     Result: one float or None per word, log P(word) at the mask; None when the word has no score."""
 
+    asks: ClassVar[str] = "candidate words at a mask in a sentence pair"
     first: str
     second: str
     words: tuple[str, ...]
@@ -153,6 +159,7 @@ class Seq2Seq(Request):
     Result: one float per target, its summed log-probability.
     """
 
+    asks: ClassVar[str] = "log-probabilities of targets given a source (encoder-decoder)"
     source: str
     targets: tuple[str, ...]
     first_token_after: str | None = None
@@ -175,6 +182,7 @@ class Entailment(Request):
     ['He rode it.', 'It can be ridden.']
     """
 
+    asks: ClassVar[str] = "entailment of sentence pairs (NLI)"
     pairs: tuple[tuple[str, str], ...]
     reading: str = "three_way"
 
@@ -189,6 +197,7 @@ class YesNo(Request):
 
     Result: one float per prompt, P(YES) / (P(YES) + P(NO)) (``physprobe.answers.yes_probability``)."""
 
+    asks: ClassVar[str] = "YES/NO probabilities"
     prompts: tuple[str, ...]
 
     def texts(self) -> list[str]:
@@ -213,6 +222,7 @@ class Generate(Request):
     Result: ``[text]``, the greedy answer cut before the first stop string (``physprobe.answers.cut``); with
     ``first_token_choices``, ``[text, choice, ...]``: the choices as the backend resolved them."""
 
+    asks: ClassVar[str] = "a generated answer"
     prompt: str
     choices: tuple[str, ...]
     max_new_tokens: int = 16
@@ -236,6 +246,7 @@ class GenerateEach(Request):
 
     Result: ``[text, ...]``, each prompt's answer cut as ``Generate``'s is."""
 
+    asks: ClassVar[str] = "a generated answer to each of several prompts"
     prompts: tuple[str, ...]
     max_new_tokens: int = 16
     stop: tuple[str, ...] = ()

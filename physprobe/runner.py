@@ -283,7 +283,7 @@ def served(model, protocol, request_type: type, servable=list) -> dict:
         if alternatives:
             fixes.append(f"--protocol {alternatives[0]}" + (f" (or {', '.join(alternatives[1:])})" if alternatives[1:] else ""))
         hint = f"; use {', or '.join(fixes)}" if fixes else ""
-        raise BackendError(f"protocol {protocol.name!r} asks {request_type.__name__} requests, which --backend {model.name} "
+        raise BackendError(f"protocol {protocol.name!r} asks for {request_type.asks}, which --backend {model.name} "
                            f"cannot serve{hint}")  # fmt: skip
     return model.identity(request_type)
 

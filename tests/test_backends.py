@@ -77,8 +77,8 @@ def test_a_protocol_the_backend_cannot_serve_is_one_line_naming_those_that_can(m
 
     monkeypatch.setitem(backends.REGISTRY, "generate-only", backends.Registered("tests:GenerateOnly", ("Generate",)))
     protocol = type("P", (), {"name": "released-gpt"})()
-    with pytest.raises(BackendError, match="protocol 'released-gpt' asks MeanTokens requests, which --backend generate-only "
-                                           "cannot serve; use --backend hf"):  # fmt: skip
+    with pytest.raises(BackendError, match="protocol 'released-gpt' asks for mean log-probabilities of the options' token ids, "
+                                           "which --backend generate-only cannot serve; use --backend hf"):  # fmt: skip
         runner.served(GenerateOnly(None), protocol, MeanTokens)
 
 
@@ -207,7 +207,8 @@ def test_a_template_asked_of_token_sequences_is_one_line(models, built_all, tmp_
             "--out", str(tmp_path / "run"), "--apply-chat-template"]  # fmt: skip
     assert main(args) == 2  # PROST's released-gpt scores token sequences: no prompt to template
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "MeanTokens requests read none: leave them out" in err
+    assert err.count("\n") == 1 and ("this protocol asks for mean log-probabilities of the options' token ids and reads no "
+                                     "prompt: leave them out") in err  # fmt: skip
 
 
 # --- declarative request fields the hf backend resolves -------------------------------------------

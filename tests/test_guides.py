@@ -159,6 +159,6 @@ def test_a_backend_is_one_module_and_one_registry_line(built_all, tmp_path, monk
     capsys.readouterr()
     assert main([*args, "--protocol", "answer-loglik"]) == 2
     err = capsys.readouterr().err
-    assert err == ("physprobe: error: protocol 'answer-loglik' asks Choice requests, which --backend echo cannot serve; "
-                   "use --backend hf or openai, or --protocol question-generate\n")  # fmt: skip
+    assert err == ("physprobe: error: protocol 'answer-loglik' asks for log-likelihoods of options after a shared context, "
+                   "which --backend echo cannot serve; use --backend hf or openai, or --protocol question-generate\n")  # fmt: skip
     assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 0

@@ -112,7 +112,8 @@ def test_cli_errors_are_one_line(built_all):
         ([f"base_url={url}", "--benchmark", "text2afford", "--method", "nli"],
          "physprobe: error: method 'nli' (masked-LM, NLI and seq2seq scoring) needs the model in this process: use --backend hf"),
         ([f"base_url={url}", "--benchmark", "prost"],  # the paper's causal protocol reads token ids
-         "physprobe: error: protocol 'released-gpt' asks MeanTokens requests, which --backend openai cannot serve; use --backend hf, "
+         "physprobe: error: protocol 'released-gpt' asks for mean log-probabilities of the options' token ids, which --backend "
+         "openai cannot serve; use --backend hf, "
          "or --protocol sentence-sum"),
     ]):  # fmt: skip
         # Each case its own folder: a run folder belongs to one model and benchmark (the first case claims its own).

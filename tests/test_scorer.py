@@ -440,7 +440,8 @@ def test_a_refused_score_leaves_no_folder_and_a_failed_one_keeps_its_cache(tiny,
     runs = tmp_path / "runs"
     args = ["score", "--model", str(tiny["mlm"]), "--benchmark", "prost", "--limit", "4", "--data", str(built_all)]
     assert main([*args, "--out", str(runs / "bert"), "--system-instruction", "Answer briefly."]) == 2
-    assert "Masked requests read none" in capsys.readouterr().err and not runs.exists()
+    err = capsys.readouterr().err
+    assert "this protocol asks for candidate words at a mask and reads no prompt: leave them out" in err and not runs.exists()
 
     def broken(*arguments, **options):
         raise RuntimeError("a bug after scoring")

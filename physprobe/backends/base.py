@@ -79,11 +79,12 @@ class Chat:
         >>> from physprobe.requests import Masked
         >>> Chat("on").check(Masked)
         Traceback (most recent call last):
-        physprobe.errors.BackendError: --apply-chat-template and --system-instruction apply to prompts (generation, log-likelihood of a continuation, YES/NO); Masked requests read none: leave them out
+        physprobe.errors.BackendError: --apply-chat-template and --system-instruction apply to prompts (generation, log-likelihood of a continuation, YES/NO); this protocol asks for candidate words at a mask and reads no prompt: leave them out
         """
         if request_type not in PROMPTED and (self.mode == "on" or self.system_instruction):
             raise BackendError("--apply-chat-template and --system-instruction apply to prompts (generation, log-likelihood "
-                               f"of a continuation, YES/NO); {request_type.__name__} requests read none: leave them out")
+                               f"of a continuation, YES/NO); this protocol asks for {request_type.asks} and reads no prompt: "
+                               "leave them out")
 
 
 def messages(prompt: str, chat: Chat, system: str | None = None) -> list[dict]:

@@ -18,7 +18,6 @@ from physprobe.answers import cut
 from physprobe.lm_eval_export import SEQ2SEQ_EOS, export_plan
 from tests import tiny_models
 
-pytest.importorskip("lm_eval")
 ROWS = {"prost": 40, "cccons": 12, "newton": 12, "text2afford": 3}
 
 

@@ -19,6 +19,7 @@ from physprobe.dataset_scripts import BENCHMARKS
 from physprobe.dataset_scripts.cccons import evaluation as cccons
 
 from . import tiny_models
+from .browser import launch_options
 from .run_folders import record, write_run
 
 SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
@@ -331,14 +332,12 @@ def test_report_fills_every_cell_the_runs_scored(rendered, runs):
 @pytest.mark.slow
 def test_report_html_in_a_real_browser(rendered, tmp_path):
     """Headless Chromium opens report.html with no network: every table and image renders, no console error."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
-    if not Path("/usr/bin/chromium").exists():
-        pytest.skip("no browser: Debian's chromium is not installed at /usr/bin/chromium")
+    from playwright import sync_api
+
     errors, requests = [], []
+    options = launch_options()
     with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])  # fmt: skip
+        browser = playwright.chromium.launch(**options)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
         page.on("pageerror", lambda error: errors.append(str(error)))

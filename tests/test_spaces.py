@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from .browser import launch_options
 from .conftest import REPO
 from .olah_hub import free_port
 
 METRICS = ("affordance_rank", "agreement_accuracy", "probe_accuracy")
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
 def front_matter(name):
@@ -124,14 +124,10 @@ def test_affordance_rank_space(spaces):
 
 
 def browser():
-    """Playwright's Chromium launched from Debian's chromium binary, or a skip saying why there is none."""
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"no chromium at {CHROMIUM} and none could be installed here (.ci/run installs Debian's chromium)")
+    """Playwright and the options that launch Debian's chromium (a failure naming the fix where there is none)."""
     from playwright.sync_api import sync_playwright
 
-    return sync_playwright(), dict(executable_path=CHROMIUM, headless=True, args=[
-        "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"])  # fmt: skip
+    return sync_playwright(), launch_options()
 
 
 def settled(page, labels, seconds=60):

@@ -3,8 +3,8 @@ one line every 30 seconds; nothing under pytest.
 
 When stderr is not a terminal (a job's log file, ``nohup``, a pipe), tqdm's bars are off (``disable=None``) and a
 long run would be silent for minutes. There, a daemon thread writes the line of the step in progress every
-``INTERVAL`` seconds while one is open: the step, items done of the total, the rate since the previous line, the
-time elapsed and, while something moves, the estimated time left at that rate::
+``INTERVAL`` seconds: the step, items done of the total, the recent rate, the time elapsed and,
+while something moves, the estimated time left at that rate (between steps, once, the finished line of the last one)::
 
     physprobe: prost/mass: 512/1,440 questions, 8.3 questions/s, 1m02s elapsed, ~1m53s left
 
@@ -16,15 +16,18 @@ carriage returns into such a log: ``quiet_library_bars`` turns them off there.
 Runs under pytest (``PYTEST_CURRENT_TEST``, which pytest sets and subprocesses inherit) write neither.
 
 >>> import io
->>> step = Step("newton/track1", 400, "questions", Reporter(io.StringIO(), INTERVAL), clock=iter([0.0, 75.0]).__next__)
+>>> step = Step("newton/track1", 400, "questions", Reporter(io.StringIO(), INTERVAL), clock=iter([0.0, 75.0, 300.0]).__next__)
 >>> step.update(100)
 >>> step.line()
 'physprobe: newton/track1: 100/400 questions, 1.3 questions/s, 1m15s elapsed, ~3m45s left'
->>> step.close()
+>>> step.update(300); step.close(); step.line()
+'physprobe: newton/track1: 400/400 questions done in 5m00s'
+
 """
 
 from __future__ import annotations
 
+import collections
 import os
 import sys
 import threading
@@ -32,6 +35,7 @@ import time
 from typing import TextIO
 
 INTERVAL = 30.0  # seconds between two lines in a log
+WINDOW = 3  # lines (in a log, 90 s) over which a line's rate and time left are measured
 
 
 def count(n: float) -> str:
@@ -70,12 +74,15 @@ def duration(seconds: float) -> str:
 
 
 class Reporter:
-    """Writes the line of the most recently opened step every ``interval`` seconds, from a daemon thread started
-    with the first step; nothing while no step is open."""
+    """Writes a line once ``interval`` seconds have passed since the previous one (from a daemon thread started with
+    the first step, which looks every second): the line of the most recently opened step still open, else, once, the
+    finished line of the step closed last. So a log hears from a run every ``interval`` seconds, a step that opens
+    after a pause is reported at once, and nothing repeats while no step is open."""
 
     def __init__(self, stream: TextIO, interval: float):
         self.stream, self.interval = stream, interval
         self._open: list[Step] = []
+        self._closed: Step | None = None
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
@@ -91,6 +98,7 @@ class Reporter:
         with self._lock:
             if step in self._open:
                 self._open.remove(step)
+                self._closed = step
 
     def stop(self) -> None:
         """End the thread (the process's reporter runs until the process ends)."""
@@ -99,12 +107,17 @@ class Reporter:
             self._thread.join()
 
     def _run(self) -> None:
-        while not self._stopped.wait(self.interval):
+        written = time.monotonic()
+        while not self._stopped.wait(min(1.0, self.interval / 5)):
+            if time.monotonic() - written < self.interval:
+                continue
             with self._lock:
-                line = self._open[-1].line() if self._open else None
+                step, self._closed = self._open[-1] if self._open else self._closed, None
+                line = step.line() if step is not None else None
             if line is not None:
                 self.stream.write(line + "\n")
                 self.stream.flush()
+                written = time.monotonic()
 
 
 class Step:
@@ -114,14 +127,18 @@ class Step:
         self.desc, self.total, self.unit, self.n = desc, total, unit, 0
         self.reporter, self.clock = reporter, clock
         self.started = clock()
+        self.ended: float | None = None
         # (time, count) at the previous line, and where the latest window in which the count moved began
-        self._last = self._window = (self.started, 0)
+        self._lines: collections.deque = collections.deque(maxlen=WINDOW)  # (time, count) at the latest lines
+        self._lower = (self.started, 0)  # (time, count) at the latest line whose count was below the current one
         reporter.open(self)
 
     def update(self, n: int = 1) -> None:
         self.n += n
 
     def close(self) -> None:
+        if self.ended is None:
+            self.ended = self.clock()
         self.reporter.close(self)
 
     def __enter__(self) -> Step:
@@ -131,29 +148,41 @@ class Step:
         self.close()
 
     def line(self) -> str:
-        """The step's line now: items done (of the total), the rate since the previous line (in a log, the last 30 s;
-        while nothing moves, the last move spread up to now), time elapsed, and the time left at that rate: the
+        """The step's line now: items done (of the total), the rate over the last ``WINDOW`` lines (in a log, the last
+        90 s; while nothing moves, the last move spread up to now), time elapsed, and the time left at that rate: a
         recent rate, not the average, because a generating batch slows as its short answers end and its long ones go
         on, one token a step.
 
         >>> import io
-        >>> with Step("loading smollm2", None, "", Reporter(io.StringIO(), INTERVAL), clock=iter([0.0, 31.0]).__next__) as step:
+        >>> with Step("loading smollm2", None, "", Reporter(io.StringIO(), INTERVAL), clock=iter([0.0, 31.0, 40.0]).__next__) as step:
         ...     step.line()
         'physprobe: loading smollm2: 31s elapsed'
-        >>> step = Step("newton/track3", 20, "questions", Reporter(io.StringIO(), INTERVAL), clock=iter([0.0, 30.0, 60.0]).__next__)
-        >>> step.update(18); step.line()
-        'physprobe: newton/track3: 18/20 questions, 1.7 s/question, 30s elapsed, ~3s left'
-        >>> step.update(0.5); step.line()
-        'physprobe: newton/track3: 18.5/20 questions, 60.0 s/question, 1m00s elapsed, ~1m30s left'
+        >>> step.line()
+        'physprobe: loading smollm2: done in 40s'
+        >>> clock = iter([0, 30, 60, 90, 120, 150, 150]).__next__  # a line every 30 s
+        >>> step = Step("newton/track3", 20, "questions", Reporter(io.StringIO(), INTERVAL), clock=clock)
+        >>> for moved in (10, 8, 0.2, 0.2, 0.2):
+        ...     step.update(moved); print(step.line())
+        physprobe: newton/track3: 10/20 questions, 3.0 s/question, 30s elapsed, ~30s left
+        physprobe: newton/track3: 18/20 questions, 3.3 s/question, 1m00s elapsed, ~7s left
+        physprobe: newton/track3: 18.2/20 questions, 4.9 s/question, 1m30s elapsed, ~9s left
+        physprobe: newton/track3: 18.4/20 questions, 10.7 s/question, 2m00s elapsed, ~17s left
+        physprobe: newton/track3: 18.6/20 questions, 150.0 s/question, 2m30s elapsed, ~3m30s left
         >>> step.close()
         """
+        if self.ended is not None:
+            done = f"{count(self.n)}/{count(self.total)} {self.unit} " if self.total is not None else ""
+            return f"physprobe: {self.desc}: {done}done in {duration(self.ended - self.started)}"
         now = self.clock()
         elapsed = now - self.started
-        if self.n != self._last[1]:  # moved since the previous line: the rate over that window
-            self._window = self._last
-        self._last = (now, self.n)
-        (since, before), moved = self._window, self.n - self._window[1]
-        span = now - since  # still: the last window's progress spread up to now, so the rate falls while nothing moves
+        previous = self._lines[-1] if self._lines else (self.started, 0)
+        if self.n != previous[1]:
+            self._lower = previous
+        since, before = self._lines[0] if len(self._lines) == WINDOW else (self.started, 0)
+        if self.n == before:  # nothing moved in the window: the last move, spread up to now (the rate falls)
+            since, before = self._lower
+        self._lines.append((now, self.n))
+        moved, span = self.n - before, now - since
         parts = []
         if self.total is not None:
             parts.append(f"{count(self.n)}/{count(self.total)} {self.unit}")

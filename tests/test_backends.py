@@ -256,6 +256,7 @@ def test_a_separator_placeholder_becomes_the_tokenizers_separator(models, monkey
     assert seen["texts"] == ["A bat . <s> bat can be used for [MASK] by human"]
 
 
+@pytest.mark.slow
 def test_scoring_prints_no_notice_of_transformers_cache_rename(models, built_all, tmp_path):
     # transformers 5.2x renamed a forward's past_key_values to cache and says so on every forward (a FutureWarning) and
     # once in its log; the engines pass the name every transformers 5 accepts, so physprobe silences just those two.
@@ -290,8 +291,8 @@ def test_a_chunk_of_many_prompt_requests_counts_requests_as_its_batches_end(mode
 
 @pytest.mark.parametrize("engine", ["physprobe's loop", "model.generate"])
 def test_generation_counts_every_answer_token_as_its_share_of_a_request(models, monkeypatch, engine):
-    # One decoding batch of 3 answers of up to 12 tokens: the count moves at every step (a share of each request per
-    # token), never backwards, and ends at the 3 requests; it does not wait for the batch's answers to end.
+    # One decoding batch of 3 answers of up to 12 tokens: the count moves as the prompts run and at every step (a share of
+    # each request per token), never backwards, and ends at the 3 requests; it does not wait for the batch's answers.
     from physprobe.backends.hf import generation
 
     if engine == "model.generate":
@@ -304,7 +305,7 @@ def test_generation_counts_every_answer_token_as_its_share_of_a_request(models, 
     assert len(texts) == 3 and sum(updates) == pytest.approx(3)
     assert len(updates) >= 5 and all(n > 0 for n in updates)
     running = [sum(updates[: i + 1]) for i in range(len(updates))]
-    assert 0 < running[0] < 1 and any(0.5 < r < 2.5 and r != round(r) for r in running)  # shares long before the end
+    assert running[-2] < 3 and sum(r != round(r) for r in running) >= 4  # shares of the three, step by step, before the end
 
 
 def test_a_protocol_released_through_a_chat_template_gets_it_with_its_system_message(models, built_all, tmp_path, monkeypatch):

@@ -25,25 +25,45 @@ def reporter():
 LINE = re.compile(r"^physprobe: (\S+): ([\d.]+)/(\d+) questions(?:, [\d.]+ (?:questions/s|s/question))?, \d+s elapsed(, ~\d+s left)?$")
 
 
-def test_lines_come_at_the_interval_from_the_open_step_only():
+def test_lines_come_at_the_interval_from_the_open_step_then_once_from_the_one_closed_last():
     out = io.StringIO()
     reporter = Reporter(out, 0.05)
     try:
         with Step("prost/mass", 8, "questions", reporter) as step:
             step.update(2)
             time.sleep(0.3)
-        during = out.getvalue().splitlines()
-        time.sleep(0.2)  # no step open: nothing more
-        assert out.getvalue().splitlines() == during
-        assert 2 <= len(during) <= 7, during  # one per 0.05 s at most, from a thread waking at that interval
+            during = out.getvalue().splitlines()
+        time.sleep(0.3)  # no step open: once, the finished line of the step closed last; then nothing
+        after = out.getvalue().splitlines()[len(during) :]
+        assert 2 <= len(during) <= 7, during  # one per 0.05 s at most
         for line in during:
             name, done, total, left = LINE.match(line).groups()
             assert (name, done, total) == ("prost/mass", "2", "8") and left is not None
+        assert after[-1] == "physprobe: prost/mass: 2/8 questions done in 0s" and len(after) <= 2, after
         with Step("prost/height", 4, "questions", reporter), Step("inner", 3, "questions", reporter) as inner:
             inner.update(3)
             time.sleep(0.15)
-        last = out.getvalue().splitlines()[-1]
-        assert LINE.match(last).groups()[:3] == ("inner", "3", "3") and "left" not in last  # the newest step, done
+            last = out.getvalue().splitlines()[-1]
+        assert LINE.match(last).groups()[:3] == ("inner", "3", "3") and "left" not in last  # the newest step, all done
+    finally:
+        reporter.stop()
+
+
+def test_a_step_opened_after_a_pause_is_reported_at_once():
+    out = io.StringIO()
+    reporter = Reporter(out, 0.5)
+    try:
+        with Step("loading", None, "", reporter):
+            time.sleep(0.1)
+        time.sleep(1.2)  # the finished line, once, half a second after the reporter began; then nothing
+        assert out.getvalue().splitlines() == ["physprobe: loading: done in 0s"]
+        with Step("newton/track1", 20, "questions", reporter):  # long after the last line: due at the next look
+            opened = time.monotonic()
+            while len(out.getvalue().splitlines()) < 2 and time.monotonic() - opened < 2:
+                time.sleep(0.01)
+            waited = time.monotonic() - opened
+        assert out.getvalue().splitlines()[1].startswith("physprobe: newton/track1: 0/20 questions, 0s elapsed")
+        assert waited < 0.4  # a look every 0.1 s (a fifth of the interval), not the interval's fixed beat
     finally:
         reporter.stop()
 
@@ -104,14 +124,19 @@ def test_library_bars_are_turned_off_in_a_log_only():
 
 
 def test_while_nothing_moves_the_rate_falls_and_the_estimate_grows(reporter):
-    step = Step("newton/track1", 20, "questions", reporter, clock=iter([0.0, 30.0, 60.0, 90.0]).__next__)
+    clock = iter([0.0, 30.0, 60.0, 90.0, 120.0, 150.0]).__next__  # a line every 30 s
+    step = Step("newton/track1", 20, "questions", reporter, clock=clock)
     step.update(10)
     assert step.line() == "physprobe: newton/track1: 10/20 questions, 3.0 s/question, 30s elapsed, ~30s left"
-    assert step.line() == "physprobe: newton/track1: 10/20 questions, 6.0 s/question, 1m00s elapsed, ~1m00s left"
-    step.update(1)  # the last 30 s: one question
-    assert step.line() == "physprobe: newton/track1: 11/20 questions, 30.0 s/question, 1m30s elapsed, ~4m30s left"
+    lines = [step.line() for _ in range(3)]  # nothing more: the 10 spread over 60, 90, then 120 s
+    assert lines == ["physprobe: newton/track1: 10/20 questions, 6.0 s/question, 1m00s elapsed, ~1m00s left",
+                     "physprobe: newton/track1: 10/20 questions, 9.0 s/question, 1m30s elapsed, ~1m30s left",
+                     "physprobe: newton/track1: 10/20 questions, 12.0 s/question, 2m00s elapsed, ~2m00s left"]  # fmt: skip
+    step.update(1)  # one question in the last 90 s
+    assert step.line() == "physprobe: newton/track1: 11/20 questions, 90.0 s/question, 2m30s elapsed, ~13m30s left"
 
 
+@pytest.mark.slow
 def test_a_score_logged_to_a_file_holds_physprobes_lines_and_no_librarys_bar(built_all, tmp_path):
     # transformers' "Loading weights" bar and any tqdm bar would write carriage returns into the log.
     from . import tiny_models

@@ -15,7 +15,8 @@ models whose cache this layout cannot be built from (``attention.cache_layers``:
 cache would grow), read padded prompts in ``model.generate``, which applies the processors and stops once every
 row of the batch is done. The answer text is returned as generated (special tokens dropped, cut before the first stop string);
 a protocol's ``match`` turns it into an option, or None (``unparsed``). Progress moves token by token: each row
-is one request, advanced by the share of its token budget answered and completed when its answer ends (``_Shares``).
+is one request, advanced by its share of tokens processed (prompt, then answer, of prompt and budget) and completed
+when its answer ends (``_Shares``).
 
 """
 
@@ -50,28 +51,32 @@ from physprobe.backends.hf.batching import (
 
 class _Shares:
     """A decoding batch's progress at the grain of tokens: each row is one request (``update(1)`` in all), advanced by
-    the share of its token budget answered and completed when its answer ends, so that a count moves with every step,
-    not once per batch of answers. ``progress`` is the engine's counter (``update(n)``), or None.
+    the share of its tokens processed, its prompt's once they have run and then each answer token, of all it may
+    take (prompt and token budget), and completed when its answer ends; so a count moves while the prompts run and
+    with every step, not once per batch of answers. ``progress`` is the engine's counter (``update(n)``), or None.
 
     >>> class Counter:
     ...     n = 0.0
     ...     def update(self, k): self.n += k
-    >>> counter = Counter(); shares = _Shares(counter, limits=[4, 2])
-    >>> shares.seen([(0, 1, False), (1, 1, True)]); counter.n
-    1.25
+    >>> counter = Counter(); shares = _Shares(counter, limits=[4, 2], prompts=[4, 2])
+    >>> shares.seen([(0, 0, False)]); counter.n  # row 0's prompt has run: 4 of its 8 tokens
+    0.5
+    >>> shares.seen([(0, 2, False), (1, 1, True)]); counter.n  # 6 of 8; row 1 ended
+    1.75
     >>> shares.finish(); counter.n
     2.0
     """
 
-    def __init__(self, progress, limits: list[int]):
-        self.progress, self.limits = progress, limits
+    def __init__(self, progress, limits: list[int], prompts: list[int]):
+        self.progress, self.limits, self.prompts = progress, limits, prompts
         self.shown = [0.0] * len(limits)
 
     def seen(self, rows: list[tuple[int, int, bool]]) -> None:
-        """Rows' answers so far: (row, tokens, ended)."""
+        """Rows whose prompts have run, with their answers so far: (row, answer tokens, ended)."""
         moved = 0.0
         for row, tokens, ended in rows:
-            share = 1.0 if ended else min(tokens / self.limits[row], 1.0)
+            most = self.prompts[row] + self.limits[row]
+            share = 1.0 if ended else min((self.prompts[row] + tokens) / most, 1.0)
             moved += share - self.shown[row]
             self.shown[row] = share
         if moved and self.progress is not None:
@@ -330,6 +335,8 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
             values[layer][where, :, start:width] = v
         mask[where, start:width] = real
         tokens[where] = first
+        if shares is not None:
+            shares.seen([(row, 0, False) for row in rows])  # these prompts have run
     cache = filled_cache(keys, values, width)
     position = torch.tensor(lengths, device=device)
     answers = _Answers(n, budget, done, eos, sync_every(device), shares)
@@ -365,6 +372,8 @@ def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int
         return None
     ids, attention = pad_right(prompts, pad, device)  # right: a learned position table (BART) counts from the first token
     encoded = model.get_encoder()(input_ids=ids, attention_mask=attention).last_hidden_state
+    if shares is not None:
+        shares.seen([(row, 0, False) for row in range(len(prompts))])  # the prompts have run
     tokens = torch.full((len(prompts),), start, dtype=torch.long, device=device)
     cache = None
     answers = _Answers(len(prompts), budget, done, eos, sync_every(device), shares)
@@ -471,7 +480,7 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
 
             prompts = [encoded[i] for i in chosen]
             answers = None
-            shares = _Shares(progress, limits)
+            shares = _Shares(progress, limits, [len(p) for p in prompts])
             try:
                 if plain:
                     answers = (_greedy_seq2seq(model, prompts, max(limits), done, eos, pad, device, shares) if seq2seq

@@ -28,7 +28,6 @@ def _share_of_the_weights(auto, folder, share: float) -> str:
     return f"{int(sum(p.numel() * p.element_size() for p in model.parameters()) * share) // 1024}KiB"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("family", "make", "protocol", "share"), ENGINES, ids=[f"{e[2]}-{e[3]}" for e in ENGINES])
 def test_cpu_and_disk_offload_scores_equal_the_whole_model(prost_build, tmp_path, family, make, protocol, share):
     rows = pq.read_table(prost_build / "default" / "test-00000-of-00001.parquet").to_pylist()[:300]

@@ -39,6 +39,7 @@ def reference_probe(predictions, references, groups, templates):
     return mean(correct), group_accuracy, mean(group_accuracy.values()), template_accuracy
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(probe_inputs())
 def test_probe_accuracy_matches_the_definition(probe, inputs):
@@ -129,6 +130,7 @@ def reference_rank(predictions, references, mode, average):
             "skipped": len(predictions) - len(rows)}  # fmt: skip
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(rank_inputs())
 def test_affordance_rank_matches_the_definition(rank, inputs):

@@ -255,7 +255,7 @@ def test_metrics_report_polarity_position_and_macro_breakdowns():
     assert set(out["by_group"]) == {"hammering", "insulation"} and out["by_position"]["2"]["accuracy"] == 1.0
 
 
-@pytest.mark.parametrize("adds_bos", [False, True])
+@pytest.mark.parametrize("adds_bos", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_generation_reads_the_prompt_as_the_tokenizer_encodes_it(tmp_path, adds_bos):
     # The released text-generation pipeline (utils/huggingface_models.py, class flan) encodes the prompt with the
     # tokenizer's own special tokens and calls generate(max_length=128, do_sample=False): no BOS is added unless the
@@ -286,6 +286,7 @@ def test_generation_reads_the_prompt_as_the_tokenizer_encodes_it(tmp_path, adds_
         assert out.shape[1] == 128 and text == tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
 
 
+@pytest.mark.slow
 def test_seq2seq_generation_stops_where_t5s_max_length_128_does(tmp_path):
     # hf_track*.py's unifiedqa class: model.generate(tokenizer.encode(prompt), max_length=128, do_sample=False),
     # 128 decoder tokens with the start token, so 127 new ones.

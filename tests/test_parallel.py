@@ -73,15 +73,14 @@ def _texts(build, benchmark):
 
 
 FAMILIES = [  # 600 PROST questions: chunks of 256, 256, 88; 300 Text2Afford rows of 15 pairs: 256, 44
-    (tiny_models.causal_lm, "prost", "sentence-sum", 600),
-    (tiny_models.masked_lm, "prost", "released-mlm", 600),
-    (tiny_models.seq2seq, "prost", "released-t5", 600),
-    (tiny_models.nli, "text2afford", "nli-zero-shot-multi-label", 300),
+    pytest.param(tiny_models.causal_lm, "prost", "sentence-sum", 600, id="sentence-sum"),  # the quick tier's two processes
+    pytest.param(tiny_models.masked_lm, "prost", "released-mlm", 600, marks=pytest.mark.slow, id="released-mlm"),
+    pytest.param(tiny_models.seq2seq, "prost", "released-t5", 600, marks=pytest.mark.slow, id="released-t5"),
+    pytest.param(tiny_models.nli, "text2afford", "nli-zero-shot-multi-label", 300, marks=pytest.mark.slow, id="nli-zero-shot-multi-label"),
 ]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(("make", "benchmark", "protocol", "limit"), FAMILIES, ids=[f[2] for f in FAMILIES])
+@pytest.mark.parametrize(("make", "benchmark", "protocol", "limit"), FAMILIES)
 def test_two_processes_write_the_single_process_run_folder(built_all, tmp_path, make, benchmark, protocol, limit):
     model = make(tmp_path / "model", _texts(built_all, benchmark))
     single = _score(model, built_all, tmp_path / "single", benchmark, limit, "--protocol", protocol)

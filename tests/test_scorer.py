@@ -54,8 +54,9 @@ def naive_logprobs(model, tokenizer, texts):
     return out
 
 
-@pytest.mark.parametrize("batch_tokens", [300, 100_000])  # small batches, and one batch mixing option counts
-@pytest.mark.parametrize("plan", ["packed", "cached"])
+@pytest.mark.parametrize(("plan", "batch_tokens"), [  # small batches, and one batch mixing option counts
+    ("packed", 100_000), pytest.param("packed", 300, marks=pytest.mark.slow),
+    pytest.param("cached", 300, marks=pytest.mark.slow), pytest.param("cached", 100_000, marks=pytest.mark.slow)])  # fmt: skip
 def test_shared_prefix_scoring_equals_naive_scoring(tiny, built_all, batch_tokens, plan, monkeypatch):
     model = AutoModelForCausalLM.from_pretrained(tiny["causal"]).eval()
     if plan == "cached":
@@ -136,10 +137,14 @@ def test_cccons_decision_rule_in_the_pipeline():
     assert decide([math.log(p) for p in (0.1, 0.1, 0.2, 0.05)]) == 1
 
 
+SLOW = pytest.mark.slow  # generation by tiny random models runs to its token budget: minutes on a CPU
+
+
 @pytest.mark.parametrize("benchmark, family", [("prost", "causal"), ("prost", "mlm"), ("prost", "seq2seq"),
-                                               ("cccons", "mlm"), ("cccons", "causal"), ("newton", "causal"),
-                                               ("newton", "seq2seq"), ("text2afford", "nli"), ("text2afford", "mlm"),
-                                               ("text2afford", "causal")])  # fmt: skip
+                                               ("cccons", "mlm"), pytest.param("cccons", "causal", marks=SLOW),
+                                               pytest.param("newton", "causal", marks=SLOW), pytest.param("newton", "seq2seq", marks=SLOW),
+                                               ("text2afford", "nli"), ("text2afford", "mlm"),
+                                               pytest.param("text2afford", "causal", marks=SLOW)])  # fmt: skip
 def test_cli_scores_every_benchmark_and_reports(tiny, built_all, tmp_path, benchmark, family, capsys):
     out = tmp_path / "run"
     args = ["score", "--model", str(tiny[family]), "--benchmark", benchmark, "--limit", "12", "--data", str(built_all), "--out", str(out)]
@@ -309,6 +314,7 @@ def _mean_token_questions(tokenizer, built_all):
     return questions
 
 
+@pytest.mark.slow
 def test_mean_token_logprobs_share_the_prefix_and_equal_whole_sequences(tiny, built_all, tmp_path, monkeypatch):
     """By the cached plan, each prefix runs once (its tokens scored once), each option's own tokens after it; the mean
     equals running every sequence whole to 1e-4, with the same decisions — GPT-2, a Llama, and the fallback for

@@ -163,6 +163,27 @@ OPENING = {
 }
 
 
+@pytest.mark.parametrize("name", METRICS)
+def test_each_space_computes_its_opening_example_in_process(name, monkeypatch):
+    """The quick sibling of the browser and server tests: app.py run as a Space runs it (from its own folder, its
+    metric module beside it), no server started; its opening event's inputs, as the form holds them, give the
+    example's figures; a list that is not one is a form error."""
+    import importlib.util
+
+    import gradio as gr
+
+    monkeypatch.chdir(REPO / "metrics" / name)
+    spec = importlib.util.spec_from_file_location(f"space_{name}", REPO / "metrics" / name / "app.py")
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    opening = [f for f in app.demo.fns.values() if f.name == "compute"][-1]  # demo.load: the form opens computed
+    values = [component.value for component in opening.inputs]
+    shown = dict(zip([component.label for component in opening.outputs], opening.fn(*values)))
+    assert [shown[label] for label in OPENING[name]] == pytest.approx(list(OPENING[name].values()))
+    with pytest.raises(gr.Error, match="predictions: not a JSON list"):
+        opening.fn("[0, 1", *values[1:])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", METRICS)
 def test_every_space_opens_on_an_example_that_computes(spaces, tmp_path, name):

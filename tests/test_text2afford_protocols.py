@@ -319,6 +319,7 @@ def test_released_yes_no_rule_on_generated_answers(answers, yes):
     assert out["pairwise"]["accuracy"] == pytest.approx(right / 54)
 
 
+@pytest.mark.slow
 def test_yes_no_generation_equals_the_released_greedy_call(tmp_path):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -407,6 +408,7 @@ def test_prompts_of_table_4_and_10():
         prompt("yes_no_flan_t5", sentence, obj)
 
 
+@pytest.mark.slow
 def test_a_llama_run_scores_the_rows_its_released_script_reads(built_all, tmp_path):
     import json
 

@@ -131,6 +131,7 @@ def test_stale_remote_files_are_deleted_and_gitattributes_kept(hub_dir, hub, tmp
     assert set(remote) - {".gitattributes"} == set(local_files(folder))
 
 
+@pytest.mark.slow
 def test_a_publish_failing_half_way_is_reported_and_completed_by_rerunning(hub_dir, hub, upstream_dir, monkeypatch, capsys):
     monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
     from huggingface_hub import HfApi

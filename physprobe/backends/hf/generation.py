@@ -14,9 +14,9 @@ leaving as their answers end. Models whose generation config asks for logits pro
 models whose cache this layout cannot be built from (``attention.cache_layers``: a sliding window narrower than the
 cache would grow), read padded prompts in ``model.generate``, which applies the processors and stops once every
 row of the batch is done. The answer text is returned as generated (special tokens dropped, cut before the first stop string);
-a protocol's ``match`` turns it into an option, or None (``unparsed``). Progress moves token by token: each row
-is one request, advanced by its share of tokens processed (prompt, then answer, of prompt and budget) and completed
-when its answer ends (``_Shares``).
+a protocol's ``match`` turns it into an option, or None (``unparsed``). Progress moves step by step: each row is
+one request, advanced by its share of decoding steps taken (its prompt's pass one, then one per answer token, of one
+plus its token budget) and completed when its answer ends (``_Shares``).
 
 """
 
@@ -50,33 +50,33 @@ from physprobe.backends.hf.batching import (
 
 
 class _Shares:
-    """A decoding batch's progress at the grain of tokens: each row is one request (``update(1)`` in all), advanced by
-    the share of its tokens processed, its prompt's once they have run and then each answer token, of all it may
-    take (prompt and token budget), and completed when its answer ends; so a count moves while the prompts run and
-    with every step, not once per batch of answers. ``progress`` is the engine's counter (``update(n)``), or None.
+    """A decoding batch's progress at the grain of its steps: each row is one request (``update(1)`` in all), of which
+    its prompt's pass counts as one step and each answer token as one more, out of one plus its token budget; a row
+    is complete when its answer ends. So a count moves once the prompts have run and then with every step, in
+    proportion to the steps left (what takes the time), not once per batch of answers. ``progress`` is the engine's
+    counter (``update(n)``), or None.
 
     >>> class Counter:
     ...     n = 0.0
     ...     def update(self, k): self.n += k
-    >>> counter = Counter(); shares = _Shares(counter, limits=[4, 2], prompts=[4, 2])
-    >>> shares.seen([(0, 0, False)]); counter.n  # row 0's prompt has run: 4 of its 8 tokens
-    0.5
-    >>> shares.seen([(0, 2, False), (1, 1, True)]); counter.n  # 6 of 8; row 1 ended
-    1.75
+    >>> counter = Counter(); shares = _Shares(counter, limits=[4, 2])
+    >>> shares.seen([(0, 0, False)]); counter.n  # row 0's prompt has run: 1 of its 5 steps
+    0.2
+    >>> shares.seen([(0, 2, False), (1, 1, True)]); round(counter.n, 6)  # 3 of 5; row 1 ended
+    1.6
     >>> shares.finish(); counter.n
     2.0
     """
 
-    def __init__(self, progress, limits: list[int], prompts: list[int]):
-        self.progress, self.limits, self.prompts = progress, limits, prompts
+    def __init__(self, progress, limits: list[int]):
+        self.progress, self.limits = progress, limits
         self.shown = [0.0] * len(limits)
 
     def seen(self, rows: list[tuple[int, int, bool]]) -> None:
         """Rows whose prompts have run, with their answers so far: (row, answer tokens, ended)."""
         moved = 0.0
         for row, tokens, ended in rows:
-            most = self.prompts[row] + self.limits[row]
-            share = 1.0 if ended else min((self.prompts[row] + tokens) / most, 1.0)
+            share = 1.0 if ended else min((1 + tokens) / (1 + self.limits[row]), 1.0)
             moved += share - self.shown[row]
             self.shown[row] = share
         if moved and self.progress is not None:
@@ -480,7 +480,7 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
 
             prompts = [encoded[i] for i in chosen]
             answers = None
-            shares = _Shares(progress, limits, [len(p) for p in prompts])
+            shares = _Shares(progress, limits)
             try:
                 if plain:
                     answers = (_greedy_seq2seq(model, prompts, max(limits), done, eos, pad, device, shares) if seq2seq

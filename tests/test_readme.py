@@ -1,0 +1,123 @@
+"""The README as a user follows it. Every fenced block is named after what it is for (```` ```bash quick-start ````), and
+every command block is executed here: the user's path (install, quick start, report, other models) in one fresh copy
+of the clone with a fresh virtual environment, an empty Hugging Face cache and an empty physprobe cache, then the
+maintainers' publishing block in the development set-up (the clone installed editable as ``.venv``); the development
+block is what ``.ci/run`` runs. What the quick start prints must hold the lines the README shows.
+
+The tests read the blocks, never their commands: changing the quick start (another benchmark, ``--benchmark all``)
+is an edit of the README alone, whose shown output must then be pasted from what the command prints (the slow test's
+failure shows it)."""
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from physprobe import cli
+
+from .conftest import REPO
+from .test_wheel import constraints, tracked_files
+
+README = REPO / "README.md"
+FENCE = re.compile(r"^```(\w+)(?: ([^\n]+))?\n(.*?)^```$", re.M | re.S)
+USER_PATH = ("install", "quick-start", "report", "models")  # run in this order in one fresh clone
+MAINTAINERS = ("publish",)  # then, in the same clone, from the development set-up
+SHOWN = {"quick-start output": "quick-start"}  # a text block showing what a command block prints
+CI = "develop"  # .ci/run's two commands
+MOST_BYTES = 25_000  # the README is read in five minutes; the rest lives in docs/
+
+
+def blocks() -> dict[str, str]:
+    """The README's fenced blocks by name (the words after the language)."""
+    found = FENCE.findall(README.read_text(encoding="utf-8"))
+    assert all(name for _, name, _ in found), [text[:60] for _, name, text in found if not name]  # every block named
+    named = {name.strip(): text for _, name, text in found}
+    assert len(named) == len(found), "two blocks share a name"
+    return named
+
+
+def commands(block: str) -> list[str]:
+    """A bash block's commands, one a line, without comments."""
+    return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def shown_lines(text: str) -> list[str]:
+    """Output lines as compared: durations (``real 1m12.3s``) masked, runs of blanks as one, blank lines dropped."""
+    return [re.sub(r"\d+m[\d.]+s", "<time>", " ".join(line.split())) for line in text.splitlines() if line.strip()]
+
+
+def test_the_readme_is_short_and_each_of_its_blocks_is_run_or_shown():
+    assert README.stat().st_size <= MOST_BYTES, f"README.md is {README.stat().st_size:,} bytes: move detail to docs/"
+    assert set(blocks()) == {*USER_PATH, *MAINTAINERS, *SHOWN, CI}
+    for page in [README, *sorted((REPO / "docs").glob("*.md"))]:  # every link between the README and docs/ leads somewhere
+        for link in re.findall(r"\]\(([\w./-]+\.md)(?:#[\w-]+)?\)", page.read_text(encoding="utf-8")):
+            assert (page.parent / link).is_file(), (page.name, link)
+
+
+def test_the_development_block_is_what_ci_runs():
+    ci = [line for line in commands((REPO / ".ci" / "run").read_text()) if not line.startswith(("set ", "cd ", "if ", "fi", "("))]
+    assert commands(blocks()[CI]) == ci[-2:] == ["bash setup.sh", ".venv/bin/python -m pytest"]
+
+
+def test_every_physprobe_command_of_the_readme_parses():
+    # The quick sibling of the fresh-clone run: each physprobe command line as the command line's parser reads it.
+    lines = [line for name in (*USER_PATH, *MAINTAINERS) for line in commands(blocks()[name])]
+    invocations = [shlex.split(line.removeprefix("time ").replace('"$SMOLLM2"', "smollm2-folder")) for line in lines
+                   if line.removeprefix("time ").startswith("physprobe ")]  # fmt: skip
+    assert {argv[1] for argv in invocations} >= {"build", "score", "report"}
+    for argv in invocations:
+        args = cli.parser().parse_args(argv[1:])
+        assert args.command == argv[1]
+
+
+@pytest.mark.slow
+def test_a_user_following_the_readme_in_a_fresh_clone(tmp_path):
+    """The README's blocks, in order, as a user runs them after cloning: a git repository holding the checkout's files
+    beside the shared upstream mirror (``../shared``), a fresh virtual environment, nothing cached; pip reuses this
+    environment's versions (constraints), so it installs what a user would get from the same index."""
+    shared = REPO.parent / "shared"
+    clone, venv = tmp_path / "clone", tmp_path / "venv"
+    for name in tracked_files():  # the working tree's files, committed in a new repository: a clone of this state
+        (clone / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, clone / name)
+    git = ["git", "-C", str(clone), "-c", "user.name=readme", "-c", "user.email=readme@localhost"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "clone"]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    (tmp_path / "shared").symlink_to(shared)  # ../shared/data/upstream, as beside the checkout
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "HF_", "PHYSPROBE_", "PYTEST_"))}
+    env.update(PATH=f"{venv / 'bin'}:{env['PATH']}", HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1",
+               PHYSPROBE_CACHE=str(tmp_path / "physprobe-cache"), PIP_CONSTRAINT=str(constraints(tmp_path / "constraints.txt")))  # fmt: skip
+    named = blocks()
+    printed = {}
+
+    def run(name):
+        done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", named[name]], cwd=clone, env=env, capture_output=True,
+                              text=True, timeout=3600)  # fmt: skip
+        assert done.returncode == 0, f"README block {name!r} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        printed[name] = done.stdout + done.stderr
+
+    for name in USER_PATH:
+        run(name)
+    # The development set-up, as `bash setup.sh` leaves it for these blocks: the clone installed editable, as .venv.
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "-e", str(clone)], env=env,
+                   check=True, capture_output=True)  # fmt: skip
+    (clone / ".venv").symlink_to(venv)
+    for name in MAINTAINERS:
+        run(name)
+
+    for shown, block in SHOWN.items():
+        missing = [line for line in shown_lines(named[shown]) if line not in shown_lines(printed[block])]
+        assert not missing, f"the README shows lines {block!r} did not print: {missing}\nit printed:\n{printed[block]}"
+    runs = sorted(p.name for p in (clone / "runs").iterdir())
+    assert runs and all((clone / "runs" / run / "metrics.json").is_file() for run in runs)
+    html = (clone / "report" / "report.html").read_text(encoding="utf-8")
+    assert "SmolLM2" in html or "smollm2" in html
+    assert sorted(p.name for p in (clone / "build" / "hub" / "datasets").iterdir()) == ["cccons", "newton", "prost", "text2afford"]
+    # Nothing was written outside the clone and the caches given.
+    assert {p.name for p in tmp_path.iterdir()} <= {"clone", "venv", "shared", "hf", "physprobe-cache", "constraints.txt"}

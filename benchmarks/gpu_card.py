@@ -26,9 +26,10 @@ returns, writing the card first. Models are random (weights do not change throug
   the first rows of each config, physprobe's ``generation.generate`` against lm-eval ``generate_until`` on the
   exported tasks (``generate_vs_lm_eval``), up to 3 rounds.
 - ``card-8b``: the 8B model saved (to /dev/shm when it has room), then ``physprobe score`` as a user runs it, each
-  benchmark's default protocol (the folder is named ``random-llama3-8b``, so a name-matched default applies as it would
-  to Llama-3-8B): whole PROST (18,736 questions), then the others with ``--limit 64`` rows per config (one
-  ``--benchmark all`` command instead where ``physprobe score`` offers it); rows, model load, scoring and wall seconds.
+  benchmark's default protocol for a causal model (the folder, ``random-8b``, matches no protocol's model-name pattern:
+  a ``/llama/`` name would pick Text2Afford's ``yes-no-llama3-released``, which needs a chat template): whole PROST
+  (18,736 questions), then the others with ``--limit 64`` rows per config (one ``--benchmark all`` command instead
+  where ``physprobe score`` offers it); rows, model load, scoring and wall seconds.
 
 Sizes, from FLOPs (H100 here: bf16 matrix products 798 TFLOP/s, copies 3.0 TB/s, KINDS.md) and the figures issue 41
 quotes (physprobe 0.5x lm-eval at 8B, ~15% of the trunk's saturation, generation 0.58x):
@@ -144,6 +145,10 @@ SMOKE = Plan(dtype="float32", shapes=SMOKE_SHAPES, correctness_questions=8, logl
 
 class TimedOut(BaseException):
     """A section reached its deadline (a BaseException, so that no library's ``except Exception`` swallows it)."""
+
+
+class CommandFailed(Exception):
+    """A ``physprobe score`` command of a section did not finish (its figures say which, and why)."""
 
 
 @dataclass
@@ -303,7 +308,9 @@ def run_command(ctx: Context, argv: list[str], log: Path, later: int = 0, reserv
     started = time.monotonic()
     with open(log, "w") as handle:
         try:
-            code = subprocess.run(argv, stdout=handle, stderr=subprocess.STDOUT, timeout=timeout).returncode
+            # From the scratch folder: ``-m physprobe`` in the checkout's root would import its source folder, which lacks
+            # the installed package's dataset_scripts, before the installed package.
+            code = subprocess.run(argv, stdout=handle, stderr=subprocess.STDOUT, timeout=timeout, cwd=ctx.scratch).returncode
         except subprocess.TimeoutExpired:
             return {"status": f"timed out after {timeout:.0f} s", "wall_s": round(time.monotonic() - started, 1), "error": None}
     wall = round(time.monotonic() - started, 1)
@@ -311,6 +318,16 @@ def run_command(ctx: Context, argv: list[str], log: Path, later: int = 0, reserv
         return {"status": "ok", "wall_s": wall, "error": None}
     lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
     return {"status": f"failed (exit {code})", "wall_s": wall, "error": lines[-1][:300] if lines else None}
+
+
+def finished(commands: list[tuple[str, dict]]) -> None:
+    """Raise ``CommandFailed`` naming the first command that failed, else ``TimedOut`` where one ran out of time: the
+    section's status then says so (its figures keep every command's)."""
+    for name, run in commands:
+        if run["status"].startswith("failed"):
+            raise CommandFailed(f"{name}: {run['status']}{': ' + run['error'] if run['error'] else ''}")
+    if any(run["status"] != "ok" for _, run in commands):
+        raise TimedOut
 
 
 def correctness(ctx: Context, figures: dict) -> None:
@@ -324,9 +341,8 @@ def correctness(ctx: Context, figures: dict) -> None:
     for later, tag, device in ((1, "reference", "cpu"), (0, "device", ctx.device)):
         out = ctx.scratch / f"correctness-{tag}"
         argv = score_command(ctx, folder, "prost", out, device, "float32", n, protocol="released-gpt")
-        figures["runs"][tag] = {"device": device, **run_command(ctx, argv, ctx.scratch / f"correctness-{tag}.log", later, reserve=12)}
-        if figures["runs"][tag]["status"] != "ok":
-            return
+        run = figures["runs"][tag] = {"device": device, **run_command(ctx, argv, ctx.scratch / f"correctness-{tag}.log", later, reserve=12)}
+        finished([(f"physprobe score --device {device}", run)])
         predictions[tag] = {(p["config"], p["row"]): p for p in pq.read_table(out / "predictions.parquet").to_pylist()}
     reference, measured = predictions["reference"], predictions["device"]
     keys = sorted(reference.keys() & measured.keys())
@@ -433,7 +449,7 @@ def card(ctx: Context, figures: dict) -> None:
     model = ctx.model_for("8b", tokenizer)
     home = model_home(sum(p.numel() * p.element_size() for p in model.parameters()) / 2**30)
     try:
-        folder = home / "random-llama3-8b"
+        folder = home / "random-8b"
         bos_prepended(tokenizer, folder)  # saved beside the weights, prepending BOS as Llama's does
         started = time.monotonic()
         model.save_pretrained(folder)
@@ -456,6 +472,7 @@ def card(ctx: Context, figures: dict) -> None:
                                       "load_s": record.timings.load_model_s, "scoring_s": round(sum(record.timings.configs_s.values()), 2),
                                       "configs": len(record.configs)})  # fmt: skip
             ctx.writer.write()
+        finished([(f"physprobe score --benchmark {','.join(c['benchmarks'])}", c) for c in figures["commands"]])
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
@@ -538,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in SECTIONS]
     if unknown or not names:
         parser().error(f"--sections {args.sections}: unknown {', '.join(unknown) or 'empty'}; known: {', '.join(SECTIONS)}")
-    data = Path(args.data)
+    data = Path(args.data).resolve()
     missing = [b for b in registry.names() if not (data / b / "README.md").is_file()]
     if missing:
         parser().error(f"--data {data}: no built {', '.join(missing)}; run `physprobe build all --out {data}` first")

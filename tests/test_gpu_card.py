@@ -57,7 +57,7 @@ def test_smoke_run_fills_every_section_and_target(built_all, tmp_path):
     scored = {r["benchmark"]: r for c in commands for r in c["runs"]}
     assert set(scored) == {"prost", "cccons", "newton", "text2afford"}
     assert scored["prost"]["rows"] == 8 and scored["prost"]["protocol"] == "released-gpt"
-    assert scored["text2afford"]["protocol"] == "yes-no-llama3-released"  # the folder's name matches /llama/, as Llama-3-8B's
+    assert scored["text2afford"]["protocol"] == "yes-no-falcon"  # the causal default: the folder's name matches no model pattern
     assert all(r["scoring_s"] > 0 and r["rows"] > 0 for r in scored.values())
     assert len(card["targets"]) == 11
     assert {t["status"].split(" (")[0] for t in card["targets"]} <= {"met", "not met", "not measured"}
@@ -137,6 +137,16 @@ def test_rounds_stop_when_the_next_would_pass_the_deadline(gpu_card, tmp_path):
     ctx.rounds(record, lambda: {"round": len(record)})
     assert len(record) == 4  # a quick round: all three
     ctx.writer.close()
+
+
+def test_a_failed_command_fails_its_section_and_a_late_one_times_it_out(gpu_card):
+    ok = {"status": "ok", "error": None}
+    gpu_card.finished([("a", ok), ("b", ok)])
+    with pytest.raises(gpu_card.CommandFailed, match="^b: failed \\(exit 2\\): physprobe: error: no such protocol$"):
+        gpu_card.finished([("a", {"status": "timed out after 9 s", "error": None}),
+                           ("b", {"status": "failed (exit 2)", "error": "physprobe: error: no such protocol"})])
+    with pytest.raises(gpu_card.TimedOut):
+        gpu_card.finished([("a", ok), ("b", {"status": "skipped: no time left in the section", "error": None})])
 
 
 def _loglik(lm_eval_s: float, physprobe_s: float, busy=None, busy_error=None) -> dict:

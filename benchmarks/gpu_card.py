@@ -59,9 +59,9 @@ from __future__ import annotations
 
 import time
 
-STARTED = time.monotonic()  # the run's budget counts from here, imports included
+STARTED = time.monotonic()  # the run's budget counts from here, imports included (hence the imports below it)
 
-import argparse  # noqa: E402
+import argparse
 import contextlib
 import dataclasses
 import datetime
@@ -96,6 +96,7 @@ from physprobe.backends.hf.model import Loaded
 
 SCHEMA = 1
 HARD_STOP_GRACE_S = 10  # past the run's budget, the process ends even if a call never returns
+HARD_STOP_STATUS = 3  # its exit status (not 124 or 137, which the device tool reads as its own time limit)
 MIN_SECTION_S = 5  # a section with less time left is skipped
 SHAPE_NAMES = {"small": "GPT-2-small shape (124M)", "1b": "TinyLlama-1.1B shape", "8b": "Llama-3-8B shape (7.5B)"}
 # Tiny stand-ins for --smoke: the same architectures, a few layers.
@@ -532,7 +533,7 @@ def hard_stop(writer: Writer) -> None:
                 result.status = "timed out (hard stop: a call did not return)"
         writer.log("hard stop: the run's budget is spent")
         writer.write()
-        os._exit(124)
+        os._exit(HARD_STOP_STATUS)
 
 
 def versions() -> dict:
@@ -563,6 +564,9 @@ def main(argv: list[str] | None = None) -> int:
         parser().error("no CUDA device here: the card measures a GPU; give --smoke to exercise it on the CPU")
     plan = SMOKE if args.smoke else GPU
     device = "cpu" if args.smoke else "cuda"
+    if args.smoke:  # tiny matrices: one thread each, here and in the score commands (threads only wait on a shared CPU)
+        os.environ["OMP_NUM_THREADS"] = "1"
+        torch.set_num_threads(1)
     card = Card(smoke=args.smoke, device=device, gpu=torch.cuda.get_device_name() if device == "cuda" else None, dtype=plan.dtype,
                 versions=versions(), shapes=plan.shape_names,
                 started=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), budget_s=args.budget or plan.budget_s,

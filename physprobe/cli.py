@@ -10,6 +10,7 @@
     physprobe score --model gpt2 --benchmark newton --model-args revision=main,dtype=bfloat16 --batch-size auto
     physprobe report runs/roberta-prost runs/gpt2-prost --out report
     physprobe export lm-eval --out lm_eval_tasks [--data build]
+    physprobe publish --runs runs/my-model --runs-repo my-runs --org ME --push
 """
 
 from __future__ import annotations
@@ -206,6 +207,12 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _publish(args: argparse.Namespace) -> int:
+    from physprobe import publish
+
+    return publish.run(args)
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser of the ``physprobe`` command."""
     top = argparse.ArgumentParser(prog="physprobe", description=__doc__.splitlines()[0])
@@ -241,6 +248,11 @@ def parser() -> argparse.ArgumentParser:
     export_cmd.add_argument("--data", help="a local build (physprobe build) whose Parquet files the tasks read "
                             "(default: physprobe/<benchmark> on the Hub)")
     export_cmd.set_defaults(run=_export)
+    from physprobe import publish  # its options only: nothing heavy is imported before it runs
+
+    publish_cmd = commands.add_parser("publish", help="publish the benchmarks, metric Spaces or score runs to the Hub")
+    publish.add_arguments(publish_cmd)
+    publish_cmd.set_defaults(run=_publish)
     return top
 
 
@@ -288,27 +300,28 @@ def main(argv: list[str] | None = None) -> int:
     return handled(lambda: args.run(args), args.command)
 
 
-def handled(command, name: str) -> int:
-    """``command()``'s exit status, with every failure physprobe foresees as its one line on stderr."""
+def handled(command, name: str, prog: str = "physprobe") -> int:
+    """``command()``'s exit status, with every failure physprobe foresees as its one line on stderr (``prog: error:
+    ...``)."""
     try:
         return command()
     except PhysprobeError as error:
-        print(f"physprobe: error: {error}", file=sys.stderr)
+        print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as error:
         if error.name not in SCORE_EXTRA:
             raise
-        print(f"physprobe: error: {name} needs {error.name}, which is not installed: "
+        print(f"{prog}: error: {name} needs {error.name}, which is not installed: "
               f"pip install 'physprobe[score]'", file=sys.stderr)  # fmt: skip
         return 2
     except KeyboardInterrupt:
-        print("physprobe: interrupted; nothing half-written was left and earlier outputs are intact "
+        print(f"{prog}: interrupted; nothing half-written was left and earlier outputs are intact "
               "(physprobe score resumes from its cache)", file=sys.stderr)  # fmt: skip
         return 130
     except OSError as error:
         fix = {errno.ENOSPC: "free some space or choose another --out", errno.EACCES: "choose a folder you can write",
                errno.EROFS: "choose a writable folder"}.get(error.errno, "check the path")  # fmt: skip
-        print(f"physprobe: error: {error.filename or 'a file'}: {error.strerror or error}; {fix}", file=sys.stderr)
+        print(f"{prog}: error: {error.filename or 'a file'}: {error.strerror or error}; {fix}", file=sys.stderr)
         return 1
 
 

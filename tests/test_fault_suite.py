@@ -799,7 +799,9 @@ def test_upload_push_offline_is_one_line_before_any_work(tmp_path, monkeypatch, 
 
 
 def test_a_symlink_committed_in_a_metric_folder_is_refused(tmp_path, monkeypatch):
-    upload = load_upload()
+    from physprobe.errors import PublishError
+    from physprobe.publish import folders
+
     root = tmp_path / "checkout"
     metric = root / "metrics" / "toy"
     metric.mkdir(parents=True)
@@ -810,10 +812,10 @@ def test_a_symlink_committed_in_a_metric_folder_is_refused(tmp_path, monkeypatch
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-qm", "toy"], check=True)
-    monkeypatch.setattr(upload, "ROOT", root)
-    monkeypatch.setattr(upload, "METRICS", ("toy",))
-    with pytest.raises(upload.PublishError, match=r"config.env is a symlink in git; a Space publishes regular files only"):
-        upload.export(tmp_path / "out", None, only={"toy"})
+    monkeypatch.setattr(folders, "METRICS", ("toy",))
+    monkeypatch.setattr(folders, "metric_folder", lambda name: root / "metrics" / name)
+    with pytest.raises(PublishError, match=r"config.env is a symlink in git; a Space publishes regular files only"):
+        folders.export(tmp_path / "out", None, only={"toy"})
     assert not (tmp_path / "out" / "spaces" / "toy").exists()
 
 

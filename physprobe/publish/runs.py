@@ -12,7 +12,7 @@ names them, and writes the folder ``out/name``::
     runs/<config>/predictions.parquet   one row per scored question (the Hub's dataset viewer shows it)
 
 Downloaded, every ``runs/<config>`` folder is a run folder again (``physprobe report runs/*`` reads it).
-``upload.py --runs`` writes the folder and publishes it beside the benchmarks, as lm-eval's
+``physprobe publish --runs`` (``upload.py --runs``) writes the folder and publishes it beside the benchmarks, as lm-eval's
 ``--hf_hub_log_args`` publishes results and samples.
 
 >>> config_name("SmolLM2-135M · released-gpt", "prost", set())

@@ -257,3 +257,35 @@ def test_every_config_loads_by_hub_id_through_olah(hub_dir, tmp_path):
                                 env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
+
+
+def test_a_space_from_an_installed_wheel_publishes_the_files_its_record_lists(tmp_path, monkeypatch):
+    import base64
+    import hashlib
+    import importlib.metadata
+
+    site = tmp_path / "site-packages"
+    metric = site / "physprobe" / "metrics" / "toy"
+    (metric / "__pycache__").mkdir(parents=True)
+    shipped = {"toy.py": b"x = 1\n", "README.md": b"---\ntitle: toy\n---\n", "app.py": b"import toy\n"}
+    record = []
+    for name, content in shipped.items():
+        (metric / name).write_bytes(content)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(content).digest()).rstrip(b"=").decode()
+        record.append(f"physprobe/metrics/toy/{name},sha256={digest},{len(content)}")
+    (metric / ".env").write_text("HF_TOKEN=hf_leaked\n")  # beside the installed files, listed nowhere
+    (metric / "__pycache__" / "toy.cpython-311.pyc").write_bytes(b"\0")
+    info = site / "physprobe-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: physprobe\nVersion: 0.1.0\n")
+    (info / "RECORD").write_text("\n".join([*record, "physprobe-0.1.0.dist-info/RECORD,,"]) + "\n")
+    wheel = importlib.metadata.PathDistribution(info)
+    assert folders.installed_files(metric, wheel) == dict(sorted(shipped.items()))
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: wheel)
+    monkeypatch.setattr(folders, "METRICS", ("toy",))
+    monkeypatch.setattr(folders, "metric_folder", lambda name: metric)
+    [repo] = folders.export(tmp_path / "out", None, only={"toy"})  # no git checkout around it: the wheel's files
+    assert local_files(repo.folder) == shipped
+    (metric / "toy.py").write_bytes(b"x = 2  # edited in site-packages\n")
+    with pytest.raises(PublishError, match=r"toy.py changed since physprobe was installed"):
+        folders.export(tmp_path / "out", None, only={"toy"})

@@ -1,6 +1,10 @@
 """The repo folders ``physprobe publish`` writes and validates before anything touches the network: each benchmark
-as a dataset repo (Parquet per config and split + card), each metric as a Space (its folder's committed files), or
-the score runs as one dataset repo (``physprobe.publish.runs``).
+as a dataset repo (Parquet per config and split + card), each metric as a Space, or the score runs as one dataset
+repo (``physprobe.publish.runs``).
+
+A Space holds its metric folder's files as physprobe shipped them: in a git checkout, as committed at ``HEAD``
+(``committed_files``); in an installed wheel, the files its ``RECORD`` lists, each checked against the hash recorded
+there (``installed_files``). Nothing else in the folder (a stray ``.env``, an edit, a symlink) is published.
 
 >>> RepoFolder("my-runs", "runs", Path("hub/runs/my-runs"), "2 runs").hub_type
 'dataset'
@@ -8,9 +12,13 @@ the score runs as one dataset repo (``physprobe.publish.runs``).
 
 from __future__ import annotations
 
+import base64
 import doctest
+import hashlib
+import importlib.metadata
 import os
 import subprocess
+import tempfile
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +75,41 @@ def committed_files(folder: Path) -> dict[str, bytes]:
     return dict(sorted(files.items()))
 
 
+def installed_files(folder: Path, distribution: importlib.metadata.Distribution | None = None) -> dict[str, bytes]:
+    """The files of ``folder`` that the installed physprobe distribution's ``RECORD`` lists (``__pycache__`` aside),
+    each read once and checked against its recorded sha256: a file changed since it was installed, or a symlink, is
+    a ``PublishError``, and a file the ``RECORD`` does not list is not published."""
+    distribution = distribution or importlib.metadata.distribution("physprobe")
+    root = Path(os.path.abspath(folder))
+    files = {}
+    for entry in distribution.files or ():
+        path = Path(os.path.abspath(distribution.locate_file(entry)))
+        if root not in path.parents or "__pycache__" in path.parts:
+            continue
+        if path.is_symlink() or not path.is_file():
+            raise PublishError(f"{path} is not a regular file; a Space publishes the files physprobe installed: reinstall physprobe")
+        content = path.read_bytes()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(content).digest()).rstrip(b"=").decode()
+        if entry.hash is None or entry.hash.mode != "sha256" or entry.hash.value != digest:
+            raise PublishError(f"{path} changed since physprobe was installed (its sha256 is not the one its RECORD lists); "
+                               "reinstall physprobe, or publish from a git checkout")  # fmt: skip
+        files[path.relative_to(root).as_posix()] = content
+    if not files:
+        raise PublishError(f"{folder}: neither committed in a git checkout nor listed by the installed physprobe's RECORD; "
+                           "publish from a git checkout or from physprobe installed from its wheel")  # fmt: skip
+    return dict(sorted(files.items()))
+
+
+def space_files(folder: Path) -> dict[str, bytes]:
+    """The files a metric's Space publishes: ``committed_files`` where ``folder`` is tracked by git, else
+    ``installed_files``."""
+    try:
+        tracked = subprocess.run(["git", "ls-tree", "--name-only", "HEAD", "--", "."], cwd=folder, capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        tracked = b""
+    return committed_files(folder) if tracked.strip() else installed_files(folder)
+
+
 def export(out: Path, source_dir: str | None, only: set[str] | None = None) -> list[RepoFolder]:
     """Build the selected datasets and write the selected metric folders' committed files under ``out``
     (every target folder checked before any is changed)."""
@@ -90,7 +133,7 @@ def export(out: Path, source_dir: str | None, only: set[str] | None = None) -> l
         if only and name not in only:
             continue
         target = out / "spaces" / name
-        files = committed_files(metric_folder(name))
+        files = space_files(metric_folder(name))
         with staged(target, Owner("space", {"metric": name})) as staging:
             for relative, content in files.items():
                 copy = staging / relative
@@ -182,11 +225,13 @@ def _validate_metric(folder: Path) -> None:
     test = doctest.DocTestParser().get_doctest(module._KWARGS_DESCRIPTION, {}, folder.name, str(folder), 0)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     cwd = os.getcwd()
-    os.chdir(metric_folder(folder.name).parent.parent)  # the examples load "metrics/<name>" by relative path
-    try:
-        runner.run(test, out=lambda text: None)
-    finally:
-        os.chdir(cwd)
+    with tempfile.TemporaryDirectory() as scratch:  # the examples load "metrics/<name>": here, the folder published
+        (Path(scratch) / "metrics").symlink_to(Path(os.path.abspath(folder)).parent, target_is_directory=True)
+        os.chdir(scratch)
+        try:
+            runner.run(test, out=lambda text: None)
+        finally:
+            os.chdir(cwd)
     outcome = runner.summarize(verbose=False)
     if outcome.attempted == 0 or outcome.failed:
         raise PublishError(f"{folder}: {outcome.failed} of {outcome.attempted} docstring examples fail")

@@ -53,11 +53,13 @@ def tree_digest(folder: Path) -> str:
 
 def results_digest(folder: Path) -> str:
     """``tree_digest`` without what differs between two runs of the same command on the same inputs: a run
-    folder's lock, cache and run.json (timings, times); run.json must be there whenever metrics.json is."""
+    folder's lock, cache, run.json (timings, times) and the marker that hashes it; run.json must be there whenever
+    metrics.json is."""
     assert (folder / "run.json").is_file() == (folder / "metrics.json").is_file()
+    varying = ("run.lock", "run.json", MARKER) if (folder / "run.json").is_file() else ()
     digest = hashlib.sha256()
     for path in sorted(folder.rglob("*")):
-        if path.is_file() and path.name not in ("run.lock", "run.json") and not path.name.startswith("cache."):
+        if path.is_file() and path.name not in varying and not path.name.startswith("cache."):
             digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
@@ -198,6 +200,31 @@ def test_a_file_physprobe_did_not_write_into_its_output_is_kept(command, inputs,
     written.write_bytes(written.read_bytes() + b"\n")  # a file physprobe wrote, changed since
     assert command.run(inputs, tmp_path / "out") == 2
     one_error_line(capsys.readouterr().err, f"holds {written.relative_to(target).as_posix()}, which physprobe did not write there (or which changed since)")
+
+
+def test_a_resume_keeps_the_users_folders_files_and_links_in_the_run_folder(inputs, tmp_path):
+    run = COMMANDS[IDS.index("score")]
+    out = tmp_path / "out"
+    assert run.run(inputs, out) == 0
+    folder = run.target(out)
+    (folder / "analysis" / "figures").mkdir(parents=True)
+    (folder / "analysis" / "figures" / "plot.png").write_bytes(b"\x89PNG mine")
+    (folder / "analysis" / "link").symlink_to("figures/plot.png")
+    (folder / "notes.txt").write_text("mine")
+    (folder / "elsewhere").symlink_to(tmp_path)
+    os.mkfifo(folder / "pipe")
+    mine = ("analysis", "analysis/figures", "analysis/figures/plot.png", "analysis/link", "notes.txt", "elsewhere")
+
+    def users_entries() -> dict:
+        return {name: os.readlink(folder / name) if (folder / name).is_symlink() else
+                (folder / name).read_bytes() if (folder / name).is_file() else (folder / name).is_dir() for name in mine}  # fmt: skip
+
+    before, written = users_entries(), (folder / "run.json").stat().st_ino
+    assert run.run(inputs, out) == 0  # a resume: everything cached, the results written again
+    assert (folder / "run.json").stat().st_ino != written  # the folder was swapped for its next version
+    assert users_entries() == before and (folder / "pipe").is_fifo()
+    assert (folder / "elsewhere").is_symlink() and (folder / "analysis" / "link").is_symlink()  # links kept as links
+    assert json.loads((folder / MARKER).read_text())["files"].keys() == {"metrics.json", "predictions.parquet", "run.json"}
 
 
 def test_a_forged_marker_vouches_for_no_file_it_did_not_hash(inputs, tmp_path, capsys):

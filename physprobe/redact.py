@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from urllib.parse import quote, quote_plus
 
 HIDDEN = "***"
+SECRET_LENGTH = 8  # characters: a URL's password shorter than this is scrubbed from URLs and headers only
 _SCHEME = re.compile(r"(?i)\b(Bearer|Basic|Token)(\s+|%20|\+)[^\s'\",;}\]\\]+")
 _HEADER = re.compile(r"""(?ix)\b((?:proxy-)?authorization|(?:x-)?api[-_]?key)   # the header's name
                          (['"]?\s*[:=]\s*['"]?)                                   # its separator, quoted or not
@@ -38,7 +39,7 @@ def _forms(secret: str) -> set[str]:
     return {form for form in forms if form}
 
 
-def scrub(text: str, secrets: Iterable[str | None]) -> str:
+def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
     """``text`` with every form of each secret, and every credential a header or token scheme carries, replaced
     by ``***`` (longest forms first, so no part of one survives)."""
     forms = sorted({form for secret in secrets if secret for form in _forms(secret)}, key=len, reverse=True)
@@ -51,10 +52,11 @@ def scrub(text: str, secrets: Iterable[str | None]) -> str:
 
 def url_secrets(url: str) -> list[str]:
     """The credentials a URL carries (``user:password@``), in the forms a server may quote them back: the password,
-    the user and password, and their HTTP Basic encoding.
+    the user and password, and their HTTP Basic encoding; each of at least ``SECRET_LENGTH`` characters (a shorter
+    one is no text a scrub could tell from ordinary words: ``scrub`` removes it from URLs and headers only).
 
-    >>> url_secrets("http://me:pw-1@host/v1"), url_secrets("http://host/v1")
-    (['pw-1', 'me:pw-1', 'bWU6cHctMQ=='], [])
+    >>> url_secrets("http://me:pw-123456@host/v1"), url_secrets("http://me:pw@host/v1"), url_secrets("http://host/v1")
+    (['pw-123456', 'me:pw-123456', 'bWU6cHctMTIzNDU2'], ['bWU6cHc='], [])
     """
     from base64 import b64encode
     from urllib.parse import unquote, urlsplit
@@ -64,7 +66,7 @@ def url_secrets(url: str) -> list[str]:
         return []
     user, password = unquote(parts.username or ""), unquote(parts.password or "")
     pair = f"{user}:{password}"
-    return [s for s in (password, pair, b64encode(pair.encode()).decode()) if s and s != ":"]
+    return [s for s in (password, pair, b64encode(pair.encode()).decode()) if len(s) >= SECRET_LENGTH]
 
 
 def escaped(text: str) -> str:

@@ -109,6 +109,17 @@ def _quoting_headers(status: int):
     return fault
 
 
+def _answer_quoting_headers(path, answer, headers):
+    """A 200 answer whose text quotes the request's headers (a debugging proxy, a model echoing its input)."""
+    quoted = f" (request headers: {dict(headers)})"
+    choice = answer["choices"][0]
+    if "message" in choice:
+        choice["message"]["content"] += quoted
+    elif not choice.get("logprobs"):
+        choice["text"] += quoted
+    return _json(200, answer)
+
+
 FAULTS = {
     "html_502": lambda p, a, h: (502, "text/html", b"<html><head><title>502 Bad Gateway</title></head><body><h1>502</h1></body></html>"),
     "not_json": lambda p, a, h: (200, "application/json", b"this is not JSON"),
@@ -128,6 +139,7 @@ FAULTS = {
     "no_content": lambda p, a, h: _no_content(a),
     "quotes_headers_400": _quoting_headers(400),
     "quotes_headers_403": _quoting_headers(403),
+    "quotes_headers_200": _answer_quoting_headers,
     "unauthorized": lambda p, a, h: _json(401, {"error": {"message": "invalid key"}}),
     "drop": lambda p, a, h: None,
     "slow": lambda p, a, h: (time.sleep(1.0), _json(200, a))[1],

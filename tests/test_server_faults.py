@@ -156,6 +156,53 @@ def test_a_refused_key_is_one_line_and_a_good_one_never_reaches_a_file(built_all
     assert not [p for p in (tmp_path / "run").rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
 
 
+def files_holding(folder: Path, *texts: str) -> list[str]:
+    """The files under ``folder`` whose bytes, or whose Parquet or SQLite texts, hold any of ``texts``."""
+    import sqlite3
+
+    found = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        raw = path.read_bytes()
+        readable = [raw.decode("utf-8", "replace")]
+        if path.suffix == ".parquet":
+            readable.append(json.dumps(pq.read_table(path).to_pylist(), ensure_ascii=False))
+        if path.suffix == ".sqlite":
+            with sqlite3.connect(path) as db:
+                tables = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+                readable += [json.dumps(db.execute(f"SELECT * FROM {t}").fetchall()) for t in tables]
+        if any(text.encode() in raw or any(text in r for r in readable) for text in texts):
+            found.append(path.relative_to(folder).as_posix())
+    return found
+
+
+@pytest.mark.parametrize("endpoint", [RAW, CHAT], ids=["completions", "chat"])
+def test_an_answer_quoting_the_key_is_scrubbed_before_it_is_cached_or_written(endpoint, built_all, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    out = tmp_path / "run"
+    with FakeServer(fault="quotes_headers_200", fault_after=1) as server:  # every answer after the probe quotes the headers
+        assert score(server, out, built_all, *endpoint, limit=3) == 0
+    generated = [p["generated"] for p in predictions(out)]
+    assert all("request headers" in text and "Bearer ***" in text for text in generated), generated
+    assert files_holding(out, KEY, "topsecret") == [] and KEY not in capsys.readouterr().err
+
+
+def test_credentials_in_base_url_reach_no_file_and_no_line(built_all, tmp_path, capsys):
+    out, password = tmp_path / "run", "pa55-w0rd-0123456789"
+    with FakeServer(fault="quotes_headers_200", fault_after=1) as server:
+        url = server.base_url.replace("http://", f"http://me:{password}@")
+        assert main(["score", "--model", server.model, "--model-args", f"base_url={url}", "--data", str(built_all), *RAW,
+                     "--limit", "2", "--bootstrap-iters", "0", "--out", str(out)]) == 0  # fmt: skip
+        info = json.loads((out / "run.json").read_text())
+        assert info["backend"]["base_url"] == server.base_url.replace("http://", "http://***@")
+        assert f"base_url={server.base_url.replace('http://', 'http://***@')}" in info["command"]
+        assert files_holding(out, password, f"me:{password}") == []
+        assert main(["score", "--model", "nosuch", "--model-args", f"base_url={url}", "--data", str(built_all), *RAW,
+                     "--limit", "2", "--out", str(tmp_path / "other")]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    one_error_line(err, "does not serve model 'nosuch'", "http://***@127.0.0.1")
+    assert password not in err
+
+
 # --- the fingerprint: other weights behind the same name -----------------------------------------------------------------
 
 

@@ -10,8 +10,9 @@ protocol's stop strings here, as the ``hf`` backend cuts its answers. Requests r
 validating parser (``parse_echo``, ``parse_completion``, ``parse_chat``, ``parse_models``); 429, 5xx, timeouts,
 dropped connections and bodies cut short are retried with exponential backoff; every other failure is one line
 naming the server, the request and what was wrong. The served model is fingerprinted (``Client.fingerprint``) into
-the cache key. The API key is read from ``OPENAI_API_KEY``, checked, and never printed or stored: every error line
-passes through ``physprobe.redact.scrub``.
+the cache key. The API key is read from ``OPENAI_API_KEY``, checked, and never printed or stored: every error line,
+and every answer before it is cached or written, passes through ``physprobe.redact.scrub`` (with the credentials a
+``base_url`` carries, which run.json and the cache key never hold either).
 
 >>> Client(ServerOptions("http://127.0.0.1:8000/v1", num_concurrent=4), "my-model").base_url
 'http://127.0.0.1:8000/v1'
@@ -35,7 +36,7 @@ from urllib.parse import urlsplit
 from physprobe.answers import cut, yes_probability
 from physprobe.backends.base import Backend, BackendError, Settings, messages, prompt_text
 from physprobe.errors import RequestError
-from physprobe.redact import printable, scrub
+from physprobe.redact import printable, scrub, url_secrets
 from physprobe.retries import TRANSIENT_STATUS, backoff, retried
 from physprobe.requests import Choice, Generate, GenerateEach, YesNo  # noqa: F401 (Choice: the doctest)
 
@@ -269,7 +270,8 @@ class Client:
     timeouts, dropped connections, a body cut short or not JSON) ``max_retries`` times with exponential backoff
     (1 s, 2 s, 4 s, ... at most 30 s); ``map`` runs a function over items in a pool of ``num_concurrent`` threads
     sharing one connection pool, each result handed over as it arrives. Every error line passes through
-    ``physprobe.redact.scrub``: the key, and any credential a server quotes back, is never shown.
+    ``physprobe.redact.scrub``: the key, and any credential a server quotes back, is never shown; an answer quoting
+    one gets it scrubbed before it is returned (so before it is cached or written).
     """
 
     def __init__(self, options: ServerOptions, model: str):
@@ -279,6 +281,7 @@ class Client:
         self.num_concurrent, self.max_retries, self.timeout = options.num_concurrent, options.max_retries, options.timeout
         num_concurrent, timeout = options.num_concurrent, options.timeout
         self.key = api_key(os.environ.get(API_KEY_VARIABLE))
+        self.secrets = [self.key, *url_secrets(options.base_url)]  # what no line, cache or file may hold
         headers = {"Authorization": f"Bearer {self.key}"} if self.key else {}
         self.http = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)),
                                  limits=httpx.Limits(max_connections=num_concurrent, max_keepalive_connections=num_concurrent))  # fmt: skip
@@ -289,11 +292,11 @@ class Client:
         self.http.close()
 
     def _error(self, message: str) -> BackendError:
-        return BackendError(scrub(message, [self.key]))
+        return BackendError(scrub(message, self.secrets))
 
     def _shown(self, text: str, limit: int = 200) -> str:
         """A library's or server's text as an error line shows it: scrubbed, then on one printable line."""
-        return printable(scrub(text, [self.key]), limit)
+        return printable(scrub(text, self.secrets), limit)
 
     def _send(self, method: str, path: str, body: dict | None, parse: Callable[[dict], object], unsupported: str = ""):
         """``parse`` of the server's 200 answer to one request, after the retries a transient failure gets; any other
@@ -323,7 +326,7 @@ class Client:
             answer = retried(attempt, transient, backoff(self.max_retries))
         except httpx.HTTPStatusError as error:
             raise self._error(f"{self.base_url}{path} answered HTTP {error.response.status_code} "
-                              f"({_reason(error.response, [self.key])}) {attempts}") from None  # fmt: skip
+                              f"({_reason(error.response, self.secrets)}) {attempts}") from None  # fmt: skip
         except (httpx.ConnectError, httpx.ConnectTimeout) as error:
             reason = self._shown(str(error)) or type(error).__name__
             raise self._error(f"cannot reach the server at {self.base_url} ({reason}) {attempts}; start it, or check "
@@ -344,8 +347,8 @@ class Client:
             state = f"${API_KEY_VARIABLE} is set" if self.key else f"${API_KEY_VARIABLE} is not set"
             raise self._error(f"{self.base_url} refused the API key (HTTP 401; {state}); export {API_KEY_VARIABLE} with a key it accepts")
         if answer.status_code in (400, 404, 405, 422) and unsupported:
-            raise self._error(f"{self.base_url}{path} refused the request (HTTP {answer.status_code}: {_reason(answer, [self.key])}): {unsupported}")
-        raise self._error(f"{self.base_url}{path} answered HTTP {answer.status_code}: {_reason(answer, [self.key])}")
+            raise self._error(f"{self.base_url}{path} refused the request (HTTP {answer.status_code}: {_reason(answer, self.secrets)}): {unsupported}")
+        raise self._error(f"{self.base_url}{path} answered HTTP {answer.status_code}: {_reason(answer, self.secrets)}")
 
     def served_models(self) -> dict[str, dict]:
         """The models the server lists at ``/v1/models``: each id and its entry."""
@@ -424,13 +427,15 @@ class Client:
         return tokens
 
     def complete(self, prompt: str, max_tokens: int) -> str:
-        """The greedy completion of a raw prompt (``/v1/completions``)."""
-        return self.post("/completions", {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0}, parse_completion,
+        """The greedy completion of a raw prompt (``/v1/completions``), any secret it quotes scrubbed."""
+        text = self.post("/completions", {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0}, parse_completion,
                          COMPLETIONS_UNSUPPORTED)  # fmt: skip
+        return scrub(text, self.secrets)
 
     def chat(self, messages: list[dict], max_tokens: int) -> str:
-        """The greedy reply to chat ``messages`` (``/v1/chat/completions``)."""
-        return self.post("/chat/completions", {"messages": messages, "max_tokens": max_tokens, "temperature": 0}, parse_chat)
+        """The greedy reply to chat ``messages`` (``/v1/chat/completions``), any secret it quotes scrubbed."""
+        reply = self.post("/chat/completions", {"messages": messages, "max_tokens": max_tokens, "temperature": 0}, parse_chat)
+        return scrub(reply, self.secrets)
 
     def fingerprint(self, entry: dict, chat: bool) -> dict:
         """What tells the served model's weights from others behind the same name: the describing fields of its
@@ -482,7 +487,8 @@ class ServerOptions:
             raise BackendError("--backend openai needs --model-args base_url=... (the server's /v1 root, e.g. http://127.0.0.1:8000/v1)")
         parts = urlsplit(typed["base_url"])
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise BackendError(f"--model-args base_url={typed['base_url']!r} is not an http(s) URL; give one such as http://127.0.0.1:8000/v1")
+            raise BackendError(f"--model-args base_url={scrub(typed['base_url'], [])!r} is not an http(s) URL; give one such as "
+                               "http://127.0.0.1:8000/v1")  # fmt: skip
         return cls(**{**typed, "base_url": typed["base_url"].rstrip("/")})
 
     @classmethod
@@ -552,7 +558,7 @@ class OpenAIBackend(Backend):
             raise BackendError(f"--apply-chat-template {settings.chat.template}: a server applies its own chat template; "
                                "give --apply-chat-template without a name")  # fmt: skip
         self.options = ServerOptions.parse(settings.model_args)
-        self.base_url = self.options.base_url
+        self.base_url = scrub(self.options.base_url, [])  # as run.json and the cache key hold it: no credential
         self.client: Client | None = None
         self._entry: dict = {}  # the served model's /v1/models entry
         self._fingerprints: dict[bool, dict] = {}  # per chat setting applied

@@ -92,13 +92,14 @@ def _generate(args: argparse.Namespace) -> int:
 def _score(args: argparse.Namespace) -> int:
     from physprobe import plan as run_plan
     from physprobe import run_record, runner
+    from physprobe.redact import scrub  # run.json's command line: no credential of a URL it gives
 
     plan = run_plan.make(
         args.model, args.benchmark, out=args.out, data=args.data, dataset_repo=args.dataset_repo, revision=args.revision,
         configs=args.config.split(",") if args.config is not None else None, method=args.method, protocol=args.protocol,
         limit=args.limit, backend=args.backend, model_args=args.model_args, device=args.device, dtype=args.dtype,
         batch_size=args.batch_size, gguf_file=args.gguf_file, truncate=args.truncate, chat=chat_setting(args),
-        bootstrap_iters=args.bootstrap_iters, processes=args.num_processes or 1, command=["physprobe", *args.argv],
+        bootstrap_iters=args.bootstrap_iters, processes=args.num_processes or 1, command=["physprobe", *map(scrub, args.argv)],
         label=args.label,
     )  # fmt: skip
     if plan.processes == 1:
@@ -302,11 +303,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def handled(command, name: str, prog: str = "physprobe") -> int:
     """``command()``'s exit status, with every failure physprobe foresees as its one line on stderr (``prog: error:
-    ...``)."""
+    ...``; control and bidirectional characters of a name or path it quotes shown as their escapes, credentials
+    scrubbed)."""
+    from physprobe.redact import escaped, scrub
+
     try:
         return command()
     except PhysprobeError as error:
-        print(f"{prog}: error: {error}", file=sys.stderr)
+        print(f"{prog}: error: {escaped(scrub(str(error)))}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as error:
         if error.name not in SCORE_EXTRA:
@@ -321,7 +325,7 @@ def handled(command, name: str, prog: str = "physprobe") -> int:
     except OSError as error:
         fix = {errno.ENOSPC: "free some space or choose another --out", errno.EACCES: "choose a folder you can write",
                errno.EROFS: "choose a writable folder"}.get(error.errno, "check the path")  # fmt: skip
-        print(f"{prog}: error: {error.filename or 'a file'}: {error.strerror or error}; {fix}", file=sys.stderr)
+        print(f"{prog}: error: {escaped(str(error.filename or 'a file'))}: {error.strerror or error}; {fix}", file=sys.stderr)
         return 1
 
 

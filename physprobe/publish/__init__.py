@@ -50,8 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", help="comma-separated repo names, e.g. prost,newton,probe_accuracy")
     parser.add_argument("--tag", help="tag every repo once all are published, e.g. v0.1.0")
     parser.add_argument("--allow-unknown-license", action="store_true", help="publish datasets whose card license is unknown")
-    parser.add_argument("--runs", nargs="+", metavar="FOLDER", help="publish these score run folders as one dataset repo instead")
+    parser.add_argument("--runs", nargs="+", metavar="FOLDER", help="publish these score run folders (or the run folders "
+                        "inside a parent such as runs/MODEL/) as one dataset repo instead")
     parser.add_argument("--runs-repo", default="physprobe-runs", help="the runs repository's name (default: physprobe-runs)")
+    parser.add_argument("--model-id", metavar="ID", help="with --runs: the name a local model's runs publish it under "
+                        "(default: its folder's name and content digest, never its path)")
 
 
 def known() -> set[str]:
@@ -68,6 +71,10 @@ def conflict(args: argparse.Namespace) -> str | None:
         return f"--only names unknown repo(s) {sorted(only - known())}; known: {sorted(known())}"
     if args.runs and (only or args.tag):
         return "--runs publishes only the runs repository: leave out --only and --tag"
+    if args.model_id is not None and not args.runs:
+        return "--model-id names the model of published runs: give it with --runs"
+    if args.model_id is not None and (not args.model_id.strip() or args.model_id.strip() != args.model_id or not args.model_id.isprintable()):
+        return f"--model-id {args.model_id!r}: give the model's name on one printable line, e.g. ORG/NAME"
     return None
 
 
@@ -83,13 +90,16 @@ def run(args: argparse.Namespace, api=None) -> int:
     from physprobe.sources import resolve_source_dir
 
     only = set(args.only.split(",")) if args.only else None
-    hub.check_repo_ids(args.org, [args.runs_repo] if args.runs else sorted(only or known()))
+    if args.runs:
+        hub.check_repo_ids(args.org, [args.runs_repo], "--runs-repo")
+    else:
+        hub.check_repo_ids(args.org, sorted(only or known()))
     check_disjoint(args.out, resolve_source_dir(args.source_dir))
     if args.push and constants.HF_HUB_OFFLINE:
         raise PublishError("--push needs the network, but HF_HUB_OFFLINE is set; unset it, or leave out --push for a dry run")
     token = hub.resolve_token() if args.push else None
     out = Path(args.out)
-    repos = folders.export_runs(out, args.runs, args.runs_repo) if args.runs else folders.export(out, args.source_dir, only)
+    repos = folders.export_runs(out, args.runs, args.runs_repo, args.model_id) if args.runs else folders.export(out, args.source_dir, only)
     datasets.disable_progress_bars()  # one line per validated repo instead
     with tempfile.TemporaryDirectory() as cache:
         for repo in repos:

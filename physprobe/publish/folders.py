@@ -144,11 +144,12 @@ def export(out: Path, source_dir: str | None, only: set[str] | None = None) -> l
     return repos
 
 
-def export_runs(out: Path, folders: list[str], name: str) -> list[RepoFolder]:
-    """Write the runs repository ``name`` of the finished runs among ``folders`` under ``out/runs``."""
+def export_runs(out: Path, folders: list[str], name: str, model_id: str | None = None) -> list[RepoFolder]:
+    """Write the runs repository ``name`` of the finished runs among ``folders`` under ``out/runs`` (a local model
+    published as ``model_id`` where given)."""
     from physprobe.publish import runs
 
-    path = runs.write([Path(f) for f in folders], out / "runs", name)
+    path = runs.write([Path(f) for f in folders], out / "runs", name, model_id)
     return [RepoFolder(name, "runs", path, f"{len(list((path / 'runs').iterdir()))} physprobe score runs")]
 
 

@@ -13,27 +13,38 @@ import os
 import physprobe
 from physprobe.errors import PublishError
 from physprobe.paths import MARKER
+from physprobe.redact import escaped
 from physprobe.retries import TRANSIENT_STATUS, retried
 
 RETRY_DELAYS = (2.0, 8.0, 30.0)  # seconds before each retry of a transient error
 
 
-def check_repo_ids(org: str, names: list[str]) -> None:
-    """``PublishError`` for an ``--org`` or repo name the Hub refuses, before any work is done.
+def check_repo_ids(org: str, names: list[str], option: str = "--only") -> None:
+    """``PublishError`` naming the option at fault for a namespace or repo name the Hub refuses, before any work is
+    done: ``--org``, or ``option`` (the one that gave ``names``); the value quoted with its escapes.
 
     >>> check_repo_ids("my org", ["prost"])
     Traceback (most recent call last):
     physprobe.errors.PublishError: --org 'my org': my org/prost is not a valid Hub repo id (Repo id must use alphanumeric chars, '-', '_' or '.'...)
+    >>> check_repo_ids("me", ["my\x1b[2Jruns"], "--runs-repo")
+    Traceback (most recent call last):
+    physprobe.errors.PublishError: --runs-repo 'my\\x1b[2Jruns': me/my\\x1b[2Jruns is not a valid Hub repo id (Repo id must use alphanumeric chars, '-', '_' or '.'...)
     """
     from huggingface_hub.errors import HFValidationError
     from huggingface_hub.utils import validate_repo_id
 
-    for name in names:
+    def fault(repo_id: str) -> str | None:
         try:
-            validate_repo_id(f"{org}/{name}")
+            validate_repo_id(repo_id)
         except HFValidationError as error:
-            reason = str(error).split(". ")[0]
-            raise PublishError(f"--org {org!r}: {org}/{name} is not a valid Hub repo id ({reason}...)") from None
+            return str(error).split(". ")[0]
+        return None
+
+    for name in names:
+        reason = fault(f"{org}/{name}")
+        if reason is not None:
+            wrong, value = ("--org", org) if fault(f"{org}/physprobe") else (option, name)
+            raise PublishError(f"{wrong} {value!r}: {escaped(org)}/{escaped(name)} is not a valid Hub repo id ({reason}...)")
 
 
 def is_transient(error: BaseException) -> bool:

@@ -1,8 +1,9 @@
 """A Hub dataset repository of score runs: each run's record and predictions, with the report as its card.
 
-``write(folders, out, name)`` reads each folder as ``physprobe report`` does (``report.collect``: one that is
-not a finished run is skipped with one line, a second copy of a run is kept once), names the runs as the report
-names them, and writes the folder ``out/name``::
+``write(folders, out, name)`` takes the run folders given, and the run folders inside any other folder given (a
+parent such as ``runs/<model>/`` holding one run folder per benchmark), reads each as ``physprobe report`` does
+(``report.collect``: one that is not a finished run is skipped with one line, a second copy of a run is kept once),
+names the runs as the report names them, and writes the folder ``out/name``::
 
     README.md                       the card: one dataset config per run (its predictions), a table of the runs,
                                     then the report (the papers' tables with the runs inside, its notes)
@@ -11,9 +12,15 @@ names them, and writes the folder ``out/name``::
     runs/<config>/metrics.json
     runs/<config>/predictions.parquet   one row per scored question (the Hub's dataset viewer shows it)
 
+What is published is an allow-list, verified (``physprobe.publish.verify``): those three files of each run, never
+through a link, each as the run folder's marker recorded it, the record agreeing with its predictions; anything else
+is refused in one line naming the file, and nothing is written. Every text in them and in the card is redacted
+(``physprobe.publish.redaction``): no key, token or credential, no local path (a local model is published as its
+folder name and content digest, or as ``model_id``), and the folder is read back for them before it is kept.
+
 Downloaded, every ``runs/<config>`` folder is a run folder again (``physprobe report runs/*`` reads it).
-``physprobe publish --runs`` (``upload.py --runs``) writes the folder and publishes it beside the benchmarks, as lm-eval's
-``--hf_hub_log_args`` publishes results and samples.
+``physprobe publish --runs`` (``upload.py --runs``) writes the folder and publishes it beside the benchmarks, as
+lm-eval's ``--hf_hub_log_args`` publishes results and samples.
 
 >>> config_name("SmolLM2-135M · released-gpt", "prost", set())
 'prost-SmolLM2-135M-released-gpt'
@@ -21,6 +28,8 @@ Downloaded, every ``runs/<config>`` folder is a run folder again (``physprobe re
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shutil
 import sys
@@ -29,10 +38,15 @@ from pathlib import Path
 
 from huggingface_hub import DatasetCard, DatasetCardData
 
-from physprobe.paths import Owner, check_target, staged
+from physprobe.errors import PublishError
+from physprobe.paths import Owner, check_target, staged, vouched
+from physprobe.publish import redaction
+from physprobe.publish.verify import check_record, read_verified
+from physprobe.redact import escaped
 from physprobe.report.blocks import Heading, Paragraph, TableBlock
 from physprobe.report.document import headlines
 from physprobe.report.output import collect, render
+from physprobe.report.runs import load_run, name_runs
 from physprobe.report.writers import to_markdown
 from physprobe.run_record import METRICS_JSON, PREDICTIONS, RUN_JSON
 
@@ -55,25 +69,72 @@ def config_name(run_id: str, benchmark: str, taken: set[str]) -> str:
     return name
 
 
-def write(folders: list[Path], out: Path, name: str) -> Path:
-    """Write the runs repository ``out/name`` of the finished runs among ``folders``; its path."""
+def run_folders(folders: list[Path]) -> list[Path]:
+    """The run folders among ``folders``: each run folder given, and for any other folder the run folders in it (a
+    parent such as ``runs/<model>/``, one run folder per benchmark), sorted; a folder holding none is kept as it is
+    (the report's skip line says why it is no run).
+
+    >>> import tempfile
+    >>> from physprobe import run_record
+    >>> parent = Path(tempfile.mkdtemp()) / "gpt2"
+    >>> for benchmark in ("prost", "newton"):
+    ...     _ = run_record.open_folder(parent / benchmark, run_record.owner("gpt2", benchmark, local=False))
+    >>> [p.name for p in run_folders([parent])]
+    ['newton', 'prost']
+    """
+    found = []
+    for folder in map(Path, folders):
+        if folder.is_symlink() or not folder.is_dir() or _is_run(folder):
+            found.append(folder)
+            continue
+        inside = sorted(child for child in folder.iterdir() if child.is_dir() and _is_run(child))
+        found.extend(inside or [folder])
+    return found
+
+
+def _is_run(folder: Path) -> bool:
+    owner, _ = vouched(folder)
+    return (owner is not None and owner.kind == "run") or os.path.lexists(folder / RUN_JSON)
+
+
+def write(folders: list[Path], out: Path, name: str, model_id: str | None = None) -> Path:
+    """Write the runs repository ``out/name`` of the finished runs among ``folders`` (``run_folders``); its path.
+    ``model_id``: what a local model is published as (else its folder name and content digest)."""
     target = Path(out) / name
     check_target(target, owner(name))
-    runs, skipped = collect([Path(f) for f in folders])
+    candidates = run_folders([Path(f) for f in folders])
+    verified = {folder: read_verified(folder) for folder in candidates if os.path.lexists(folder / RUN_JSON) or folder.is_symlink()}
+    runs, skipped = collect(candidates)
+    for run in runs:
+        check_record(verified[run.folder])
+    local = sorted({redaction.local_model(verified[run.folder]) for run in runs} - {None})
+    if model_id and len(local) > 1:
+        raise PublishError(f"--model-id {escaped(model_id)!r} names one model, but the runs are of {len(local)} local models "
+                           f"({', '.join(sorted(escaped(Path(m).name) for m in local))}); publish each model's runs on their own")  # fmt: skip
+    secrets = redaction.environment_secrets()
     with staged(target, owner(name)) as staging, tempfile.TemporaryDirectory() as scratch:
-        configs: dict[str, object] = {}
+        folders_of: dict[str, Path] = {}
+        forbidden: dict[str, str] = {}
         for run in runs:
-            config = config_name(run.id, run.record.benchmark, set(configs))
-            configs[config] = run
-            folder = staging / "runs" / config
+            files = verified[run.folder]
+            published = redaction.published_model(files, model_id)
+            redacted = redaction.redaction_for(files, published, secrets)
+            forbidden.update(redacted.forbidden())
+            config = config_name(run.id, run.record.benchmark, set(folders_of))
+            folder = folders_of[config] = staging / "runs" / config
             folder.mkdir(parents=True)
-            for file in (RUN_JSON, METRICS_JSON, PREDICTIONS):
-                shutil.copyfile(run.folder / file, folder / file)
-        report = render([run.folder for run in runs], Path(scratch) / "report")
+            (folder / RUN_JSON).write_bytes(redaction.run_json(files, redacted, published))
+            (folder / METRICS_JSON).write_bytes(files.contents[METRICS_JSON])
+            (folder / PREDICTIONS).write_bytes(redaction.predictions(files, redacted))
+        published_runs = [load_run(folder) for folder in folders_of.values()]  # the card reads what is published
+        name_runs(published_runs)
+        with contextlib.chdir(staging):  # the report names each run by its folder in the repository: runs/<config>
+            report = render([Path("runs") / config for config in folders_of], Path(scratch) / "report")
         shutil.copytree(report / "figures", staging / "figures")
-        card(name, configs, (report / "report.md").read_text(encoding="utf-8")).save(staging / "README.md")
+        card(name, dict(zip(folders_of, published_runs)), (report / "report.md").read_text(encoding="utf-8")).save(staging / "README.md")
+        redaction.check_leaks(staging, forbidden)
     for _, why in skipped:
-        print(f"physprobe: skipped: {why}", file=sys.stderr)
+        print(f"physprobe: skipped: {escaped(why)}", file=sys.stderr)
     return target
 
 

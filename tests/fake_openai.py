@@ -4,7 +4,8 @@
 The toy model splits a text into words (each with the whitespace before it) and gives word ``i`` the log-probability
 ``-(hash(seed, word i-1, word i) mod 5000) / 1000 - 0.001``, the first word none, as the OpenAI API echoes a prompt;
 its greedy answer to a prompt is one of a few short texts, picked by the prompt's hash. ``FAULTS`` lists the failure
-modes: each takes the answer the server would give and returns what it sends instead.
+modes: each takes the answer the server would give and returns what it sends instead; those of ``WRITTEN`` (slow
+loris: a body a byte at a time, headers a line at a time, a chunked body without end, a flood) write it by hand.
 
 In a thread (``FakeServer(...).start()``, for quick checks) or as its own process (``python -m tests.fake_openai
 --port P --log FILE [--seed S] [--fault NAME] [--delay SECONDS]``, for kills): each request is appended to the
@@ -144,9 +145,67 @@ FAULTS = {
     "drop": lambda p, a, h: None,
     "slow": lambda p, a, h: (time.sleep(1.0), _json(200, a))[1],
     "models_not_a_list": lambda p, a, h: _json(200, {"object": "list", "data": "fake-model"}),
+    "nested": lambda p, a, h: (200, "application/json", b"[" * 200_000),
+    **{name: None for name in ("drip_body", "drip_headers", "endless_chunked", "flood")},  # written by hand: WRITTEN
     "flaky": None,  # the first attempt of every other request a 503 or a 429
 }
 ANSWER_PATHS = ("/v1/completions", "/v1/chat/completions")
+
+# --- slow-loris faults: the answer written by hand, slowly or without end (for at most DRIP_FOR seconds) --------------------
+DRIP, DRIP_FOR = 0.2, 20.0  # seconds between two pieces; how long a slow answer lasts at most
+
+
+def _dripped(pieces, write) -> None:
+    """``write`` each of ``pieces`` DRIP seconds apart, for at most DRIP_FOR seconds (then the connection closes)."""
+    ends = time.monotonic() + DRIP_FOR
+    for piece in pieces:
+        if time.monotonic() > ends:
+            return
+        write(piece)
+        time.sleep(DRIP)
+
+
+def _drip_body(handler, content: bytes) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(content)))
+    handler.end_headers()
+    _dripped((content[i : i + 1] for i in range(len(content))), lambda b: (handler.wfile.write(b), handler.wfile.flush()))
+
+
+def _drip_headers(handler, content: bytes) -> None:
+    handler.wfile.write(b"HTTP/1.1 200 OK\r\n")
+    _dripped(iter(lambda: b"X-Still-Thinking: yes\r\n", None), lambda b: (handler.wfile.write(b), handler.wfile.flush()))
+
+
+def _chunked(handler) -> None:
+    """The headers of a chunked body: its chunks follow (``_chunk``)."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Transfer-Encoding", "chunked")
+    handler.end_headers()
+    handler.wfile.flush()
+
+
+def _chunk(handler, chunk: bytes) -> None:
+    handler.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+    handler.wfile.flush()
+
+
+def _endless_chunked(handler, content: bytes) -> None:
+    _chunked(handler)
+    _dripped(iter(lambda: b" ", None), lambda chunk: _chunk(handler, chunk))
+
+
+def _flood(handler, content: bytes) -> None:
+    """An endless chunked body as fast as the socket takes it (1 MiB chunks), for at most DRIP_FOR seconds."""
+    _chunked(handler)
+    ends, chunk = time.monotonic() + DRIP_FOR, b" " * (1 << 20)
+    while time.monotonic() < ends:
+        _chunk(handler, chunk)
+
+
+WRITTEN = {"drip_body": _drip_body, "drip_headers": _drip_headers, "endless_chunked": _endless_chunked, "flood": _flood}
 
 
 class FakeServer:
@@ -224,10 +283,17 @@ class FakeServer:
                         server.seen.add(digest)
                     busy = first and digest[0] % 2
                     sent = _json(503 if digest[1] % 2 else 429, {"error": {"message": "busy"}}) if busy else _json(200, answer)
-                elif fault is not None:
+                elif fault is not None and fault not in WRITTEN:
                     sent = FAULTS[fault](self.path, answer, self.headers)
                 else:
                     sent = _json(200, answer)
+                if fault in WRITTEN:
+                    try:
+                        WRITTEN[fault](self, json.dumps(answer).encode())
+                    except OSError:  # the client gave up: what these faults are for
+                        pass
+                    self.close_connection = True
+                    return
                 if sent is None:  # the connection dropped before any answer
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)

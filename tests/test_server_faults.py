@@ -104,8 +104,34 @@ def test_a_server_too_slow_for_the_timeout_is_one_line_naming_it(built_all, tmp_
     with FakeServer(fault="slow", fault_after=1) as server:
         assert main(["score", "--model", server.model, "--model-args", f"base_url={server.base_url},timeout=0.2,max_retries=1",
                      "--data", str(built_all), *RAW, "--limit", "1", "--out", str(tmp_path / "run")]) == 2  # fmt: skip
-    one_error_line(capsys.readouterr().err, f"newton/track1 row 0: {server.base_url}/completions gave no answer within 0.2 s, "
-                   "after 2 attempts; the server is busy or stuck: raise --model-args timeout=... or lower num_concurrent")  # fmt: skip
+    one_error_line(capsys.readouterr().err, f"newton/track1 row 0: {server.base_url}/completions gave no complete answer within "
+                   "0.2 s, after 2 attempts; the server is busy or stuck: raise --model-args timeout=... (seconds per request) or "
+                   "lower num_concurrent")  # fmt: skip
+
+
+@pytest.mark.parametrize("fault", ["drip_body", "drip_headers", "endless_chunked"])
+def test_a_slow_loris_server_ends_within_the_timeout_per_attempt(fault, built_all, tmp_path, capsys):
+    """A server that sends its body a byte at a time, its headers a line at a time, or a chunked body without end (a
+    piece every 0.2 s, which no per-read timeout trips) is given ``timeout`` seconds per request in all."""
+    timeout, retries = 1.0, 1
+    with FakeServer(fault=fault, fault_after=1) as server:  # the fingerprint's probe is answered at once
+        started = time.monotonic()
+        status = main(["score", "--model", server.model, "--model-args", f"base_url={server.base_url},timeout={timeout},"
+                       f"max_retries={retries}", "--data", str(built_all), *RAW, "--limit", "1", "--out", str(tmp_path / "run")])  # fmt: skip
+        elapsed = time.monotonic() - started
+    assert status == 2 and elapsed < timeout * (retries + 1) + 5, elapsed
+    one_error_line(capsys.readouterr().err, f"newton/track1 row 0: {server.base_url}/completions gave no complete answer within 1 s, "
+                   "after 2 attempts", "raise --model-args timeout=")  # fmt: skip
+    assert answers(server) == 1 + 2
+
+
+@pytest.mark.parametrize("fault, what", [("flood", "a body of more than 64 MiB"), ("nested", "a body nested too deeply to be an answer")])
+def test_a_body_too_big_or_too_deep_is_one_line(fault, what, built_all, tmp_path, capsys):
+    with FakeServer(fault=fault, fault_after=1) as server:
+        assert score(server, tmp_path / "run", built_all, *RAW) == 2
+    err = capsys.readouterr().err
+    one_error_line(err, f"newton/track1 row 0: {server.base_url}/completions gave an answer physprobe cannot use: {what}")
+    assert "Traceback" not in err and answers(server) == 1 + 1  # not worth another attempt
 
 
 def test_a_model_list_that_is_not_one_is_one_line(built_all, tmp_path, capsys):

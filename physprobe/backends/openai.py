@@ -9,7 +9,9 @@ protocol's stop strings here, as the ``hf`` backend cuts its answers. Requests r
 ``num_concurrent`` threads, each result handed to the runner as it arrives. Every answer passes its endpoint's
 validating parser (``parse_echo``, ``parse_completion``, ``parse_chat``, ``parse_models``); 429, 5xx, timeouts,
 dropped connections and bodies cut short are retried with exponential backoff; every other failure is one line
-naming the server, the request and what was wrong. The served model is fingerprinted (``Client.fingerprint``) into
+naming the server, the request and what was wrong. ``timeout`` bounds each whole request (connecting, the headers
+and the body, as the OpenAI SDK's does), so a server that answers a byte at a time ends the run within
+``timeout`` x (``max_retries`` + 1) seconds and the backoff. The served model is fingerprinted (``Client.fingerprint``) into
 the cache key. The API key is read from ``OPENAI_API_KEY``, checked, and never printed or stored: every error line,
 and every answer before it is cached or written, passes through ``physprobe.redact.scrub`` (with the credentials a
 ``base_url`` carries, which run.json and the cache key never hold either).
@@ -20,6 +22,7 @@ and every answer before it is cached or written, passes through ``physprobe.reda
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import itertools
 import json
@@ -88,7 +91,7 @@ def _reason(response, secrets: Sequence[str | None]) -> str:
         message = body.get("error", body.get("detail", body)) if isinstance(body, dict) else body
         if isinstance(message, dict):
             message = message.get("message", message)
-    except ValueError:
+    except (ValueError, RecursionError):
         title = re.search(r"(?is)<title>(.*?)</title>", text)
         message = f"an HTML page: {title.group(1)}" if title else ("an HTML page" if text.lstrip().startswith("<") else text)
     return printable(scrub(str(message), secrets), 300) or response.reason_phrase
@@ -141,6 +144,8 @@ def parse_body(content: bytes) -> dict:
         raise Malformed(f"a body that is not UTF-8 (byte {error.start})", transient=True) from None
     except json.JSONDecodeError as error:
         raise Malformed(f"a body that is not JSON ({error.msg} at character {error.pos} of {len(content)})", transient=True) from None
+    except RecursionError:  # e.g. 200,000 nested [: no answer of the API is nested more than a few levels
+        raise Malformed(f"a body nested too deeply to be an answer ({len(content)} bytes)") from None
     if not isinstance(body, dict):
         raise Malformed(f"a JSON {type(body).__name__} where an object was expected")
     if "error" in body and "choices" not in body and "data" not in body:
@@ -263,11 +268,42 @@ PROBE = "The quick brown fox jumps over the lazy dog, and a heavy stone sinks in
 MODEL_FIELDS = ("id", "owned_by", "root", "parent", "max_model_len", "meta")
 
 
+MAX_BODY = 64 << 20  # bytes of one answer: no endpoint physprobe asks answers more (an endless body is refused)
+
+
+class _EventLoop:
+    """asyncio's event loop on a daemon thread, running the client's requests for the threads that wait on them.
+
+    Written by hand because the deadline around a whole request needs an async client: ``asyncio.timeout`` cancels a
+    read under way, where httpx's sync timeouts bound each read only (a byte a second never trips them); and anyio's
+    blocking portal runs its loop in a non-daemon thread that would hold a failed run's exit until it was closed.
+
+    >>> async def answer():
+    ...     return 42
+    >>> _EventLoop().run(answer())
+    42
+    """
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, name="physprobe-http", daemon=True).start()
+
+    def run(self, coroutine):
+        """``coroutine``'s result, run on the loop; cancelled there if this thread is interrupted."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
+
 class Client:
     """An OpenAI-compatible server at ``base_url`` (ending in ``/v1``) serving ``model``.
 
-    Every answer is parsed by its endpoint's parser before use. ``post`` retries transient failures (429, 5xx,
-    timeouts, dropped connections, a body cut short or not JSON) ``max_retries`` times with exponential backoff
+    Every answer is parsed by its endpoint's parser before use. Each request is given ``timeout`` seconds in all
+    (connect, headers, body: ``_exchange``) and at most ``MAX_BODY`` bytes. ``post`` retries transient failures (429,
+    5xx, timeouts, dropped connections, a body cut short or not JSON) ``max_retries`` times with exponential backoff
     (1 s, 2 s, 4 s, ... at most 30 s); ``map`` runs a function over items in a pool of ``num_concurrent`` threads
     sharing one connection pool, each result handed over as it arrives. Every error line passes through
     ``physprobe.redact.scrub``: the key, and any credential a server quotes back, is never shown; an answer quoting
@@ -283,13 +319,38 @@ class Client:
         self.key = api_key(os.environ.get(API_KEY_VARIABLE))
         self.secrets = [self.key, *url_secrets(options.base_url)]  # what no line, cache or file may hold
         headers = {"Authorization": f"Bearer {self.key}"} if self.key else {}
-        self.http = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)),
-                                 limits=httpx.Limits(max_connections=num_concurrent, max_keepalive_connections=num_concurrent))  # fmt: skip
+        limits = httpx.Limits(max_connections=num_concurrent, max_keepalive_connections=num_concurrent)
+
+        async def connected() -> httpx.AsyncClient:  # made on the loop that runs its requests
+            return httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)), limits=limits)
+
+        self._loop = _EventLoop()
+        self.http = self._loop.run(connected())
         self.requests_sent = 0  # HTTP requests, retries included
         self._count = threading.Lock()
 
     def close(self) -> None:
-        self.http.close()
+        self._loop.run(self.http.aclose())
+
+    async def _exchange(self, method: str, url: str, body: dict | None):
+        """The server's whole answer to one request, within ``timeout`` seconds from the first byte sent to the last
+        received (``asyncio.timeout``: past it, an ``httpx.TimeoutException``, retried as any timeout), its body read
+        up to ``MAX_BODY`` bytes."""
+        import httpx
+
+        try:
+            async with asyncio.timeout(self.timeout):
+                async with self.http.stream(method, url, json=body) as response:
+                    chunks, size = [], 0
+                    async for chunk in response.aiter_raw():
+                        size += len(chunk)
+                        if size > MAX_BODY:
+                            raise Malformed(f"a body of more than {MAX_BODY >> 20} MiB")
+                        chunks.append(chunk)
+        except TimeoutError:
+            raise httpx.TimeoutException(f"no complete answer within {self.timeout:g} s") from None
+        return httpx.Response(response.status_code, headers=response.headers, content=b"".join(chunks), request=response.request,
+                              extensions=response.extensions)  # fmt: skip
 
     def _error(self, message: str) -> BackendError:
         return BackendError(scrub(message, self.secrets))
@@ -314,7 +375,7 @@ class Client:
         def attempt():
             with self._count:
                 self.requests_sent += 1
-            response = self.http.request(method, f"{self.base_url}{path}", json=body)
+            response = self._loop.run(self._exchange(method, f"{self.base_url}{path}", body))
             if response.status_code in TRANSIENT_STATUS:
                 response.raise_for_status()
             if response.status_code != 200:
@@ -332,8 +393,8 @@ class Client:
             raise self._error(f"cannot reach the server at {self.base_url} ({reason}) {attempts}; start it, or check "
                               "--model-args base_url=...") from None  # fmt: skip
         except httpx.TimeoutException:
-            raise self._error(f"{self.base_url}{path} gave no answer within {self.timeout:g} s, {attempts}; the server is "
-                              "busy or stuck: raise --model-args timeout=... or lower num_concurrent") from None  # fmt: skip
+            raise self._error(f"{self.base_url}{path} gave no complete answer within {self.timeout:g} s, {attempts}; the server "
+                              "is busy or stuck: raise --model-args timeout=... (seconds per request) or lower num_concurrent") from None  # fmt: skip
         except httpx.TransportError as error:
             reason = self._shown(str(error)) or type(error).__name__
             raise self._error(f"{self.base_url}{path} dropped the connection ({reason}) {attempts}; see the server's log") from None

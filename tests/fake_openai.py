@@ -97,6 +97,16 @@ def _generated_only(logprobs: dict) -> None:
         logprobs[field] = logprobs[field][-1:]
 
 
+def _huge_negative(logprobs: dict) -> None:
+    logprobs["token_logprobs"] = [None if v is None else -1e308 for v in logprobs["token_logprobs"]]
+
+
+def _meta_per_request(path, answer, headers):
+    """The model list with a ``meta`` that changes with every request (a load figure, a counter), as some servers give."""
+    answer["data"][0]["meta"] = {"n_params": 135_000_000, "load": random.random(), "requests": time.monotonic_ns()}
+    return _json(200, answer)
+
+
 def _no_content(answer: dict) -> tuple[int, str, bytes]:
     if "message" in answer["choices"][0]:
         del answer["choices"][0]["message"]["content"]
@@ -133,6 +143,7 @@ FAULTS = {
     "string_logprobs": lambda p, a, h: _logprobs(a, _strings),
     "positive_logprobs": lambda p, a, h: _logprobs(a, _positive),
     "nan_logprobs": lambda p, a, h: _logprobs(a, _nan),
+    "huge_negative_logprobs": lambda p, a, h: _logprobs(a, _huge_negative),
     "count_mismatch": lambda p, a, h: _logprobs(a, _short),
     "offsets_decreasing": lambda p, a, h: _logprobs(a, _offsets),
     "generated_only": lambda p, a, h: _logprobs(a, _generated_only),
@@ -145,6 +156,7 @@ FAULTS = {
     "drop": lambda p, a, h: None,
     "slow": lambda p, a, h: (time.sleep(1.0), _json(200, a))[1],
     "models_not_a_list": lambda p, a, h: _json(200, {"object": "list", "data": "fake-model"}),
+    "models_meta_per_request": _meta_per_request,
     "nested": lambda p, a, h: (200, "application/json", b"[" * 200_000),
     **{name: None for name in ("drip_body", "drip_headers", "endless_chunked", "flood")},  # written by hand: WRITTEN
     "flaky": None,  # the first attempt of every other request a 503 or a 429

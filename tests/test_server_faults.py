@@ -229,6 +229,31 @@ def test_credentials_in_base_url_reach_no_file_and_no_line(built_all, tmp_path, 
     assert password not in err
 
 
+def test_log_probabilities_whose_sum_is_not_finite_are_one_line_naming_the_server(built_all, tmp_path, capsys):
+    with FakeServer(fault="huge_negative_logprobs", fault_after=1) as server:  # each -1e308: finite, their sum -inf
+        assert score(server, tmp_path / "run", built_all, *ECHO) == 2
+    err = capsys.readouterr().err
+    one_error_line(err, f"prost/default row 0: {server.base_url}/completions gave log-probabilities whose sum is -inf",
+                   "check the model it serves")  # fmt: skip
+    assert "--dtype" not in err  # an option the server backend refuses is no advice
+
+
+def test_a_chat_template_on_a_log_likelihood_protocol_is_refused_before_any_request(built_all, tmp_path, capsys):
+    with FakeServer() as server:
+        assert score(server, tmp_path / "run", built_all, *ECHO, "--apply-chat-template") == 2
+    one_error_line(capsys.readouterr().err, "--apply-chat-template with a log-likelihood protocol needs --backend hf")
+    assert server.requests == [] and not (tmp_path / "run").exists()
+
+
+def test_model_list_metadata_that_changes_per_request_does_not_rescore_a_resume(built_all, tmp_path):
+    out = tmp_path / "run"
+    with FakeServer(models_fault="models_meta_per_request") as server:
+        assert score(server, out, built_all, *ECHO, limit=2) == 0
+        server.requests.clear()
+        assert score(server, out, built_all, *ECHO, limit=2) == 0
+    assert server.requests == ["/v1/models", "/v1/completions"]  # the model list and the probe: every answer cached
+
+
 # --- the fingerprint: other weights behind the same name -----------------------------------------------------------------
 
 

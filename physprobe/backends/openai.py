@@ -262,10 +262,11 @@ def prompt_tokens(tokens: list[tuple[str, float | None]], prompt: str) -> list[t
     return None
 
 
-# The fingerprint: a fixed text whose log-probabilities tell one model's weights from another's, and the fields of a
-# /v1/models entry that describe the model (an entry's ``created`` and ``permission`` change with every request).
+# The fingerprint: a fixed text whose log-probabilities tell one model's weights from another's, and the field of a
+# /v1/models entry that names the model. Its other fields are the server's to change from one request to the next
+# (``created``, ``permission``, a ``meta`` of load or counters): kept out, so a resume finds its cached answers.
 PROBE = "The quick brown fox jumps over the lazy dog, and a heavy stone sinks in still water."
-MODEL_FIELDS = ("id", "owned_by", "root", "parent", "max_model_len", "meta")
+MODEL_FIELDS = ("id",)
 
 
 MAX_BODY = 64 << 20  # bytes of one answer: no endpoint physprobe asks answers more (an endless body is refused)
@@ -630,9 +631,18 @@ class OpenAIBackend(Backend):
     def offers_chat_template(self) -> bool:
         return True  # a server's chat endpoint reads messages through its template (or a default one)
 
+    def servable(self, kind: type) -> None:
+        """A one-line ``BackendError``, before any request is sent, for requests of ``kind`` this server cannot score
+        as asked: a chat template on a log-likelihood protocol (a server applies its template to chat messages only)."""
+        self.settings.chat.check(kind)
+        if kind not in (Generate, GenerateEach) and self.chat_applied(kind):
+            raise BackendError("--apply-chat-template with a log-likelihood protocol needs --backend hf: a server applies its "
+                               "chat template to chat messages only; drop --apply-chat-template or score with --method generate")  # fmt: skip
+
     def identity(self, request_type: type) -> dict:
         """The served model's identity, its fingerprint included (``Client.fingerprint``: asked of the server once per
-        run, so other weights behind the same name never reuse cached answers)."""
+        run, so other weights behind the same name never reuse cached answers); what it cannot serve is refused first."""
+        self.servable(request_type)
         chat, applied = self.settings.chat, self.chat_applied(request_type)
         if applied not in self._fingerprints:
             client = self._connect()
@@ -659,10 +669,7 @@ class OpenAIBackend(Backend):
         if not requests:
             return []
         kind = type(requests[0])
-        self.settings.chat.check(kind)
-        if kind not in (Generate, GenerateEach) and self.chat_applied(kind):
-            raise BackendError("--apply-chat-template with a log-likelihood protocol needs --backend hf: a server applies its "
-                               "chat template to chat messages only; drop --apply-chat-template or score with --method generate")  # fmt: skip
+        self.servable(kind)
         client = self._connect()
         asks, needs, assemble, send = self._plan(kind, requests)
         askers: dict[int, list[int]] = {}
@@ -719,6 +726,11 @@ class OpenAIBackend(Backend):
             for _, options in questions[index]:
                 totals.append(after_shared_prefix(echoed[at : at + len(options)]))
                 at += len(options)
+            bad = next((t for option in totals for t in option if not math.isfinite(t)), None)
+            if bad is not None:  # each log-probability finite (parse_echo), their sum not: e.g. -1e308 twice
+                raise BackendError(f"{self.base_url}/completions gave log-probabilities whose sum is {bad} (each one finite, "
+                                   "but beyond a float's range together): the server's scores are unusable; check the model "
+                                   "it serves")  # fmt: skip
             return [yes_probability(yes, no) for yes, no in totals] if kind is YesNo else totals[0]
 
         return texts, needs, assemble, self.client.echo

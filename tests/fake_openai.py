@@ -223,13 +223,14 @@ WRITTEN = {"drip_body": _drip_body, "drip_headers": _drip_headers, "endless_chun
 class FakeServer:
     """The fake server on 127.0.0.1: ``model`` served with weights ``seed``, ``fault`` applied to every answer to a
     completion or chat request after the first ``fault_after`` of them (``models_fault`` to the model list), each
-    request ``delay`` seconds late, each echoed log-probability moved by up to ``noise``."""
+    request ``delay`` seconds late, each echoed log-probability moved by up to ``noise``; after ``switch_after``
+    completion and chat requests it serves other weights (seed + 1) behind the same name."""
 
     def __init__(self, seed: int = 0, model: str = MODEL, fault: str | None = None, delay: float = 0.0,
                  log: Path | None = None, port: int = 0, models_fault: str | None = None, fault_after: int = 0,
-                 noise: float = 0.0):  # fmt: skip
+                 noise: float = 0.0, switch_after: int | None = None):  # fmt: skip
         self.seed, self.model, self.fault, self.delay, self.log = seed, model, fault, delay, log
-        self.models_fault, self.fault_after, self.noise = models_fault, fault_after, noise
+        self.models_fault, self.fault_after, self.noise, self.switch_after = models_fault, fault_after, noise, switch_after
         self.answered = 0  # completion and chat requests
         self.seen: set[bytes] = set()
         self.requests: list[str] = []
@@ -278,6 +279,8 @@ class FakeServer:
                     server.requests.append(self.path)
                     if self.path in ANSWER_PATHS:
                         server.answered += 1
+                        if server.switch_after is not None and server.answered == server.switch_after + 1:
+                            server.seed += 1  # other weights from this request on
                     faulty = server.answered > server.fault_after
                     if server.log is not None and self.path.startswith("/v1/"):
                         with open(server.log, "a") as log:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -205,7 +206,7 @@ def files_holding(folder: Path, *texts: str) -> list[str]:
 def test_an_answer_quoting_the_key_is_scrubbed_before_it_is_cached_or_written(endpoint, built_all, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     out = tmp_path / "run"
-    with FakeServer(fault="quotes_headers_200", fault_after=1) as server:  # every answer after the probe quotes the headers
+    with FakeServer(fault="quotes_headers_200") as server:  # every answer quotes the headers (the probes too: the same)
         assert score(server, out, built_all, *endpoint, limit=3) == 0
     generated = [p["generated"] for p in predictions(out)]
     assert all("request headers" in text and "Bearer ***" in text for text in generated), generated
@@ -264,11 +265,30 @@ def test_other_weights_behind_the_same_name_are_rescored_and_jitter_is_not(built
     before = predictions(out)
     with FakeServer(seed=1, port=first.port) as other:  # the same URL and model id, another model's weights
         assert score(other, out, built_all, *ECHO, limit=3) == 0
-    assert answers(other) == 1 + 12  # the probe, then every sentence again
+    assert answers(other) == 1 + 12 + 1  # the probe, every sentence again, the probe after the last
     assert [p["scores"] for p in predictions(out)] != [p["scores"] for p in before]
     with FakeServer(seed=0, port=first.port, noise=0.01) as again:  # the first weights, their last digits jittering
         assert score(again, out, built_all, *ECHO, limit=3) == 0
     assert answers(again) == 1 and predictions(out) == before  # the probe alone: every answer from the cache
+
+
+def test_weights_changed_during_a_run_stop_it_keeping_the_answers_of_the_first(built_all, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("physprobe.backends.openai.PROBE_EVERY", 4)
+    reference, out = tmp_path / "reference", tmp_path / "run"
+    with FakeServer(seed=0) as first:  # the first weights, the whole way: what each answer should be
+        assert score(first, reference, built_all, *ECHO, limit=4) == 0
+    with FakeServer(seed=0, port=first.port, switch_after=10) as server:  # the probe, 9 answers, then other weights
+        assert score(server, out, built_all, *ECHO, limit=4) == 2
+        one_error_line(capsys.readouterr().err, f"prost/default: {server.base_url} began serving other weights as 'fake-model' "
+                       "during the run", "answers since the last probe that matched were dropped")  # fmt: skip
+        with sqlite3.connect(out / "cache.sqlite") as db, sqlite3.connect(reference / "cache.sqlite") as ref:
+            kept, expected = (dict(d.execute("SELECT key, value FROM scores").fetchall()) for d in (db, ref))
+        assert kept and all(expected[key] == value for key, value in kept.items())  # the first weights' answers only
+        assert len(kept) < len(expected)
+        assert score(server, out, built_all, *ECHO, limit=4) == 0  # the other weights from the start: all rescored
+    with FakeServer(seed=1) as second:
+        assert score(second, tmp_path / "second", built_all, *ECHO, limit=4) == 0
+    assert [p["scores"] for p in predictions(out)] == [p["scores"] for p in predictions(tmp_path / "second")]
 
 
 # --- a system instruction and a model id of any text: score writes, report reads ----------------------------------------
@@ -334,7 +354,7 @@ def test_a_client_killed_at_a_random_point_resumes_sending_only_what_is_missing(
         server.requests.clear()
         assert main(["score", "--model", server.model, "--model-args", f"base_url={server.base_url}", "--data", str(built_all),
                      *RAW, "--limit", str(LIMIT), "--bootstrap-iters", "0", "--out", str(out)]) == 0  # fmt: skip
-    assert answers(server) == 1 + LIMIT - kept  # the probe, then exactly what the cache lacked
+    assert answers(server) == 1 + LIMIT - kept + 1  # the probe, exactly what the cache lacked, the probe after the last
     assert predictions(out) == reference
 
 
@@ -362,7 +382,7 @@ def test_a_server_killed_at_a_random_point_loses_no_answer_it_gave(seed, referen
     finally:
         server.kill()
         server.wait()
-    assert sent(log) - before == 2 + LIMIT - kept  # the model list and the probe, then exactly what the cache lacked
+    assert sent(log) - before == 2 + LIMIT - kept + 1  # the model list and the probe, what the cache lacked, the last probe
     assert predictions(out) == reference
 
 

@@ -11,8 +11,10 @@ validating parser (``parse_echo``, ``parse_completion``, ``parse_chat``, ``parse
 dropped connections and bodies cut short are retried with exponential backoff; every other failure is one line
 naming the server, the request and what was wrong. ``timeout`` bounds each whole request (connecting, the headers
 and the body, as the OpenAI SDK's does), so a server that answers a byte at a time ends the run within
-``timeout`` x (``max_retries`` + 1) seconds and the backoff. The served model is fingerprinted (``Client.fingerprint``) into
-the cache key. The API key is read from ``OPENAI_API_KEY``, checked, and never printed or stored: every error line,
+``timeout`` x (``max_retries`` + 1) seconds and the backoff. The served model is fingerprinted (``Client.fingerprint``)
+into the cache key, and probed again every ``PROBE_EVERY`` answers and after the last: other weights behind the same
+name stop the run in one line (``ServedModelChanged``), the answers before the last matching probe kept. The API key
+is read from ``OPENAI_API_KEY``, checked, and never printed or stored: every error line,
 and every answer before it is cached or written, passes through ``physprobe.redact.scrub`` (with the credentials a
 ``base_url`` carries, which run.json and the cache key never hold either).
 
@@ -38,7 +40,8 @@ from urllib.parse import urlsplit
 
 from physprobe.answers import cut, yes_probability
 from physprobe.backends.base import Backend, BackendError, Settings, messages, prompt_text
-from physprobe.errors import RequestError
+from physprobe.errors import RequestError, ServedModelChanged
+from physprobe.result_cache import MEASURE_TOLERANCE
 from physprobe.redact import printable, scrub, url_secrets
 from physprobe.retries import TRANSIENT_STATUS, backoff, retried
 from physprobe.requests import Choice, Generate, GenerateEach, YesNo  # noqa: F401 (Choice: the doctest)
@@ -267,6 +270,22 @@ def prompt_tokens(tokens: list[tuple[str, float | None]], prompt: str) -> list[t
 # (``created``, ``permission``, a ``meta`` of load or counters): kept out, so a resume finds its cached answers.
 PROBE = "The quick brown fox jumps over the lazy dog, and a heavy stone sinks in still water."
 MODEL_FIELDS = ("id",)
+PROBE_EVERY = 100  # answers between two fingerprint probes during a run (1% more requests; one more after the last)
+
+
+def same_weights(first: dict, now: dict) -> bool:
+    """Whether two fingerprints (``Client.fingerprint``) are of the same weights: the same model, tokens or reply, and
+    each log-probability within ``MEASURE_TOLERANCE`` (a busy server's last digits jitter).
+
+    >>> same_weights({"tokens": ["A"], "measured": [-1.0]}, {"tokens": ["A"], "measured": [-1.01]})
+    True
+    >>> same_weights({"tokens": ["A"], "measured": [-1.0]}, {"tokens": ["A"], "measured": [-1.5]})
+    False
+    """
+    first_values, now_values = first.get("measured", []), now.get("measured", [])
+    return ({k: v for k, v in first.items() if k != "measured"} == {k: v for k, v in now.items() if k != "measured"}
+            and len(first_values) == len(now_values)
+            and all(abs(a - b) <= MEASURE_TOLERANCE for a, b in zip(first_values, now_values)))  # fmt: skip
 
 
 MAX_BODY = 64 << 20  # bytes of one answer: no endpoint physprobe asks answers more (an endless body is refused)
@@ -665,12 +684,26 @@ class OpenAIBackend(Backend):
 
     def score(self, requests: list, progress=None) -> list[list]:
         """Each request's result; ``progress.answered(i, result)`` gets each one as soon as the server's answers to it
-        are in, so the runner commits it at once (a run killed at any point resends only what is missing)."""
+        are in, so the runner commits it at once (a run killed at any point resends only what is missing). Every
+        ``PROBE_EVERY`` answers and after the last, the fingerprint is asked again (``_unchanged``); other weights raise
+        ``ServedModelChanged`` naming the requests answered since the last probe that matched."""
         if not requests:
             return []
         kind = type(requests[0])
-        self.servable(kind)
+        self.identity(kind)  # the fingerprint every later probe is compared with (asked once per run)
+        applied = self.chat_applied(kind)
         client = self._connect()
+        unconfirmed: list[int] = []  # requests answered since the last probe that found the same weights
+        sent = itertools.count(1)
+
+        def confirm() -> None:
+            if not self._unchanged(applied):
+                raise ServedModelChanged(
+                    f"{self.base_url} began serving other weights as '{printable(self.settings.model, 80)}' during the run (its "
+                    f"answer to the fingerprint probe changed): the {len(unconfirmed)} answers since the last probe that "
+                    "matched were dropped, those before kept for the earlier weights; score again once the server serves "
+                    "one model (the run resumes against the weights served then)", list(unconfirmed))  # fmt: skip
+            unconfirmed.clear()
         asks, needs, assemble, send = self._plan(kind, requests)
         askers: dict[int, list[int]] = {}
         for index, need in enumerate(needs):
@@ -693,12 +726,22 @@ class OpenAIBackend(Backend):
                 if progress is not None:
                     progress.update(1)
                     progress.answered(index, results[index])
+                unconfirmed.append(index)
+            if next(sent) % PROBE_EVERY == 0:
+                confirm()
 
         try:
             client.map(send, asks, arrived)
         except ItemFailed as error:
             raise RequestError(str(error), askers[error.index][0]) from None
+        confirm()
         return results
+
+    def _unchanged(self, applied: bool) -> bool:
+        """Whether the server still answers the fingerprint probe as at the run's start (``same_weights``); a reply that
+        differs is asked once more, so a greedy reply's rare flip on a busy server is no change of weights."""
+        first = self._fingerprints[applied]
+        return any(same_weights(first, self.client.fingerprint(self._entry, chat=applied)) for _ in range(2))
 
     def _plan(self, kind: type, requests: list) -> tuple[list, list[list[int]], Callable, Callable]:
         """What to send for ``requests`` of type ``kind``: the distinct asks, each request's asks (indices), how a

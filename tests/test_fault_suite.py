@@ -34,8 +34,11 @@ from physprobe.cli import main
 from physprobe.dataset_folder import data_file
 from physprobe.paths import MARKER, STAGING, TEMPORARY, Owner, mark
 
+from physprobe import run_record
+from physprobe.run_record import Prediction
+
 from . import tiny_models
-from .run_folders import write_run
+from .run_folders import record, write_run
 from .conftest import REPO
 
 
@@ -95,6 +98,7 @@ class Command:
     target: object  # parent -> Path
     other: Owner
     entry: str = "physprobe"  # or "upload" (upload.py's main)
+    slow: bool = False  # its kill test (three runs, one in a fresh process) takes over 10 s: marked slow (ctrl-c: the fast one)
 
     def run(self, inputs: dict, parent: Path) -> int:
         if self.entry == "upload":
@@ -119,6 +123,10 @@ COMMANDS = [
             lambda o: o / "tasks", Owner("report", {})),
     Command("upload", lambda i, o: ["--out", str(o), "--only", "probe_accuracy"],
             lambda o: o / "spaces" / "probe_accuracy", Owner("lm-eval", {}), entry="upload"),
+    Command("upload-datasets", lambda i, o: ["--out", str(o), "--only", "prost", "--source-dir", str(i["upstream"])],
+            lambda o: o / "datasets" / "prost", Owner("lm-eval", {}), entry="upload", slow=True),
+    Command("upload-runs", lambda i, o: ["--runs", str(i["runs"]), "--runs-repo", "my-runs", "--out", str(o)],
+            lambda o: o / "runs" / "my-runs", Owner("report", {}), entry="upload", slow=True),
 ]  # fmt: skip
 IDS = [c.name for c in COMMANDS]
 
@@ -131,7 +139,11 @@ def inputs(built_all, upstream_dir, tmp_path_factory):
     rows = pq.read_table(built_all / "prost" / data_file("default", "test")).to_pylist()[::40]
     texts = [f"{r['context']} {r['question']} {r['A']} {r['B']} {r['C']} {r['D']}" for r in rows]
     model = tiny_models.causal_lm(folder / "models" / "gpt", texts)
-    return {"upstream": upstream_dir, "build": built_all, "spec": spec, "model": model}
+    runs = folder / "runs" / "gpt2"  # a parent of finished runs, for upload --runs
+    figures = {"mass": {"accuracy": 0.5, "n": 2, "undecided": 0}}
+    run_record.write(runs / "prost", run_record.owner("gpt2", "prost", False), record("prost", "causal", figures, model="gpt2"),
+                     [Prediction("mass", i, [-1.0, -2.0], 0, [0]) for i in range(2)])  # fmt: skip
+    return {"upstream": upstream_dir, "build": built_all, "spec": spec, "model": model, "runs": runs}
 
 
 def one_error_line(err: str, *parts: str) -> None:
@@ -294,7 +306,7 @@ sys.exit(main(sys.argv[3:]))
 
 
 @pytest.mark.parametrize("where", ["before", "after"])
-@pytest.mark.parametrize("command", COMMANDS, ids=IDS)
+@pytest.mark.parametrize("command", [pytest.param(c, id=c.name, marks=[pytest.mark.slow] if c.slow else []) for c in COMMANDS])
 def test_a_kill_at_the_swap_leaves_a_complete_version_and_the_next_run_cleans_up(command, where, inputs, tmp_path):
     out = tmp_path / "out"
     target = command.target(out)

@@ -21,7 +21,6 @@ from physprobe.run_record import DatasetRecord, Prediction
 from .fake_hub import FakeHub
 from .run_folders import record
 from .test_fault_suite import one_error_line, tree_digest
-from .test_runs_repo import finished
 from .test_upload import api_for, upload
 
 PROST = {"mass": {"accuracy": 0.5, "n": 2, "undecided": 0}}

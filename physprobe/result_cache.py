@@ -108,6 +108,13 @@ class Cache:
             raise OSError(errno.ENOSPC if full else errno.EIO, str(error), str(self.path)) from None
 
 
+    def drop(self, keys: list[str]) -> None:
+        """Remove the results of ``keys`` (answers that may be another model's: ``ServedModelChanged``)."""
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            self.db.execute(f"DELETE FROM scores WHERE key IN ({','.join('?' * len(chunk))})", chunk)
+        self.db.commit()
+
     def settled(self, identity: dict) -> dict:
         """``identity`` with its ``measured`` numbers read as the first stored measurement of the same identity within
         ``MEASURE_TOLERANCE`` of each, or stored as a new one."""

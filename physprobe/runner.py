@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from physprobe import backends, baselines, inputs, parallel, progress, protocols, provenance, registry, run_record
 from physprobe.backends.base import BackendError
-from physprobe.errors import FolderInUse, RequestError
+from physprobe.errors import FolderInUse, RequestError, ServedModelChanged
 from physprobe.paths import FolderLock
 from physprobe.plan import RunPlan
 from physprobe.redact import printable
@@ -162,6 +162,9 @@ class Run:
                     values = self.model.score([requests[i] for i in part], Progress(bar, answered))
                 except RequestError as error:
                     raise BackendError(f"{self.plan.benchmark}/{config} row {indices[part[error.index]]}: {error}") from None
+                except ServedModelChanged as error:  # the answers since its last matching probe may be the other model's
+                    cache.drop([keys[part[i]] for i in error.unconfirmed])
+                    raise BackendError(f"{self.plan.benchmark}/{config}: {error}") from None
                 inputs.finite_scores(values, config, [indices[i] for i in part])
                 scored_now = {keys[i]: v for i, v in zip(part, values)}
                 cache.put({k: v for k, v in scored_now.items() if k not in committed})

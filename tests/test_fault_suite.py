@@ -34,8 +34,11 @@ from physprobe.cli import main
 from physprobe.dataset_folder import data_file
 from physprobe.paths import MARKER, STAGING, TEMPORARY, Owner, mark
 
+from physprobe import run_record
+from physprobe.run_record import Prediction
+
 from . import tiny_models
-from .run_folders import write_run
+from .run_folders import record, write_run
 from .conftest import REPO
 
 
@@ -53,11 +56,13 @@ def tree_digest(folder: Path) -> str:
 
 def results_digest(folder: Path) -> str:
     """``tree_digest`` without what differs between two runs of the same command on the same inputs: a run
-    folder's lock, cache and run.json (timings, times); run.json must be there whenever metrics.json is."""
+    folder's lock, cache, run.json (timings, times) and the marker that hashes it; run.json must be there whenever
+    metrics.json is."""
     assert (folder / "run.json").is_file() == (folder / "metrics.json").is_file()
+    varying = ("run.lock", "run.json", MARKER) if (folder / "run.json").is_file() else ()
     digest = hashlib.sha256()
     for path in sorted(folder.rglob("*")):
-        if path.is_file() and path.name not in ("run.lock", "run.json") and not path.name.startswith("cache."):
+        if path.is_file() and path.name not in varying and not path.name.startswith("cache."):
             digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
@@ -93,6 +98,7 @@ class Command:
     target: object  # parent -> Path
     other: Owner
     entry: str = "physprobe"  # or "upload" (upload.py's main)
+    slow: bool = False  # its kill test (three runs, one in a fresh process) takes over 10 s: marked slow (ctrl-c: the fast one)
 
     def run(self, inputs: dict, parent: Path) -> int:
         if self.entry == "upload":
@@ -117,6 +123,10 @@ COMMANDS = [
             lambda o: o / "tasks", Owner("report", {})),
     Command("upload", lambda i, o: ["--out", str(o), "--only", "probe_accuracy"],
             lambda o: o / "spaces" / "probe_accuracy", Owner("lm-eval", {}), entry="upload"),
+    Command("upload-datasets", lambda i, o: ["--out", str(o), "--only", "prost", "--source-dir", str(i["upstream"])],
+            lambda o: o / "datasets" / "prost", Owner("lm-eval", {}), entry="upload", slow=True),
+    Command("upload-runs", lambda i, o: ["--runs", str(i["runs"]), "--runs-repo", "my-runs", "--out", str(o)],
+            lambda o: o / "runs" / "my-runs", Owner("report", {}), entry="upload", slow=True),
 ]  # fmt: skip
 IDS = [c.name for c in COMMANDS]
 
@@ -129,7 +139,11 @@ def inputs(built_all, upstream_dir, tmp_path_factory):
     rows = pq.read_table(built_all / "prost" / data_file("default", "test")).to_pylist()[::40]
     texts = [f"{r['context']} {r['question']} {r['A']} {r['B']} {r['C']} {r['D']}" for r in rows]
     model = tiny_models.causal_lm(folder / "models" / "gpt", texts)
-    return {"upstream": upstream_dir, "build": built_all, "spec": spec, "model": model}
+    runs = folder / "runs" / "gpt2"  # a parent of finished runs, for upload --runs
+    figures = {"mass": {"accuracy": 0.5, "n": 2, "undecided": 0}}
+    run_record.write(runs / "prost", run_record.owner("gpt2", "prost", False), record("prost", "causal", figures, model="gpt2"),
+                     [Prediction("mass", i, [-1.0, -2.0], 0, [0]) for i in range(2)])  # fmt: skip
+    return {"upstream": upstream_dir, "build": built_all, "spec": spec, "model": model, "runs": runs}
 
 
 def one_error_line(err: str, *parts: str) -> None:
@@ -200,6 +214,31 @@ def test_a_file_physprobe_did_not_write_into_its_output_is_kept(command, inputs,
     one_error_line(capsys.readouterr().err, f"holds {written.relative_to(target).as_posix()}, which physprobe did not write there (or which changed since)")
 
 
+def test_a_resume_keeps_the_users_folders_files_and_links_in_the_run_folder(inputs, tmp_path):
+    run = COMMANDS[IDS.index("score")]
+    out = tmp_path / "out"
+    assert run.run(inputs, out) == 0
+    folder = run.target(out)
+    (folder / "analysis" / "figures").mkdir(parents=True)
+    (folder / "analysis" / "figures" / "plot.png").write_bytes(b"\x89PNG mine")
+    (folder / "analysis" / "link").symlink_to("figures/plot.png")
+    (folder / "notes.txt").write_text("mine")
+    (folder / "elsewhere").symlink_to(tmp_path)
+    os.mkfifo(folder / "pipe")
+    mine = ("analysis", "analysis/figures", "analysis/figures/plot.png", "analysis/link", "notes.txt", "elsewhere")
+
+    def users_entries() -> dict:
+        return {name: os.readlink(folder / name) if (folder / name).is_symlink() else
+                (folder / name).read_bytes() if (folder / name).is_file() else (folder / name).is_dir() for name in mine}  # fmt: skip
+
+    before, written = users_entries(), (folder / "run.json").stat().st_ino
+    assert run.run(inputs, out) == 0  # a resume: everything cached, the results written again
+    assert (folder / "run.json").stat().st_ino != written  # the folder was swapped for its next version
+    assert users_entries() == before and (folder / "pipe").is_fifo()
+    assert (folder / "elsewhere").is_symlink() and (folder / "analysis" / "link").is_symlink()  # links kept as links
+    assert json.loads((folder / MARKER).read_text())["files"].keys() == {"metrics.json", "predictions.parquet", "run.json"}
+
+
 def test_a_forged_marker_vouches_for_no_file_it_did_not_hash(inputs, tmp_path, capsys):
     run = write_run(tmp_path / "run", "prost", "causal", {"mass": {"accuracy": 0.5, "n": 6}}, "released-gpt", model="gpt2", limit=6)
     out = tmp_path / "report"
@@ -267,7 +306,7 @@ sys.exit(main(sys.argv[3:]))
 
 
 @pytest.mark.parametrize("where", ["before", "after"])
-@pytest.mark.parametrize("command", COMMANDS, ids=IDS)
+@pytest.mark.parametrize("command", [pytest.param(c, id=c.name, marks=[pytest.mark.slow] if c.slow else []) for c in COMMANDS])
 def test_a_kill_at_the_swap_leaves_a_complete_version_and_the_next_run_cleans_up(command, where, inputs, tmp_path):
     out = tmp_path / "out"
     target = command.target(out)
@@ -799,7 +838,9 @@ def test_upload_push_offline_is_one_line_before_any_work(tmp_path, monkeypatch, 
 
 
 def test_a_symlink_committed_in_a_metric_folder_is_refused(tmp_path, monkeypatch):
-    upload = load_upload()
+    from physprobe.errors import PublishError
+    from physprobe.publish import folders
+
     root = tmp_path / "checkout"
     metric = root / "metrics" / "toy"
     metric.mkdir(parents=True)
@@ -810,10 +851,10 @@ def test_a_symlink_committed_in_a_metric_folder_is_refused(tmp_path, monkeypatch
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-qm", "toy"], check=True)
-    monkeypatch.setattr(upload, "ROOT", root)
-    monkeypatch.setattr(upload, "METRICS", ("toy",))
-    with pytest.raises(upload.PublishError, match=r"config.env is a symlink in git; a Space publishes regular files only"):
-        upload.export(tmp_path / "out", None, only={"toy"})
+    monkeypatch.setattr(folders, "METRICS", ("toy",))
+    monkeypatch.setattr(folders, "metric_folder", lambda name: root / "metrics" / name)
+    with pytest.raises(PublishError, match=r"config.env is a symlink in git; a Space publishes regular files only"):
+        folders.export(tmp_path / "out", None, only={"toy"})
     assert not (tmp_path / "out" / "spaces" / "toy").exists()
 
 

@@ -117,7 +117,7 @@ def test_a_damaged_entry_is_converted_again(cache, prost_build, capsys):
     (weights / "model.safetensors").write_bytes(b"not safetensors")
     capsys.readouterr()
     assert main([*args, "--out", str(cache.parent / "second")]) == 0
-    assert f"the cached conversion {weights} cannot be read" in capsys.readouterr().err
+    assert f"the cached conversion {weights} cannot be used" in capsys.readouterr().err
     assert (weights / "model.safetensors").stat().st_size > 100_000_000  # converted and stored again
     first, second = (pq.read_table(cache.parent / run / "predictions.parquet").to_pylist() for run in ("first", "second"))
     assert first == second

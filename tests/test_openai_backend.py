@@ -184,7 +184,8 @@ def test_loglikelihoods_agree_with_hf(same_questions):
     hf, api, info = same_questions["prost"]
     gaps = [abs(a - b) for x, y in zip(hf, api) for a, b in zip(x["scores"], y["scores"])]
     assert len(gaps) == 16 and max(gaps) < 1.5 and sum(gaps) / len(gaps) < 0.6, gaps
-    assert info["backend"]["requests_sent"] == 2 + 16  # the model list and the fingerprint's probe, then each of the 16 sentences once
+    # The model list and the fingerprint's probe, each of the 16 sentences once, the probe again after the last.
+    assert info["backend"]["requests_sent"] == 2 + 16 + 1
 
 
 @pytest.mark.slow
@@ -226,6 +227,6 @@ def test_killed_server_resumes_from_the_cache(built_all, tmp_path):
     finally:
         server.stop()
     assert predictions(out) == predictions(reference)
-    # The model list and the fingerprint's probe, then exactly the answers the cache lacked.
-    assert json.loads((out / "run.json").read_text())["backend"]["requests_sent"] == 2 + 6 - kept
+    # The model list and the fingerprint's probe, exactly the answers the cache lacked, the probe after the last.
+    assert json.loads((out / "run.json").read_text())["backend"]["requests_sent"] == 2 + 6 - kept + 1
 

@@ -1,4 +1,4 @@
-"""Score runs as a Hub dataset repository (``physprobe.runs_repo``, ``upload.py --runs``): its layout, its card,
+"""Score runs as a Hub dataset repository (``physprobe.publish.runs``, ``physprobe publish --runs``): its layout, its card,
 each run's predictions as a dataset config, the runs read back by ``physprobe report`` once downloaded, and the
 repository published through the fake Hub like the benchmarks."""
 
@@ -10,7 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from physprobe import run_record, runs_repo
+from physprobe import run_record
+from physprobe.publish import hub as hub_calls
+from physprobe.publish import runs as runs_repo
 from physprobe.cli import main
 from physprobe.paths import MARKER
 from physprobe.run_record import Prediction
@@ -77,7 +79,7 @@ def test_runs_of_one_name_get_configs_apart_and_nothing_finished_is_one_line(run
 
 
 def test_upload_publishes_the_runs_repository_and_only_it(runs, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(upload, "RETRY_DELAYS", (0.0, 0.0, 0.0))
+    monkeypatch.setattr(hub_calls, "RETRY_DELAYS", (0.0, 0.0, 0.0))
     out = tmp_path / "hub"
     assert upload.main(["--runs", *map(str, runs), "--runs-repo", "my-runs", "--out", str(out)]) == 0  # dry run
     assert "dry run: 1 repo folders" in capsys.readouterr().out and sorted(p.name for p in out.iterdir()) == ["runs"]

@@ -106,5 +106,14 @@ def test_fresh_venv_builds_and_scores_without_the_checkout(wheel, tmp_path):
     info = json.loads((work / "runs/prost/run.json").read_text())
     assert info["versions"]["physprobe"] == "0.1.0" and info["versions"]["torch"]
     assert not list((tmp_path / "hf").glob("**/modules/evaluate_modules/metrics/physprobe*"))  # nothing fetched by Hub id
+    # A wheel user publishes: the runs of a parent folder (dry run), a Space from the files the wheel installed.
+    physprobe("publish", "--runs", "runs", "--runs-repo", "my-runs", "--out", "hub")
+    physprobe("publish", "--only", "probe_accuracy", "--out", "hub")
+    repo = work / "hub" / "runs" / "my-runs"
+    assert sorted(p.name for p in (repo / "runs").iterdir()) == ["newton-tiny-gpt", "prost-tiny-gpt"]
+    published = "".join(p.read_bytes().decode("utf-8", "replace") for p in repo.rglob("*") if p.is_file())
+    assert str(tmp_path) not in published and "tiny-gpt@sha256:" in published  # the local model by name and digest
+    space = work / "hub" / "spaces" / "probe_accuracy"
+    assert (space / "probe_accuracy.py").read_bytes() == (metric_modules.folder("probe_accuracy") / "probe_accuracy.py").read_bytes()
     print(f"\nfresh venv: install {installed - started:.0f} s, build all {built - installed:.0f} s, "
           f"score {time.perf_counter() - built:.0f} s, total {time.perf_counter() - started:.0f} s")

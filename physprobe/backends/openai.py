@@ -9,9 +9,14 @@ protocol's stop strings here, as the ``hf`` backend cuts its answers. Requests r
 ``num_concurrent`` threads, each result handed to the runner as it arrives. Every answer passes its endpoint's
 validating parser (``parse_echo``, ``parse_completion``, ``parse_chat``, ``parse_models``); 429, 5xx, timeouts,
 dropped connections and bodies cut short are retried with exponential backoff; every other failure is one line
-naming the server, the request and what was wrong. The served model is fingerprinted (``Client.fingerprint``) into
-the cache key. The API key is read from ``OPENAI_API_KEY``, checked, and never printed or stored: every error line
-passes through ``physprobe.redact.scrub``.
+naming the server, the request and what was wrong. ``timeout`` bounds each whole request (connecting, the headers
+and the body, as the OpenAI SDK's does), so a server that answers a byte at a time ends the run within
+``timeout`` x (``max_retries`` + 1) seconds and the backoff. The served model is fingerprinted (``Client.fingerprint``)
+into the cache key, and probed again every ``PROBE_EVERY`` answers and after the last: other weights behind the same
+name stop the run in one line (``ServedModelChanged``), the answers before the last matching probe kept. The API key
+is read from ``OPENAI_API_KEY``, checked, and never printed or stored: every error line,
+and every answer before it is cached or written, passes through ``physprobe.redact.scrub`` (with the credentials a
+``base_url`` carries, which run.json and the cache key never hold either).
 
 >>> Client(ServerOptions("http://127.0.0.1:8000/v1", num_concurrent=4), "my-model").base_url
 'http://127.0.0.1:8000/v1'
@@ -19,6 +24,7 @@ passes through ``physprobe.redact.scrub``.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import itertools
 import json
@@ -34,8 +40,9 @@ from urllib.parse import urlsplit
 
 from physprobe.answers import cut, yes_probability
 from physprobe.backends.base import Backend, BackendError, Settings, messages, prompt_text
-from physprobe.errors import RequestError
-from physprobe.redact import printable, scrub
+from physprobe.errors import RequestError, ServedModelChanged
+from physprobe.result_cache import MEASURE_TOLERANCE
+from physprobe.redact import printable, scrub, url_secrets
 from physprobe.retries import TRANSIENT_STATUS, backoff, retried
 from physprobe.requests import Choice, Generate, GenerateEach, YesNo  # noqa: F401 (Choice: the doctest)
 
@@ -87,7 +94,7 @@ def _reason(response, secrets: Sequence[str | None]) -> str:
         message = body.get("error", body.get("detail", body)) if isinstance(body, dict) else body
         if isinstance(message, dict):
             message = message.get("message", message)
-    except ValueError:
+    except (ValueError, RecursionError):
         title = re.search(r"(?is)<title>(.*?)</title>", text)
         message = f"an HTML page: {title.group(1)}" if title else ("an HTML page" if text.lstrip().startswith("<") else text)
     return printable(scrub(str(message), secrets), 300) or response.reason_phrase
@@ -140,6 +147,8 @@ def parse_body(content: bytes) -> dict:
         raise Malformed(f"a body that is not UTF-8 (byte {error.start})", transient=True) from None
     except json.JSONDecodeError as error:
         raise Malformed(f"a body that is not JSON ({error.msg} at character {error.pos} of {len(content)})", transient=True) from None
+    except RecursionError:  # e.g. 200,000 nested [: no answer of the API is nested more than a few levels
+        raise Malformed(f"a body nested too deeply to be an answer ({len(content)} bytes)") from None
     if not isinstance(body, dict):
         raise Malformed(f"a JSON {type(body).__name__} where an object was expected")
     if "error" in body and "choices" not in body and "data" not in body:
@@ -256,20 +265,69 @@ def prompt_tokens(tokens: list[tuple[str, float | None]], prompt: str) -> list[t
     return None
 
 
-# The fingerprint: a fixed text whose log-probabilities tell one model's weights from another's, and the fields of a
-# /v1/models entry that describe the model (an entry's ``created`` and ``permission`` change with every request).
+# The fingerprint: a fixed text whose log-probabilities tell one model's weights from another's, and the field of a
+# /v1/models entry that names the model. Its other fields are the server's to change from one request to the next
+# (``created``, ``permission``, a ``meta`` of load or counters): kept out, so a resume finds its cached answers.
 PROBE = "The quick brown fox jumps over the lazy dog, and a heavy stone sinks in still water."
-MODEL_FIELDS = ("id", "owned_by", "root", "parent", "max_model_len", "meta")
+MODEL_FIELDS = ("id",)
+PROBE_EVERY = 100  # answers between two fingerprint probes during a run (1% more requests; one more after the last)
+
+
+def same_weights(first: dict, now: dict) -> bool:
+    """Whether two fingerprints (``Client.fingerprint``) are of the same weights: the same model, tokens or reply, and
+    each log-probability within ``MEASURE_TOLERANCE`` (a busy server's last digits jitter).
+
+    >>> same_weights({"tokens": ["A"], "measured": [-1.0]}, {"tokens": ["A"], "measured": [-1.01]})
+    True
+    >>> same_weights({"tokens": ["A"], "measured": [-1.0]}, {"tokens": ["A"], "measured": [-1.5]})
+    False
+    """
+    first_values, now_values = first.get("measured", []), now.get("measured", [])
+    return ({k: v for k, v in first.items() if k != "measured"} == {k: v for k, v in now.items() if k != "measured"}
+            and len(first_values) == len(now_values)
+            and all(abs(a - b) <= MEASURE_TOLERANCE for a, b in zip(first_values, now_values)))  # fmt: skip
+
+
+MAX_BODY = 64 << 20  # bytes of one answer: no endpoint physprobe asks answers more (an endless body is refused)
+
+
+class _EventLoop:
+    """asyncio's event loop on a daemon thread, running the client's requests for the threads that wait on them.
+
+    Written by hand because the deadline around a whole request needs an async client: ``asyncio.timeout`` cancels a
+    read under way, where httpx's sync timeouts bound each read only (a byte a second never trips them); and anyio's
+    blocking portal runs its loop in a non-daemon thread that would hold a failed run's exit until it was closed.
+
+    >>> async def answer():
+    ...     return 42
+    >>> _EventLoop().run(answer())
+    42
+    """
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, name="physprobe-http", daemon=True).start()
+
+    def run(self, coroutine):
+        """``coroutine``'s result, run on the loop; cancelled there if this thread is interrupted."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
 
 
 class Client:
     """An OpenAI-compatible server at ``base_url`` (ending in ``/v1``) serving ``model``.
 
-    Every answer is parsed by its endpoint's parser before use. ``post`` retries transient failures (429, 5xx,
-    timeouts, dropped connections, a body cut short or not JSON) ``max_retries`` times with exponential backoff
+    Every answer is parsed by its endpoint's parser before use. Each request is given ``timeout`` seconds in all
+    (connect, headers, body: ``_exchange``) and at most ``MAX_BODY`` bytes. ``post`` retries transient failures (429,
+    5xx, timeouts, dropped connections, a body cut short or not JSON) ``max_retries`` times with exponential backoff
     (1 s, 2 s, 4 s, ... at most 30 s); ``map`` runs a function over items in a pool of ``num_concurrent`` threads
     sharing one connection pool, each result handed over as it arrives. Every error line passes through
-    ``physprobe.redact.scrub``: the key, and any credential a server quotes back, is never shown.
+    ``physprobe.redact.scrub``: the key, and any credential a server quotes back, is never shown; an answer quoting
+    one gets it scrubbed before it is returned (so before it is cached or written).
     """
 
     def __init__(self, options: ServerOptions, model: str):
@@ -279,21 +337,47 @@ class Client:
         self.num_concurrent, self.max_retries, self.timeout = options.num_concurrent, options.max_retries, options.timeout
         num_concurrent, timeout = options.num_concurrent, options.timeout
         self.key = api_key(os.environ.get(API_KEY_VARIABLE))
+        self.secrets = [self.key, *url_secrets(options.base_url)]  # what no line, cache or file may hold
         headers = {"Authorization": f"Bearer {self.key}"} if self.key else {}
-        self.http = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)),
-                                 limits=httpx.Limits(max_connections=num_concurrent, max_keepalive_connections=num_concurrent))  # fmt: skip
+        limits = httpx.Limits(max_connections=num_concurrent, max_keepalive_connections=num_concurrent)
+
+        async def connected() -> httpx.AsyncClient:  # made on the loop that runs its requests
+            return httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)), limits=limits)
+
+        self._loop = _EventLoop()
+        self.http = self._loop.run(connected())
         self.requests_sent = 0  # HTTP requests, retries included
         self._count = threading.Lock()
 
     def close(self) -> None:
-        self.http.close()
+        self._loop.run(self.http.aclose())
+
+    async def _exchange(self, method: str, url: str, body: dict | None):
+        """The server's whole answer to one request, within ``timeout`` seconds from the first byte sent to the last
+        received (``asyncio.timeout``: past it, an ``httpx.TimeoutException``, retried as any timeout), its body read
+        up to ``MAX_BODY`` bytes."""
+        import httpx
+
+        try:
+            async with asyncio.timeout(self.timeout):
+                async with self.http.stream(method, url, json=body) as response:
+                    chunks, size = [], 0
+                    async for chunk in response.aiter_raw():
+                        size += len(chunk)
+                        if size > MAX_BODY:
+                            raise Malformed(f"a body of more than {MAX_BODY >> 20} MiB")
+                        chunks.append(chunk)
+        except TimeoutError:
+            raise httpx.TimeoutException(f"no complete answer within {self.timeout:g} s") from None
+        return httpx.Response(response.status_code, headers=response.headers, content=b"".join(chunks), request=response.request,
+                              extensions=response.extensions)  # fmt: skip
 
     def _error(self, message: str) -> BackendError:
-        return BackendError(scrub(message, [self.key]))
+        return BackendError(scrub(message, self.secrets))
 
     def _shown(self, text: str, limit: int = 200) -> str:
         """A library's or server's text as an error line shows it: scrubbed, then on one printable line."""
-        return printable(scrub(text, [self.key]), limit)
+        return printable(scrub(text, self.secrets), limit)
 
     def _send(self, method: str, path: str, body: dict | None, parse: Callable[[dict], object], unsupported: str = ""):
         """``parse`` of the server's 200 answer to one request, after the retries a transient failure gets; any other
@@ -311,7 +395,7 @@ class Client:
         def attempt():
             with self._count:
                 self.requests_sent += 1
-            response = self.http.request(method, f"{self.base_url}{path}", json=body)
+            response = self._loop.run(self._exchange(method, f"{self.base_url}{path}", body))
             if response.status_code in TRANSIENT_STATUS:
                 response.raise_for_status()
             if response.status_code != 200:
@@ -323,14 +407,14 @@ class Client:
             answer = retried(attempt, transient, backoff(self.max_retries))
         except httpx.HTTPStatusError as error:
             raise self._error(f"{self.base_url}{path} answered HTTP {error.response.status_code} "
-                              f"({_reason(error.response, [self.key])}) {attempts}") from None  # fmt: skip
+                              f"({_reason(error.response, self.secrets)}) {attempts}") from None  # fmt: skip
         except (httpx.ConnectError, httpx.ConnectTimeout) as error:
             reason = self._shown(str(error)) or type(error).__name__
             raise self._error(f"cannot reach the server at {self.base_url} ({reason}) {attempts}; start it, or check "
                               "--model-args base_url=...") from None  # fmt: skip
         except httpx.TimeoutException:
-            raise self._error(f"{self.base_url}{path} gave no answer within {self.timeout:g} s, {attempts}; the server is "
-                              "busy or stuck: raise --model-args timeout=... or lower num_concurrent") from None  # fmt: skip
+            raise self._error(f"{self.base_url}{path} gave no complete answer within {self.timeout:g} s, {attempts}; the server "
+                              "is busy or stuck: raise --model-args timeout=... (seconds per request) or lower num_concurrent") from None  # fmt: skip
         except httpx.TransportError as error:
             reason = self._shown(str(error)) or type(error).__name__
             raise self._error(f"{self.base_url}{path} dropped the connection ({reason}) {attempts}; see the server's log") from None
@@ -344,8 +428,8 @@ class Client:
             state = f"${API_KEY_VARIABLE} is set" if self.key else f"${API_KEY_VARIABLE} is not set"
             raise self._error(f"{self.base_url} refused the API key (HTTP 401; {state}); export {API_KEY_VARIABLE} with a key it accepts")
         if answer.status_code in (400, 404, 405, 422) and unsupported:
-            raise self._error(f"{self.base_url}{path} refused the request (HTTP {answer.status_code}: {_reason(answer, [self.key])}): {unsupported}")
-        raise self._error(f"{self.base_url}{path} answered HTTP {answer.status_code}: {_reason(answer, [self.key])}")
+            raise self._error(f"{self.base_url}{path} refused the request (HTTP {answer.status_code}: {_reason(answer, self.secrets)}): {unsupported}")
+        raise self._error(f"{self.base_url}{path} answered HTTP {answer.status_code}: {_reason(answer, self.secrets)}")
 
     def served_models(self) -> dict[str, dict]:
         """The models the server lists at ``/v1/models``: each id and its entry."""
@@ -424,13 +508,15 @@ class Client:
         return tokens
 
     def complete(self, prompt: str, max_tokens: int) -> str:
-        """The greedy completion of a raw prompt (``/v1/completions``)."""
-        return self.post("/completions", {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0}, parse_completion,
+        """The greedy completion of a raw prompt (``/v1/completions``), any secret it quotes scrubbed."""
+        text = self.post("/completions", {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0}, parse_completion,
                          COMPLETIONS_UNSUPPORTED)  # fmt: skip
+        return scrub(text, self.secrets)
 
     def chat(self, messages: list[dict], max_tokens: int) -> str:
-        """The greedy reply to chat ``messages`` (``/v1/chat/completions``)."""
-        return self.post("/chat/completions", {"messages": messages, "max_tokens": max_tokens, "temperature": 0}, parse_chat)
+        """The greedy reply to chat ``messages`` (``/v1/chat/completions``), any secret it quotes scrubbed."""
+        reply = self.post("/chat/completions", {"messages": messages, "max_tokens": max_tokens, "temperature": 0}, parse_chat)
+        return scrub(reply, self.secrets)
 
     def fingerprint(self, entry: dict, chat: bool) -> dict:
         """What tells the served model's weights from others behind the same name: the describing fields of its
@@ -482,7 +568,8 @@ class ServerOptions:
             raise BackendError("--backend openai needs --model-args base_url=... (the server's /v1 root, e.g. http://127.0.0.1:8000/v1)")
         parts = urlsplit(typed["base_url"])
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise BackendError(f"--model-args base_url={typed['base_url']!r} is not an http(s) URL; give one such as http://127.0.0.1:8000/v1")
+            raise BackendError(f"--model-args base_url={scrub(typed['base_url'], [])!r} is not an http(s) URL; give one such as "
+                               "http://127.0.0.1:8000/v1")  # fmt: skip
         return cls(**{**typed, "base_url": typed["base_url"].rstrip("/")})
 
     @classmethod
@@ -552,7 +639,7 @@ class OpenAIBackend(Backend):
             raise BackendError(f"--apply-chat-template {settings.chat.template}: a server applies its own chat template; "
                                "give --apply-chat-template without a name")  # fmt: skip
         self.options = ServerOptions.parse(settings.model_args)
-        self.base_url = self.options.base_url
+        self.base_url = scrub(self.options.base_url, [])  # as run.json and the cache key hold it: no credential
         self.client: Client | None = None
         self._entry: dict = {}  # the served model's /v1/models entry
         self._fingerprints: dict[bool, dict] = {}  # per chat setting applied
@@ -563,9 +650,18 @@ class OpenAIBackend(Backend):
     def offers_chat_template(self) -> bool:
         return True  # a server's chat endpoint reads messages through its template (or a default one)
 
+    def servable(self, kind: type) -> None:
+        """A one-line ``BackendError``, before any request is sent, for requests of ``kind`` this server cannot score
+        as asked: a chat template on a log-likelihood protocol (a server applies its template to chat messages only)."""
+        self.settings.chat.check(kind)
+        if kind not in (Generate, GenerateEach) and self.chat_applied(kind):
+            raise BackendError("--apply-chat-template with a log-likelihood protocol needs --backend hf: a server applies its "
+                               "chat template to chat messages only; drop --apply-chat-template or score with --method generate")  # fmt: skip
+
     def identity(self, request_type: type) -> dict:
         """The served model's identity, its fingerprint included (``Client.fingerprint``: asked of the server once per
-        run, so other weights behind the same name never reuse cached answers)."""
+        run, so other weights behind the same name never reuse cached answers); what it cannot serve is refused first."""
+        self.servable(request_type)
         chat, applied = self.settings.chat, self.chat_applied(request_type)
         if applied not in self._fingerprints:
             client = self._connect()
@@ -588,15 +684,26 @@ class OpenAIBackend(Backend):
 
     def score(self, requests: list, progress=None) -> list[list]:
         """Each request's result; ``progress.answered(i, result)`` gets each one as soon as the server's answers to it
-        are in, so the runner commits it at once (a run killed at any point resends only what is missing)."""
+        are in, so the runner commits it at once (a run killed at any point resends only what is missing). Every
+        ``PROBE_EVERY`` answers and after the last, the fingerprint is asked again (``_unchanged``); other weights raise
+        ``ServedModelChanged`` naming the requests answered since the last probe that matched."""
         if not requests:
             return []
         kind = type(requests[0])
-        self.settings.chat.check(kind)
-        if kind not in (Generate, GenerateEach) and self.chat_applied(kind):
-            raise BackendError("--apply-chat-template with a log-likelihood protocol needs --backend hf: a server applies its "
-                               "chat template to chat messages only; drop --apply-chat-template or score with --method generate")  # fmt: skip
+        self.identity(kind)  # the fingerprint every later probe is compared with (asked once per run)
+        applied = self.chat_applied(kind)
         client = self._connect()
+        unconfirmed: list[int] = []  # requests answered since the last probe that found the same weights
+        sent = itertools.count(1)
+
+        def confirm() -> None:
+            if not self._unchanged(applied):
+                raise ServedModelChanged(
+                    f"{self.base_url} began serving other weights as '{printable(self.settings.model, 80)}' during the run (its "
+                    f"answer to the fingerprint probe changed): the {len(unconfirmed)} answers since the last probe that "
+                    "matched were dropped, those before kept for the earlier weights; score again once the server serves "
+                    "one model (the run resumes against the weights served then)", list(unconfirmed))  # fmt: skip
+            unconfirmed.clear()
         asks, needs, assemble, send = self._plan(kind, requests)
         askers: dict[int, list[int]] = {}
         for index, need in enumerate(needs):
@@ -619,12 +726,22 @@ class OpenAIBackend(Backend):
                 if progress is not None:
                     progress.update(1)
                     progress.answered(index, results[index])
+                unconfirmed.append(index)
+            if next(sent) % PROBE_EVERY == 0:
+                confirm()
 
         try:
             client.map(send, asks, arrived)
         except ItemFailed as error:
             raise RequestError(str(error), askers[error.index][0]) from None
+        confirm()
         return results
+
+    def _unchanged(self, applied: bool) -> bool:
+        """Whether the server still answers the fingerprint probe as at the run's start (``same_weights``); a reply that
+        differs is asked once more, so a greedy reply's rare flip on a busy server is no change of weights."""
+        first = self._fingerprints[applied]
+        return any(same_weights(first, self.client.fingerprint(self._entry, chat=applied)) for _ in range(2))
 
     def _plan(self, kind: type, requests: list) -> tuple[list, list[list[int]], Callable, Callable]:
         """What to send for ``requests`` of type ``kind``: the distinct asks, each request's asks (indices), how a
@@ -652,6 +769,11 @@ class OpenAIBackend(Backend):
             for _, options in questions[index]:
                 totals.append(after_shared_prefix(echoed[at : at + len(options)]))
                 at += len(options)
+            bad = next((t for option in totals for t in option if not math.isfinite(t)), None)
+            if bad is not None:  # each log-probability finite (parse_echo), their sum not: e.g. -1e308 twice
+                raise BackendError(f"{self.base_url}/completions gave log-probabilities whose sum is {bad} (each one finite, "
+                                   "but beyond a float's range together): the server's scores are unusable; check the model "
+                                   "it serves")  # fmt: skip
             return [yes_probability(yes, no) for yes, no in totals] if kind is YesNo else totals[0]
 
         return texts, needs, assemble, self.client.echo

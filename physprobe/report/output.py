@@ -9,6 +9,7 @@ from pathlib import Path
 
 from physprobe import paths
 from physprobe.errors import ReportError, RunRecordError
+from physprobe.redact import escaped
 from physprobe.report.document import document
 from physprobe.report.runs import Run, load_run, name_runs
 from physprobe.report.tables import paper_tables
@@ -32,7 +33,7 @@ def render(runs: list[Path], out: Path) -> Path:
         (staging / "report.md").write_text(to_markdown(blocks), encoding="utf-8")
         (staging / "report.html").write_text(to_html(blocks), encoding="utf-8")
     for _, why in skipped:
-        print(f"physprobe: skipped: {why}", file=sys.stderr)
+        print(f"physprobe: skipped: {escaped(why)}", file=sys.stderr)
     return out
 
 

@@ -172,11 +172,9 @@ def load(plan: ModelPlan, tokenizer=None) -> Loaded:
     how = "" if cached is None else " from the cached conversion" if cached.is_dir() else ", converting the GGUF file once"
     with progress.bar(f"loading {plan.name} ({plan.family}, {plan.dtype}){how}"):
         model = None
-        if cached is not None and cached.is_dir():
-            try:
-                model = _from_pretrained(plan, str(cached), {k: v for k, v in kwargs.items() if k not in gguf_cache.SOURCE_ARGS})
-            except Exception as error:  # noqa: BLE001 - any damage to the entry: convert the file again
-                gguf_cache.discard(cached, str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__)
+        if cached is not None:  # verified against its manifest, else removed with one line and converted again
+            entry_kwargs = {k: v for k, v in kwargs.items() if k not in gguf_cache.SOURCE_ARGS}
+            model = gguf_cache.read(cached, lambda entry: _from_pretrained(plan, str(entry), entry_kwargs))
         if model is None:
             model = _from_pretrained(plan, plan.name, kwargs)
             if cached is not None and not {"device_map", "quantization_config"} & set(kwargs) and gguf_cache.dequantised(model):

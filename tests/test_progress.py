@@ -40,15 +40,15 @@ def test_lines_come_at_the_interval_from_the_open_step_only():
 
 def test_the_estimate_is_the_time_per_item_done_times_the_items_left():
     clock = iter([100.0, 100.0 + 3 * 60 + 30]).__next__  # opened at 100 s, read 3m30s later
-    step = Step("text2afford/default", 1000, "questions", Reporter(io.StringIO(), 30), clock=clock)
-    step.update(250)
-    assert step.line() == "physprobe: text2afford/default: 250/1,000 questions, 3m30s elapsed, ~10m30s left"
+    with Step("text2afford/default", 1000, "questions", Reporter(io.StringIO(), 30), clock=clock) as step:
+        step.update(250)
+        assert step.line() == "physprobe: text2afford/default: 250/1,000 questions, 3m30s elapsed, ~10m30s left"
 
 
 def test_a_step_without_total_counts_items_and_time():
-    step = Step("writing track9", None, "rows", Reporter(io.StringIO(), 30), clock=iter([0.0, 45.0]).__next__)
-    step.update(20_000)
-    assert step.line() == "physprobe: writing track9: 20,000 rows, 45s elapsed"
+    with Step("writing track9", None, "rows", Reporter(io.StringIO(), 30), clock=iter([0.0, 45.0]).__next__) as step:
+        step.update(20_000)
+        assert step.line() == "physprobe: writing track9: 20,000 rows, 45s elapsed"
 
 
 def test_bar_is_silent_under_pytest_a_bar_on_a_terminal_and_lines_in_a_log(monkeypatch):

@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source-dir", help="local mirror of the upstream files (default: $PHYSPROBE_SOURCE_DIR, else download)")
     parser.add_argument("--push", action="store_true", help="upload to the Hub (without it nothing touches the network)")
     parser.add_argument("--org", default="physprobe")
-    parser.add_argument("--only", help="comma-separated repo names, e.g. prost,newton,probe_accuracy")
+    parser.add_argument("--only", help="comma-separated repo names: a benchmark (physprobe protocols lists them) or a metric module")
     parser.add_argument("--tag", help="tag every repo once all are published, e.g. v0.1.0")
     parser.add_argument("--allow-unknown-license", action="store_true", help="publish datasets whose card license is unknown")
     parser.add_argument("--runs", nargs="+", metavar="FOLDER", help="publish these score run folders (or the run folders "

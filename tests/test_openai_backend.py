@@ -15,7 +15,8 @@ import pytest
 
 from physprobe.backends.base import BackendError, Chat, Settings
 from physprobe import backends, plan
-from physprobe.backends.openai import Client, OpenAIBackend, ServerOptions
+from physprobe.backends.openai.backend import OpenAIBackend
+from physprobe.backends.openai.client import Client, ServerOptions
 from physprobe.requests import Generate, Masked
 from physprobe.runner import run
 from tests.llama_server import ALIAS, GGUF, LlamaServer, free_port, gguf_folder

@@ -35,7 +35,7 @@ CHAT = [*RAW, "--apply-chat-template"]  # /v1/chat/completions
 @pytest.fixture(autouse=True)
 def no_waiting(monkeypatch):
     """Retries without the backoff's seconds (the attempts are what is checked)."""
-    monkeypatch.setattr("physprobe.backends.openai.backoff", lambda retries: (0.0,) * retries)
+    monkeypatch.setattr("physprobe.backends.openai.client.backoff", lambda retries: (0.0,) * retries)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
 
 

@@ -32,7 +32,7 @@ class Registered(NamedTuple):
 REGISTRY = {
     "hf": Registered("physprobe.backends.hf:HFBackend",
                      ("Choice", "MeanTokens", "Masked", "MaskedPair", "Seq2Seq", "Entailment", "YesNo", "Generate", "GenerateEach")),
-    "openai": Registered("physprobe.backends.openai:OpenAIBackend", ("Choice", "YesNo", "Generate", "GenerateEach"), local=False),
+    "openai": Registered("physprobe.backends.openai.backend:OpenAIBackend", ("Choice", "YesNo", "Generate", "GenerateEach"), local=False),
 }  # fmt: skip
 SERVER_ARGS = ("base_url",)  # --model-args keys that name a server: they imply the server backend
 SERVER_BACKEND = "openai"

@@ -1,17 +1,12 @@
-"""The ``openai`` backend: any OpenAI-compatible server (vLLM, TGI, llama.cpp, OpenAI) scored over HTTP.
+"""The HTTP client of the ``openai`` backend: one OpenAI-compatible server (vLLM, TGI, llama.cpp, OpenAI), its
+``--model-args`` (``ServerOptions``) and one validating parser per endpoint.
 
-Log-likelihood requests go to ``/v1/completions`` with ``echo`` and ``logprobs``: the server returns the prompt's
-tokens with their log-probabilities, and each option of a ``Choice`` scores the sum over its tokens after those all
-its options share, as the ``hf`` backend sums them (one request per distinct text: the API scores one sequence per
-prompt, and llama.cpp's server takes one prompt per request). Generation
-goes to ``/v1/chat/completions`` (chat messages) or ``/v1/completions`` (raw prompt), greedy, and is cut at the
-protocol's stop strings here, as the ``hf`` backend cuts its answers. Requests run in a bounded pool of
-``num_concurrent`` threads, each result handed to the runner as it arrives. Every answer passes its endpoint's
-validating parser (``parse_echo``, ``parse_completion``, ``parse_chat``, ``parse_models``); 429, 5xx, timeouts,
-dropped connections and bodies cut short are retried with exponential backoff; every other failure is one line
-naming the server, the request and what was wrong. The served model is fingerprinted (``Client.fingerprint``) into
-the cache key. The API key is read from ``OPENAI_API_KEY``, checked, and never printed or stored: every error line
-passes through ``physprobe.redact.scrub``.
+Every answer passes its endpoint's validating parser (``parse_echo``, ``parse_completion``, ``parse_chat``,
+``parse_models``); 429, 5xx, timeouts, dropped connections and bodies cut short are retried with exponential backoff;
+every other failure is one line naming the server, the request and what was wrong. Requests run in a bounded pool of
+``num_concurrent`` threads (``Client.map``), each result handed over as it arrives. The served model is fingerprinted
+(``Client.fingerprint``). The API key is read from ``OPENAI_API_KEY``, checked, and never printed or stored: every
+error line passes through ``physprobe.redact.scrub``.
 
 >>> Client(ServerOptions("http://127.0.0.1:8000/v1", num_concurrent=4), "my-model").base_url
 'http://127.0.0.1:8000/v1'
@@ -26,52 +21,22 @@ import math
 import os
 import re
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from physprobe.answers import cut, yes_probability
-from physprobe.backends.base import Backend, BackendError, Settings, messages, prompt_text
+from physprobe.backends.base import BackendError
 from physprobe.errors import RequestError
 from physprobe.redact import printable, scrub
 from physprobe.retries import TRANSIENT_STATUS, backoff, retried
-from physprobe.requests import Choice, Generate, GenerateEach, YesNo  # noqa: F401 (Choice: the doctest)
+
 
 API_KEY_VARIABLE = "OPENAI_API_KEY"
 COMPLETIONS_UNSUPPORTED = ("this server has no /v1/completions endpoint for raw prompts: score with --apply-chat-template "
                            "(its chat endpoint, which reads each prompt through the server's chat template)")
 LOGLIKELIHOOD_UNSUPPORTED = ("this server cannot score log-likelihood protocols (they need /v1/completions with echo and "
                              "logprobs; a chat-only endpoint has none): score a generation protocol, --method generate")
-
-
-def after_shared_prefix(echoed: Sequence[Sequence[tuple[str, float | None]]]) -> list[float]:
-    """Each option's summed token log-probability after the tokens all options share (each keeps at least one),
-    from the server's echoed ``(token, log-probability)`` lists: what the ``hf`` backend sums for a ``Choice``.
-
-    The OpenAI API gives a prompt's first token no log-probability, so options that differ from their first token
-    on (an empty context) are an error.
-
-    >>> after_shared_prefix([[("A", None), (" coin", -1.0), (" fell", -2.0)], [("A", None), (" leaf", -3.0), (" fell", -0.5)]])
-    [-3.0, -3.5]
-    >>> after_shared_prefix([[("A", None), (" coin", -1.0)], [("The", None), (" leaf", -3.0)]])
-    Traceback (most recent call last):
-    ...
-    physprobe.errors.BackendError: the server gives no log-probability to a prompt's first token ('A'), where these options differ: give them a shared context to score them over the API
-    """
-    shortest = min(len(tokens) for tokens in echoed) - 1
-    shared = 0
-    while shared < shortest and all(tokens[shared][0] == echoed[0][shared][0] for tokens in echoed):
-        shared += 1
-    totals = []
-    for tokens in echoed:
-        scored = tokens[shared:]
-        if any(value is None for _, value in scored):
-            raise BackendError(f"the server gives no log-probability to a prompt's first token ({tokens[0][0]!r}), where these "
-                               "options differ: give them a shared context to score them over the API")  # fmt: skip
-        totals.append(sum(value for _, value in scored))
-    return totals
 
 
 def _ascii(text: str) -> str:
@@ -132,7 +97,7 @@ def parse_body(content: bytes) -> dict:
 
     >>> parse_body(b'{"error": {"message": "overloaded"}}')
     Traceback (most recent call last):
-    physprobe.backends.openai.Malformed: an error object in place of the answer: overloaded
+    physprobe.backends.openai.client.Malformed: an error object in place of the answer: overloaded
     """
     try:
         body = json.loads(content.decode("utf-8"))
@@ -175,7 +140,7 @@ def parse_echo(body: dict) -> list[tuple[str, float | None]]:
     [('A', None), (' b', -0.5)]
     >>> parse_echo({"choices": [{"logprobs": {"tokens": ["A", " b"], "token_logprobs": [None, 48.2]}}]})
     Traceback (most recent call last):
-    physprobe.backends.openai.Malformed: token_logprobs[1] is 48.2, above 0 (a log-probability is at most 0)
+    physprobe.backends.openai.client.Malformed: token_logprobs[1] is 48.2, above 0 (a log-probability is at most 0)
     """
     logprobs = _choice(body).get("logprobs")
     if not isinstance(logprobs, dict):
@@ -218,7 +183,7 @@ def parse_chat(body: dict) -> str:
 
     >>> parse_chat({"choices": [{"message": {"role": "assistant"}}]})
     Traceback (most recent call last):
-    physprobe.backends.openai.Malformed: choices[0].message has no content
+    physprobe.backends.openai.client.Malformed: choices[0].message has no content
     """
     message = _choice(body).get("message")
     if not isinstance(message, dict):
@@ -497,172 +462,3 @@ class ServerOptions:
             kind = "a whole number" if whole else "a number"
             raise BackendError(f"--model-args {key}={value!r}: expected {kind} from {low} to {high}")
         return number
-
-
-@dataclass(frozen=True)
-class ServerInfo:
-    """What run.json records of a served model (its ``backend`` section)."""
-
-    base_url: str
-    served_model: str
-    options: dict
-    requests_sent: int
-
-
-class OpenAIBackend(Backend):
-    """A model behind an OpenAI-compatible server: ``--backend openai --model SERVED_ID --model-args base_url=URL,...``.
-
-    ``Choice`` and ``YesNo`` are scored through ``/v1/completions`` with ``echo`` and ``logprobs`` (one request per
-    distinct text; a ``YesNo`` prompt is the ``Choice`` of ``" YES"`` and ``" NO"``), ``Generate`` (and each prompt of a ``GenerateEach``) through
-    ``/v1/chat/completions`` when the chat setting applies (the server's own template) or ``/v1/completions``. The
-    server is asked for its model list and fingerprinted (``identity``) before any cached answer is used: cached
-    answers are reused only from the same weights, so every run needs the server up.
-
-    >>> backend = OpenAIBackend(Settings("SmolLM2", {"base_url": "http://127.0.0.1:8000/v1"}))
-    >>> backend.chat_applied(Generate), backend.chat_applied(Choice), backend.family
-    (False, False, 'causal')
-    >>> OpenAIBackend(Settings("SmolLM2", {"base_url": "http://127.0.0.1:8000/v1"}, device="cuda"))
-    Traceback (most recent call last):
-    ...
-    physprobe.errors.BackendError: --device does not apply to --backend openai: the server decides where and how its model runs
-    """
-
-    name = "openai"
-
-    @staticmethod
-    def parse_model_args(text: str | None) -> dict:
-        """``--model-args`` of a server (``ServerOptions``), as the plan holds them.
-
-        >>> OpenAIBackend.parse_model_args("base_url=http://127.0.0.1:8000/v1,num_concurrent=4,timeout=60")
-        {'base_url': 'http://127.0.0.1:8000/v1', 'num_concurrent': 4, 'max_retries': 5, 'timeout': 60.0}
-        """
-        from physprobe.model_options import split_model_args
-
-        return dataclasses.asdict(ServerOptions.parse(split_model_args(text)))
-
-    def __init__(self, settings: Settings):
-        super().__init__(settings)
-        if settings.method in ("mlm", "nli", "seq2seq"):
-            raise BackendError(f"method {settings.method!r} (masked-LM, NLI and seq2seq scoring) needs the model in this process: "
-                               "use --backend hf; a server serves a causal model's completions")  # fmt: skip
-        for option, flag in (("device", "--device"), ("dtype", "--dtype"), ("batch_size", "--batch-size"), ("gguf_file", "--gguf-file")):
-            if getattr(settings, option) is not None:
-                raise BackendError(f"{flag} does not apply to --backend openai: the server decides where and how its model runs")
-        if settings.chat.mode == "on" and settings.chat.template is not None:
-            raise BackendError(f"--apply-chat-template {settings.chat.template}: a server applies its own chat template; "
-                               "give --apply-chat-template without a name")  # fmt: skip
-        self.options = ServerOptions.parse(settings.model_args)
-        self.base_url = self.options.base_url
-        self.client: Client | None = None
-        self._entry: dict = {}  # the served model's /v1/models entry
-        self._fingerprints: dict[bool, dict] = {}  # per chat setting applied
-
-    def chat_applied(self, request_type: type) -> bool:
-        return self.settings.chat.applies(request_type)
-
-    def offers_chat_template(self) -> bool:
-        return True  # a server's chat endpoint reads messages through its template (or a default one)
-
-    def identity(self, request_type: type) -> dict:
-        """The served model's identity, its fingerprint included (``Client.fingerprint``: asked of the server once per
-        run, so other weights behind the same name never reuse cached answers)."""
-        chat, applied = self.settings.chat, self.chat_applied(request_type)
-        if applied not in self._fingerprints:
-            client = self._connect()
-            self._fingerprints[applied] = client.fingerprint(self._entry, chat=applied)
-        return {"backend": self.name, "base_url": self.base_url, "model": self.settings.model, **self._fingerprints[applied],
-                "chat": {"applied": applied, "template": "server" if applied else None, "template_sha256": None,
-                         "system_instruction": chat.system_instruction}}  # fmt: skip
-
-    def info(self) -> ServerInfo:
-        options = {k: v for k, v in dataclasses.asdict(self.options).items() if k != "base_url"}
-        return ServerInfo(self.base_url, self.settings.model, options, self.client.requests_sent if self.client else 0)
-
-    def _connect(self) -> Client:
-        if self.client is None:
-            started = time.perf_counter()
-            client = Client(self.options, self.settings.model)
-            self._entry = client.check()
-            self.client, self.load_seconds = client, time.perf_counter() - started
-        return self.client
-
-    def score(self, requests: list, progress=None) -> list[list]:
-        """Each request's result; ``progress.answered(i, result)`` gets each one as soon as the server's answers to it
-        are in, so the runner commits it at once (a run killed at any point resends only what is missing)."""
-        if not requests:
-            return []
-        kind = type(requests[0])
-        self.settings.chat.check(kind)
-        if kind not in (Generate, GenerateEach) and self.chat_applied(kind):
-            raise BackendError("--apply-chat-template with a log-likelihood protocol needs --backend hf: a server applies its "
-                               "chat template to chat messages only; drop --apply-chat-template or score with --method generate")  # fmt: skip
-        client = self._connect()
-        asks, needs, assemble, send = self._plan(kind, requests)
-        askers: dict[int, list[int]] = {}
-        for index, need in enumerate(needs):
-            for ask in dict.fromkeys(need):
-                askers.setdefault(ask, []).append(index)
-        waiting = [len(set(need)) for need in needs]
-        answers: dict[int, object] = {}
-        results: list = [None] * len(requests)
-
-        def arrived(ask: int, answer) -> None:
-            answers[ask] = answer
-            for index in askers[ask]:
-                waiting[index] -= 1
-                if waiting[index]:
-                    continue
-                try:
-                    results[index] = assemble(index, [answers[a] for a in needs[index]])
-                except BackendError as error:
-                    raise RequestError(str(error), index) from None
-                if progress is not None:
-                    progress.update(1)
-                    progress.answered(index, results[index])
-
-        try:
-            client.map(send, asks, arrived)
-        except ItemFailed as error:
-            raise RequestError(str(error), askers[error.index][0]) from None
-        return results
-
-    def _plan(self, kind: type, requests: list) -> tuple[list, list[list[int]], Callable, Callable]:
-        """What to send for ``requests`` of type ``kind``: the distinct asks, each request's asks (indices), how a
-        request's result is made from its asks' answers, and how one ask is sent."""
-        chat = self.settings.chat
-        if kind is Generate:
-            return requests, [[i] for i in range(len(requests))], lambda index, texts: [texts[0]], self._generate
-        if kind is GenerateEach:  # one answer per prompt, each asked as a Generate
-            asks = [Generate(p, (), r.max_new_tokens, r.stop, system=r.system) for r in requests for p in r.prompts]
-            needs, at = [], 0
-            for r in requests:
-                needs.append(list(range(at, at + len(r.prompts))))
-                at += len(r.prompts)
-            return asks, needs, lambda index, texts: texts, self._generate
-        if kind is YesNo:  # each prompt the Choice of " YES" and " NO"
-            questions = [[(prompt_text(p, chat, templated=False), (" YES", " NO")) for p in r.prompts] for r in requests]
-        else:
-            questions = [[(prompt_text(r.context, chat, templated=False), r.continuations)] for r in requests]
-        texts = list(dict.fromkeys(context + c for qs in questions for context, options in qs for c in options))  # each once
-        where = {text: i for i, text in enumerate(texts)}
-        needs = [[where[context + c] for context, options in qs for c in options] for qs in questions]
-
-        def assemble(index: int, echoed: list) -> list:
-            totals, at = [], 0
-            for _, options in questions[index]:
-                totals.append(after_shared_prefix(echoed[at : at + len(options)]))
-                at += len(options)
-            return [yes_probability(yes, no) for yes, no in totals] if kind is YesNo else totals[0]
-
-        return texts, needs, assemble, self.client.echo
-
-    def _generate(self, request: Generate) -> str:
-        if request.first_token_choices:
-            raise BackendError("this protocol matches answers to the options' first tokens, which needs the model's tokenizer: "
-                               "use --backend hf")  # fmt: skip
-        chat = self.settings.chat
-        if self.chat_applied(type(request)):
-            text = self.client.chat(messages(request.prompt, chat, request.system), request.max_new_tokens)
-        else:
-            text = self.client.complete(prompt_text(request.prompt, chat, templated=False, system=request.system), request.max_new_tokens)
-        return cut(text, request.stop)

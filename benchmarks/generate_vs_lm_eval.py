@@ -272,7 +272,7 @@ def main() -> None:
                 ours = measured["physprobe"](lambda: generation.generate(model, tokenizer, requests, torch.device(args.device),
                                                                            chat=args.chat_template))  # fmt: skip
             stop = list(protocol.stop)
-            same = sum(text == cut(their_texts[key], stop) for text, key in zip(ours, keys))
+            same = sum(answer.text == cut(their_texts[key], stop) for answer, key in zip(ours, keys))
             own = sum(len(tokenizer(r["prompt"], add_special_tokens=not args.chat_template)["input_ids"]) for r in requests)
             figures[benchmark] = {"rows": len(keys), "identical": same, "needed": needed_tokens(answers, tokenizer, stop),
                                   "prompt": own, "physprobe": fed.snapshot(len(keys)), "lm-eval": theirs}  # fmt: skip

@@ -150,7 +150,7 @@ def chat_setting(args: argparse.Namespace):
     >>> chat_setting(parser().parse_args([*args, "--apply-chat-template"])), chat_setting(parser().parse_args(args)).mode
     (Chat(mode='on', template=None, system_instruction=None), 'off')
     """
-    from physprobe.backends.base import Chat
+    from physprobe.backends.chat import Chat
 
     if args.system_instruction is not None and not args.system_instruction.strip():
         raise PhysprobeError("--system-instruction is empty; give the instruction's text, or leave the option out")

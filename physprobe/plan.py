@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from physprobe import backends, hub_data, model_options, protocols, registry, run_record
-from physprobe.backends.base import Chat, Settings
+from physprobe.backends.base import Settings
+from physprobe.backends.chat import Chat
 from physprobe.errors import ModelOptionError, PhysprobeError, ProtocolError
 from physprobe.paths import Owner, check_folder_name
 

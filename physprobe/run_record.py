@@ -7,8 +7,9 @@ A run folder belongs to one model (its name, or a local folder's absolute path) 
     run.json             the record's settings and provenance (schema_version, model, label, protocol, backend,
                          ..., the baselines of each config)
     metrics.json         per config, the figures of the benchmark's metric wiring (and its counts)
-    predictions.parquet  per scored row: config, row, scores, prediction, reference, generated text, and the
-                         texts the model read (prompts) with their token counts
+    predictions.parquet  per row: config, row, status, prediction (-1 undecided, -2 unparsed, -3 excluded),
+                         scores, reference, generated text and its token count, and the texts the model read
+                         (prompts) with their token counts
     cache.sqlite         the resume cache (cache.rank<r>.sqlite for data-parallel rank r), run.lock
 
 ``write`` swaps the first three in together (``paths.staged``, the cache and lock kept), so a kill never
@@ -167,23 +168,6 @@ class Baselines:
 
 
 @dataclass(frozen=True)
-class Prediction:
-    """One scored row, as predictions.parquet holds it (``prediction`` -1: undecided or unparsed; ``scores``
-    NaN where the model gave none; ``prompts``: each text the row's request made the model read, as it read
-    it (through the chat template where one applied; ``Backend.read``), and ``prompt_tokens`` their token
-    counts where the backend has the tokenizer)."""
-
-    config: str
-    row: int
-    scores: list[float]
-    prediction: int
-    reference: list[int]
-    generated: object = None  # the generated text, the list of a YES/NO protocol's answers, or None
-    prompts: list[str] = dataclasses.field(default_factory=list)
-    prompt_tokens: list[int] | None = None
-
-
-@dataclass(frozen=True)
 class RunRecord:
     """What a run folder holds: the run's settings and provenance (run.json), the figures per config
     (metrics.json) and, when written, the predictions. ``backend`` is the backend's own section: its
@@ -223,16 +207,16 @@ class RunRecord:
         return data
 
 
-def write(folder: Path, run_owner: Owner, record: RunRecord, predictions: list[Prediction]) -> None:
-    """Check ``record`` as ``read`` would, then replace the run folder's results as one: predictions.parquet,
-    metrics.json and run.json (the cache and lock stay)."""
+def write(folder: Path, run_owner: Owner, record: RunRecord, samples: list) -> None:
+    """Check ``record`` as ``read`` would, then replace the run folder's results as one: predictions.parquet (a line
+    per sample, ``physprobe.samples.Sample.line``), metrics.json and run.json (the cache and lock stay)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     run_json = _json_ready(record.run_json())
     check_info(run_json, f"the record of {folder / RUN_JSON}")
     check_metrics(record.metrics, f"the record of {folder / METRICS_JSON}")
-    table = pa.Table.from_pylist([dataclasses.asdict(p) for p in predictions])
+    table = pa.Table.from_pylist([sample.line() for sample in samples])
     with staged(folder, run_owner, carry=True) as staging:
         pq.write_table(table, staging / PREDICTIONS)
         for name, data in ((METRICS_JSON, record.metrics), (RUN_JSON, run_json)):

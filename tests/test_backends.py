@@ -13,8 +13,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from physprobe import backends, runner
-from physprobe.backends.base import Backend, BackendError, Chat
-from physprobe.backends.hf import Templating, score_loaded, scoring
+from physprobe.backends.base import Backend, BackendError
+from physprobe.backends.chat import Chat, Templating
+from physprobe.backends.hf import score_loaded, scoring
 from physprobe.backends.hf.model import Loaded
 from physprobe.cli import main
 from physprobe.requests import Choice, Generate, GenerateEach, MeanTokens, YesNo
@@ -114,10 +115,10 @@ def test_templated_prompts_are_fed_as_rendered_without_an_extra_bos(models):
             out.append(int(model(input_ids=torch.tensor([out])).logits[0, -1].argmax()))
             if out[-1] == tokenizer.eos_token_id:
                 break
-    assert generated == [tokenizer.decode(out[len(ids) :], skip_special_tokens=True)]
+    assert generated.text == tokenizer.decode(out[len(ids) :], skip_special_tokens=True) and generated.tokens == len(out) - len(ids)
     # Log-likelihood through the template when asked: context rendered, continuation after it, no BOS.
     request = Choice("Which is bigger?", (" a key", " a key box"))
-    (scores,) = score_loaded(loaded, [request], Chat("on"))
+    (scores,) = [r.values for r in score_loaded(loaded, [request], Chat("on"))]
     whole = [tokenizer(f"<user>Which is bigger?\n<assistant>{c}", add_special_tokens=False)["input_ids"] for c in request.continuations]
     shared = scoring.common_prefix(whole)
     with torch.inference_mode():
@@ -126,7 +127,7 @@ def test_templated_prompts_are_fed_as_rendered_without_an_extra_bos(models):
             logprobs = torch.log_softmax(model(torch.tensor([sequence])).logits[0].float(), dim=-1)
             naive.append(sum(logprobs[i - 1, sequence[i]].item() for i in range(shared, len(sequence))))
     assert scores == pytest.approx(naive, abs=1e-4)
-    (raw,) = score_loaded(loaded, [request])  # the default: raw text with BOS
+    (raw,) = [r.values for r in score_loaded(loaded, [request])]  # the default: raw text with BOS
     assert raw == pytest.approx(scoring.sequence_logprobs(model, tokenizer, [["Which is bigger? a key", "Which is bigger? a key box"]],
                                                           torch.device("cpu"))[0], abs=1e-6)  # fmt: skip
 
@@ -230,9 +231,9 @@ def test_masked_pair_feeds_segment_ids_only_when_the_request_says_so(tmp_path):
         typed = torch.log_softmax(model(**encoded).logits[0, where], -1)[words].tolist()
         untyped = torch.log_softmax(model(input_ids=encoded["input_ids"]).logits[0, where], -1)[words].tolist()
     assert typed != pytest.approx(untyped, abs=1e-6)
-    assert score_loaded(loaded, [request])[0] == pytest.approx(typed, abs=1e-5)
+    assert score_loaded(loaded, [request])[0].values == pytest.approx(typed, abs=1e-5)
     without = MaskedPair(request.first, request.second, request.words, token_type_ids=False)
-    assert score_loaded(loaded, [without])[0] == pytest.approx(untyped, abs=1e-5)
+    assert score_loaded(loaded, [without])[0].values == pytest.approx(untyped, abs=1e-5)
 
 
 def test_a_separator_placeholder_becomes_the_tokenizers_separator(models, monkeypatch):

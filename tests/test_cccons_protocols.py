@@ -16,6 +16,7 @@ from physprobe import protocols, registry
 from physprobe.cli import main
 from physprobe.dataset_scripts.cccons import evaluation as cccons
 from physprobe.requests import Generate
+from physprobe.results import Answer
 
 from . import tiny_models
 
@@ -120,7 +121,7 @@ def test_unparsed_answers_count_wrong_not_dropped(by_config):
     answers = [f"The {rows[0]['obj1'] if rows[0]['label'] == 0 else rows[0]['obj2']} is bigger.", "",
                f"A {rows[2]['obj2']}.", "It is hard to say.", f"{rows[4]['obj1']}"]  # fmt: skip
     payloads = [protocol.build(r, "ordinary") for r in rows]
-    predictions = [protocol.predict([a], p) for a, p in zip(answers, payloads)]
+    predictions = [protocol.predict(Answer(a), p) for a, p in zip(answers, payloads)]
     assert predictions[1] == predictions[3] == protocols.UNPARSED
     right = sum(p == r["label"] for p, r in zip(predictions, rows))
     out = cccons.metrics("ordinary", rows, predictions, [[] for _ in rows])

@@ -127,8 +127,8 @@ def test_a_protocol_is_two_edits_to_its_evaluation(toy, tmp_path, capsys):
     assert json.loads((run / "run.json").read_text())["method"] == "generate" and metrics["n"] == 6
     # An answer decided names the chosen object; one that names neither is unparsed, never an option.
     for p, r in zip(predictions, _rows(build)):
-        assert p["prediction"] == -1 or (r["obj1"], r["obj2"])[p["prediction"]].lower() in p["generated"].lower(), p
-    assert metrics["unparsed"] == sum(p["prediction"] == -1 for p in predictions)
+        assert p["status"] == "unparsed" or (r["obj1"], r["obj2"])[p["prediction"]].lower() in p["generated"].lower(), p
+    assert metrics["unparsed"] == sum(p["prediction"] == -2 for p in predictions) == sum(p["status"] == "unparsed" for p in predictions)
 
 
 def test_a_backend_is_one_module_and_one_registry_line(built_all, tmp_path, monkeypatch, capsys):
@@ -155,7 +155,7 @@ def test_a_backend_is_one_module_and_one_registry_line(built_all, tmp_path, monk
     metrics = json.loads((run / "metrics.json").read_text())["ordinary"]
     assert info["backend"] == {"name": "echo", "answer": "table"} and info["protocol"] == "question-generate"
     assert [p["generated"] for p in predictions] == ["table"] * 5 and metrics["n"] == 5
-    assert metrics["unparsed"] == sum(p["prediction"] == -1 for p in predictions)
+    assert metrics["unparsed"] == sum(p["status"] == "unparsed" for p in predictions)
     capsys.readouterr()
     assert main([*args, "--protocol", "answer-loglik"]) == 2
     err = capsys.readouterr().err

@@ -119,7 +119,7 @@ def _assert_decided_as_physprobe_score(tasks: dict, results: dict, samples: dict
                 else:  # a released budget that counts the prompt (max_length), which lm-eval's max_gen_toks cannot say:
                     assert theirs.startswith(row["generated"]), (task, sample["doc"]["row"])  # physprobe's answer is where lm-eval's begins
                 if theirs == row["generated"]:
-                    assert sample["paper"][1] == row["prediction"]  # protocols.UNPARSED (-1) when no option is named
+                    assert sample["paper"][1] == row["prediction"]  # protocols.UNPARSED (-2) when no option is named
             assert len(logged) == len(ours)
         elif any(s["doc"]["part"] for s in logged):  # YES/NO: one lm-eval doc per class; the row's YES set
             yes = {}

@@ -13,7 +13,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from physprobe.backends.base import BackendError, Chat, Settings
+from physprobe.backends.base import BackendError, Settings
+from physprobe.backends.chat import Chat
 from physprobe import backends, plan
 from physprobe.backends.openai.backend import OpenAIBackend
 from physprobe.backends.openai.client import Client, ServerOptions
@@ -78,7 +79,7 @@ def test_refused_key_is_one_line_and_never_printed(tmp_path, monkeypatch):
                                     "export OPENAI_API_KEY with a key it accepts")  # fmt: skip
         monkeypatch.setenv("OPENAI_API_KEY", "right-key")
         chosen = backend(server.base_url)
-        assert chosen.score([Generate("The capital of France is", ("Paris",), max_new_tokens=4)])[0][0]
+        assert chosen.score([Generate("The capital of France is", ("Paris",), max_new_tokens=4)])[0].text
         assert "right-key" not in repr(chosen.info()) + repr(chosen.identity(Generate))
 
 
@@ -138,7 +139,7 @@ def test_both_backends_read_the_same_chat_prompt_ids(built_all):
     from transformers import AutoTokenizer
 
     from physprobe import registry
-    from physprobe.backends.hf import Templating
+    from physprobe.backends.chat import Templating
 
     folder = gguf_folder()
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF)

@@ -13,7 +13,7 @@ import yaml
 from physprobe import run_record, runs_repo
 from physprobe.cli import main
 from physprobe.paths import MARKER
-from physprobe.run_record import Prediction
+from physprobe.samples import Sample
 
 from .fake_hub import FakeHub
 from .run_folders import record
@@ -25,7 +25,7 @@ FIGURES = {"ordinary": {"accuracy": 2 / 3, "n": 3, "undecided": 0}}
 def finished(folder, model, labels):
     """A finished CConS masked-LM run of ``model`` whose predictions are ``labels`` (one row each)."""
     made = record("cccons", "mlm", FIGURES, "mask-four", model=model)
-    rows = [Prediction("ordinary", i, [0.2, 0.8], label, [1]) for i, label in enumerate(labels)]
+    rows = [Sample("ordinary", i, {}, (1,), "decided", label, (0.2, 0.8), 2) for i, label in enumerate(labels)]
     run_record.write(folder, run_record.owner(model, "cccons", False), made, rows)
     return folder
 

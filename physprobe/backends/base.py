@@ -7,15 +7,8 @@ JSON-ready list that the request type's docstring describes (``Choice``: a log-l
 (``physprobe.backends``); for a type it does not serve, the runner stops before scoring with a one-line error
 naming the protocol, the backend and the backends that serve it.
 
-Chat templates. ``Settings.chat`` (``Chat``: ``mode`` ``"off"`` (the default) or ``"on"``, a named
-``template``, a ``system_instruction``) reaches the backend when it is made; the backend alone applies
-it, and only to the requests that read a prompt: ``Generate`` and ``GenerateEach`` (the prompts), ``Choice``
-(the context) and ``YesNo`` (each prompt). ``chat_applied(request_type)`` says whether it does: with ``"on"``
-(``--apply-chat-template``) always, an error if the model has no template; by default never, as the papers'
-released scripts and lm-evaluation-harness read prompts (raw text). The prompt becomes the user message,
-after a system message holding ``system_instruction`` if given; with no template applied, a system
-instruction precedes the prompt, followed by a blank line. ``"on"`` with a request type that reads no prompt
-is an error.
+Chat templates. ``Settings.chat`` (``physprobe.backends.chat.Chat``) reaches the backend when it is made; the
+backend alone applies it (``physprobe.backends.chat`` says when and how).
 
 Identity. ``identity(request_type)`` is a JSON-ready dict of all that changes a result besides the
 request (model revision, dtype, device type, a server's URL and served model id, the chat setting
@@ -26,90 +19,16 @@ text) go under ``measured``: the resume cache reads them as the first stored mea
 (``result_cache.Cache.settled``), since they jitter in their last digits.
 ``info()`` is the backend's own section of run.json (``backend``): a dataclass of what it records of
 itself (device, options, load state), beside the ``name`` the runner adds.
-
->>> from physprobe.requests import Generate
->>> chat = Chat(system_instruction="Answer briefly.")
->>> chat.applies(Generate), Chat("on").applies(Generate)
-(False, True)
->>> prompt_text("Which is bigger?", chat, templated=False)
-'Answer briefly.\\n\\nWhich is bigger?'
->>> messages("Which is bigger?", chat)
-[{'role': 'system', 'content': 'Answer briefly.'}, {'role': 'user', 'content': 'Which is bigger?'}]
 """
 
 from __future__ import annotations
 
 import abc
-import hashlib
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from physprobe.backends.chat import Chat, prompt_text
 from physprobe.errors import BackendError
-from physprobe.requests import Choice, Generate, GenerateEach, YesNo
-
-CHAT_MODES = ("off", "on")
-PROMPTED = (Generate, GenerateEach, Choice, YesNo)  # the request types a chat template applies to
-
-
-@dataclass(frozen=True)
-class Chat:
-    """The chat setting of a run: ``--apply-chat-template [NAME]`` (``mode="on"``, ``template=NAME``; without it
-    ``"off"``) and ``--system-instruction``."""
-
-    mode: str = "off"
-    template: str | None = None  # a named template of the tokenizer's (None: its default one)
-    system_instruction: str | None = None
-
-    def __post_init__(self):
-        if self.mode not in CHAT_MODES:
-            raise BackendError(f"chat mode {self.mode!r} is not one of {', '.join(CHAT_MODES)}")
-
-    def applies(self, request_type: type) -> bool:
-        """Whether ``request_type``'s prompts are read through the model's chat template.
-
-        >>> Chat("on").applies(Choice), Chat("off").applies(Generate)
-        (True, False)
-        """
-        return self.mode == "on" and request_type in PROMPTED
-
-    def check(self, request_type: type) -> None:
-        """A one-line error when the setting asks a chat template or an instruction of a request type that
-        reads no prompt (masked LM, NLI, seq2seq targets, token sequences).
-
-        >>> from physprobe.requests import Masked
-        >>> Chat("on").check(Masked)
-        Traceback (most recent call last):
-        physprobe.errors.BackendError: --apply-chat-template and --system-instruction apply to prompts (generation, log-likelihood of a continuation, YES/NO); Masked requests read none: leave them out
-        """
-        if request_type not in PROMPTED and (self.mode == "on" or self.system_instruction):
-            raise BackendError("--apply-chat-template and --system-instruction apply to prompts (generation, log-likelihood "
-                               f"of a continuation, YES/NO); {request_type.__name__} requests read none: leave them out")
-
-
-def messages(prompt: str, chat: Chat, system: str | None = None) -> list[dict]:
-    """The chat messages of a prompt: a system message (the request's ``system``, else ``chat``'s instruction)
-    when there is one, then the prompt."""
-    system = system or chat.system_instruction
-    head = [{"role": "system", "content": system}] if system else []
-    return head + [{"role": "user", "content": prompt}]
-
-
-def prompt_text(prompt: str, chat: Chat, templated: bool, system: str | None = None) -> str:
-    """A prompt as a backend without a chat template applied reads it: the system message (``messages``'),
-    a blank line, then the prompt (``templated``: the template renders the message; the prompt is unchanged)."""
-    system = system or chat.system_instruction
-    if templated or not system:
-        return prompt
-    return f"{system}\n\n{prompt}"
-
-
-def template_hash(template: str | None) -> str | None:
-    """The sha256 of a chat template's text (None: no template).
-
-    >>> len(template_hash("{{ messages }}")), template_hash("{{ messages }}") == template_hash("{{ message }}"), template_hash(None)
-    (64, False, None)
-    """
-    return None if template is None else hashlib.sha256(template.encode()).hexdigest()
 
 
 @dataclass(frozen=True)

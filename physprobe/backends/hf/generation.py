@@ -29,6 +29,7 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from physprobe.answers import cut, stopped
+from physprobe.results import Answer
 from physprobe.backends.hf.attention import cache_layers, custom_mask, filled_cache, positions_follow_ids, takes_custom_masks
 from physprobe.backends.hf.batching import (
     batch_limits,
@@ -370,9 +371,9 @@ def answer_budget(prompt_tokens: int, max_new_tokens: int, max_length: int | Non
 
 def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, seq2seq: bool = False,
              batch_tokens: int | None = None, max_batch: int | None = None, truncate: bool = False, progress=None,
-             chat: bool = False) -> list[str]:  # fmt: skip
+             chat: bool = False) -> list[Answer]:  # fmt: skip
     """The greedy answer to each request (``{"prompt", "max_new_tokens", "stop"}``, optionally ``"max_length"``:
-    ``answer_budget``'s), in request order.
+    ``answer_budget``'s), in request order: its text and the number of tokens generated (before the cut).
 
     A prompt is encoded as the tokenizer encodes it (its special tokens included), unless ``chat``: a prompt
     rendered by a chat template carries its own.
@@ -395,7 +396,7 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
     plain = argmax_decodes(model)
     # Rows of a decoding batch: on CUDA as many as the free memory holds with their caches (hundreds), else 128.
     batch_tokens, max_batch = batch_limits(model, device, batch_tokens, max_batch, (8192, 128), logits=False, cached=True)
-    texts: list[str] = [""] * len(requests)
+    texts: list[Answer] = [Answer("")] * len(requests)
     # Requests batch by their bound (max_new_tokens); within a batch each row stops at its own budget (a prompt
     # counted in max_length leaves its row fewer tokens), so prompts of many lengths still share a batch.
     by_bound: dict[int, list[int]] = {}
@@ -404,7 +405,7 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
 
     for members in (by_bound[bound] for bound in sorted(by_bound)):
 
-        def step(batch: list[int], members=members) -> list[str]:
+        def step(batch: list[int], members=members) -> list[Answer]:
             chosen = [members[i] for i in batch]
             stops = [requests[i]["stop"] for i in chosen]
             limits = [budgets[i] for i in chosen]
@@ -420,8 +421,9 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
                            else _greedy(model, prompts, max(limits), done, eos, device))  # fmt: skip
             if answers is None:  # model.generate runs every row to the batch's budget: greedy, so cut to each row's
                 answers = _generated(model, tokenizer, prompts, max(limits), stops, pad, eos, seq2seq, one_length=not plain)
-            decoded = tokenizer.batch_decode([a[:limit] for a, limit in zip(answers, limits)], skip_special_tokens=True)
-            return [cut(text, stop) for text, stop in zip(decoded, stops)]
+            kept = [a[:limit] for a, limit in zip(answers, limits)]
+            decoded = tokenizer.batch_decode(kept, skip_special_tokens=True)
+            return [Answer(cut(text, stop), len(tokens)) for text, stop, tokens in zip(decoded, stops, kept)]
 
         with torch.inference_mode():
             # A causal batch holds prompts in token order (shared prefixes together); a seq2seq batch similar lengths.

@@ -25,10 +25,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from physprobe.answers import cut, yes_probability
-from physprobe.backends.base import Backend, BackendError, Settings, messages, prompt_text
+from physprobe.backends.base import Backend, BackendError, Settings
+from physprobe.backends.chat import messages, prompt_text
 from physprobe.backends.openai.client import Client, ItemFailed, ServerOptions
 from physprobe.errors import RequestError
 from physprobe.requests import Choice, Generate, GenerateEach, YesNo  # noqa: F401 (Choice: the doctest)
+from physprobe.results import Answer, Answers, Result, Scores
 
 
 def after_shared_prefix(echoed: Sequence[Sequence[tuple[str, float | None]]]) -> list[float]:
@@ -146,7 +148,7 @@ class OpenAIBackend(Backend):
             self.client, self.load_seconds = client, time.perf_counter() - started
         return self.client
 
-    def score(self, requests: list, progress=None) -> list[list]:
+    def score(self, requests: list, progress=None) -> list[Result]:
         """Each request's result; ``progress.answered(i, result)`` gets each one as soon as the server's answers to it
         are in, so the runner commits it at once (a run killed at any point resends only what is missing)."""
         if not requests:
@@ -157,7 +159,7 @@ class OpenAIBackend(Backend):
             raise BackendError("--apply-chat-template with a log-likelihood protocol needs --backend hf: a server applies its "
                                "chat template to chat messages only; drop --apply-chat-template or score with --method generate")  # fmt: skip
         client = self._connect()
-        asks, needs, assemble, send = self._plan(kind, requests)
+        asks, needs, assemble, send = self._asks(kind, requests)
         askers: dict[int, list[int]] = {}
         for index, need in enumerate(needs):
             for ask in dict.fromkeys(need):
@@ -186,19 +188,19 @@ class OpenAIBackend(Backend):
             raise RequestError(str(error), askers[error.index][0]) from None
         return results
 
-    def _plan(self, kind: type, requests: list) -> tuple[list, list[list[int]], Callable, Callable]:
+    def _asks(self, kind: type, requests: list) -> tuple[list, list[list[int]], Callable, Callable]:
         """What to send for ``requests`` of type ``kind``: the distinct asks, each request's asks (indices), how a
         request's result is made from its asks' answers, and how one ask is sent."""
         chat = self.settings.chat
         if kind is Generate:
-            return requests, [[i] for i in range(len(requests))], lambda index, texts: [texts[0]], self._generate
+            return requests, [[i] for i in range(len(requests))], lambda index, answers: answers[0], self._generate
         if kind is GenerateEach:  # one answer per prompt, each asked as a Generate
             asks = [Generate(p, (), r.max_new_tokens, r.stop, system=r.system) for r in requests for p in r.prompts]
             needs, at = [], 0
             for r in requests:
                 needs.append(list(range(at, at + len(r.prompts))))
                 at += len(r.prompts)
-            return asks, needs, lambda index, texts: texts, self._generate
+            return asks, needs, lambda index, answers: Answers(tuple(answers)), self._generate
         if kind is YesNo:  # each prompt the Choice of " YES" and " NO"
             questions = [[(prompt_text(p, chat, templated=False), (" YES", " NO")) for p in r.prompts] for r in requests]
         else:
@@ -207,22 +209,22 @@ class OpenAIBackend(Backend):
         where = {text: i for i, text in enumerate(texts)}
         needs = [[where[context + c] for context, options in qs for c in options] for qs in questions]
 
-        def assemble(index: int, echoed: list) -> list:
+        def assemble(index: int, echoed: list) -> Scores:
             totals, at = [], 0
             for _, options in questions[index]:
                 totals.append(after_shared_prefix(echoed[at : at + len(options)]))
                 at += len(options)
-            return [yes_probability(yes, no) for yes, no in totals] if kind is YesNo else totals[0]
+            return Scores(tuple(yes_probability(yes, no) for yes, no in totals) if kind is YesNo else tuple(totals[0]))
 
         return texts, needs, assemble, self.client.echo
 
-    def _generate(self, request: Generate) -> str:
+    def _generate(self, request: Generate) -> Answer:
         if request.first_token_choices:
             raise BackendError("this protocol matches answers to the options' first tokens, which needs the model's tokenizer: "
                                "use --backend hf")  # fmt: skip
         chat = self.settings.chat
         if self.chat_applied(type(request)):
-            text = self.client.chat(messages(request.prompt, chat, request.system), request.max_new_tokens)
+            reply = self.client.chat(messages(request.prompt, chat, request.system), request.max_new_tokens)
         else:
-            text = self.client.complete(prompt_text(request.prompt, chat, templated=False, system=request.system), request.max_new_tokens)
-        return cut(text, request.stop)
+            reply = self.client.complete(prompt_text(request.prompt, chat, templated=False, system=request.system), request.max_new_tokens)
+        return Answer(cut(reply.text, request.stop), reply.tokens)

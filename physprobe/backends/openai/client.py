@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from physprobe.backends.base import BackendError
@@ -169,16 +170,31 @@ def parse_echo(body: dict) -> list[tuple[str, float | None]]:
     return list(zip(tokens, values))
 
 
-def parse_completion(body: dict) -> str:
-    """The generated text of a ``/v1/completions`` answer.
+class Reply(NamedTuple):
+    """A generated answer as the server sent it: its text and the tokens it counted (``usage.completion_tokens``;
+    None where it reports no usage)."""
 
-    >>> parse_completion({"choices": [{"text": " a ball"}]})
-    ' a ball'
+    text: str
+    tokens: int | None
+
+
+def _usage(body: dict) -> int | None:
+    """The answer's ``usage.completion_tokens`` where it is a whole number from 0 (a count, shown only); else None."""
+    usage = body.get("usage")
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0 else None
+
+
+def parse_completion(body: dict) -> Reply:
+    """The generated text of a ``/v1/completions`` answer, and its token count where the server gives one.
+
+    >>> parse_completion({"choices": [{"text": " a ball"}], "usage": {"completion_tokens": 2}})
+    Reply(text=' a ball', tokens=2)
     """
-    return _text(_choice(body).get("text"), "choices[0].text")
+    return Reply(_text(_choice(body).get("text"), "choices[0].text"), _usage(body))
 
 
-def parse_chat(body: dict) -> str:
+def parse_chat(body: dict) -> Reply:
     """The reply of a ``/v1/chat/completions`` answer (a null ``content`` is an empty reply).
 
     >>> parse_chat({"choices": [{"message": {"role": "assistant"}}]})
@@ -190,7 +206,7 @@ def parse_chat(body: dict) -> str:
         raise Malformed(f"choices[0].message is {printable(json.dumps(message), 60)}, not an object")
     if "content" not in message:
         raise Malformed("choices[0].message has no content")
-    return _text(message["content"], "choices[0].message.content", allow_null=True)
+    return Reply(_text(message["content"], "choices[0].message.content", allow_null=True), _usage(body))
 
 
 def parse_models(body: dict) -> dict[str, dict]:
@@ -388,12 +404,12 @@ class Client:
                               f"(asked for {printable(prompt, 40)!r}): {LOGLIKELIHOOD_UNSUPPORTED}")  # fmt: skip
         return tokens
 
-    def complete(self, prompt: str, max_tokens: int) -> str:
+    def complete(self, prompt: str, max_tokens: int) -> Reply:
         """The greedy completion of a raw prompt (``/v1/completions``)."""
         return self.post("/completions", {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0}, parse_completion,
                          COMPLETIONS_UNSUPPORTED)  # fmt: skip
 
-    def chat(self, messages: list[dict], max_tokens: int) -> str:
+    def chat(self, messages: list[dict], max_tokens: int) -> Reply:
         """The greedy reply to chat ``messages`` (``/v1/chat/completions``)."""
         return self.post("/chat/completions", {"messages": messages, "max_tokens": max_tokens, "temperature": 0}, parse_chat)
 
@@ -404,12 +420,12 @@ class Client:
         ``chat``)."""
         described = {key: entry[key] for key in MODEL_FIELDS if key in entry}
         if chat:
-            return {"model": described, "reply": self.chat([{"role": "user", "content": PROBE}], 8)}
+            return {"model": described, "reply": self.chat([{"role": "user", "content": PROBE}], 8).text}
         body = {"prompt": PROBE, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1}
         try:
             tokens = self.post("/completions", body, parse_echo, COMPLETIONS_UNSUPPORTED)
         except BackendError:  # a server that does not echo: its greedy completion tells the weights apart
-            return {"model": described, "reply": self.complete(PROBE, 8)}
+            return {"model": described, "reply": self.complete(PROBE, 8).text}
         return {"model": described, "tokens": [t for t, _ in tokens], "measured": [v for _, v in tokens if v is not None]}
 
 

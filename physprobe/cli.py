@@ -24,8 +24,6 @@ from typing import TYPE_CHECKING
 from physprobe.errors import PhysprobeError
 from physprobe.protocols import METHODS
 
-# The packages of the ``score`` extra (setup.cfg): a command that needs one a plain install lacks says how to get it.
-SCORE_EXTRA = {"torch", "transformers", "accelerate", "gguf", "matplotlib"}
 
 if TYPE_CHECKING:
     from physprobe.dataset_folder import BuildResult
@@ -89,10 +87,10 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from physprobe import plan as run_plan
-    from physprobe import run_record, runner
+    from physprobe import parallel, runner
+    from physprobe import spec as run_spec
 
-    plan = run_plan.make(
+    spec = run_spec.make(
         args.model, args.benchmark, out=args.out, data=args.data, dataset_repo=args.dataset_repo, revision=args.revision,
         configs=args.config.split(",") if args.config is not None else None, method=args.method, protocol=args.protocol,
         limit=args.limit, backend=args.backend, model_args=args.model_args, device=args.device, dtype=args.dtype,
@@ -100,21 +98,9 @@ def _score(args: argparse.Namespace) -> int:
         bootstrap_iters=args.bootstrap_iters, processes=args.num_processes or 1, command=["physprobe", *args.argv],
         label=args.label,
     )  # fmt: skip
-    if plan.processes == 1:
-        record = runner.run(plan)
-    else:
-        from physprobe import parallel
-
-        created = run_record.new_folders(plan.out)
-        run_record.open_folder(plan.out, plan.owner)  # claimed before the ranks race
-        status = parallel.launch(plan)
-        if status:
-            run_record.discard_unscored(created)
-            raise PhysprobeError(f"score failed in its {plan.processes} processes (exit status {status}); "
-                                 "the first error above says why")  # fmt: skip
-        record = run_record.read(plan.out)
+    record = runner.run(spec) if spec.processes == 1 else parallel.run(spec)
     print("\n".join(summary_lines(record)))
-    print(f"-> {plan.out}")
+    print(f"-> {spec.out}")
     return 0
 
 
@@ -288,6 +274,14 @@ def main(argv: list[str] | None = None) -> int:
     return handled(lambda: args.run(args), args.command)
 
 
+def score_extra() -> set[str]:
+    """The packages of the ``score`` extra (setup.cfg): the report's matplotlib and every registered backend's
+    libraries. A command that needs one a plain install lacks says how to get it."""
+    from physprobe import backends
+
+    return {"matplotlib", *backends.libraries()}
+
+
 def handled(command, name: str) -> int:
     """``command()``'s exit status, with every failure physprobe foresees as its one line on stderr."""
     try:
@@ -296,7 +290,7 @@ def handled(command, name: str) -> int:
         print(f"physprobe: error: {error}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as error:
-        if error.name not in SCORE_EXTRA:
+        if error.name not in score_extra():
             raise
         print(f"physprobe: error: {name} needs {error.name}, which is not installed: "
               f"pip install 'physprobe[score]'", file=sys.stderr)  # fmt: skip

@@ -4,7 +4,7 @@ rows, and the pooled figures the paper computes over several configs.
 
 Every function reads samples alone; none glues parallel lists by index.
 
->>> from physprobe.protocols import Evaluation, Protocol, Reading
+>>> from physprobe.protocols import Evaluation, Protocol, Outcome
 >>> from physprobe.requests import Choice
 >>> from physprobe.results import Scores
 >>> from physprobe.samples import Sample
@@ -12,7 +12,7 @@ Every function reads samples alone; none glues parallel lists by index.
 ...     return {"n": len(rows), "accuracy": sum(p == r["label"] for p, r in zip(predictions, rows)) / len(rows)}
 >>> demo = Evaluation("demo", ("default",), (), metrics=accuracy)
 >>> protocol = Protocol("demo", Choice, lambda row, config: None, "", "")
->>> samples = [Sample.scored("default", i, {"label": 0}, (0,), None, Scores((-1.0, -2.0)), Reading([-1.0, -2.0], 0, 2)) for i in range(3)]
+>>> samples = [Sample.scored("default", i, {"label": 0}, (0,), None, Scores((-1.0, -2.0)), Outcome([-1.0, -2.0], 0, 2)) for i in range(3)]
 >>> metrics(demo, protocol, "default", [*samples, Sample.left_out("default", 3, {"label": 1}, (1,))])
 {'n': 3, 'accuracy': 1.0, 'excluded': 1}
 """

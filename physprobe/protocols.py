@@ -6,7 +6,7 @@ figures. The scorer (``physprobe.runner``) reads only these declarations and nam
 
 A protocol declares the request type it asks (``asks``, ``physprobe.requests``) and builds one such request per
 row from the row alone (``request(row, config)``); a backend returns that type's result (``physprobe.results``),
-which the protocol reads (``Protocol.read``). The request type fixes the rest: the model families that can answer
+which the protocol reads into an outcome (``Protocol.outcome``). The request type fixes the rest: the model families that can answer
 it and the protocol's ``method``, the word the papers' tables and ``--method`` group protocols by:
 
 - ``causal``: ``Choice`` (context and continuations, summed log-probability) or ``MeanTokens``
@@ -56,7 +56,7 @@ UNDECIDED = -1  # predictions.parquet's code for a question no option won (a mis
 YES_NO = ("NO", "YES")  # the choices a generating yes_no protocol's match reads an answer against
 
 
-class Reading(NamedTuple):
+class Outcome(NamedTuple):
     """What a protocol reads in one result: the per-option ``scores`` the metrics take, the ``prediction`` (an
     option, None: undecided, ``UNPARSED``), how many ``options`` the question offered, whether the protocol's
     fallback rule decided it, and the generated text(s) and token count(s) where the model generated."""
@@ -196,32 +196,32 @@ class Protocol:
         >>> Protocol("demo", Choice, dict, "", "").predict(Scores((-3.0, -1.0)), Choice("Ice is", (" hot", " cold")))
         1
         """
-        return self.read(result, request).prediction
+        return self.outcome(result, request).prediction
 
-    def read(self, result, request) -> Reading:
+    def outcome(self, result, request) -> Outcome:
         """What the protocol makes of a request's result: a generated answer matched to the options it names
         (``UNPARSED`` where it names none); each generated YES/NO answer scored 1 or 0 by ``match``; else the scores
         themselves, decided by ``decide``.
 
         >>> demo = Protocol("demo", Generate, dict, "", "", match=lambda text, choices: 0 if "ice" in text else None)
-        >>> demo.read(Answer("ice, surely", 3), Generate("Which is cold?", ("ice", "fire")))
-        Reading(scores=[], prediction=0, options=2, fell_back=False, generated='ice, surely', generated_tokens=3)
+        >>> demo.outcome(Answer("ice, surely", 3), Generate("Which is cold?", ("ice", "fire")))
+        Outcome(scores=[], prediction=0, options=2, fell_back=False, generated='ice, surely', generated_tokens=3)
         """
         match result:
             case Answer():
                 choices = list(result.choices or request.choices)
                 choice = self.match(result.text, choices)
                 fell_back = choice is not None and self.fallback is not None and self.fallback(result.text, choices)
-                return Reading([], UNPARSED if choice is None else choice, self.answers or len(choices), fell_back,
+                return Outcome([], UNPARSED if choice is None else choice, self.answers or len(choices), fell_back,
                                result.text, result.tokens)  # fmt: skip
             case Answers():
                 scores = [float(self.match(text, YES_NO)) for text in result.texts]
-                return Reading(scores, self.decide(scores), self.answers or len(scores), False, list(result.texts),
+                return Outcome(scores, self.decide(scores), self.answers or len(scores), False, list(result.texts),
                                [a.tokens for a in result.answers])  # fmt: skip
             case Scores():
                 scores = list(result.values)
-                return Reading(scores, self.decide(scores), self.answers or len(scores))
-        raise TypeError(f"protocol {self.name!r}: no reading of a {type(result).__name__}")
+                return Outcome(scores, self.decide(scores), self.answers or len(scores))
+        raise TypeError(f"protocol {self.name!r}: no outcome of a {type(result).__name__}")
 
 
 def _reference(row: dict) -> list[int]:

@@ -7,7 +7,8 @@ names them, and writes the folder ``out/name``::
     README.md                       the card: one dataset config per run (its predictions), a table of the runs,
                                     then the report (the papers' tables with the runs inside, its notes)
     figures/*.png                   the report's figures
-    runs/<config>/run.json          each run's record, as ``physprobe score`` wrote it
+    runs/<config>/spec.json         each run's spec and record, as ``physprobe score`` wrote them
+    runs/<config>/run.json
     runs/<config>/metrics.json
     runs/<config>/predictions.parquet   one row per scored question (the Hub's dataset viewer shows it)
 
@@ -34,7 +35,7 @@ from physprobe.report.blocks import Heading, Paragraph, TableBlock
 from physprobe.report.document import headlines
 from physprobe.report.output import collect, render
 from physprobe.report.writers import to_markdown
-from physprobe.run_record import METRICS_JSON, PREDICTIONS, RUN_JSON
+from physprobe.run_record import METRICS_JSON, PREDICTIONS, RUN_JSON, SPEC_JSON
 
 NAME_LENGTH = 80  # characters of a config name
 
@@ -67,7 +68,7 @@ def write(folders: list[Path], out: Path, name: str) -> Path:
             configs[config] = run
             folder = staging / "runs" / config
             folder.mkdir(parents=True)
-            for file in (RUN_JSON, METRICS_JSON, PREDICTIONS):
+            for file in (SPEC_JSON, RUN_JSON, METRICS_JSON, PREDICTIONS):
                 shutil.copyfile(run.folder / file, folder / file)
         report = render([run.folder for run in runs], Path(scratch) / "report")
         shutil.copytree(report / "figures", staging / "figures")

@@ -6,11 +6,11 @@ score), ``unparsed`` (a generated answer that names no option, counted wrong) or
 leaves out, ``Protocol.skip``: no request, in no figure). predictions.parquet holds one line per sample
 (``Sample.line``), with distinct codes for the three kinds of non-answer.
 
->>> from physprobe.protocols import Protocol, Reading
+>>> from physprobe.protocols import Protocol, Outcome
 >>> from physprobe.requests import Choice
 >>> from physprobe.results import Scores
 >>> request, result = Choice("Ice is", (" cold", " hot")), Scores((-1.0, -4.0))
->>> sample = Sample.scored("default", 7, {"label": 0}, (0,), request, result, Reading([-1.0, -4.0], 0, 2))
+>>> sample = Sample.scored("default", 7, {"label": 0}, (0,), request, result, Outcome([-1.0, -4.0], 0, 2))
 >>> sample.status, sample.prediction, sample.line()["prediction"]
 ('decided', 0, 0)
 >>> Sample.left_out("default", 8, {"label": 1}, (1,)).line()["prediction"]
@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from physprobe.protocols import UNDECIDED, UNPARSED, Reading
+from physprobe.protocols import UNDECIDED, UNPARSED, Outcome
 from physprobe.requests import Request
 from physprobe.results import Result
 
@@ -33,7 +33,7 @@ STATUSES = ("decided", "undecided", "unparsed", "excluded")
 @dataclass(frozen=True)
 class Sample:
     """One row of a scored config: ``row`` its index in the config, ``data`` the row as read, ``reference`` its gold
-    answer (option or class indices); the ``request``, the backend's ``result`` and the protocol's reading of it; the
+    answer (option or class indices); the ``request``, the backend's ``result`` and the protocol's outcome of it; the
     ``prompts`` the model read (as it read them: through a chat template where one applied) and their token counts
     where the backend has the tokenizer."""
 
@@ -55,13 +55,13 @@ class Sample:
 
     @classmethod
     def scored(cls, config: str, row: int, data: dict, reference: tuple[int, ...], request: Request, result: Result,
-               reading: Reading, prompts: tuple[str, ...] = (), prompt_tokens: tuple[int, ...] | None = None) -> Sample:  # fmt: skip
-        """The sample of a row the model answered, from the protocol's ``reading`` of its result."""
-        prediction = reading.prediction
+               outcome: Outcome, prompts: tuple[str, ...] = (), prompt_tokens: tuple[int, ...] | None = None) -> Sample:  # fmt: skip
+        """The sample of a row the model answered, from the protocol's ``outcome`` of its result."""
+        prediction = outcome.prediction
         status = "undecided" if prediction is None else "unparsed" if prediction == UNPARSED else "decided"
-        generated, tokens = reading.generated, reading.generated_tokens
-        return cls(config, row, data, reference, status, prediction if status == "decided" else None, tuple(reading.scores),
-                   reading.options, reading.fell_back, request, result, tuple(generated) if isinstance(generated, list) else generated,
+        generated, tokens = outcome.generated, outcome.generated_tokens
+        return cls(config, row, data, reference, status, prediction if status == "decided" else None, tuple(outcome.scores),
+                   outcome.options, outcome.fell_back, request, result, tuple(generated) if isinstance(generated, list) else generated,
                    tuple(tokens) if isinstance(tokens, list) else tokens, tuple(prompts),
                    None if prompt_tokens is None else tuple(prompt_tokens))  # fmt: skip
 

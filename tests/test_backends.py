@@ -2,6 +2,7 @@
 ``hf`` backend (what the model reads, worked by hand from the template; the cache key, run.json and
 metrics.json; the one-line errors; the unparsed warning) on a tiny GPT-2 whose tokenizer has a template."""
 
+import dataclasses
 import hashlib
 import json
 import subprocess
@@ -12,13 +13,14 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from physprobe import backends, runner
-from physprobe.backends.base import Backend, BackendError
+from physprobe import backends, spec
+from physprobe.backends.base import BackendError, Description
 from physprobe.backends.chat import Chat, Templating
 from physprobe.backends.hf import score_loaded, scoring
 from physprobe.backends.hf.model import Loaded
 from physprobe.cli import main
-from physprobe.requests import Choice, Generate, GenerateEach, MeanTokens, YesNo
+from physprobe.hub_data import DataSource
+from physprobe.requests import Choice, Generate, GenerateEach, YesNo
 
 from . import tiny_models
 
@@ -52,35 +54,22 @@ def test_backend_resolution(monkeypatch):
         backends.resolve("tpu", {})
     with pytest.raises(BackendError, match="base_url=... names a server, which --backend hf does not use"):
         backends.resolve("hf", {"base_url": "http://127.0.0.1:8080/v1"})
-    monkeypatch.setitem(backends.REGISTRY, "openai", backends.Registered("nowhere:Server", ()))  # a base_url implies the server backend
+    monkeypatch.setitem(backends.REGISTRY, "openai", backends.Registered("nowhere:Server", (), False, False))  # a base_url implies the server backend
     assert backends.resolve(None, {"base_url": "http://127.0.0.1:8080/v1"}) == "openai"
 
 
 def test_a_protocol_the_backend_cannot_serve_is_one_line_naming_those_that_can(monkeypatch):
-    class GenerateOnly(Backend):
-        name = "generate-only"
-
-        @staticmethod
-        def parse_model_args(text):
-            return {}
-
-        def chat_applied(self, request_type):
-            return False
-
-        def identity(self, request_type):
-            return {}
-
-        def score(self, requests, progress=None):
-            return [[""] for _ in requests]
-
-        def info(self):
-            return {}
-
-    monkeypatch.setitem(backends.REGISTRY, "generate-only", backends.Registered("tests:GenerateOnly", ("Generate",)))
-    protocol = type("P", (), {"name": "released-gpt"})()
+    # Resolved from the registry's line alone, before the backend is made (its class is never imported).
+    monkeypatch.setitem(backends.REGISTRY, "generate-only", backends.Registered("nowhere:GenerateOnly", ("Generate",), False, False))
+    arguments = spec.Arguments(model="gpt2", benchmark="prost", out="runs/gpt2-prost", data=spec.DataChoice(), backend="generate-only",
+                               model_args={})  # fmt: skip
+    source = DataSource("prost", "build/prost", None, ("default",))
     with pytest.raises(BackendError, match="protocol 'released-gpt' asks MeanTokens requests, which --backend generate-only "
-                                           "cannot serve; use --backend hf"):  # fmt: skip
-        runner.served(GenerateOnly(None), protocol, MeanTokens)
+                                           "cannot serve; use --backend hf$"):  # fmt: skip
+        spec.resolve(arguments, Description("causal", "GPT2LMHeadModel"), source)
+    with pytest.raises(BackendError, match="protocol 'sentence-sum' asks Choice requests, which --backend generate-only "
+                                           "cannot serve; use --backend hf or openai$"):  # fmt: skip
+        spec.resolve(dataclasses.replace(arguments, protocol="sentence-sum"), Description("causal", "GPT2LMHeadModel"), source)
 
 
 # --- chat templates: what the model reads -------------------------------------------------------
@@ -157,11 +146,11 @@ def test_chat_setting_is_recorded_keyed_and_warned(models, built_all, tmp_path, 
     # Another chat setting is another cache key: nothing stale is served; the same setting again is all cached.
     assert _score(models["chat"], built_all, out) == 0
     info = json.loads((out / "run.json").read_text())
-    assert info["questions_scored"] == 4 and info["chat"]["applied"] is False
+    assert info["scored_now"] == 4 and info["chat"]["applied"] is False
     assert _score(models["chat"], built_all, out, "--system-instruction", "Answer with one object.") == 0
-    assert json.loads((out / "run.json").read_text())["questions_scored"] == 4
+    assert json.loads((out / "run.json").read_text())["scored_now"] == 4
     assert _score(models["chat"], built_all, out, "--apply-chat-template") == 0
-    assert json.loads((out / "run.json").read_text())["questions_scored"] == 0
+    assert json.loads((out / "run.json").read_text())["scored_now"] == 0
 
 
 def test_predictions_hold_each_prompt_as_the_model_read_it(models, built_all, tmp_path):
@@ -310,7 +299,7 @@ def test_a_protocol_released_through_a_chat_template_gets_it_with_its_system_mes
     expected = [f"<system>{system}\n<user>{prompt}\n<assistant>" for prompt in protocol.build(row, "default").prompts]
     assert read == expected and len(read) == 15
     info = json.loads((out / "run.json").read_text())
-    assert info["chat"]["applied"] is True and info["configs"] == ["default"]
+    assert info["chat"]["applied"] is True and info["spec"]["configs"] == ["default"]
     assert main(["report", str(out), "--out", str(tmp_path / "report")]) == 0
     assert "⚠ chat template" not in (tmp_path / "report" / "report.md").read_text()
 
@@ -331,4 +320,4 @@ def test_the_released_llama3_protocol_reads_its_scripts_rows_without_config(mode
     out = tmp_path / "released"
     assert main(["score", "--model", str(models["chat"]), "--benchmark", "text2afford", "--protocol", "yes-no-llama3-released",
                  "--limit", "1", "--data", str(built_all), "--out", str(out), "--device", "cpu", "--bootstrap-iters", "0"]) == 0  # fmt: skip
-    assert json.loads((out / "run.json").read_text())["configs"] == ["high_agreement"]
+    assert json.loads((out / "run.json").read_text())["spec"]["configs"] == ["high_agreement"]

@@ -105,12 +105,12 @@ def test_declared_fallback_rules_count_echoed_questions():
     cccons = registry.evaluation("cccons").protocol("question-generate")
     request = Generate("Which is bigger, a key or a key box?", ("key", "key box"))
     echoed = Answer("The question: which is bigger, a key or a key box?")
-    assert cccons.read(echoed, request)[1:4:2] == (0, True)  # prediction, fell back
-    assert cccons.read(Answer("A key box."), request)[1:4:2] == (1, False)
-    assert not cccons.read(Answer("Neither."), request).fell_back  # unparsed, not a fallback
+    assert cccons.outcome(echoed, request)[1:4:2] == (0, True)  # prediction, fell back
+    assert cccons.outcome(Answer("A key box."), request)[1:4:2] == (1, False)
+    assert not cccons.outcome(Answer("Neither."), request).fell_back  # unparsed, not a fallback
     newton = registry.evaluation("newton").protocol("released-generate")
     options = Generate("Which is softer? \\n (a) rock (b) pillow", ("rock", "pillow"))
-    assert newton.read(Answer(" (a) rock (b) pillow"), options).fell_back and not newton.read(Answer(" (b) pillow"), options).fell_back
+    assert newton.outcome(Answer(" (a) rock (b) pillow"), options).fell_back and not newton.outcome(Answer(" (b) pillow"), options).fell_back
     with pytest.raises(ValueError, match="a fallback rule belongs to a Generate protocol, with its fallback_reason"):
         Protocol("p", Generate, lambda row, config: None, "s", "s", match=lambda t, c: 0, fallback=lambda t, c: True)
     assert Counter(p.fallback is not None for p in registry.evaluation("newton").protocols) == Counter({True: 4, False: 4})

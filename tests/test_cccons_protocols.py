@@ -155,7 +155,7 @@ def test_score_runs_every_default_protocol(tiny, built_all, tmp_path, family, pr
     out = tmp_path / "run"
     args = ["score", "--model", str(tiny[family]), "--benchmark", "cccons", "--limit", "5", "--data", str(built_all), "--out", str(out)]
     assert main(args) == 0
-    assert json.loads((out / "run.json").read_text())["protocol"] == protocol
+    assert json.loads((out / "run.json").read_text())["spec"]["protocol"] == protocol
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics) == {*CONFIGS, "nocontext"}
     assert metrics["nocontext"]["n"] == 10 and all(metrics[c]["n"] == 5 for c in CONFIGS)

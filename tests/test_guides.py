@@ -87,7 +87,7 @@ def test_a_fifth_benchmark_is_its_own_files_and_one_line(toy, tmp_path):
     info = json.loads((run / "run.json").read_text())
     metrics = json.loads((run / "metrics.json").read_text())
     predictions = pq.read_table(run / "predictions.parquet").to_pylist()
-    assert info["protocol"] == "statement-loglik" and metrics["default"]["n"] == 6
+    assert info["spec"]["protocol"] == "statement-loglik" and metrics["default"]["n"] == 6
     # The decision and the accuracy, recomputed from the per-statement scores the run wrote.
     chosen = [max(range(2), key=lambda i: p["scores"][i]) for p in predictions]
     assert chosen == [p["prediction"] for p in predictions]
@@ -124,7 +124,7 @@ def test_a_protocol_is_two_edits_to_its_evaluation(toy, tmp_path, capsys):
                  "--out", str(run)]) == 0  # fmt: skip
     metrics = json.loads((run / "metrics.json").read_text())["default"]
     predictions = pq.read_table(run / "predictions.parquet").to_pylist()
-    assert json.loads((run / "run.json").read_text())["method"] == "generate" and metrics["n"] == 6
+    assert json.loads((run / "run.json").read_text())["spec"]["method"] == "generate" and metrics["n"] == 6
     # An answer decided names the chosen object; one that names neither is unparsed, never an option.
     for p, r in zip(predictions, _rows(build)):
         assert p["status"] == "unparsed" or (r["obj1"], r["obj2"])[p["prediction"]].lower() in p["generated"].lower(), p
@@ -153,7 +153,7 @@ def test_a_backend_is_one_module_and_one_registry_line(built_all, tmp_path, monk
     info = json.loads((run / "run.json").read_text())
     predictions = pq.read_table(run / "predictions.parquet").to_pylist()
     metrics = json.loads((run / "metrics.json").read_text())["ordinary"]
-    assert info["backend"] == {"name": "echo", "answer": "table"} and info["protocol"] == "question-generate"
+    assert info["backend"] == {"name": "echo", "answer": "table"} and info["spec"]["protocol"] == "question-generate"
     assert [p["generated"] for p in predictions] == ["table"] * 5 and metrics["n"] == 5
     assert metrics["unparsed"] == sum(p["status"] == "unparsed" for p in predictions)
     capsys.readouterr()

@@ -15,7 +15,7 @@ import pytest
 
 from physprobe.backends.base import BackendError, Settings
 from physprobe.backends.chat import Chat
-from physprobe import backends, plan
+from physprobe import backends, spec
 from physprobe.backends.openai.backend import OpenAIBackend
 from physprobe.backends.openai.client import Client, ServerOptions
 from physprobe.requests import Generate, Masked
@@ -172,8 +172,8 @@ def same_questions(llama_server, built_all, tmp_path_factory):
     for benchmark, config, protocol, limit in (("prost", "default", "sentence-sum", 4), ("newton", "track1", "gpt-chat-printed-template", 10)):
         hf, api = out / f"{benchmark}-hf", out / f"{benchmark}-openai"
         common = dict(data=built_all, configs=[config], limit=limit, protocol=protocol, bootstrap_iters=0)
-        run(plan.make(folder, benchmark, out=hf, gguf_file=GGUF, dtype="float32", **common))
-        run(plan.make(ALIAS, benchmark, out=api, model_args={"base_url": llama_server.base_url, "num_concurrent": 2}, **common))
+        run(spec.make(folder, benchmark, out=hf, gguf_file=GGUF, dtype="float32", **common))
+        run(spec.make(ALIAS, benchmark, out=api, model_args={"base_url": llama_server.base_url, "num_concurrent": 2}, **common))
         runs[benchmark] = predictions(hf), predictions(api), json.loads((api / "run.json").read_text())
     return runs
 

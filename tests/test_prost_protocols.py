@@ -346,7 +346,7 @@ def test_score_runs_every_default_protocol(tiny, built_all, tmp_path, family, pr
     assert main(args) == 0
     info = json.loads((out / "run.json").read_text())
     metrics = json.loads((out / "metrics.json").read_text())["default"]
-    assert info["protocol"] == protocol and info["protocol_source"] == EVALUATION.protocol(protocol).source
+    assert info["spec"]["protocol"] == protocol and info["protocol_source"] == EVALUATION.protocol(protocol).source
     sample = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select([i * 18736 // 40 for i in range(40)])
     skip = EVALUATION.protocol(protocol).skip or (lambda row: False)
     excluded = sum(skip(r) for r in sample)

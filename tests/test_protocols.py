@@ -11,7 +11,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from physprobe import plan, protocols, registry, runner
+from physprobe import protocols, registry, runner, spec
 from physprobe.backends.hf import generation
 from physprobe.requests import Choice, Generate, Seq2Seq, YesNo
 from physprobe.cli import main
@@ -80,7 +80,7 @@ def test_arguments_are_checked_before_any_model_loads(tmp_path, args, message):
     benchmark, configs, method, protocol = args
     with pytest.raises(protocols.ProtocolError, match=message):
         # The model path does not exist: the error must come first, from the arguments.
-        runner.run(plan.make(str(tmp_path / "no-model"), benchmark, out=tmp_path / "run", data=tmp_path, configs=configs, method=method, protocol=protocol))
+        runner.run(spec.make(str(tmp_path / "no-model"), benchmark, out=tmp_path / "run", data=tmp_path, configs=configs, method=method, protocol=protocol))
 
 
 def test_cli_errors_are_one_line(tmp_path, capsys):
@@ -191,7 +191,7 @@ def test_score_method_generate_keeps_raw_text_and_counts_unparsed(tiny, built_al
     assert main(args) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     records = pq.read_table(out / "predictions.parquet").to_pylist()
-    assert json.loads((out / "run.json").read_text())["protocol"] == "question-generate"
+    assert json.loads((out / "run.json").read_text())["spec"]["protocol"] == "question-generate"
     assert all(isinstance(r["generated"], str) and r["scores"] == [] for r in records)
     for config in ("ordinary", "ccommon"):
         mine = [r for r in records if r["config"] == config]
@@ -203,4 +203,4 @@ def test_score_method_generate_keeps_raw_text_and_counts_unparsed(tiny, built_al
         assert metrics[config]["accuracy"] == pytest.approx(sum(r["prediction"] == r["reference"][0] for r in mine) / 6)
     # Resume: the generated answers come from the cache.
     assert main(args) == 0
-    assert json.loads((out / "run.json").read_text())["questions_scored"] == 0
+    assert json.loads((out / "run.json").read_text())["scored_now"] == 0

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from physprobe import run_record, runs_repo
+from physprobe import run_folder, run_record, runs_repo
 from physprobe.cli import main
 from physprobe.paths import MARKER
 from physprobe.samples import Sample
@@ -26,7 +26,7 @@ def finished(folder, model, labels):
     """A finished CConS masked-LM run of ``model`` whose predictions are ``labels`` (one row each)."""
     made = record("cccons", "mlm", FIGURES, "mask-four", model=model)
     rows = [Sample("ordinary", i, {}, (1,), "decided", label, (0.2, 0.8), 2) for i, label in enumerate(labels)]
-    run_record.write(folder, run_record.owner(model, "cccons", False), made, rows)
+    run_record.write(folder, run_folder.owner(model, "cccons", False), made, rows)
     return folder
 
 
@@ -36,7 +36,7 @@ def runs(tmp_path):
     folder.mkdir()
     finished(folder / "bert", "google-bert/bert-base-uncased", [1, 0, 1])
     finished(folder / "roberta", "FacebookAI/roberta-base", [1, 1, 1])
-    run_record.open_folder(folder / "unfinished", run_record.owner("gpt2", "prost", False))  # claimed, nothing written
+    run_folder.open_folder(folder / "unfinished", run_folder.owner("gpt2", "prost", False))  # claimed, nothing written
     return sorted(folder.iterdir())
 
 

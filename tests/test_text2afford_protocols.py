@@ -311,7 +311,7 @@ def test_ties_count_as_each_released_script_counts_them():
 def test_released_yes_no_rule_on_generated_answers(answers, yes):
     # zero_shot_LLM.py:73-76: 1 if 'yes' in answer.lower() else 0; the pair's prediction is the YES set.
     protocol = EVALUATION.protocol("yes-no-flan-t5")
-    assert protocol.read(_answers(answers), None).scores == [1.0 if i in yes else 0.0 for i in range(15)]
+    assert protocol.outcome(_answers(answers), None).scores == [1.0 if i in yes else 0.0 for i in range(15)]
     mask = protocol.predict(_answers(answers), None)
     assert mask == sum(1 << i for i in yes)
     # Pairwise, pos > neg (zero_shot_LLM.py:132): YES positives (Grasp, Lift, Throw, and Watch: "Eyes" holds
@@ -320,7 +320,7 @@ def test_released_yes_no_rule_on_generated_answers(answers, yes):
     negatives = [i for i, label in enumerate(ROW["labels"]) if not label]
     right = sum(int(p in yes) > int(n in yes) for p in positives for n in negatives)
     assert right == 24
-    out = evaluation.metrics("default", [ROW], [mask], [protocol.read(_answers(answers), None).scores])
+    out = evaluation.metrics("default", [ROW], [mask], [protocol.outcome(_answers(answers), None).scores])
     assert out["pairwise"]["accuracy"] == pytest.approx(right / 54)
 
 
@@ -433,7 +433,7 @@ def test_a_llama_run_scores_the_rows_its_released_script_reads(built_all, tmp_pa
     assert main([*base, "--out", str(tmp_path / "run")]) == 0
     info = json.loads((tmp_path / "run" / "run.json").read_text())
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert info["protocol"] == "yes-no-llama3-released" and info["configs"] == ["high_agreement"]
+    assert info["spec"]["protocol"] == "yes-no-llama3-released" and info["spec"]["configs"] == ["high_agreement"]
     assert metrics["high_agreement"]["in_context_pairwise"]["n"] + metrics["high_agreement"]["in_context_pairwise"]["skipped"] == 8
     # --config still chooses: the release's rows, figures still filed as in-context.
     assert main([*base, "--config", "default", "--out", str(tmp_path / "release")]) == 0

@@ -1,9 +1,11 @@
 """Model backends: the registry of names ``--backend`` accepts, what each serves, and how a run's backend is chosen.
 
-A backend is one module under ``physprobe/backends/`` holding a ``physprobe.backends.base.Backend``
-subclass, registered by one line in ``REGISTRY``: its name, where the class is (``"module:Class"``, imported
-only when the backend is used, so ``physprobe --help`` imports none) and the request types it serves (by name,
-so ``serving`` reads them without importing any backend). ``docs/adding_a_backend.md`` walks through one.
+A backend is one module under ``physprobe/backends/`` holding a ``physprobe.backends.base.Backend`` subclass,
+registered by one line in ``REGISTRY``: its name, where the class is (``"module:Class"``, imported only when the
+backend is used, so ``physprobe --help`` imports none), the request types it serves (by name, so ``serving`` reads
+them without importing any backend; the class's ``ENGINES`` serve the same, which a test checks), whether the model
+runs in this process and whether ``--num-processes`` may split its work, and the libraries it needs (``pip install
+'physprobe[score]'`` names them, and run.json records their versions). ``docs/adding_a_backend.md`` walks through one.
 
 >>> resolve(None, {}), resolve("hf", {"revision": "main"})
 ('hf', 'hf')
@@ -20,22 +22,31 @@ from __future__ import annotations
 import importlib
 from typing import NamedTuple
 
-from physprobe.backends.base import Backend, BackendError, Settings
+from physprobe.backends.base import Backend, BackendError, Description, Settings
 
 
 class Registered(NamedTuple):
     target: str  # "module:Class"
-    serves: tuple[str, ...]  # the names of the request types (physprobe.requests) it answers
-    local: bool = True  # the model runs in this process: --num-processes splits its work (a server's: num_concurrent)
+    serves: tuple[str, ...]  # the names of the request types (physprobe.requests) it answers: its class's ENGINES
+    in_process: bool  # the model runs in this process (weights, device and dtype are the backend's to load)
+    data_parallel: bool  # --num-processes may split its work over processes (a server's: num_concurrent)
+    libraries: tuple[str, ...] = ()  # the distributions it needs: the score extra, and run.json's versions
 
 
 REGISTRY = {
     "hf": Registered("physprobe.backends.hf:HFBackend",
-                     ("Choice", "MeanTokens", "Masked", "MaskedPair", "Seq2Seq", "Entailment", "YesNo", "Generate", "GenerateEach")),
-    "openai": Registered("physprobe.backends.openai.backend:OpenAIBackend", ("Choice", "YesNo", "Generate", "GenerateEach"), local=False),
+                     ("Choice", "MeanTokens", "Masked", "MaskedPair", "Seq2Seq", "Entailment", "YesNo", "Generate", "GenerateEach"),
+                     in_process=True, data_parallel=True, libraries=("torch", "transformers", "accelerate", "gguf")),
+    "openai": Registered("physprobe.backends.openai.backend:OpenAIBackend", ("Choice", "YesNo", "Generate", "GenerateEach"),
+                         in_process=False, data_parallel=False, libraries=("httpx",)),
 }  # fmt: skip
 SERVER_ARGS = ("base_url",)  # --model-args keys that name a server: they imply the server backend
 SERVER_BACKEND = "openai"
+
+
+def libraries() -> tuple[str, ...]:
+    """Every registered backend's libraries, each once, in registration order."""
+    return tuple(dict.fromkeys(name for registered in REGISTRY.values() for name in registered.libraries))
 
 
 def resolve(name: str | None, model_args: dict) -> str:
@@ -45,8 +56,8 @@ def resolve(name: str | None, model_args: dict) -> str:
     chosen = name or (SERVER_BACKEND if server else "hf")
     if chosen not in REGISTRY:
         raise BackendError(f"unknown --backend {chosen!r}; known: {', '.join(REGISTRY)}")
-    if server and chosen == "hf":
-        raise BackendError(f"--model-args {server[0]}=... names a server, which --backend hf does not use; "
+    if server and REGISTRY[chosen].in_process:
+        raise BackendError(f"--model-args {server[0]}=... names a server, which --backend {chosen} does not use; "
                            f"use --backend {SERVER_BACKEND}, or drop {server[0]}")  # fmt: skip
     return chosen
 
@@ -57,9 +68,15 @@ def backend_class(name: str) -> type[Backend]:
     return getattr(importlib.import_module(module), attribute)
 
 
-def create(name: str, settings: Settings) -> Backend:
-    """The backend ``name`` made with ``settings`` (options checked; no weights loaded, no request sent)."""
-    return backend_class(name)(settings)
+def describe(name: str, settings: Settings) -> Description:
+    """What the backend ``name`` reads of the model of ``settings`` without its weights (``Backend.describe``)."""
+    return backend_class(name).describe(settings)
+
+
+def create(name: str, settings: Settings, described: Description | None = None) -> Backend:
+    """The backend ``name`` made with ``settings`` (options checked; no weights loaded, no request sent), reusing
+    what ``describe`` read where it is given."""
+    return backend_class(name)(settings, described)
 
 
 def serves(name: str, request_type: type) -> bool:

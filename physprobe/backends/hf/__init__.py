@@ -20,7 +20,8 @@ import warnings
 from dataclasses import dataclass
 
 from physprobe.answers import yes_probability
-from physprobe.backends.base import Backend, Settings
+from physprobe.backends.base import Backend, Description, Settings
+from physprobe.errors import ProtocolError
 from physprobe.backends.chat import Chat, Templating, template_hash
 from physprobe.requests import Choice, Entailment, Generate, GenerateEach, Masked, MaskedPair, MeanTokens, Seq2Seq, YesNo
 from physprobe.results import Answer, Answers, Result, Scores
@@ -268,26 +269,36 @@ class HFBackend(Backend):
 
         return model_options.parse_model_args(text)
 
-    def __init__(self, settings: Settings):
+    @classmethod
+    def describe(cls, settings: Settings) -> Description:
+        """The model's config and tokenizer read (its weights not): the family its architectures name, whether the
+        tokenizer has a chat template, its revision (a Hub commit, or a hash of the local folder's files)."""
+        from physprobe import model_options
         from physprobe.backends.hf import model
 
+        facts = model.read_model(settings.model, settings.device, settings.gguf_file, model_options.typed_model_args(settings.model_args),
+                                 settings.dtype, settings.batch_size)  # fmt: skip
+        facts.tokenizer = model.load_tokenizer(facts)
+        template = Templating(facts.tokenizer, Chat(), settings.model).template
+        return Description(facts.detected, facts.kind, template is not None,
+                           {"revision": facts.revision, "gguf_file": facts.kwargs.get("gguf_file")}, facts)  # fmt: skip
+
+    def __init__(self, settings: Settings, described: Description | None = None):
         super().__init__(settings)
-        self.plan = model.plan_model(settings.model, settings.method, settings.device, settings.gguf_file,
-                                     settings.model_args, settings.dtype, settings.batch_size)  # fmt: skip
-        self.family = self.plan.family
-        self._tokenizer = None
+        facts = (described or self.describe(settings)).facts
+        family = settings.family or facts.detected
+        if family is None:
+            raise ProtocolError(f"cannot tell the family of {settings.model!r} from {facts.kind}; pass --method")
+        if family == "nli":  # every NLI protocol reads the entailment label: a model without one is refused before its weights load
+            from physprobe.backends.hf.nli import entailment_label
+
+            entailment_label(facts.config)
+        self.facts = dataclasses.replace(facts, family=family)
+        self.family = family
+        self.tokenizer = facts.tokenizer  # the model's tokenizer: enough to build cache keys without the weights
         self._loaded = None
         if settings.chat.mode == "on":  # a template asked of a model without one: refused before any weight loads
             self.templating.require()
-
-    @property
-    def tokenizer(self):
-        """The model's tokenizer (loaded once; enough to build cache keys without the weights)."""
-        if self._tokenizer is None:
-            from physprobe.backends.hf import model
-
-            self._tokenizer = model.load_tokenizer(self.plan)
-        return self._tokenizer
 
     @functools.cached_property
     def templating(self) -> Templating:
@@ -302,14 +313,14 @@ class HFBackend(Backend):
     def identity(self, request_type: type) -> dict:
         chat = self.settings.chat
         applied = self.chat_applied(request_type)
-        return {"backend": self.name, "model": self.plan.revision, "gguf_file": self.plan.kwargs.get("gguf_file"),
-                "dtype": self.plan.dtype, "device": self.plan.device.type, "truncate": self.settings.truncate,
-                "model_args": recorded_args(self.plan.kwargs),
+        return {"backend": self.name, "model": self.facts.revision, "gguf_file": self.facts.kwargs.get("gguf_file"),
+                "dtype": self.facts.dtype, "device": self.facts.device.type, "truncate": self.settings.truncate,
+                "model_args": recorded_args(self.facts.kwargs),
                 "chat": {"applied": applied, "template": chat.template if applied else None,
                          "template_sha256": template_hash(self.templating.template) if applied else None,
                          "system_instruction": chat.system_instruction}}  # fmt: skip
 
-    def read(self, requests: list) -> list[tuple[list[str], list[int]]]:
+    def prompts(self, requests: list) -> list[tuple[list[str], list[int]]]:
         """Per request, the texts the model reads (each prompt through ``Templating.render``) and their token
         counts as the tokenizer encodes them (its special tokens added, unless the chat template wrote them),
         encoded in one batch."""
@@ -323,9 +334,9 @@ class HFBackend(Backend):
 
     def info(self) -> HFInfo:
         loaded = self._loaded
-        return HFInfo(self.family, str(loaded.device if loaded else self.plan.device), loaded is not None, self.plan.revision,
-                      self.plan.kwargs.get("gguf_file"), recorded_args(self.plan.kwargs), self.settings.truncate,
-                      computed_dtype(loaded.model) if loaded else self.plan.dtype, self.plan.batch_size or "auto")  # fmt: skip
+        return HFInfo(self.family, str(loaded.device if loaded else self.facts.device), loaded is not None, self.facts.revision,
+                      self.facts.kwargs.get("gguf_file"), recorded_args(self.facts.kwargs), self.settings.truncate,
+                      computed_dtype(loaded.model) if loaded else self.facts.dtype, self.facts.batch_size or "auto")  # fmt: skip
 
     def loaded(self):
         """The model, loaded on first use (a fully cached run never loads it)."""
@@ -333,9 +344,9 @@ class HFBackend(Backend):
             from physprobe.backends.hf import model
 
             started = time.perf_counter()
-            self._loaded = model.load(self.plan, self.tokenizer)
+            self._loaded = model.load(self.facts, self.tokenizer)
             self.load_seconds = time.perf_counter() - started
         return self._loaded
 
-    def score(self, requests: list, progress=None) -> list[Result]:
-        return score_loaded(self.loaded(), requests, self.templating, self.settings.truncate, progress)
+    def score(self, requests: list, handle=None) -> list[Result]:
+        return score_loaded(self.loaded(), requests, self.templating, self.settings.truncate, handle)

@@ -25,9 +25,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from physprobe.answers import cut, yes_probability
-from physprobe.backends.base import Backend, BackendError, Settings
+from physprobe.backends.base import Backend, BackendError, Description, Settings
 from physprobe.backends.chat import messages, prompt_text
-from physprobe.backends.openai.client import Client, ItemFailed, ServerOptions
+from physprobe.backends.openai.client import MODEL_FIELDS, Client, ItemFailed, ServerOptions
 from physprobe.errors import RequestError
 from physprobe.requests import Choice, Generate, GenerateEach, YesNo  # noqa: F401 (Choice: the doctest)
 from physprobe.results import Answer, Answers, Result, Scores
@@ -93,7 +93,7 @@ class OpenAIBackend(Backend):
 
     @staticmethod
     def parse_model_args(text: str | None) -> dict:
-        """``--model-args`` of a server (``ServerOptions``), as the plan holds them.
+        """``--model-args`` of a server (``ServerOptions``), typed and in range.
 
         >>> OpenAIBackend.parse_model_args("base_url=http://127.0.0.1:8000/v1,num_concurrent=4,timeout=60")
         {'base_url': 'http://127.0.0.1:8000/v1', 'num_concurrent': 4, 'max_retries': 5, 'timeout': 60.0}
@@ -102,21 +102,38 @@ class OpenAIBackend(Backend):
 
         return dataclasses.asdict(ServerOptions.parse(split_model_args(text)))
 
-    def __init__(self, settings: Settings):
-        super().__init__(settings)
-        if settings.method in ("mlm", "nli", "seq2seq"):
-            raise BackendError(f"method {settings.method!r} (masked-LM, NLI and seq2seq scoring) needs the model in this process: "
-                               "use --backend hf; a server serves a causal model's completions")  # fmt: skip
+    @staticmethod
+    def _options(settings: Settings) -> ServerOptions:
+        """The server's options; a one-line error for a setting that does not apply to a served model."""
         for option, flag in (("device", "--device"), ("dtype", "--dtype"), ("batch_size", "--batch-size"), ("gguf_file", "--gguf-file")):
             if getattr(settings, option) is not None:
                 raise BackendError(f"{flag} does not apply to --backend openai: the server decides where and how its model runs")
         if settings.chat.mode == "on" and settings.chat.template is not None:
             raise BackendError(f"--apply-chat-template {settings.chat.template}: a server applies its own chat template; "
                                "give --apply-chat-template without a name")  # fmt: skip
-        self.options = ServerOptions.parse(settings.model_args)
+        return ServerOptions.parse(settings.model_args)
+
+    @classmethod
+    def describe(cls, settings: Settings) -> Description:
+        """The served model as the server's ``/v1/models`` lists it (the server reached, the key accepted, the model
+        served): a causal model, read through the server's chat template where a run applies one."""
+        options = cls._options(settings)
+        started = time.perf_counter()
+        client = Client(options, settings.model)
+        entry = client.check()
+        described = {key: entry[key] for key in MODEL_FIELDS if key in entry}
+        return Description("causal", f"a model served at {options.base_url}", True, {"served_model": described},
+                           (client, entry, time.perf_counter() - started))  # fmt: skip
+
+    def __init__(self, settings: Settings, described: Description | None = None):
+        super().__init__(settings)
+        self.options = self._options(settings)
         self.base_url = self.options.base_url
+        self.family = "causal"
         self.client: Client | None = None
         self._entry: dict = {}  # the served model's /v1/models entry
+        if described is not None:  # connected while the run was resolved
+            self.client, self._entry, self.load_seconds = described.facts
         self._fingerprints: dict[bool, dict] = {}  # per chat setting applied
 
     def chat_applied(self, request_type: type) -> bool:
@@ -148,8 +165,8 @@ class OpenAIBackend(Backend):
             self.client, self.load_seconds = client, time.perf_counter() - started
         return self.client
 
-    def score(self, requests: list, progress=None) -> list[Result]:
-        """Each request's result; ``progress.answered(i, result)`` gets each one as soon as the server's answers to it
+    def score(self, requests: list, handle=None) -> list[Result]:
+        """Each request's result; ``handle.answered(i, result)`` gets each one as soon as the server's answers to it
         are in, so the runner commits it at once (a run killed at any point resends only what is missing)."""
         if not requests:
             return []
@@ -178,9 +195,9 @@ class OpenAIBackend(Backend):
                     results[index] = assemble(index, [answers[a] for a in needs[index]])
                 except BackendError as error:
                     raise RequestError(str(error), index) from None
-                if progress is not None:
-                    progress.update(1)
-                    progress.answered(index, results[index])
+                if handle is not None:
+                    handle.update(1)
+                    handle.answered(index, results[index])
 
         try:
             client.map(send, asks, arrived)

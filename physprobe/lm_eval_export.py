@@ -22,7 +22,7 @@ such a model a close call can be decided otherwise (the README says so per task)
 
 >>> row = {"context": "A coin and an egg fall.", "question": "The [MASK] is heavier.", "A": "coin", "B": "egg",
 ...        "C": "leaf", "D": "brick", "label": 0, "name": "mass_1", "group": "mass", "ex_question": "Which is heavier?"}
->>> [task[:3] for task in export_plan("prost", {"default": row})]
+>>> [task[:3] for task in exported_tasks("prost", {"default": row})]
 [('default', 'causal', 'sentence-sum'), ('default', 'seq2seq', 'span-sum')]
 """
 
@@ -57,12 +57,12 @@ def _expressible(protocol, family: str, config: str, row: dict) -> bool:
     return isinstance(request, (Choice, YesNo))
 
 
-def export_plan(benchmark: str, first_rows: dict[str, dict]) -> list[tuple[str, str, str, str]]:
+def exported_tasks(benchmark: str, first_rows: dict[str, dict]) -> list[tuple[str, str, str, str]]:
     """``(config, family, protocol, note)`` of each task exported for a benchmark: per family (causal,
     seq2seq) the default protocol, or the first expressible one of the family when lm-eval cannot express
     the default; one task per config and distinct protocol. ``first_rows``: a row of each config (probe)."""
     evaluation = registry.evaluation(benchmark)
-    plan, seen = [], set()
+    tasks, seen = [], set()
     for family in GENERATIVE:
         for config in evaluation.configs:
             row = first_rows[config]
@@ -81,8 +81,8 @@ def export_plan(benchmark: str, first_rows: dict[str, dict]) -> list[tuple[str, 
                 note = f"default {default.name!r} ({type(request).__name__}, {why}) is not expressible in lm-eval; exported {chosen.name!r}"
             if (config, chosen.name, _form(chosen, family)) not in seen:
                 seen.add((config, chosen.name, _form(chosen, family)))
-                plan.append((config, family, chosen.name, note))
-    return plan
+                tasks.append((config, family, chosen.name, note))
+    return tasks
 
 
 def _form(protocol, family: str) -> str:
@@ -251,7 +251,7 @@ def _write(out: Path, data: Path | None, benchmarks: list[str] | None) -> list[s
         groups: dict[str, list[str]] = {}
         source = hub_data.local(data, benchmark) if data is not None else hub_data.hub(benchmark)
         first_rows = {config: source.load(config)[0] for config in registry.evaluation(benchmark).configs}
-        for config, family, protocol_name, note in export_plan(benchmark, first_rows):
+        for config, family, protocol_name, note in exported_tasks(benchmark, first_rows):
             protocol = registry.evaluation(benchmark).protocol(protocol_name)
             if family == "seq2seq" and protocol.answer != "text":
                 note = "; ".join(filter(None, [note, SEQ2SEQ_EOS]))

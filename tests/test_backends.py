@@ -13,7 +13,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from physprobe import backends, spec
+from physprobe import backends, requests, spec
 from physprobe.backends.base import BackendError, Description
 from physprobe.backends.chat import Chat, Templating
 from physprobe.backends.hf import score_loaded, scoring
@@ -56,6 +56,25 @@ def test_backend_resolution(monkeypatch):
         backends.resolve("hf", {"base_url": "http://127.0.0.1:8080/v1"})
     monkeypatch.setitem(backends.REGISTRY, "openai", backends.Registered("nowhere:Server", (), False, False))  # a base_url implies the server backend
     assert backends.resolve(None, {"base_url": "http://127.0.0.1:8080/v1"}) == "openai"
+
+
+@pytest.mark.parametrize("name", sorted(backends.REGISTRY))
+def test_each_backend_serves_exactly_the_request_types_its_registry_line_names(name):
+    # The registry's strings (read without importing a backend) against the engines the class dispatches to: a type
+    # named but not served would fail at scoring time, one served but not named would never be offered.
+    engines = backends.backend_class(name).ENGINES
+    assert {kind.__name__ for kind in engines} == set(backends.REGISTRY[name].serves)
+    assert all(issubclass(kind, requests.Request) and getattr(requests, kind.__name__) is kind for kind in engines)
+
+
+def test_the_score_hint_and_run_json_versions_read_every_backends_libraries():
+    # (the score extra itself: tests/test_wheel.py reads it from the built wheel)
+    from physprobe import provenance
+    from physprobe.cli import score_extra
+
+    libraries = set(backends.libraries())
+    assert {"torch", "transformers", "httpx"} <= libraries and score_extra() == {"matplotlib", *libraries}
+    assert libraries <= set(provenance.versions(backends.libraries()))
 
 
 def test_a_protocol_the_backend_cannot_serve_is_one_line_naming_those_that_can(monkeypatch):

@@ -267,7 +267,7 @@ def test_flex_attention_takes_the_cached_plan_and_is_refused_on_cpu(tmp_path):
     """Flex attention takes no tree mask (``takes_custom_masks``), and on CPU, where torch 2.13's inductor cannot
     compile it under a padded batch's mask, ``--model-args attn_implementation=flex_attention`` is one line before
     any weight loads."""
-    from physprobe.backends.hf.model import FLEX_ON_CPU, read_model
+    from physprobe.backends.hf.model import FLEX_ON_CPU, describe_model
     from physprobe.errors import ModelOptionError
 
     model = _llama()
@@ -275,7 +275,7 @@ def test_flex_attention_takes_the_cached_plan_and_is_refused_on_cpu(tmp_path):
     assert not attention.takes_custom_masks(model) and not packed.fits(model, _questions(seed=3, n=6))
     model.save_pretrained(tmp_path / "llama")
     with pytest.raises(ModelOptionError) as refused:
-        read_model(str(tmp_path / "llama"), "cpu", model_args={"attn_implementation": "flex_attention"})
+        describe_model(str(tmp_path / "llama"), "cpu", model_args={"attn_implementation": "flex_attention"})
     assert str(refused.value) == FLEX_ON_CPU
 
 

@@ -103,11 +103,11 @@ def test_unscorable_configs(models, built_all, no_weights, capsys, benchmark, co
 
 
 def test_model_args_reach_from_pretrained(models):
-    facts = hf_model.read_model(str(models["gpt"]), "cpu", None, model_options.parse_model_args("attn_implementation=eager,dtype=float32"))
+    facts = hf_model.describe_model(str(models["gpt"]), "cpu", None, model_options.parse_model_args("attn_implementation=eager,dtype=float32"))
     assert facts.kwargs == {"attn_implementation": "eager"} and facts.dtype == "float32" and facts.family == "causal"
     loaded = hf_model.load(facts)
     assert loaded.model.config._attn_implementation == "eager" and loaded.model.dtype == torch.float32
-    assert hf_model.load(hf_model.read_model(str(models["gpt"]), "cpu", dtype="bfloat16")).model.dtype == torch.bfloat16
+    assert hf_model.load(hf_model.describe_model(str(models["gpt"]), "cpu", dtype="bfloat16")).model.dtype == torch.bfloat16
 
 
 def test_batch_size_gives_the_same_scores(models, prost_build, tmp_path):

@@ -20,6 +20,7 @@ physprobe.errors.BackendError: unknown --backend 'tpu'; known: hf, openai
 from __future__ import annotations
 
 import importlib
+import re
 from typing import NamedTuple
 
 from physprobe.backends.base import Backend, BackendError, Description, Settings
@@ -30,23 +31,29 @@ class Registered(NamedTuple):
     serves: tuple[str, ...]  # the names of the request types (physprobe.requests) it answers: its class's ENGINES
     in_process: bool  # the model runs in this process (weights, device and dtype are the backend's to load)
     data_parallel: bool  # --num-processes may split its work over processes (a server's: num_concurrent)
-    libraries: tuple[str, ...] = ()  # the distributions it needs: the score extra, and run.json's versions
+    libraries: tuple[str, ...] = ()  # what it needs, as pip requirements: setup.py's score extra, and run.json's versions
 
 
 REGISTRY = {
     "hf": Registered("physprobe.backends.hf:HFBackend",
                      ("Choice", "MeanTokens", "Masked", "MaskedPair", "Seq2Seq", "Entailment", "YesNo", "Generate", "GenerateEach"),
-                     in_process=True, data_parallel=True, libraries=("torch", "transformers", "accelerate", "gguf")),
+                     in_process=True, data_parallel=True, libraries=("torch>=2.4", "transformers>=5,<6", "accelerate>=1.2", "gguf>=0.17.1")),
     "openai": Registered("physprobe.backends.openai.backend:OpenAIBackend", ("Choice", "YesNo", "Generate", "GenerateEach"),
-                         in_process=False, data_parallel=False, libraries=("httpx",)),
+                         in_process=False, data_parallel=False, libraries=("httpx>=0.27",)),
 }  # fmt: skip
 SERVER_ARGS = ("base_url",)  # --model-args keys that name a server: they imply the server backend
 SERVER_BACKEND = "openai"
 
 
 def libraries() -> tuple[str, ...]:
-    """Every registered backend's libraries, each once, in registration order."""
-    return tuple(dict.fromkeys(name for registered in REGISTRY.values() for name in registered.libraries))
+    """The distributions every registered backend needs (their ``libraries`` without version bounds), each once, in
+    registration order.
+
+    >>> libraries()[:2]
+    ('torch', 'transformers')
+    """
+    names = (re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0] for registered in REGISTRY.values() for requirement in registered.libraries)
+    return tuple(dict.fromkeys(names))
 
 
 def resolve(name: str | None, model_args: dict) -> str:

@@ -83,6 +83,7 @@ class Backend(abc.ABC):
     """
 
     name: ClassVar[str]
+    ENGINES: ClassVar[dict]  # request type -> how this backend serves it (``REGISTRY`` names the same types)
     load_seconds: float = 0.0  # seconds spent loading the model (or connecting): run.json's timings
     tokenizer = None  # the model's tokenizer, where the backend has one
 

@@ -262,6 +262,7 @@ class HFBackend(Backend):
     """Models loaded in this process with ``transformers`` (``AutoModelFor*`` of the model's family)."""
 
     name = "hf"
+    ENGINES = ENGINES
 
     @staticmethod
     def parse_model_args(text: str | None) -> dict:
@@ -276,7 +277,7 @@ class HFBackend(Backend):
         from physprobe import model_options
         from physprobe.backends.hf import model
 
-        facts = model.read_model(settings.model, settings.device, settings.gguf_file, model_options.typed_model_args(settings.model_args),
+        facts = model.describe_model(settings.model, settings.device, settings.gguf_file, model_options.typed_model_args(settings.model_args),
                                  settings.dtype, settings.batch_size)  # fmt: skip
         facts.tokenizer = model.load_tokenizer(facts)
         template = Templating(facts.tokenizer, Chat(), settings.model).template

@@ -1,5 +1,5 @@
 """The hf backend's model handling: read a model's config and check every option before any weight
-loads (``read_model``), detect its family, then load tokenizer and weights through ``from_pretrained``. A GGUF
+loads (``describe_model``), detect its family, then load tokenizer and weights through ``from_pretrained``. A GGUF
 file is converted once and read back from the cache afterwards (``physprobe.backends.hf.gguf_cache``)."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ FLEX_ON_CPU = ("--model-args attn_implementation=flex_attention: flex attention 
                "batch's mask (torch 2.13's inductor); use attn_implementation=sdpa (the default) or eager, or score on a GPU")
 
 
-def read_model(model_name: str, device: str | None = None, gguf_file: str | None = None, model_args: dict | None = None,
+def describe_model(model_name: str, device: str | None = None, gguf_file: str | None = None, model_args: dict | None = None,
                dtype: str | None = None, batch_size: int | None = None) -> ModelFacts:  # fmt: skip
     """Check every model option and read the model's config (no weights): a bad option fails here, in one line."""
     import transformers

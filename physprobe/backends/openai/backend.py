@@ -29,7 +29,7 @@ from physprobe.backends.base import Backend, BackendError, Description, Settings
 from physprobe.backends.chat import messages, prompt_text
 from physprobe.backends.openai.client import MODEL_FIELDS, Client, ItemFailed, ServerOptions
 from physprobe.errors import RequestError
-from physprobe.requests import Choice, Generate, GenerateEach, YesNo  # noqa: F401 (Choice: the doctest)
+from physprobe.requests import Choice, Generate, GenerateEach, YesNo
 from physprobe.results import Answer, Answers, Result, Scores
 
 
@@ -176,7 +176,7 @@ class OpenAIBackend(Backend):
             raise BackendError("--apply-chat-template with a log-likelihood protocol needs --backend hf: a server applies its "
                                "chat template to chat messages only; drop --apply-chat-template or score with --method generate")  # fmt: skip
         client = self._connect()
-        asks, needs, assemble, send = self._asks(kind, requests)
+        asks, needs, assemble, send = self.ENGINES[kind](self, requests)
         askers: dict[int, list[int]] = {}
         for index, need in enumerate(needs):
             for ask in dict.fromkeys(need):
@@ -205,23 +205,33 @@ class OpenAIBackend(Backend):
             raise RequestError(str(error), askers[error.index][0]) from None
         return results
 
-    def _asks(self, kind: type, requests: list) -> tuple[list, list[list[int]], Callable, Callable]:
-        """What to send for ``requests`` of type ``kind``: the distinct asks, each request's asks (indices), how a
-        request's result is made from its asks' answers, and how one ask is sent."""
+    # What to send for a list of requests of each type this backend serves (``REGISTRY`` names the same types): the
+    # distinct asks, each request's asks (indices), how a request's result is made from its asks' answers, and how
+    # one ask is sent.
+    def _generate_asks(self, requests: list[Generate]) -> tuple[list, list[list[int]], Callable, Callable]:
+        return requests, [[i] for i in range(len(requests))], lambda index, answers: answers[0], self._generate
+
+    def _generate_each_asks(self, requests: list[GenerateEach]) -> tuple[list, list[list[int]], Callable, Callable]:
+        asks = [Generate(p, (), r.max_new_tokens, r.stop, system=r.system) for r in requests for p in r.prompts]  # each prompt
+        needs, at = [], 0
+        for r in requests:
+            needs.append(list(range(at, at + len(r.prompts))))
+            at += len(r.prompts)
+        return asks, needs, lambda index, answers: Answers(tuple(answers)), self._generate
+
+    def _choice_asks(self, requests: list[Choice]) -> tuple[list, list[list[int]], Callable, Callable]:
         chat = self.settings.chat
-        if kind is Generate:
-            return requests, [[i] for i in range(len(requests))], lambda index, answers: answers[0], self._generate
-        if kind is GenerateEach:  # one answer per prompt, each asked as a Generate
-            asks = [Generate(p, (), r.max_new_tokens, r.stop, system=r.system) for r in requests for p in r.prompts]
-            needs, at = [], 0
-            for r in requests:
-                needs.append(list(range(at, at + len(r.prompts))))
-                at += len(r.prompts)
-            return asks, needs, lambda index, answers: Answers(tuple(answers)), self._generate
-        if kind is YesNo:  # each prompt the Choice of " YES" and " NO"
-            questions = [[(prompt_text(p, chat, templated=False), (" YES", " NO")) for p in r.prompts] for r in requests]
-        else:
-            questions = [[(prompt_text(r.context, chat, templated=False), r.continuations)] for r in requests]
+        return self._echo_asks([[(prompt_text(r.context, chat, templated=False), r.continuations)] for r in requests],
+                               lambda totals: Scores(tuple(totals[0])))  # fmt: skip
+
+    def _yes_no_asks(self, requests: list[YesNo]) -> tuple[list, list[list[int]], Callable, Callable]:
+        chat = self.settings.chat  # each prompt the Choice of " YES" and " NO"
+        return self._echo_asks([[(prompt_text(p, chat, templated=False), (" YES", " NO")) for p in r.prompts] for r in requests],
+                               lambda totals: Scores(tuple(yes_probability(yes, no) for yes, no in totals)))  # fmt: skip
+
+    def _echo_asks(self, questions: list[list[tuple[str, tuple[str, ...]]]], result: Callable) -> tuple[list, list[list[int]], Callable, Callable]:
+        """Each request's (context, options) questions, asked as one echo per distinct text; ``result`` makes the
+        request's result of its questions' totals (``after_shared_prefix``)."""
         texts = list(dict.fromkeys(context + c for qs in questions for context, options in qs for c in options))  # each once
         where = {text: i for i, text in enumerate(texts)}
         needs = [[where[context + c] for context, options in qs for c in options] for qs in questions]
@@ -231,9 +241,11 @@ class OpenAIBackend(Backend):
             for _, options in questions[index]:
                 totals.append(after_shared_prefix(echoed[at : at + len(options)]))
                 at += len(options)
-            return Scores(tuple(yes_probability(yes, no) for yes, no in totals) if kind is YesNo else tuple(totals[0]))
+            return result(totals)
 
         return texts, needs, assemble, self.client.echo
+
+    ENGINES = {Generate: _generate_asks, GenerateEach: _generate_each_asks, Choice: _choice_asks, YesNo: _yes_no_asks}
 
     def _generate(self, request: Generate) -> Answer:
         if request.first_token_choices:

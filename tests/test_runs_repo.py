@@ -46,9 +46,9 @@ def test_a_runs_repository_holds_each_finished_run_and_the_report(runs, tmp_path
     files = sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file() and p.name != MARKER)
     configs = ["cccons-bert-base-uncased", "cccons-roberta-base"]
     assert [f for f in files if f.startswith("runs/")] == [f"runs/{c}/{name}" for c in configs
-                                                            for name in ("metrics.json", "predictions.parquet", "run.json")]
+                                                            for name in ("metrics.json", "predictions.parquet", "run.json", "spec.json")]
     for config, source in zip(configs, ("bert", "roberta")):  # the files as `physprobe score` wrote them
-        for name in ("metrics.json", "predictions.parquet", "run.json"):
+        for name in ("metrics.json", "predictions.parquet", "run.json", "spec.json"):
             assert (repo / "runs" / config / name).read_bytes() == (tmp_path / "runs" / source / name).read_bytes()
     assert any(f.startswith("figures/") and f.endswith(".png") for f in files)
     text = (repo / "README.md").read_text()

@@ -89,7 +89,7 @@ def test_upload_publishes_the_runs_repository_and_only_it(runs, tmp_path, monkey
         assert code == 0, printed
         remote = hub.repos[("dataset", "me/my-runs")].files
         assert set(remote) - {".gitattributes"} == set(local_files(out / "runs" / "my-runs"))
-        assert json.loads(remote["runs/cccons-roberta-base/run.json"])["model"] == "FacebookAI/roberta-base"
+        assert json.loads(remote["runs/cccons-roberta-base/run.json"])["spec"]["model"] == "FacebookAI/roberta-base"
     assert "committed  me/my-runs" in printed and "hf_secret_value" not in printed
     with pytest.raises(SystemExit):
         upload.main(["--runs", str(runs[0]), "--only", "prost"])

@@ -151,7 +151,8 @@ def test_cli_scores_every_benchmark_and_reports(tiny, built_all, tmp_path, bench
     configs = registry.evaluation(benchmark).configs
     sizes = [datasets.load_dataset(str(built_all / benchmark), c, split="test").num_rows for c in configs]
     excluded = sum(metrics[c].get("excluded", 0) for c in configs)  # rows a protocol leaves out (T5: sliding)
-    assert len(predictions) + excluded == sum(min(12, n) for n in sizes)
+    assert len(predictions) == sum(min(12, n) for n in sizes) and sum(p["status"] == "excluded" for p in predictions) == excluded
+    assert all(p["prediction"] == -3 and p["scores"] == [] for p in predictions if p["status"] == "excluded")
     if benchmark == "text2afford":
         assert metrics["default"]["strict"]["n"] == 10 and len(predictions[0]["scores"]) == 15
     else:

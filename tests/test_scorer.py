@@ -425,11 +425,11 @@ def test_a_run_records_prompts_baselines_and_its_label(tiny, built_all, tmp_path
         prompt = released_prompt(rows[p["row"]], "track1")
         assert p["prompts"] == [prompt] and p["prompt_tokens"] == [len(tokenizer(prompt)["input_ids"])]
     info = json.loads((out / "run.json").read_text())
-    assert info["label"] == "tiny GPT, raw"
+    assert info["spec"]["label"] == "tiny GPT, raw"
     references = [p["reference"][0] for p in predictions]
     found = info["baselines"]["track1"]
     assert found["majority_answer"] == max(sorted(set(references)), key=references.count)
-    answered = [p["prediction"] for p in predictions if p["prediction"] != -1]
+    answered = [p["prediction"] for p in predictions if p["status"] == "decided"]
     assert (found["answered"], found["commonest"]) == (len(answered), max(map(answered.count, answered), default=0))
     assert "  baselines, agreement_accuracy on the same rows: majority answer (the" in summary
 

@@ -369,6 +369,21 @@ def answer_budget(prompt_tokens: int, max_new_tokens: int, max_length: int | Non
     return min(max_new_tokens, max(1, max_length - (1 if seq2seq else prompt_tokens)))
 
 
+def _encoded(model, tokenizer, requests: Sequence[dict], seq2seq: bool, truncate: bool, chat: bool) -> tuple[list[list[int]], list[int]]:
+    """Each request's prompt as token ids, and its answer budget (``answer_budget``).
+
+    Prompts are encoded as the tokenizer encodes them, its special tokens included (a BOS only where the tokenizer
+    adds one), as the released scripts' pipelines and generate calls do; a prompt a chat template rendered carries
+    its special tokens already, so none are added to it. A causal model's prompt leaves room for the answer.
+    """
+    limit = (tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None) if seq2seq else max_positions(model)
+    encoded = [tokenizer(r["prompt"], add_special_tokens=not chat)["input_ids"] for r in requests]
+    budgets = [answer_budget(len(ids), r["max_new_tokens"], r.get("max_length"), seq2seq) for ids, r in zip(encoded, requests)]
+    encoded = [check_length(ids, limit if seq2seq or limit is None else limit - room, truncate, f"prompt {r['prompt'][:60]!r}")
+               for ids, r, room in zip(encoded, requests, budgets)]  # fmt: skip
+    return encoded, budgets
+
+
 def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, seq2seq: bool = False,
              batch_tokens: int | None = None, max_batch: int | None = None, truncate: bool = False, progress=None,
              chat: bool = False) -> list[Answer]:  # fmt: skip
@@ -381,16 +396,7 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
     Requests are batched by length (and by ``max_new_tokens``), each row stopping at its ``answer_budget``; on
     CUDA out-of-memory the batch halves.
     """
-    # Prompts are encoded as the tokenizer encodes them, its special tokens included (a BOS only where the
-    # tokenizer adds one), as the released scripts' pipelines and generate calls do; a prompt a chat template
-    # rendered carries its special tokens already, so none are added to it.
-    limit = (tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None) if seq2seq else max_positions(model)
-    encoded = [tokenizer(r["prompt"], add_special_tokens=not chat)["input_ids"] for r in requests]
-    budgets = [answer_budget(len(ids), r["max_new_tokens"], r.get("max_length"), seq2seq) for ids, r in zip(encoded, requests)]
-    encoded = [  # a causal model's prompt leaves room for the answer
-        check_length(ids, limit if seq2seq or limit is None else limit - room, truncate, f"prompt {r['prompt'][:60]!r}")
-        for ids, r, room in zip(encoded, requests, budgets)
-    ]
+    encoded, budgets = _encoded(model, tokenizer, requests, seq2seq, truncate, chat)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     eos = tokenizer.eos_token_id
     plain = argmax_decodes(model)

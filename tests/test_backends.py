@@ -21,6 +21,7 @@ from physprobe.backends.hf.model import Loaded
 from physprobe.cli import main
 from physprobe.hub_data import DataSource
 from physprobe.requests import Choice, Generate, GenerateEach, YesNo
+from physprobe.results import Answer
 
 from . import tiny_models
 
@@ -307,7 +308,7 @@ def test_a_protocol_released_through_a_chat_template_gets_it_with_its_system_mes
 
     def answer(model, tokenizer, asks, device, **options):
         read.extend(a["prompt"] for a in asks)
-        return ["Yes."] * len(asks)
+        return [Answer("Yes.", 2)] * len(asks)
 
     monkeypatch.setattr(generation, "generate", answer)
     out = tmp_path / "llama3"
@@ -335,7 +336,7 @@ def test_a_system_instruction_beside_a_protocols_own_message_is_one_line(models,
 def test_the_released_llama3_protocol_reads_its_scripts_rows_without_config(models, built_all, tmp_path, monkeypatch):
     from physprobe.backends.hf import generation
 
-    monkeypatch.setattr(generation, "generate", lambda model, tokenizer, asks, device, **options: ["no"] * len(asks))
+    monkeypatch.setattr(generation, "generate", lambda model, tokenizer, asks, device, **options: [Answer("no", 1)] * len(asks))
     out = tmp_path / "released"
     assert main(["score", "--model", str(models["chat"]), "--benchmark", "text2afford", "--protocol", "yes-no-llama3-released",
                  "--limit", "1", "--data", str(built_all), "--out", str(out), "--device", "cpu", "--bootstrap-iters", "0"]) == 0  # fmt: skip

@@ -821,7 +821,6 @@ def test_a_symlink_committed_in_a_metric_folder_is_refused(tmp_path, monkeypatch
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["ctrl-c", "kill -9 of the launcher's process group"])
 def test_a_data_parallel_score_ends_whole_with_its_launcher(how, inputs, tmp_path):
-    from physprobe import run_folder
     from physprobe.errors import FolderInUse
     from physprobe.paths import FolderLock
 
@@ -854,7 +853,6 @@ def test_a_data_parallel_score_ends_whole_with_its_launcher(how, inputs, tmp_pat
         assert status == 130 and "Traceback" not in text, text[-3000:]
         assert [line for line in text.splitlines() if "physprobe" in line and "interrupted" in line]
     if how == "ctrl-c" and not out.exists():  # interrupted before any score reached a rank's cache: the folder it made is gone
-        assert not any(run_folder.cache_file(out, rank).exists() for rank in (0, 1))
         return
     # No rank holds the run folder any more. A rank's main thread shows as a zombie while its other threads
     # still exit (and hold its files for a moment): the lock is retried for a few seconds, as a user's rerun would.

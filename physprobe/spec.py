@@ -197,7 +197,7 @@ def check(model: str, benchmark: str, *, out: str | os.PathLike | None = None, d
         raise PhysprobeError(f"--num-processes {processes} splits a model's work over processes of this machine; --backend {name} "
                              "sends requests to a server, which runs them at once: drop --num-processes and give --model-args "
                              f"num_concurrent={processes} (or more)")  # fmt: skip
-    _servable_method(benchmark, evaluation, name, method)
+    _servable_named(benchmark, evaluation, name, method, protocol)
     folder = Path(out) if out is not None else run_folder.default_folder(model, benchmark)
     check_folder_name(Path(os.path.abspath(folder)).name, "--out")
     if isinstance(batch_size, str) or batch_size is None:
@@ -287,17 +287,20 @@ def _servable(evaluation: protocols.Evaluation, protocol: protocols.Protocol, ba
                        f"cannot serve{hint}")  # fmt: skip
 
 
-def _servable_method(benchmark: str, evaluation: protocols.Evaluation, backend: str, method: str | None) -> None:
-    """A one-line error, before the model is described, when ``--method`` has no protocol whose requests the backend
-    serves."""
-    if method is None:
+def _servable_named(benchmark: str, evaluation: protocols.Evaluation, backend: str, method: str | None, protocol: str | None) -> None:
+    """A one-line error, before the model is described, when the named protocol, or every protocol of ``--method``,
+    asks requests the backend does not serve."""
+    if protocol is not None:
+        asked, what = {evaluation.protocol(protocol).sends}, f"protocol {protocol!r}"
+    elif method is not None:
+        asked, what = {p.sends for p in evaluation.protocols if p.method == method}, f"--method {method} of {benchmark}"
+    else:
         return
-    asked = {p.sends for p in evaluation.protocols if p.method == method}
     if any(backends.serves(backend, kind) for kind in asked):
         return
     others = sorted({name for kind in asked for name in backends.serving(kind)})
-    raise BackendError(f"--method {method} asks {' or '.join(sorted(k.__name__ for k in asked))} requests, which --backend "
-                       f"{backend} cannot serve; use --backend {' or '.join(others)}")  # fmt: skip
+    raise BackendError(f"{what} asks {' or '.join(sorted(k.__name__ for k in asked))} requests, which --backend {backend} "
+                       f"cannot serve; use --backend {' or '.join(others)}")  # fmt: skip
 
 
 def _configs(benchmark: str, evaluation: protocols.Evaluation, configs: Sequence[str] | None) -> tuple[str, ...] | None:

@@ -13,18 +13,20 @@ from physprobe.hub_data import DataSource
 from physprobe.run_record import Bootstrap, ChatRecord, RunRecord, Timings
 from physprobe.spec import RunSpec
 
-SPEC_FIELDS = {f.name for f in dataclasses.fields(RunSpec)}
+SPEC_FIELDS = {f.name for f in dataclasses.fields(RunSpec)} - {"backend"}  # ``backend``: the record's section (name and info)
 
 
 def record(benchmark: str, method: str, metrics: dict, protocol: str = "some-protocol", **fields) -> RunRecord:
     """A record of ``benchmark`` scored by ``method``/``protocol`` with ``metrics``; ``fields`` override the rest (the
-    spec's fields among them: model, label, limit, configs, ...)."""
+    spec's fields among them: model, label, limit, configs, ...; ``backend`` is the record's section)."""
     configs = tuple(k for k, v in metrics.items() if isinstance(v, dict)) or ("default",)
     model = fields.get("model", "model")
     spec = RunSpec(model=model, benchmark=benchmark, backend="hf", family="causal", protocol=protocol, method=method,
                    sends="Choice", configs=configs, settings=Settings(model), model_identity={},
                    data=DataSource(benchmark, "build", None, configs), out="runs/run")  # fmt: skip
     spec = dataclasses.replace(spec, **{k: v for k, v in fields.items() if k in SPEC_FIELDS})
+    if "backend" in fields:
+        spec = dataclasses.replace(spec, backend=fields["backend"]["name"])
     base = RunRecord(spec=spec, protocol_source="a test", backend={"name": "hf", "gguf_file": None}, chat=ChatRecord(False),
                      config_revisions={c: "sha256:0" for c in configs}, scored_now=0, versions={"physprobe": "0.1.0"},
                      started="2026-11-25T00:00:00Z", timings=Timings(0.0, {}, 0.0), bootstrap=Bootstrap(0, 1234, {}),

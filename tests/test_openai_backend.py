@@ -109,19 +109,29 @@ def test_cli_errors_are_one_line(built_all):
     for case, (args, expected) in enumerate([
         ([f"base_url={url},max_retries=0", "--benchmark", "newton", "--config", "track1"],
          f"physprobe: error: cannot reach the server at {url} ("),
-        ([f"base_url={url}", "--benchmark", "prost", "--protocol", "released-mlm"],
-         "physprobe: error: method 'mlm' (masked-LM, NLI and seq2seq scoring) needs the model in this process: use --backend hf"),
+        ([f"base_url={url}", "--benchmark", "prost", "--protocol", "released-mlm"],  # refused before the server is asked
+         "physprobe: error: protocol 'released-mlm' asks Masked requests, which --backend openai cannot serve; use --backend hf\n"),
         ([f"base_url={url}", "--benchmark", "text2afford", "--method", "nli"],
-         "physprobe: error: method 'nli' (masked-LM, NLI and seq2seq scoring) needs the model in this process: use --backend hf"),
-        ([f"base_url={url}", "--benchmark", "prost"],  # the paper's causal protocol reads token ids
-         "physprobe: error: protocol 'released-gpt' asks MeanTokens requests, which --backend openai cannot serve; use --backend hf, "
-         "or --protocol sentence-sum"),
+         "physprobe: error: --method nli of text2afford asks Entailment requests, which --backend openai cannot serve; use --backend hf\n"),
     ]):  # fmt: skip
         # Each case its own folder: a run folder belongs to one model and benchmark (the first case claims its own).
         done = cli(*common, *args, "--out", str(built_all.parent / f"never-{case}"))
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith(expected), done.stderr
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_the_papers_protocol_a_server_cannot_serve_is_refused_once_the_server_describes_its_model(built_all, tmp_path):
+    # The served model is described (/v1/models) before its protocol is chosen: PROST's paper protocol for a causal
+    # model reads token ids, which no server gives; nothing but the model list was asked.
+    from tests.fake_openai import MODEL, FakeServer
+
+    with FakeServer(log=tmp_path / "server.log") as server:
+        done = cli("score", "--model", MODEL, "--data", str(built_all), "--limit", "2", "--model-args", f"base_url={server.base_url}",
+                   "--benchmark", "prost", "--out", str(tmp_path / "never"))  # fmt: skip
+    assert done.returncode == 2 and done.stderr == ("physprobe: error: protocol 'released-gpt' asks MeanTokens requests, which "
+                                                    "--backend openai cannot serve; use --backend hf, or --protocol sentence-sum\n")  # fmt: skip
+    assert (tmp_path / "server.log").read_text().splitlines() == ["/v1/models"] and not (tmp_path / "never").exists()
 
 
 def predictions(folder: Path) -> list[dict]:

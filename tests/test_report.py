@@ -419,7 +419,7 @@ def test_bad_inputs_are_one_line_errors_leaving_nothing(tmp_path, one_run, capsy
     alien = tmp_path / "alien"
     shutil.copytree(one_run, alien)
     info = json.loads((alien / "run.json").read_text())
-    (alien / "run.json").write_text(json.dumps({**info, "benchmark": "piqa"}))
+    (alien / "run.json").write_text(json.dumps({**info, "spec": {**info["spec"], "benchmark": "piqa"}}))
     fails(["report", str(alien), "--out", str(out)], capsys, "unknown benchmark 'piqa'")
     assert not (tmp_path / "out").exists()
     a_file = tmp_path / "report.md"

@@ -377,7 +377,7 @@ def test_nli_pipeline_multi_label_and_released_single_label_worked_by_hand():
     request = EVALUATION.protocol("nli-zero-shot-multi-label").build(row, "default")
     pairs = request.pairs
     assert request.reading == "vs_contradiction" and pairs[5] == ("he rides a horse .", "horse can be used for ride by human")
-    (scores,) = score_loaded(loaded, [request])
+    (scores,) = [r.values for r in score_loaded(loaded, [request])]
     with torch.no_grad():
         logits = [model(**tokenizer(p, h, return_tensors="pt")).logits[0] for p, h in pairs]
     # The pipeline with multi_label=True: softmax over (contradiction, entailment) for each label on its own.
@@ -386,14 +386,14 @@ def test_nli_pipeline_multi_label_and_released_single_label_worked_by_hand():
     request = EVALUATION.protocol("nli-released-multi-choice").build(row, "default")
     pairs = request.pairs
     assert request.reading == "vs_contradiction" and pairs[12] == ("he rides a horse .", "This example is looking.")
-    (scores,) = score_loaded(loaded, [request])
+    (scores,) = [r.values for r in score_loaded(loaded, [request])]
     with torch.no_grad():
         logits = [model(**tokenizer(p, h, return_tensors="pt")).logits[0] for p, h in pairs]
     assert scores == pytest.approx([torch.softmax(l[[0, 2]], dim=0)[1].item() for l in logits], abs=1e-5)
     request = EVALUATION.protocol("nli-released-single-label").build(row, "default")
     pairs = request.pairs
     assert pairs[0][1] == "This example is horse can be used for grasp by human."
-    (scores,) = score_loaded(loaded, [request])
+    (scores,) = [r.values for r in score_loaded(loaded, [request])]
     with torch.no_grad():
         entail = torch.stack([model(**tokenizer(p, h, return_tensors="pt")).logits[0, 2] for p, h in pairs])
     # multi_label=False: a softmax of the 15 entailment logits.
@@ -437,4 +437,4 @@ def test_a_llama_run_scores_the_rows_its_released_script_reads(built_all, tmp_pa
     assert metrics["high_agreement"]["in_context_pairwise"]["n"] + metrics["high_agreement"]["in_context_pairwise"]["skipped"] == 8
     # --config still chooses: the release's rows, figures still filed as in-context.
     assert main([*base, "--config", "default", "--out", str(tmp_path / "release")]) == 0
-    assert json.loads((tmp_path / "release" / "run.json").read_text())["configs"] == ["default"]
+    assert json.loads((tmp_path / "release" / "run.json").read_text())["spec"]["configs"] == ["default"]

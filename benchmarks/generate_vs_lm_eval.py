@@ -277,7 +277,7 @@ def measure_benchmark(model, tokenizer, device: str, benchmark: Benchmark, fed: 
     with torch.inference_mode():
         ours = measured["physprobe"](lambda: generation.generate(model, tokenizer, benchmark.requests, torch.device(device), chat=chat))
     stop = list(benchmark.protocol.stop)
-    same = sum(text == cut(their_texts[key], stop) for text, key in zip(ours, benchmark.keys))
+    same = sum(answer.text == cut(their_texts[key], stop) for answer, key in zip(ours, benchmark.keys))
     own = sum(len(tokenizer(r["prompt"], add_special_tokens=not chat)["input_ids"]) for r in benchmark.requests)
     return {"rows": len(benchmark.keys), "identical": same, "needed": needed_tokens(answers, tokenizer, stop), "prompt": own,
             "physprobe": fed.snapshot(len(benchmark.keys)), "lm-eval": theirs}  # fmt: skip

@@ -468,8 +468,8 @@ def card(ctx: Context, figures: dict) -> None:
             argv = score_command(ctx, folder, benchmarks[0], out, ctx.device, ctx.plan.dtype, limit)
             entry.update(run_command(ctx, argv, ctx.scratch / f"card-{index}.log", later))
             for found in sorted(out.rglob(run_record.RUN_JSON)) if entry["status"] == "ok" else []:
-                record = run_record.read(found.parent)
-                entry["runs"].append({"benchmark": record.benchmark, "protocol": record.protocol, "rows": record.questions_scored,
+                record = run_record.load(found.parent)
+                entry["runs"].append({"benchmark": record.benchmark, "protocol": record.protocol, "rows": record.scored_now,
                                       "load_s": record.timings.load_model_s, "scoring_s": round(sum(record.timings.configs_s.values()), 2),
                                       "configs": len(record.configs)})  # fmt: skip
             ctx.writer.write()

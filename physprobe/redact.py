@@ -50,6 +50,21 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
     return _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{HIDDEN}", text)
 
 
+def each_text(value, change):
+    """``value`` (JSON-like: texts, lists, dicts) with ``change`` applied to every text in it.
+
+    >>> each_text({"model_args": {"base_url": "http://me:pw-1@host/v1"}, "n": 3}, scrub)
+    {'model_args': {'base_url': 'http://***@host/v1'}, 'n': 3}
+    """
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, list):
+        return [each_text(v, change) for v in value]
+    if isinstance(value, dict):
+        return {k: each_text(v, change) for k, v in value.items()}
+    return value
+
+
 def url_secrets(url: str) -> list[str]:
     """The credentials a URL carries (``user:password@``), in the forms a server may quote them back: the password,
     the user and password, and their HTTP Basic encoding; each of at least ``SECRET_LENGTH`` characters (a shorter

@@ -34,8 +34,8 @@ from physprobe.cli import main
 from physprobe.dataset_folder import data_file
 from physprobe.paths import MARKER, STAGING, TEMPORARY, Owner, mark
 
-from physprobe import run_record
-from physprobe.run_record import Prediction
+from physprobe import run_folder, run_record
+from physprobe.samples import Sample
 
 from . import tiny_models
 from .run_folders import record, write_run
@@ -141,8 +141,8 @@ def inputs(built_all, upstream_dir, tmp_path_factory):
     model = tiny_models.causal_lm(folder / "models" / "gpt", texts)
     runs = folder / "runs" / "gpt2"  # a parent of finished runs, for upload --runs
     figures = {"mass": {"accuracy": 0.5, "n": 2, "undecided": 0}}
-    run_record.write(runs / "prost", run_record.owner("gpt2", "prost", False), record("prost", "causal", figures, model="gpt2"),
-                     [Prediction("mass", i, [-1.0, -2.0], 0, [0]) for i in range(2)])  # fmt: skip
+    run_record.write(runs / "prost", run_folder.owner("gpt2", "prost", False), record("prost", "causal", figures, model="gpt2"),
+                     [Sample("mass", i, {}, (0,), "decided", 0, (-1.0, -2.0), 2) for i in range(2)])  # fmt: skip
     return {"upstream": upstream_dir, "build": built_all, "spec": spec, "model": model, "runs": runs}
 
 
@@ -485,7 +485,7 @@ def test_cached_values_of_the_wrong_shape_are_set_aside_with_one_warning(value, 
     warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert len(warnings) == 1 and "scores of the wrong shape" in warnings[0] and "kept its 5 good entries" in warnings[0]
     assert json.loads((out / "metrics.json").read_text()) == expected
-    assert json.loads((out / "run.json").read_text())["questions_scored"] == 1
+    assert json.loads((out / "run.json").read_text())["scored_now"] == 1
     assert len([p for p in out.iterdir() if p.name.startswith("cache.corrupt-")]) == 1
 
 
@@ -494,10 +494,10 @@ def test_truncate_and_model_args_are_in_the_cache_key_and_run_json(inputs, tmp_p
     assert _score(inputs, inputs["build"], out) == 0
     assert _score(inputs, inputs["build"], out, "--truncate") == 0
     info = json.loads((out / "run.json").read_text())
-    assert info["backend"]["truncate"] is True and info["questions_scored"] == 6  # not served the scores of the run without it
+    assert info["backend"]["truncate"] is True and info["scored_now"] == 6  # not served the scores of the run without it
     assert _score(inputs, inputs["build"], out, "--truncate", "--model-args", "attn_implementation=eager") == 0
     info = json.loads((out / "run.json").read_text())
-    assert info["backend"]["model_args"] == {"attn_implementation": "eager"} and info["questions_scored"] == 6
+    assert info["backend"]["model_args"] == {"attn_implementation": "eager"} and info["scored_now"] == 6
 
 
 # --- single faults: report's run files -------------------------------------------------------------------
@@ -510,9 +510,9 @@ BROKEN_RUNS = [  # (what is changed, the field the error names)
     ({"metrics": {"mass": {"accuracy": 0.5, "n": 1e30}}}, "mass.n is 1e+30, not a count"),
     ({"metrics": {"mass": {"accuracy": 0.5, "n": 6, "undecided": -1}}}, "mass.undecided is -1, not a count"),
     ({"metrics": {"mass": {"accuracy": "0.5", "n": 6}}}, "mass.accuracy is '0.5', not a number"),
-    ({"info": {"configs": "default"}}, "configs is 'default', expected a list"),
-    ({"info": {"model": ""}}, "model is '', expected the model's name"),
-    ({"info": {"limit": -2}}, "limit is -2"),
+    ({"spec": {"configs": "default"}}, "spec.configs is 'default', expected a list"),
+    ({"spec": {"model": ""}}, "spec.model is '', expected the model's name"),
+    ({"spec": {"limit": -2}}, "spec.limit is -2"),
     ({"info": {"chat": {"applied": "maybe", "template": None, "template_sha256": None, "system_instruction": None}}},
      "chat.applied is 'maybe', expected true or false"),
     ({"info": {"chat": "yes"}}, "chat is 'yes', expected an object"),
@@ -526,6 +526,7 @@ BROKEN_RUNS = [  # (what is changed, the field the error names)
 def test_report_refuses_broken_run_files_in_one_line_naming_file_and_field(change, field, tmp_path, capsys):
     run = write_run(tmp_path / "run", "prost", "causal", {"mass": {"accuracy": 0.5, "n": 6}}, "released-gpt", model="gpt2", limit=6)
     info = json.loads((run / "run.json").read_text()) | change.get("info", {})
+    info["spec"] |= change.get("spec", {})
     (run / "run.json").write_text(json.dumps(info))
     (run / "metrics.json").write_text(json.dumps(change.get("metrics", {"mass": {"accuracy": 0.5, "n": 6}})))
     name = "metrics.json" if "metrics" in change else "run.json"
@@ -547,7 +548,7 @@ def test_a_bad_config_with_several_processes_is_one_line_before_any_launch(input
 
 def test_a_folder_in_use_with_several_processes_is_one_line_before_any_launch(inputs, tmp_path, capsys):
     from physprobe.paths import FolderLock
-    from physprobe.run_record import open_folder, owner
+    from physprobe.run_folder import open_folder, owner
 
     out = tmp_path / "run"
     open_folder(out, owner(str(inputs["model"]), "prost", local=True))
@@ -892,6 +893,8 @@ def test_a_data_parallel_score_ends_whole_with_its_launcher(how, inputs, tmp_pat
         text = log.read_text()
         assert status == 130 and "Traceback" not in text, text[-3000:]
         assert [line for line in text.splitlines() if "physprobe" in line and "interrupted" in line]
+    if how == "ctrl-c" and not out.exists():  # interrupted before any score reached a rank's cache: the folder it made is gone
+        return
     # No rank holds the run folder any more. A rank's main thread shows as a zombie while its other threads
     # still exit (and hold its files for a moment): the lock is retried for a few seconds, as a user's rerun would.
     deadline = time.monotonic() + 10

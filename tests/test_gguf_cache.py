@@ -74,7 +74,7 @@ class Spy:
 def test_a_second_run_reads_the_cached_conversion(cache, monkeypatch):
     folder = str(gguf_folder())
     spies = {auto: Spy(monkeypatch, auto) for auto in ("AutoConfig", "AutoTokenizer", "AutoModelForCausalLM")}
-    first = hf_model.plan_model(folder, None, "cpu", GGUF, dtype="float32")
+    first = hf_model.describe_model(folder, "cpu", GGUF, dtype="float32")
     (entry,) = (cache / "gguf").iterdir()
     meta, weights = first.converted.meta, first.converted.weights("float32")
     assert meta.is_dir() and not weights.exists()  # the metadata is converted before any tensor is read
@@ -88,7 +88,7 @@ def test_a_second_run_reads_the_cached_conversion(cache, monkeypatch):
     for spy in spies.values():
         spy.sources.clear()
 
-    second = hf_model.plan_model(folder, None, "cpu", GGUF, dtype="float32")
+    second = hf_model.describe_model(folder, "cpu", GGUF, dtype="float32")
     cached = hf_model.load(second)
     # transformers calls AutoConfig again inside the other two: every read is of an entry, none of the GGUF file.
     assert set(spies["AutoConfig"].sources) <= {(str(meta), False), (str(weights), False)}

@@ -12,11 +12,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from physprobe import run_record
+from physprobe import run_folder, run_record
 from physprobe.cli import main
 from physprobe.dataset_folder import data_file
 from physprobe.paths import MARKER
-from physprobe.run_record import DatasetRecord, Prediction
+from physprobe.hub_data import DataSource
+from physprobe.samples import Sample
 
 from .fake_hub import FakeHub
 from .run_folders import record
@@ -30,9 +31,9 @@ NEWTON = {"track1": {"accuracy": 0.5, "agreement_accuracy": 0.5, "n": 2, "undeci
 def scored(folder: Path, benchmark: str, metrics: dict, model: str = "openai-community/gpt2", local: bool = False, **fields) -> Path:
     """A finished run of ``benchmark`` whose predictions are one row per question ``metrics`` counts."""
     made = record(benchmark, "causal", metrics, model=model, **fields)
-    rows = [Prediction(config, i, [-1.0, -2.0], 0, [0], prompts=[f"question {i}"])
+    rows = [Sample(config, i, {}, (0,), "decided", 0, (-1.0, -2.0), 2, prompts=(f"question {i}",))
             for config, figures in metrics.items() for i in range(figures["n"])]  # fmt: skip
-    run_record.write(folder, run_record.owner(model, benchmark, local), made, rows)
+    run_record.write(folder, run_folder.owner(model, benchmark, local), made, rows)
     return folder
 
 
@@ -132,7 +133,7 @@ def local_run(folder: Path, model: Path, data: Path, benchmark: str = "prost", m
     revision = "sha256:" + hashlib.sha256(str(model).encode()).hexdigest()
     return scored(folder, benchmark, metrics, model=str(model), local=True,
                   backend={"name": "hf", "gguf_file": None, "model_revision": revision},
-                  dataset=DatasetRecord("local", str(data), None, {c: "sha256:0" for c in metrics}),
+                  data=DataSource(benchmark, str(data), None, tuple(metrics)), out=str(folder),
                   command=("physprobe", "score", "--model", str(model), "--benchmark", benchmark, "--data", str(data),
                            f"--out={folder}"))  # fmt: skip
 
@@ -143,13 +144,15 @@ def test_a_local_model_is_published_by_its_folder_name_and_digest_or_the_id_give
     digest = json.loads((run / "run.json").read_text())["backend"]["model_revision"][7:19]
     assert publish("--runs", str(run.parent), "--runs-repo", "my-runs", "--out", str(tmp_path / "hub")) == 0
     repo = tmp_path / "hub" / "runs" / "my-runs"
-    info = json.loads((repo / "runs" / "prost-tiny-gpt" / "run.json").read_text())
-    assert info["model"] == f"tiny-gpt@sha256:{digest}" and info["dataset"]["path"] == "build"
-    assert info["command"] == ["physprobe", "score", "--model", f"tiny-gpt@sha256:{digest}", "--benchmark", "prost",
+    spec = json.loads((repo / "runs" / "prost-tiny-gpt" / "run.json").read_text())["spec"]
+    assert spec == json.loads((repo / "runs" / "prost-tiny-gpt" / "spec.json").read_text())
+    assert spec["model"] == spec["settings"]["model"] == f"tiny-gpt@sha256:{digest}"
+    assert spec["data"]["path"] == "build" and spec["out"] == "prost"
+    assert spec["command"] == ["physprobe", "score", "--model", f"tiny-gpt@sha256:{digest}", "--benchmark", "prost",
                                "--data", "build", "--out=prost"]  # fmt: skip
     assert str(tmp_path) not in texts_of(repo)  # the card and the report included
     assert publish("--runs", str(run.parent), "--runs-repo", "my-runs", "--out", str(tmp_path / "hub"), "--model-id", "me/tiny-gpt") == 0
-    assert json.loads((repo / "runs" / "prost-tiny-gpt" / "run.json").read_text())["model"] == "me/tiny-gpt"
+    assert json.loads((repo / "runs" / "prost-tiny-gpt" / "run.json").read_text())["spec"]["model"] == "me/tiny-gpt"
     assert "me/tiny-gpt" in (repo / "README.md").read_text() and str(tmp_path) not in texts_of(repo)
     local_run(tmp_path / "other", tmp_path / "models" / "other-gpt", data)
     capsys.readouterr()
@@ -165,7 +168,7 @@ def test_a_bidi_model_name_is_escaped_in_the_card(tmp_path):
     card = (tmp_path / "hub" / "runs" / "my-runs" / "README.md").read_text()
     assert "\u202e" not in card and "evil\\\\u202emodel" in card  # shown as its escape (Markdown-escaped backslash)
     assert json.loads((tmp_path / "hub" / "runs" / "my-runs" / "runs" / "prost-evil-u202emodel" / "run.json").read_text())[
-        "model"] == "evil\u202emodel"  # the record keeps the server's id as it is: only what a person reads is escaped
+        "spec"]["model"] == "evil\u202emodel"  # the record keeps the server's id as it is: only what a person reads is escaped
 
 
 def test_a_runs_repo_name_with_an_escape_sequence_names_the_option_and_shows_it_escaped(runs, tmp_path, capsys):
@@ -209,9 +212,9 @@ def test_a_parent_folder_publishes_every_run_in_it_with_the_report_as_its_card(r
     repo = tmp_path / "hub" / "runs" / "gpt2-runs"
     files = published_files(repo)
     assert sorted(f for f in files if f.startswith("runs/")) == [f"runs/{c}/{n}" for c in ("newton-gpt2", "prost-gpt2")
-                                                                 for n in ("metrics.json", "predictions.parquet", "run.json")]  # fmt: skip
+                                                                 for n in ("metrics.json", "predictions.parquet", "run.json", "spec.json")]  # fmt: skip
     for config, benchmark in (("newton-gpt2", "newton"), ("prost-gpt2", "prost")):  # nothing to redact: the bytes written
-        for name in ("metrics.json", "predictions.parquet", "run.json"):
+        for name in ("metrics.json", "predictions.parquet", "run.json", "spec.json"):
             assert files[f"runs/{config}/{name}"] == (runs / benchmark / name).read_bytes()
     card = files["README.md"].decode()
     assert "## physprobe report" in card and "PROST" in card and "NEWTON" in card
@@ -242,7 +245,7 @@ def test_nothing_secret_or_local_in_anything_published(inputs, tmp_path, monkeyp
     from .fake_openai import FakeServer
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.setattr("physprobe.backends.openai.backoff", lambda retries: (0.0,) * retries)
+    monkeypatch.setattr("physprobe.backends.openai.client.backoff", lambda retries: (0.0,) * retries)
     parent = tmp_path / "runs" / "mine"
     with FakeServer(fault="quotes_headers_200", fault_after=1) as server:  # every answer quotes the request's headers
         url = server.base_url.replace("http://", f"http://me:{PASSWORD}@")
@@ -267,7 +270,7 @@ def test_nothing_secret_or_local_in_anything_published(inputs, tmp_path, monkeyp
     assert [text for text in forbidden if text in published] == []
     assert "'Authorization': 'Basic ***'" in published and "'Authorization': 'Bearer ***'" in published
     assert "http://***@127.0.0.1" in published  # each scrubbed where it was, not dropped
-    assert "gpt@sha256:" in json.loads((repo / "runs" / "prost-gpt" / "run.json").read_text())["model"]
+    assert "gpt@sha256:" in json.loads((repo / "runs" / "prost-gpt" / "run.json").read_text())["spec"]["model"]
     assert KEY not in capsys.readouterr().err
 
 

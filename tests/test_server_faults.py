@@ -36,7 +36,7 @@ CHAT = [*RAW, "--apply-chat-template"]  # /v1/chat/completions
 @pytest.fixture(autouse=True)
 def no_waiting(monkeypatch):
     """Retries without the backoff's seconds (the attempts are what is checked)."""
-    monkeypatch.setattr("physprobe.backends.openai.backoff", lambda retries: (0.0,) * retries)
+    monkeypatch.setattr("physprobe.backends.openai.client.backoff", lambda retries: (0.0,) * retries)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
 
 
@@ -221,7 +221,7 @@ def test_credentials_in_base_url_reach_no_file_and_no_line(built_all, tmp_path, 
                      "--limit", "2", "--bootstrap-iters", "0", "--out", str(out)]) == 0  # fmt: skip
         info = json.loads((out / "run.json").read_text())
         assert info["backend"]["base_url"] == server.base_url.replace("http://", "http://***@")
-        assert f"base_url={server.base_url.replace('http://', 'http://***@')}" in info["command"]
+        assert f"base_url={server.base_url.replace('http://', 'http://***@')}" in info["spec"]["command"]
         assert files_holding(out, password, f"me:{password}") == []
         assert main(["score", "--model", "nosuch", "--model-args", f"base_url={url}", "--data", str(built_all), *RAW,
                      "--limit", "2", "--out", str(tmp_path / "other")]) == 2  # fmt: skip
@@ -273,7 +273,7 @@ def test_other_weights_behind_the_same_name_are_rescored_and_jitter_is_not(built
 
 
 def test_weights_changed_during_a_run_stop_it_keeping_the_answers_of_the_first(built_all, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("physprobe.backends.openai.PROBE_EVERY", 4)
+    monkeypatch.setattr("physprobe.backends.openai.backend.PROBE_EVERY", 4)
     reference, out = tmp_path / "reference", tmp_path / "run"
     with FakeServer(seed=0) as first:  # the first weights, the whole way: what each answer should be
         assert score(first, reference, built_all, *ECHO, limit=4) == 0

@@ -58,6 +58,19 @@ def test_wheel_holds_every_module_card_and_data_file(wheel):
     for metric in metric_modules.NAMES:
         assert {f"physprobe/metrics/{metric}/{f}" for f in (f"{metric}.py", "README.md", "app.py", "requirements.txt")} <= names
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/", "build/")) or n == "upload.py"]
+    # The score extra holds every registered backend's libraries (setup.py reads the registry) and the report's matplotlib.
+    from physprobe import backends
+
+    metadata = next(zipfile.Path(wheel, name).read_text() for name in names if name.endswith(".dist-info/METADATA"))
+    from packaging.requirements import Requirement
+
+    def plain(requirement: str) -> tuple[str, str]:
+        parsed = Requirement(requirement)
+        return parsed.name, str(sorted(map(str, parsed.specifier)))
+
+    score = {plain(line.split(":", 1)[1].split(";")[0]) for line in metadata.splitlines()
+             if line.startswith("Requires-Dist:") and 'extra == "score"' in line}  # fmt: skip
+    assert score == {plain(r) for r in ("matplotlib>=3.8", *(r for registered in backends.REGISTRY.values() for r in registered.libraries))}
 
 
 def constraints(path: Path) -> Path:

@@ -207,7 +207,7 @@ def _validate_runs(folder: Path, cache_dir: Path) -> None:
         name = config["config_name"]
         run = folder / "runs" / name
         try:
-            run_record.read(run)
+            run_record.load(run)
             rows = datasets.load_dataset(str(folder), name, split="test", cache_dir=str(cache_dir)).num_rows
         except (PhysprobeError, ValueError, OSError) as error:
             raise PublishError(f"{run}: {error}") from None

@@ -1,11 +1,11 @@
 """What leaves the machine when runs are published: nothing secret, nothing local.
 
 A ``Redaction`` holds what must not be published and what each is published as: the secrets (the server key in
-``$OPENAI_API_KEY``, the Hub token, the credentials of every URL a run's record holds) become ``***``; a local
-model's path becomes the model's published name (``published_model``: its folder name and content digest, or the
-id given with ``--model-id``); a local build's path and any other absolute path in the command line become their
-last component; the home folder becomes ``~``. ``run_json`` and ``predictions`` apply it to every text of a run's
-files, and ``check_leaks`` reads every file about to be published (the Parquet files' texts included) and refuses,
+``$OPENAI_API_KEY``, the Hub token; a URL's credentials never reach a run's files: ``run_record.write`` scrubs them)
+become ``***``; a local model's path becomes the model's published name (``published_model``: its folder name and
+content digest, or the id given with ``--model-id``); a local build's path, the run folder's and any other absolute
+path in the command line become their last component; the home folder becomes ``~``. ``spec_json``, ``run_json``
+and ``predictions`` apply it to every text of a run's files, and ``check_leaks`` reads every file about to be published (the Parquet files' texts included) and refuses,
 in one line naming the file, any that still holds one of them.
 
 >>> redaction = Redaction(("sk-0123456789",), {"/home/me/models/tiny": "tiny@sha256:ab12"})
@@ -25,7 +25,8 @@ from pathlib import Path
 from physprobe.errors import PublishError
 from physprobe.paths import MARKER
 from physprobe.publish.verify import RunFiles
-from physprobe.redact import escaped, scrub, url_secrets
+from physprobe.redact import each_text, escaped, scrub
+from physprobe.run_record import RUN_JSON, SPEC_JSON
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ def environment_secrets() -> list[str]:
     """The secrets this machine holds that a run may have met: the server key and the Hub token."""
     from huggingface_hub import get_token
 
-    from physprobe.backends.openai import API_KEY_VARIABLE
+    from physprobe.backends.openai.client import API_KEY_VARIABLE
 
     return [s for s in (os.environ.get(API_KEY_VARIABLE), os.environ.get("HF_TOKEN"), get_token()) if s]
 
@@ -78,31 +79,26 @@ def published_model(files: RunFiles, model_id: str | None) -> str | None:
         return None
     if model_id:
         return model_id
-    revision = str(files.json("run.json").get("backend", {}).get("model_revision") or "")
+    revision = str(files.json(RUN_JSON).get("backend", {}).get("model_revision") or "")
     name = Path(path).name
     return f"{name}@sha256:{revision.split(':', 1)[1][:12]}" if revision.startswith("sha256:") else name
 
 
 def redaction_for(files: RunFiles, published: str | None, secrets: list[str]) -> Redaction:
-    """The ``Redaction`` of one run: ``secrets`` and the credentials its record's URLs carry; its local model (as
-    the owner names it and as the command gave it) as ``published``; its run folder and local build by their folder
-    names; the home folder as ``~``."""
-    info = files.json("run.json")
-    found = list(secrets)
-    for text in [str(info.get("backend", {}).get("base_url") or ""), *map(str, info.get("command") or [])]:
-        for word in text.replace("=", " ").split():
-            found += url_secrets(word)
+    """The ``Redaction`` of one run: ``secrets``; its local model (as the owner names it and as the spec gave it) as
+    ``published``; its run folder and its local build by their folder names; the home folder as ``~``."""
+    spec = files.spec
     local = {os.path.abspath(files.folder): files.folder.name}
     if published is not None:
         local[local_model(files)] = published
-        local[str(info.get("model"))] = published
-    dataset = info.get("dataset") or {}
-    if dataset.get("source") == "local" and dataset.get("path"):
-        local[str(dataset["path"])] = Path(str(dataset["path"])).name
+        local[str(spec.get("model"))] = published
+    data = spec.get("data") if isinstance(spec.get("data"), dict) else {}
+    if data.get("revision") is None and data.get("path"):
+        local[str(data["path"])] = Path(str(data["path"])).name
     home = str(Path.home())
     if len(home) > 1:
         local[home + os.sep] = "~" + os.sep
-    return Redaction(tuple(dict.fromkeys(found)), local)
+    return Redaction(tuple(dict.fromkeys(secrets)), local)
 
 
 def _command_word(word: str, redaction: Redaction) -> str:
@@ -116,29 +112,38 @@ def _command_word(word: str, redaction: Redaction) -> str:
     return redaction.text(f"{option}{equals}{value}")
 
 
-def _texts(value, change):
-    """``value`` (JSON-like) with ``change`` applied to every text in it."""
-    if isinstance(value, str):
-        return change(value)
-    if isinstance(value, list):
-        return [_texts(v, change) for v in value]
-    if isinstance(value, dict):
-        return {k: _texts(v, change) for k, v in value.items()}
-    return value
+def _spec(spec: dict, redaction: Redaction, published: str | None) -> dict:
+    """A run's spec as published: the model by its published name, a local build, the run folder and a GGUF file by
+    their last component, the command line's paths too, every text redacted."""
+    out = copy.deepcopy(spec)
+    settings = out.get("settings") if isinstance(out.get("settings"), dict) else {}
+    if published is not None:
+        out["model"] = settings["model"] = published
+    data = out.get("data") if isinstance(out.get("data"), dict) else {}
+    if data.get("revision") is None and data.get("path"):
+        data["path"] = Path(str(data["path"])).name
+    for holder, key in ((out, "out"), (settings, "gguf_file")):
+        if holder.get(key):
+            holder[key] = _command_word(str(holder[key]), redaction)
+    out["command"] = [_command_word(str(word), redaction) for word in out.get("command") or []]
+    return each_text(out, redaction.text)
+
+
+def _as_written(files: RunFiles, name: str, published: dict) -> bytes:
+    """``published`` as physprobe writes a record's JSON; the bytes of ``name`` it wrote where nothing changed."""
+    return files.contents[name] if published == files.json(name) else json.dumps(published, indent=2, sort_keys=True).encode()
+
+
+def spec_json(files: RunFiles, redaction: Redaction, published: str | None) -> bytes:
+    """spec.json as published (``_spec``)."""
+    return _as_written(files, SPEC_JSON, _spec(files.json(SPEC_JSON), redaction, published))
 
 
 def run_json(files: RunFiles, redaction: Redaction, published: str | None) -> bytes:
-    """run.json as published: the model by its published name, a local build by its folder name, the command line's
-    paths by their last component, every text redacted; the bytes physprobe wrote where nothing changes."""
-    info = files.json("run.json")
-    out = copy.deepcopy(info)
-    if published is not None:
-        out["model"] = published
-    if (out.get("dataset") or {}).get("source") == "local":
-        out["dataset"]["path"] = Path(str(out["dataset"]["path"])).name
-    out["command"] = [_command_word(str(word), redaction) for word in out.get("command") or []]
-    out = _texts(out, redaction.text)
-    return files.contents["run.json"] if out == info else json.dumps(out, indent=2, sort_keys=True).encode()
+    """run.json as published: its spec as spec.json's (``_spec``), every other text redacted."""
+    info = files.json(RUN_JSON)
+    out = each_text({k: v for k, v in info.items() if k != "spec"}, redaction.text)
+    return _as_written(files, RUN_JSON, {**out, "spec": _spec(files.spec, redaction, published)})
 
 
 def predictions(files: RunFiles, redaction: Redaction) -> bytes:
@@ -149,7 +154,7 @@ def predictions(files: RunFiles, redaction: Redaction) -> bytes:
 
     table = files.predictions()
     rows = table.to_pylist()
-    published = _texts(rows, redaction.text)
+    published = each_text(rows, redaction.text)
     if published == rows:
         return files.contents["predictions.parquet"]
     sink = io.BytesIO()

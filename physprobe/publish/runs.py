@@ -8,11 +8,12 @@ names the runs as the report names them, and writes the folder ``out/name``::
     README.md                       the card: one dataset config per run (its predictions), a table of the runs,
                                     then the report (the papers' tables with the runs inside, its notes)
     figures/*.png                   the report's figures
-    runs/<config>/run.json          each run's record, as ``physprobe score`` wrote it
+    runs/<config>/spec.json         each run's spec and record, as ``physprobe score`` wrote them (redacted)
+    runs/<config>/run.json
     runs/<config>/metrics.json
     runs/<config>/predictions.parquet   one row per scored question (the Hub's dataset viewer shows it)
 
-What is published is an allow-list, verified (``physprobe.publish.verify``): those three files of each run, never
+What is published is an allow-list, verified (``physprobe.publish.verify``): those four files of each run, never
 through a link, each as the run folder's marker recorded it, the record agreeing with its predictions; anything else
 is refused in one line naming the file, and nothing is written. Every text in them and in the card is redacted
 (``physprobe.publish.redaction``): no key, token or credential, no local path (a local model is published as its
@@ -48,7 +49,7 @@ from physprobe.report.document import headlines
 from physprobe.report.output import collect, render
 from physprobe.report.runs import load_run, name_runs
 from physprobe.report.writers import to_markdown
-from physprobe.run_record import METRICS_JSON, PREDICTIONS, RUN_JSON
+from physprobe.run_record import METRICS_JSON, PREDICTIONS, RUN_JSON, SPEC_JSON
 
 NAME_LENGTH = 80  # characters of a config name
 
@@ -75,10 +76,10 @@ def run_folders(folders: list[Path]) -> list[Path]:
     (the report's skip line says why it is no run).
 
     >>> import tempfile
-    >>> from physprobe import run_record
+    >>> from physprobe import run_folder
     >>> parent = Path(tempfile.mkdtemp()) / "gpt2"
     >>> for benchmark in ("prost", "newton"):
-    ...     _ = run_record.open_folder(parent / benchmark, run_record.owner("gpt2", benchmark, local=False))
+    ...     _ = run_folder.open_folder(parent / benchmark, run_folder.owner("gpt2", benchmark, local=False))
     >>> [p.name for p in run_folders([parent])]
     ['newton', 'prost']
     """
@@ -123,6 +124,7 @@ def write(folders: list[Path], out: Path, name: str, model_id: str | None = None
             config = config_name(run.id, run.record.benchmark, set(folders_of))
             folder = folders_of[config] = staging / "runs" / config
             folder.mkdir(parents=True)
+            (folder / SPEC_JSON).write_bytes(redaction.spec_json(files, redacted, published))
             (folder / RUN_JSON).write_bytes(redaction.run_json(files, redacted, published))
             (folder / METRICS_JSON).write_bytes(files.contents[METRICS_JSON])
             (folder / PREDICTIONS).write_bytes(redaction.predictions(files, redacted))
@@ -147,7 +149,7 @@ def card(name: str, configs: dict, report: str) -> DatasetCard:
              headlines(run.record.benchmark, run.metrics)] for config, run in configs.items()]  # fmt: skip
     table = TableBlock(["config", "run", "model", "benchmark", "protocol", "headline"], rows, ["run"] * len(rows))
     intro = Paragraph("Score runs of physprobe, one dataset config per run: its predictions (one row per scored question, "
-                      "with the texts the model read). Each `runs/<config>` folder holds the run's `run.json` and "
+                      "with the texts the model read). Each `runs/<config>` folder holds the run's `spec.json`, `run.json` and "
                       "`metrics.json` beside them; downloaded, `physprobe report runs/*` reads them.")  # fmt: skip
     body = to_markdown([Heading(1, f"physprobe runs: {name}"), intro, table]) + "\n\n" + _demoted(report)
     return DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{body}")

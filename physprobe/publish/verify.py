@@ -1,14 +1,15 @@
 """What ``physprobe publish --runs`` checks of a run folder before any of it is published: only the files physprobe
 wrote there, as it wrote them, and a record that agrees with its predictions.
 
-``read_verified`` reads run.json, metrics.json and predictions.parquet of a run folder once each, never through a
+``read_verified`` reads spec.json, run.json, metrics.json and predictions.parquet of a run folder once each, never through a
 link, and checks each against the sha256 the folder's marker recorded when ``physprobe score`` wrote it (a file
 edited, replaced or linked since is refused); ``check_record`` checks what they hold against each other: the marker's
-benchmark is the record's, and the predictions hold rows of the record's configs only, one per scored question.
+benchmark is the record's, spec.json is the spec the record embeds, and the predictions hold rows of the record's
+configs only, one per scored question.
 Every refusal is one ``PublishError`` line naming the file and the fix.
 
 >>> PUBLISHED
-('run.json', 'metrics.json', 'predictions.parquet')
+('spec.json', 'run.json', 'metrics.json', 'predictions.parquet')
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from pathlib import Path
 from physprobe.errors import PublishError
 from physprobe.paths import MARKER, Owner, vouched
 from physprobe.redact import escaped
-from physprobe.run_record import METRICS_JSON, PREDICTIONS, RUN_JSON
+from physprobe.run_record import METRICS_JSON, PREDICTIONS, RUN_JSON, SPEC_JSON
 
-PUBLISHED = (RUN_JSON, METRICS_JSON, PREDICTIONS)  # the allow-list: all a run folder publishes
+PUBLISHED = (SPEC_JSON, RUN_JSON, METRICS_JSON, PREDICTIONS)  # the allow-list: all a run folder publishes
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,12 @@ class RunFiles:
 
     def json(self, name: str) -> dict:
         return json.loads(self.contents[name].decode("utf-8"))
+
+    @property
+    def spec(self) -> dict:
+        """The run's spec as its record embeds it."""
+        spec = self.json(RUN_JSON).get("spec")
+        return spec if isinstance(spec, dict) else {}
 
     def predictions(self):
         import pyarrow.parquet as pq
@@ -88,22 +95,24 @@ def check_record(files: RunFiles) -> None:
     """``PublishError`` (one line naming the file) where the record and the predictions disagree: another benchmark
     than the folder's, predictions of configs the record did not score, or another number of rows than the metrics
     count (``n``: every question of a config; the modes of a nested figure count at most its rows)."""
-    folder, info, metrics = files.folder, files.json(RUN_JSON), files.json(METRICS_JSON)
+    folder, spec, metrics = files.folder, files.spec, files.json(METRICS_JSON)
     run_json, predictions = escaped(str(folder / RUN_JSON)), escaped(str(folder / PREDICTIONS))
-    if info.get("benchmark") != files.owner.of.get("benchmark"):
-        raise PublishError(f"{run_json} is a run of benchmark {escaped(str(info.get('benchmark')))}, but its folder holds runs of "
+    if spec.get("benchmark") != files.owner.of.get("benchmark"):
+        raise PublishError(f"{run_json} is a run of benchmark {escaped(str(spec.get('benchmark')))}, but its folder holds runs of "
                            f"{escaped(str(files.owner.of.get('benchmark')))}; {again(folder)}")  # fmt: skip
+    if files.json(SPEC_JSON) != spec:
+        raise PublishError(f"{escaped(str(folder / SPEC_JSON))} is not the spec {run_json} records; {again(folder)}")
     try:
         table = files.predictions()
         rows = list(zip(table.column("config").to_pylist(), table.column("row").to_pylist()))
     except Exception as error:  # noqa: BLE001 - not Parquet, or without the columns physprobe writes
         raise PublishError(f"{predictions} cannot be read as physprobe's predictions ({type(error).__name__}: "
                            f"{escaped(str(error).splitlines()[0] if str(error) else '')}); {again(folder)}") from None  # fmt: skip
-    counts, configs = Counter(config for config, _ in rows), list(info.get("configs") or [])
+    counts, configs = Counter(config for config, _ in rows), list(spec.get("configs") or [])
     foreign = sorted(set(counts) - set(configs), key=str)
     if foreign:
         raise PublishError(f"{predictions} holds rows of config {escaped(str(foreign[0]))}, which {run_json} (benchmark "
-                           f"{escaped(str(info.get('benchmark')))}, configs {escaped(', '.join(map(str, configs)))}) did not score; "
+                           f"{escaped(str(spec.get('benchmark')))}, configs {escaped(', '.join(map(str, configs)))}) did not score; "
                            f"{again(folder)}")  # fmt: skip
     repeated = next((pair for pair, count in Counter(rows).items() if count > 1), None)
     if repeated is not None:

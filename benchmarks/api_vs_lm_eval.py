@@ -30,8 +30,9 @@ import datasets
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, for tests/llama_server.py
 
-from physprobe.backends.base import Chat, Settings  # noqa: E402
-from physprobe.backends.openai import OpenAIBackend  # noqa: E402
+from physprobe.backends.base import Settings  # noqa: E402
+from physprobe.backends.chat import Chat  # noqa: E402
+from physprobe.backends.openai.backend import OpenAIBackend  # noqa: E402
 from physprobe.dataset_scripts.newton.evaluation import EVALUATION as NEWTON  # noqa: E402
 from physprobe.dataset_scripts.newton.evaluation import match_answer  # noqa: E402
 from physprobe.dataset_scripts.prost.evaluation import EVALUATION as PROST  # noqa: E402

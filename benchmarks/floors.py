@@ -47,11 +47,15 @@ SCORED = {("prost", "causal"): "mass,directions", ("prost", "mlm"): "mass", ("pr
 
 
 def requirements() -> list[str]:
-    """``install_requires`` and the ``score`` extra of setup.cfg, as written."""
+    """``install_requires`` and the ``score`` extra as setup.py builds it: setup.cfg's lines and every registered
+    backend's libraries."""
+    from physprobe import backends
+
     config = configparser.ConfigParser()
     config.read(REPO / "setup.cfg")
     lines = config["options"]["install_requires"].splitlines() + config["options.extras_require"]["score"].splitlines()
-    return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+    libraries = [requirement for registered in backends.REGISTRY.values() for requirement in registered.libraries]
+    return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")] + list(dict.fromkeys(libraries))
 
 
 def lowest_pins(requirements: list[str]) -> list[str]:

@@ -37,6 +37,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import datasets
 import pyarrow.parquet as pq
@@ -47,7 +48,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from physprobe import lm_eval_export, registry
 from physprobe.answers import cut, stopped
 from physprobe.backends.hf import generation
-from score_vs_lm_eval import SHAPES, gpu_busy, matrix_rate, non_embedding_parameters, spread, synchronize, trunk_rate  # a sibling script
+from score_vs_lm_eval import SHAPES, BusySampler, gpu_busy, matrix_rate, non_embedding_parameters, spread, synchronize, trunk_rate  # a sibling script
 
 SUITE = {"newton": ("released-generate", ["track1", "track2_boolean", "track2_mc", "track3"]),
          "cccons": ("question-generate", ["ordinary", "ccommon"])}  # fmt: skip
@@ -67,6 +68,12 @@ def make_model(folder: Path, size: str, texts: list[str], device: str, dtype: st
         from score_vs_lm_eval import make_model as random_model  # the same random shapes as the scoring benchmark
 
         model, tokenizer = random_model(folder, texts, size, device, dtype)
+    return model, bos_prepended(tokenizer, folder)
+
+
+def bos_prepended(tokenizer, folder: Path):
+    """``tokenizer`` made to prepend BOS itself (its EOS where it has no BOS) and to pad with EOS where it has no pad
+    token, saved in ``folder`` and read back."""
     bos = tokenizer.bos_token or tokenizer.eos_token
     tokenizer.bos_token = bos
     tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
@@ -74,17 +81,21 @@ def make_model(folder: Path, size: str, texts: list[str], device: str, dtype: st
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.save_pretrained(folder)
-    return model, AutoTokenizer.from_pretrained(folder)
+    return AutoTokenizer.from_pretrained(folder)
 
 
-def small_build(data: Path, out: Path, limit: int) -> Path:
-    """The first ``limit`` rows of every config of SUITE's benchmarks, as a local build lm-eval's tasks read."""
-    for benchmark in SUITE:
+def small_build(data: Path, out: Path, limit: int, benchmarks=tuple(SUITE), spread: bool = False) -> Path:
+    """The first ``limit`` rows (``spread``: ``limit`` rows evenly spread, as ``physprobe score --limit`` takes them)
+    of every config of ``benchmarks``, as a local build lm-eval's tasks read."""
+    for benchmark in benchmarks:
         (out / benchmark).mkdir(parents=True)
         shutil.copy(data / benchmark / "README.md", out / benchmark / "README.md")
         for source in sorted((data / benchmark).glob("*/*.parquet")):
             (out / benchmark / source.parent.name).mkdir()
-            pq.write_table(pq.read_table(source).slice(0, limit), out / benchmark / source.parent.name / source.name)
+            table = pq.read_table(source)
+            n = min(limit, len(table))
+            rows = table.take([i * len(table) // n for i in range(n)]) if spread else table.slice(0, limit)
+            pq.write_table(rows, out / benchmark / source.parent.name / source.name)
     return out
 
 
@@ -100,7 +111,14 @@ class Fed:
         heads = getattr(config, "num_attention_heads", None) or config.n_head
         head_dim = getattr(config, "head_dim", None) or (getattr(config, "hidden_size", None) or config.n_embd) // heads
         self.per_key = 4 * heads * head_dim * (getattr(config, "num_hidden_layers", None) or config.n_layer)
-        model.register_forward_pre_hook(self._hook, with_kwargs=True)
+        self.handle = model.register_forward_pre_hook(self._hook, with_kwargs=True)
+        self.unmarked = None
+
+    def remove(self) -> None:
+        """Stop counting: the hook removed, physprobe's prompt passes unmarked."""
+        self.handle.remove()
+        if self.unmarked is not None:
+            generation._padded_pass = self.unmarked
 
     def _hook(self, module, args, kwargs):
         ids = kwargs["input_ids"] if "input_ids" in kwargs else args[0]
@@ -115,7 +133,7 @@ class Fed:
 
     def mark_prompt_passes(self) -> None:
         """Count every pass of physprobe's ``generation._padded_pass`` as prompt tokens."""
-        original = generation._padded_pass
+        original = self.unmarked = generation._padded_pass
 
         def marked(*args, **kwargs):
             self.in_prompt_pass = True
@@ -162,7 +180,7 @@ def lm_eval_runner(model, tokenizer_dir: Path, tasks_dir: Path, device: str, bat
     from lm_eval.tasks import TaskManager
 
     lm = HFLM(pretrained=model, tokenizer=str(tokenizer_dir), device=device, batch_size=batch_size, add_bos_token=not chat)
-    manager = TaskManager(include_path=str(tasks_dir))
+    manager = TaskManager(include_path=str(tasks_dir), include_defaults=False)  # 13 s less: not lm-eval's own tasks
     state = {"answers": []}
     generate_until, model_generate = lm.generate_until, lm._model_generate
 
@@ -185,15 +203,18 @@ def lm_eval_runner(model, tokenizer_dir: Path, tasks_dir: Path, device: str, bat
 
 
 class Measured:
-    """Runs a tool's generation calls as one measured phase (from ``reset``): seconds, or (``profiled``) the GPU's busy
-    share of its last call; peak memory on CUDA."""
+    """Runs a tool's generation calls as one measured phase (from ``reset``): seconds and the GPU's busy share sampled
+    meanwhile (``sampler.share``, ``BusySampler``), or (``profiled``) the busy share of a profiler trace of its last
+    call; peak memory on CUDA."""
 
     def __init__(self, device: str):
         self.device, self.profiled = device, False
         self.seconds = self.busy = self.peak = 0.0
+        self.sampler = BusySampler(device)
 
     def reset(self) -> None:
         self.seconds = self.busy = self.peak = 0.0
+        self.sampler.reset()
         if self.device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
 
@@ -205,12 +226,61 @@ class Measured:
         else:
             synchronize(self.device)
             start = time.perf_counter()
-            out.append(call())
-            synchronize(self.device)
+            with self.sampler:
+                out.append(call())
+                synchronize(self.device)
             self.seconds += time.perf_counter() - start
         if cuda:
             self.peak = torch.cuda.max_memory_allocated() / 2**30
         return out[0]
+
+
+class Benchmark(NamedTuple):
+    """One SUITE benchmark's work: its protocol, the (config, row) of each prompt, physprobe's requests and lm-eval's
+    tasks (task name -> config)."""
+
+    protocol: object
+    keys: list[tuple[str, int]]
+    requests: list[dict]
+    tasks: dict[str, str]
+
+
+def suite_requests(data: Path, tokenizer, chat: bool) -> dict[str, Benchmark]:
+    """SUITE's prompts on the rows of ``data`` (a ``small_build``) that lm-eval's exported tasks read, as physprobe's
+    ``generation.generate`` takes them (``chat``: each through the tokenizer's chat template)."""
+    suite = {}
+    for benchmark, (protocol_name, configs) in SUITE.items():
+        protocol = registry.evaluation(benchmark).protocol(protocol_name)
+        keys, requests = [], []
+        for config in configs:
+            rows = pq.read_table(data / benchmark / config).to_pylist()  # what lm-eval's task reads
+            for index, row in enumerate(rows):
+                if not (protocol.skip and protocol.skip(row)):
+                    keys.append((config, index))
+                    request = protocol.build(row, config)
+                    prompt = chat_prompt(tokenizer, request.prompt) if chat else request.prompt
+                    requests.append({"prompt": prompt, "max_new_tokens": request.max_new_tokens, "stop": list(request.stop)})
+        tasks = {lm_eval_export.task_name(benchmark, c, "causal", protocol_name): c for c in configs}
+        suite[benchmark] = Benchmark(protocol, keys, requests, tasks)
+    return suite
+
+
+def measure_benchmark(model, tokenizer, device: str, benchmark: Benchmark, fed: Fed, measured: dict, run_lm_eval, chat: bool) -> dict:
+    """One run of each tool (lm-eval first) on ``benchmark``, each measured by its ``measured[tool]``: rows, texts
+    identical once cut at the stop strings, tokens needed, the prompts' own tokens, and each tool's ``Fed`` counts."""
+    fed.reset()
+    measured["lm-eval"].reset()
+    their_texts, answers = run_lm_eval(benchmark.tasks)
+    theirs = fed.snapshot(len(benchmark.keys))
+    fed.reset()
+    measured["physprobe"].reset()
+    with torch.inference_mode():
+        ours = measured["physprobe"](lambda: generation.generate(model, tokenizer, benchmark.requests, torch.device(device), chat=chat))
+    stop = list(benchmark.protocol.stop)
+    same = sum(answer.text == cut(their_texts[key], stop) for answer, key in zip(ours, benchmark.keys))
+    own = sum(len(tokenizer(r["prompt"], add_special_tokens=not chat)["input_ids"]) for r in benchmark.requests)
+    return {"rows": len(benchmark.keys), "identical": same, "needed": needed_tokens(answers, tokenizer, stop), "prompt": own,
+            "physprobe": fed.snapshot(len(benchmark.keys)), "lm-eval": theirs}  # fmt: skip
 
 
 def main() -> None:
@@ -240,20 +310,7 @@ def main() -> None:
         measured = {"physprobe": Measured(args.device), "lm-eval": Measured(args.device)}
         run_lm_eval = lm_eval_runner(model, tmp / "model", tmp / "tasks", args.device, args.lm_eval_batch_size, args.chat_template,
                                      measured["lm-eval"])  # fmt: skip
-        suite = {}
-        for benchmark, (protocol_name, configs) in SUITE.items():
-            protocol = registry.evaluation(benchmark).protocol(protocol_name)
-            keys, requests = [], []
-            for config in configs:
-                rows = pq.read_table(data / benchmark / config).to_pylist()  # what lm-eval's task reads
-                for index, row in enumerate(rows):
-                    if not (protocol.skip and protocol.skip(row)):
-                        keys.append((config, index))
-                        request = protocol.build(row, config)
-                        prompt = chat_prompt(tokenizer, request.prompt) if args.chat_template else request.prompt
-                        requests.append({"prompt": prompt, "max_new_tokens": request.max_new_tokens, "stop": list(request.stop)})
-            tasks = {lm_eval_export.task_name(benchmark, c, "causal", protocol_name): c for c in configs}
-            suite[benchmark] = (protocol, keys, requests, tasks)
+        suite = suite_requests(data, tokenizer, args.chat_template)
         table = {b: {"physprobe": [], "lm-eval": []} for b in SUITE}
         figures: dict = {}
         gpu: dict = {}  # (benchmark, tool) -> peak GiB, busy share
@@ -261,21 +318,8 @@ def main() -> None:
 
         def measure(benchmark: str) -> None:
             """One run of each tool on ``benchmark``, its counts and figures kept."""
-            protocol, keys, requests, tasks = suite[benchmark]
-            fed.reset()
-            measured["lm-eval"].reset()
-            their_texts, answers = run_lm_eval(tasks)
-            theirs = fed.snapshot(len(keys))
-            fed.reset()
-            measured["physprobe"].reset()
-            with torch.inference_mode():
-                ours = measured["physprobe"](lambda: generation.generate(model, tokenizer, requests, torch.device(args.device),
-                                                                           chat=args.chat_template))  # fmt: skip
-            stop = list(protocol.stop)
-            same = sum(text == cut(their_texts[key], stop) for text, key in zip(ours, keys))
-            own = sum(len(tokenizer(r["prompt"], add_special_tokens=not args.chat_template)["input_ids"]) for r in requests)
-            figures[benchmark] = {"rows": len(keys), "identical": same, "needed": needed_tokens(answers, tokenizer, stop),
-                                  "prompt": own, "physprobe": fed.snapshot(len(keys)), "lm-eval": theirs}  # fmt: skip
+            figures[benchmark] = measure_benchmark(model, tokenizer, args.device, suite[benchmark], fed, measured, run_lm_eval,
+                                                   args.chat_template)  # fmt: skip
             for tool in measured:
                 gpu.setdefault((benchmark, tool), {})["peak"] = measured[tool].peak
 

@@ -40,6 +40,7 @@ import argparse
 import json
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -65,22 +66,35 @@ SHAPES = {
 }  # fmt: skip
 
 
-def make_model(folder: Path, texts: list[str], size: str, device: str = "cpu", dtype: str = "float32"):
-    """The random model of ``size`` built on ``device`` in ``dtype`` (its parameters created there, in that dtype:
-    no float32 copy of an 8B model on the host), and the tokenizer saved in ``folder``."""
+def train_tokenizer(folder: Path, texts: list[str]):
+    """A byte-level BPE of 8,000 tokens trained on ``texts``, saved in ``folder`` (``<|endoftext|>`` its EOS and pad,
+    no BOS, as GPT-2's: neither tool prepends one, so both condition on the same tokens), read back as transformers
+    reads it."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=8000, special_tokens=["<|endoftext|>"],
                                                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))  # fmt: skip
-    # No BOS token, as GPT-2's: neither tool prepends one, so both condition on the same tokens.
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
     fast.save_pretrained(folder)
+    return AutoTokenizer.from_pretrained(folder)
+
+
+def random_model(shape, tokenizer, device: str = "cpu", dtype: str = "float32"):
+    """The random model of ``shape`` (a ``SHAPES`` value: special token ids -> config), seeded, built on ``device`` in
+    ``dtype`` (its parameters created there, in that dtype: no float32 copy of an 8B model on the host), its BOS and
+    EOS the tokenizer's EOS."""
     torch.manual_seed(0)
-    config = SHAPES[size]({"bos_token_id": fast.eos_token_id, "eos_token_id": fast.eos_token_id})
+    config = shape({"bos_token_id": tokenizer.eos_token_id, "eos_token_id": tokenizer.eos_token_id})
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype), attn_implementation="sdpa")
-    return model.eval(), AutoTokenizer.from_pretrained(folder)
+    return model.eval()
+
+
+def make_model(folder: Path, texts: list[str], size: str, device: str = "cpu", dtype: str = "float32"):
+    """The random model of ``size`` (``random_model``) and the tokenizer trained on ``texts``, saved in ``folder``."""
+    tokenizer = train_tokenizer(folder, texts)
+    return random_model(SHAPES[size], tokenizer, device, dtype), tokenizer
 
 
 def formats(rows: list[dict], tokenizer) -> dict[str, list]:
@@ -116,7 +130,11 @@ class FedTokens:
         heads = getattr(config, "num_attention_heads", None) or config.n_head
         head_dim = getattr(config, "head_dim", None) or (getattr(config, "hidden_size", None) or config.n_embd) // heads
         self.per_key = 4 * heads * head_dim * (getattr(config, "num_hidden_layers", None) or config.n_layer)
-        model.register_forward_pre_hook(self._hook, with_kwargs=True)
+        self.handle = model.register_forward_pre_hook(self._hook, with_kwargs=True)
+
+    def remove(self) -> None:
+        """Stop counting (the model is left as it was)."""
+        self.handle.remove()
 
     def _hook(self, module, args, kwargs):
         ids = kwargs.get("input_ids", args[0] if args else None)
@@ -192,13 +210,64 @@ def gpu_busy(run) -> float:
     return busy / 1e9 / wall
 
 
+class BusySampler:
+    """The GPU's busy share over the blocks run under it (``with sampler:``, accumulated until ``reset``), sampled: a
+    thread reads NVML's utilisation (``torch.cuda.utilization``: the percent of its last sample period, 1/6 to 1 s,
+    in which a kernel ran) every ``interval`` seconds. ``share`` is None off CUDA, before a sample, or where NVML
+    cannot be read (``error`` says why). Unlike ``gpu_busy`` it needs no extra run: it samples the timed ones.
+
+    >>> readings = iter([40, 60, 80, 100] * 100)
+    >>> with BusySampler("cuda", interval=0.001, read=lambda: next(readings)) as sampler:
+    ...     time.sleep(0.05)
+    >>> 0.4 <= sampler.share <= 1.0 and len(sampler.samples) > 1
+    True
+    """
+
+    def __init__(self, device: str, interval: float = 0.05, read=None):
+        cuda = device.startswith("cuda")
+        self.read = read or ((lambda: torch.cuda.utilization(torch.device(device))) if cuda else None)
+        self.interval, self.samples, self.error = interval, [], None
+
+    def reset(self) -> None:
+        self.samples, self.error = [], None
+
+    @property
+    def share(self) -> float | None:
+        return statistics.fmean(self.samples) / 100 if self.samples else None
+
+    def __enter__(self):
+        if self.read is not None and self.error is None:
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while True:
+            try:
+                self.samples.append(float(self.read()))
+            except Exception as error:  # no NVML (pynvml missing, a driver that refuses): no figure, and why
+                self.error = f"{type(error).__name__}: {error}".splitlines()[0]
+                return
+            if self._stop.wait(self.interval):
+                return
+
+    def __exit__(self, *exc) -> None:
+        if hasattr(self, "_thread"):
+            self._stop.set()
+            self._thread.join()
+            del self._thread
+
+
 class Phase:
-    """A tool's scoring phase on CUDA: its seconds, tokens fed, attention FLOPs, peak memory and (when ``profiled``)
-    GPU busy share."""
+    """A tool's scoring phase on CUDA: its seconds, tokens fed, attention FLOPs, peak memory, the GPU's busy share
+    sampled during the timed run (``sampled_busy``, ``BusySampler``) and (when ``profiled``) that of a profiler trace."""
 
     def __init__(self, device: str, fed: FedTokens):
         self.device, self.fed = device, fed
         self.seconds = self.peak = self.busy = 0.0
+        self.sampled_busy = None
+        self.sampler = BusySampler(device)
         self.profiled = False
 
     def __call__(self, run):
@@ -211,10 +280,13 @@ class Phase:
             self.busy = gpu_busy(lambda: out.append(run()))
         else:
             synchronize(self.device)
+            self.sampler.reset()
             start = time.perf_counter()
-            out.append(run())
-            synchronize(self.device)
+            with self.sampler:
+                out.append(run())
+                synchronize(self.device)
             self.seconds = time.perf_counter() - start
+            self.sampled_busy = self.sampler.share
         if self.device.startswith("cuda"):
             self.peak = torch.cuda.max_memory_allocated() / 2**30
         self.tokens, self.attention_flops = self.fed.count, self.fed.attention_flops
@@ -233,7 +305,7 @@ def lm_eval_runner(model, tokenizer_dir: Path, task_dir: Path, device: str, batc
     lm.loglikelihood = lambda requests, *args, **kwargs: phase(lambda: original(requests, *args, **kwargs))
 
     def run(name: str) -> list[int]:
-        manager = TaskManager(include_path=str(task_dir))  # reads the tasks written by then
+        manager = TaskManager(include_path=str(task_dir), include_defaults=False)  # the tasks written by then (13 s less: not lm-eval's own)
         results = lm_eval.simple_evaluate(model=lm, tasks=[name], task_manager=manager, log_samples=True, verbosity="ERROR")
         samples = sorted(results["samples"][name], key=lambda s: s["doc_id"])
         return [max(range(len(s["filtered_resps"])), key=lambda i: s["filtered_resps"][i][0]) for s in samples]

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from physprobe.report import render
-from physprobe.plan import make
+from physprobe.spec import make
 from physprobe.runner import run
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -10,6 +10,7 @@
     physprobe score --model gpt2 --benchmark newton --model-args revision=main,dtype=bfloat16 --batch-size auto
     physprobe report runs/roberta-prost runs/gpt2-prost --out report
     physprobe export lm-eval --out lm_eval_tasks [--data build]
+    physprobe publish --runs runs/my-model --runs-repo my-runs --org ME --push
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from physprobe import progress
 from physprobe.errors import PhysprobeError
 from physprobe.protocols import METHODS
 
-# The packages of the ``score`` extra (setup.cfg): a command that needs one a plain install lacks says how to get it.
-SCORE_EXTRA = {"torch", "transformers", "accelerate", "gguf", "matplotlib"}
 
 if TYPE_CHECKING:
     from physprobe.dataset_folder import BuildResult
@@ -90,32 +89,21 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from physprobe import plan as run_plan
-    from physprobe import run_record, runner
+    from physprobe import parallel, runner
+    from physprobe import spec as run_spec
+    from physprobe.redact import scrub  # run.json's command line: no credential of a URL it gives
 
-    plan = run_plan.make(
+    spec = run_spec.make(
         args.model, args.benchmark, out=args.out, data=args.data, dataset_repo=args.dataset_repo, revision=args.revision,
         configs=args.config.split(",") if args.config is not None else None, method=args.method, protocol=args.protocol,
         limit=args.limit, backend=args.backend, model_args=args.model_args, device=args.device, dtype=args.dtype,
         batch_size=args.batch_size, gguf_file=args.gguf_file, truncate=args.truncate, chat=chat_setting(args),
-        bootstrap_iters=args.bootstrap_iters, processes=args.num_processes or 1, command=["physprobe", *args.argv],
+        bootstrap_iters=args.bootstrap_iters, processes=args.num_processes or 1, command=["physprobe", *map(scrub, args.argv)],
         label=args.label,
     )  # fmt: skip
-    if plan.processes == 1:
-        record = runner.run(plan)
-    else:
-        from physprobe import parallel
-
-        created = run_record.new_folders(plan.out)
-        run_record.open_folder(plan.out, plan.owner)  # claimed before the ranks race
-        status = parallel.launch(plan)
-        if status:
-            run_record.discard_unscored(created)
-            raise PhysprobeError(f"score failed in its {plan.processes} processes (exit status {status}); "
-                                 "the first error above says why")  # fmt: skip
-        record = run_record.read(plan.out)
+    record = runner.run(spec) if spec.processes == 1 else parallel.run(spec)
     print("\n".join(summary_lines(record)))
-    print(f"-> {plan.out}")
+    print(f"-> {spec.out}")
     return 0
 
 
@@ -151,7 +139,7 @@ def chat_setting(args: argparse.Namespace):
     >>> chat_setting(parser().parse_args([*args, "--apply-chat-template"])), chat_setting(parser().parse_args(args)).mode
     (Chat(mode='on', template=None, system_instruction=None), 'off')
     """
-    from physprobe.backends.base import Chat
+    from physprobe.backends.chat import Chat
 
     if args.system_instruction is not None and not args.system_instruction.strip():
         raise PhysprobeError("--system-instruction is empty; give the instruction's text, or leave the option out")
@@ -207,6 +195,12 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _publish(args: argparse.Namespace) -> int:
+    from physprobe import publish
+
+    return publish.run(args)
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser of the ``physprobe`` command."""
     top = argparse.ArgumentParser(prog="physprobe", description=__doc__.splitlines()[0])
@@ -242,6 +236,11 @@ def parser() -> argparse.ArgumentParser:
     export_cmd.add_argument("--data", help="a local build (physprobe build) whose Parquet files the tasks read "
                             "(default: physprobe/<benchmark> on the Hub)")
     export_cmd.set_defaults(run=_export)
+    from physprobe import publish  # its options only: nothing heavy is imported before it runs
+
+    publish_cmd = commands.add_parser("publish", help="publish the benchmarks, metric Spaces or score runs to the Hub")
+    publish.add_arguments(publish_cmd)
+    publish_cmd.set_defaults(run=_publish)
     return top
 
 
@@ -290,27 +289,39 @@ def main(argv: list[str] | None = None) -> int:
     return handled(lambda: args.run(args), args.command)
 
 
-def handled(command, name: str) -> int:
-    """``command()``'s exit status, with every failure physprobe foresees as its one line on stderr."""
+def score_extra() -> set[str]:
+    """The packages of the ``score`` extra (setup.cfg): the report's matplotlib and every registered backend's
+    libraries. A command that needs one a plain install lacks says how to get it."""
+    from physprobe import backends
+
+    return {"matplotlib", *backends.libraries()}
+
+
+def handled(command, name: str, prog: str = "physprobe") -> int:
+    """``command()``'s exit status, with every failure physprobe foresees as its one line on stderr (``prog: error:
+    ...``; control and bidirectional characters of a name or path it quotes shown as their escapes, credentials
+    scrubbed)."""
+    from physprobe.redact import escaped, scrub
+
     try:
         return command()
     except PhysprobeError as error:
-        print(f"physprobe: error: {error}", file=sys.stderr)
+        print(f"{prog}: error: {escaped(scrub(str(error)))}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as error:
-        if error.name not in SCORE_EXTRA:
+        if error.name not in score_extra():
             raise
-        print(f"physprobe: error: {name} needs {error.name}, which is not installed: "
+        print(f"{prog}: error: {name} needs {error.name}, which is not installed: "
               f"pip install 'physprobe[score]'", file=sys.stderr)  # fmt: skip
         return 2
     except KeyboardInterrupt:
-        print("physprobe: interrupted; nothing half-written was left and earlier outputs are intact "
+        print(f"{prog}: interrupted; nothing half-written was left and earlier outputs are intact "
               "(physprobe score resumes from its cache)", file=sys.stderr)  # fmt: skip
         return 130
     except OSError as error:
         fix = {errno.ENOSPC: "free some space or choose another --out", errno.EACCES: "choose a folder you can write",
                errno.EROFS: "choose a writable folder"}.get(error.errno, "check the path")  # fmt: skip
-        print(f"physprobe: error: {error.filename or 'a file'}: {error.strerror or error}; {fix}", file=sys.stderr)
+        print(f"{prog}: error: {escaped(str(error.filename or 'a file'))}: {error.strerror or error}; {fix}", file=sys.stderr)
         return 1
 
 

@@ -65,6 +65,16 @@ class RequestError(BackendError):
         self.index = index
 
 
+class ServedModelChanged(BackendError):
+    """A server that began serving other weights behind the same model name during a run: ``unconfirmed`` are the
+    requests (places in the list the backend was given) answered since its last fingerprint that matched, which may be
+    either model's answers; the runner drops them from the cache and keeps those before."""
+
+    def __init__(self, message: str, unconfirmed: list[int]):
+        super().__init__(message)
+        self.unconfirmed = unconfirmed
+
+
 class ScoringError(PhysprobeError):
     """A model that cannot do what the method needs (no mask token, input too long) or gives no usable score."""
 

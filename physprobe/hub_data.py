@@ -2,7 +2,7 @@
 
 ``hub("prost", revision=...)`` resolves the revision to a commit once, so every config is read at that
 commit and ``run.json`` records it; ``local("build", "prost")`` reads ``physprobe build``'s output and
-fingerprints each config's files. Either way a source that cannot be read is one ``DataSourceError`` line
+hashes each config's files (``revision_of``). Either way a source that cannot be read is one ``DataSourceError`` line
 that says how to get the data.
 
 >>> local("no-such-folder", "prost")
@@ -49,7 +49,7 @@ class DataSource:
             try:
                 dataset = datasets.load_dataset(self.path, config, split="test", revision=self.revision)
             except Exception as error:  # network and file errors of every library below datasets
-                raise DataSourceError(f"cannot read config {config!r} of {self.describe()}: {type(error).__name__}: {error}") from None
+                raise DataSourceError(f"cannot read config {config!r} of {self.where()}: {type(error).__name__}: {error}") from None
         self._check_columns(config, dataset.column_names)
         return dataset
 
@@ -63,18 +63,18 @@ class DataSource:
         if missing:
             fix = (f"rebuild it: physprobe build {self.benchmark} --out {Path(self.path).parent}" if not self.on_hub
                    else "pass the --revision this physprobe version was published with, or build it locally (--data)")  # fmt: skip
-            raise DataSourceError(f"config {config!r} of {self.describe()} lacks column(s) {', '.join(missing)} that this "
+            raise DataSourceError(f"config {config!r} of {self.where()} lacks column(s) {', '.join(missing)} that this "
                                   f"physprobe reads (made by another version); {fix}")  # fmt: skip
 
-    def fingerprint(self, config: str) -> str:
-        """What identifies ``config``'s rows: the Hub commit, or a hash of the local config folder's files."""
+    def revision_of(self, config: str) -> str:
+        """The revision of ``config``'s rows: the Hub commit, or a hash of the local config folder's files."""
         if self.on_hub:
             return self.revision
         from physprobe.provenance import folder_hash
 
         return folder_hash(Path(self.path) / config)
 
-    def describe(self) -> str:
+    def where(self) -> str:
         return f"{self.path}@{self.revision[:12]}" if self.on_hub else self.path
 
 

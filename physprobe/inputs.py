@@ -1,29 +1,24 @@
 """Checks that stop ``physprobe score`` from turning input that cannot give a number into one: an empty
-config, a tokenizer that encodes nothing, non-finite scores, gold labels that name no option, and cached
-values of the wrong shape. Each failure is one line naming the config and row (``ScoringError`` for what a
+config, a tokenizer that encodes nothing, non-finite scores and gold labels that name no option. Each failure is one line naming the config and row (``ScoringError`` for what a
 model gave, ``DataError`` for the data, ``ModelLoadError`` for a tokenizer), or a bool.
 
->>> finite_scores([[0.5, -1.0], ["a text"]], "mass", [3, 9])
->>> finite_scores([[0.5, float("nan")]], "mass", [3])
+>>> from physprobe.results import Answer, Scores
+>>> finite_scores([Scores((0.5, -1.0)), Answer("a text")], "mass", [3, 9])
+>>> finite_scores([Scores((0.5, float("nan")))], "mass", [3])
 Traceback (most recent call last):
 physprobe.errors.ScoringError: config mass row 3: the model gave a non-finite score (nan) (in float16 this is usually an overflow); score again with --dtype float32 or bfloat16
 """
 
 from __future__ import annotations
 
-import math
-
 from physprobe.errors import DataError, ModelLoadError, ScoringError
 
 
-def _finite(value) -> bool:
-    return not isinstance(value, float) or math.isfinite(value)
-
-
-def finite_scores(results: list[list], config: str, rows: list[int]) -> None:
-    """``ScoringError`` naming the first row whose scores hold NaN or infinity (never scored as an option)."""
+def finite_scores(results: list, config: str, rows: list[int]) -> None:
+    """``ScoringError`` naming the first row whose result (``physprobe.results``) holds NaN or infinity (never
+    scored as an option)."""
     for result, row in zip(results, rows):
-        bad = next((v for v in result if not _finite(v)), None)
+        bad = result.not_finite()
         if bad is not None:
             raise ScoringError(f"config {config} row {row}: the model gave a non-finite score ({bad}) (in float16 this is "
                             "usually an overflow); score again with --dtype float32 or bfloat16")  # fmt: skip
@@ -63,22 +58,6 @@ def references(reference, rows: list[dict], options: list[int], config: str, ind
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < count:
                 raise DataError(f"config {config} row {index}: the gold answer {value!r} is not one of the row's "
                                 f"{count} options (0-{count - 1}); fix or rebuild the data")  # fmt: skip
-
-
-def cached_value(value) -> bool:
-    """Whether a value read from the resume cache has the shape the backends write: a non-empty list of
-    finite numbers and None (undecided), or of texts (a generated answer, with the choices a backend resolved).
-
-    >>> cached_value([0.5, None]), cached_value(["text"]), cached_value([]), cached_value([float("nan")]), cached_value({"a": 1})
-    (True, True, False, False, False)
-    >>> cached_value(["egg", "coin", "egg"]), cached_value(["text", 0.5])
-    (True, False)
-    """
-    if not isinstance(value, list) or not value:
-        return False
-    if all(isinstance(v, str) for v in value):
-        return True
-    return all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)) for v in value)
 
 
 def usable_tokenizer(tokenizer, model: str) -> None:

@@ -1,19 +1,17 @@
 """The processes ``physprobe.parallel.launch`` starts: ``python -m physprobe.launched --launch ARGS`` runs
 ``accelerate launch`` with ARGS (``launcher_main``: a rank's failure stated in one line), and every rank it
-starts runs ``python -m physprobe.launched`` (``rank_main``: the plan it was handed, scored, its errors as the
+starts runs ``python -m physprobe.launched`` (``rank_main``: the spec it was handed, scored, its errors as the
 command line's one line). Apart from ``physprobe.parallel`` so that the helpers the runner uses import neither
 the runner nor the command line.
 """
 
 from __future__ import annotations
 
-import base64
 import os
-import pickle
 import signal
 import sys
 
-from physprobe.parallel import ERROR, PLAN
+from physprobe.parallel import ERROR, SPEC
 
 
 def launcher_main(arguments: list[str]) -> int:
@@ -40,13 +38,13 @@ def launcher_main(arguments: list[str]) -> int:
 
 
 def rank_main() -> int:
-    """A rank of ``launch``: score the plan it was handed, errors as the command line's one line."""
+    """A rank of ``launch``: score the spec it was handed (JSON, ``RunSpec.from_json``), errors as the command line's
+    one line."""
     from physprobe import cli, runner
-
-    plan = pickle.loads(base64.b64decode(os.environ[PLAN]))
+    from physprobe.spec import RunSpec
 
     def score() -> int:
-        runner.run(plan)
+        runner.run(RunSpec.from_json(os.environ[SPEC], f"${SPEC}"))
         return 0
 
     return cli.handled(score, "score")

@@ -22,7 +22,7 @@ such a model a close call can be decided otherwise (the README says so per task)
 
 >>> row = {"context": "A coin and an egg fall.", "question": "The [MASK] is heavier.", "A": "coin", "B": "egg",
 ...        "C": "leaf", "D": "brick", "label": 0, "name": "mass_1", "group": "mass", "ex_question": "Which is heavier?"}
->>> [task[:3] for task in export_plan("prost", {"default": row})]
+>>> [task[:3] for task in exported_tasks("prost", {"default": row})]
 [('default', 'causal', 'sentence-sum'), ('default', 'seq2seq', 'span-sum')]
 """
 
@@ -37,6 +37,7 @@ from physprobe.answers import cut, yes_probability
 from physprobe.errors import ExportError, PhysprobeError
 from physprobe.protocols import GENERATIVE
 from physprobe.requests import Choice, Generate, GenerateEach, Seq2Seq, YesNo
+from physprobe.results import Answer, Scores
 
 
 SEQ2SEQ_EOS = ("lm-eval scores each target without the end-of-sequence token a T5 tokenizer appends (physprobe "
@@ -46,7 +47,7 @@ SEQ2SEQ_EOS = ("lm-eval scores each target without the end-of-sequence token a T
 def _expressible(protocol, family: str, config: str, row: dict) -> bool:
     """Whether lm-eval can ask ``family`` models what the protocol asks, from text alone (nothing the
     model's tokenizer resolves)."""
-    if family not in protocol.families or (protocol.method == "seq2seq" and family != "seq2seq"):
+    if family not in protocol.families:
         return False
     request = protocol.build(row, config)
     if isinstance(request, Seq2Seq):
@@ -56,12 +57,12 @@ def _expressible(protocol, family: str, config: str, row: dict) -> bool:
     return isinstance(request, (Choice, YesNo))
 
 
-def export_plan(benchmark: str, first_rows: dict[str, dict]) -> list[tuple[str, str, str, str]]:
+def exported_tasks(benchmark: str, first_rows: dict[str, dict]) -> list[tuple[str, str, str, str]]:
     """``(config, family, protocol, note)`` of each task exported for a benchmark: per family (causal,
     seq2seq) the default protocol, or the first expressible one of the family when lm-eval cannot express
     the default; one task per config and distinct protocol. ``first_rows``: a row of each config (probe)."""
     evaluation = registry.evaluation(benchmark)
-    plan, seen = [], set()
+    tasks, seen = [], set()
     for family in GENERATIVE:
         for config in evaluation.configs:
             row = first_rows[config]
@@ -77,16 +78,16 @@ def export_plan(benchmark: str, first_rows: dict[str, dict]) -> list[tuple[str, 
                 chosen = usable[0]
                 request = default.build(row, config)
                 why = "lm-eval generates one answer per document" if isinstance(request, GenerateEach) else "its input depends on the tokenizer"
-                note = f"default {default.name!r} asks for {request.asks} ({why}), which lm-eval cannot express; exported {chosen.name!r}"
+                note = f"default {default.name!r} asks for {request.asked_for} ({why}), which lm-eval cannot express; exported {chosen.name!r}"
             if (config, chosen.name, _form(chosen, family)) not in seen:
                 seen.add((config, chosen.name, _form(chosen, family)))
-                plan.append((config, family, chosen.name, note))
-    return plan
+                tasks.append((config, family, chosen.name, note))
+    return tasks
 
 
 def _form(protocol, family: str) -> str:
     """How the requests read in lm-eval: a generate protocol reads the same for both families."""
-    return "any" if protocol.method == "generate" else family
+    return "any" if protocol.answer == "text" else family
 
 
 def task_name(benchmark: str, config: str, family: str, protocol: str) -> str:
@@ -105,7 +106,7 @@ class Task:
         self.evaluation = registry.evaluation(benchmark)
         self.protocol = self.evaluation.protocol(protocol)
         self.config, self.family = config, family
-        self.generate, self.yes_no = self.protocol.method == "generate", self.protocol.method == "yes_no"
+        self.generate, self.yes_no = self.protocol.answer == "text", self.protocol.answer == "yes_no"
         self.rows: dict[int, dict] = {}
 
     def docs(self, row_index: int, row: dict) -> list[dict]:
@@ -131,19 +132,21 @@ class Task:
             out += self.docs(index, row)
         return datasets.Dataset.from_list(out)
 
-    def result(self, results) -> list:
-        """Scores as physprobe's backends give them (log-probabilities; ``[text]`` for generate)."""
-        if self.generate:  # cut as physprobe cuts (lm-eval's until would cut a leading newline's answer away)
-            return [cut(results[0], self.protocol.stop)]
-        return [float(r[0]) if isinstance(r, (tuple, list)) else float(r) for r in results]
+    def result(self, results) -> Answer | Scores:
+        """lm-eval's results of one doc as physprobe's backends give them: an ``Answer`` for generate (cut as physprobe
+        cuts: lm-eval's until would cut a leading newline's answer away), else ``Scores`` (log-probabilities)."""
+        if self.generate:
+            return Answer(cut(results[0], self.protocol.stop))
+        return Scores(tuple(float(r[0]) if isinstance(r, (tuple, list)) else float(r) for r in results))
 
     def process_results(self, doc: dict, results) -> dict:
         result = self.result(results)
         if self.yes_no:
-            p_yes = yes_probability(result[0], result[1])
+            yes, no = result.values
+            p_yes = yes_probability(yes, no)
             return {"acc": float((p_yes > 0.5) == (doc["gold"] == 0)), "paper": (doc["row"], doc["part"], p_yes)}
         prediction = self.protocol.predict(result, Generate(doc["query"], tuple(doc["choices"])))
-        return {"acc": float(prediction == doc["gold"]), "paper": (doc["row"], prediction, None if self.generate else result)}
+        return {"acc": float(prediction == doc["gold"]), "paper": (doc["row"], prediction, None if self.generate else list(result.values))}
 
     def decisions(self, items: list) -> tuple[list[int], list, list]:
         """Row indices, predictions and scores of complete rows, in row order."""
@@ -204,7 +207,7 @@ def _dataset(benchmark: str, config: str, data: Path | None) -> dict:
 
 def _task(name: str, function: str, config: str, protocol, family: str, dataset: dict) -> dict:
     task = {"task": name, **dataset, "test_split": "test", "process_docs": Function(f"utils.{function}_docs")}
-    if protocol.method == "generate":
+    if protocol.answer == "text":
         task |= {"output_type": "generate_until", "doc_to_text": "{{query}}", "doc_to_target": "gold",
                  "generation_kwargs": {"until": [],  # the protocol's stop strings are applied in process_results
                                        "max_gen_toks": protocol.max_new_tokens, "do_sample": False}}  # fmt: skip
@@ -248,9 +251,9 @@ def _write(out: Path, data: Path | None, benchmarks: list[str] | None) -> list[s
         groups: dict[str, list[str]] = {}
         source = hub_data.local(data, benchmark) if data is not None else hub_data.hub(benchmark)
         first_rows = {config: source.load(config)[0] for config in registry.evaluation(benchmark).configs}
-        for config, family, protocol_name, note in export_plan(benchmark, first_rows):
+        for config, family, protocol_name, note in exported_tasks(benchmark, first_rows):
             protocol = registry.evaluation(benchmark).protocol(protocol_name)
-            if family == "seq2seq" and protocol.method != "generate":
+            if family == "seq2seq" and protocol.answer != "text":
                 note = "; ".join(filter(None, [note, SEQ2SEQ_EOS]))
             name = task_name(benchmark, config, family, protocol_name)
             function = name.removeprefix("physprobe_")

@@ -51,8 +51,14 @@ def parse_model_args(text: str | None) -> dict:
     >>> parse_model_args("dtype=bfloat16,device_map=auto")
     {'dtype': 'bfloat16', 'device_map': 'auto'}
     """
+    return typed_model_args(split_model_args(text))
+
+
+def typed_model_args(pairs: dict[str, str]) -> dict:
+    """``--model-args`` pairs (``KEY -> VALUE`` text, as a run's spec holds them) as ``from_pretrained`` keyword
+    arguments (``parse_model_args``'s)."""
     kwargs: dict = {}
-    for key, value in split_model_args(text).items():
+    for key, value in pairs.items():
         if key not in MODEL_ARGS:
             raise ModelOptionError(f"--model-args key {key!r} is not supported; use one of {', '.join(MODEL_ARGS)}")
         if key in BOOLEAN_ARGS:

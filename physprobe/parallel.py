@@ -1,13 +1,13 @@
-"""Data-parallel scoring: ``physprobe score --num-processes N`` runs its ``RunPlan`` in N processes
-(``launch``: ``accelerate launch`` of ``physprobe.launched``, each rank handed the plan itself, never the command
-line).
+"""Data-parallel scoring: ``physprobe score --num-processes N`` runs its ``RunSpec`` in N processes
+(``run``: the run folder claimed, then ``launch``: ``accelerate launch`` of ``physprobe.launched``, each rank handed
+the spec as JSON, never the command line).
 
 A config's requests are cut, in row order, into chunks of a fixed size that does not depend on the number
 of processes (``chunks``). Ranks own whole chunks, balanced by token count (``owners`` over the chunks'
 token totals, fixed by the requests alone, so a restarted rank owns the same chunks; a backend without a
-tokenizer balances them by characters). Only backends whose model runs in this process are launched so
-(``Registered.local``: a server runs requests at once with ``num_concurrent``). First the ranks pool what their caches hold
-(``Ranks.merged``: each rank keeps its own cache file, ``run_record.cache_file``), so no cached request is
+tokenizer balances them by characters). Only backends registered as ``data_parallel`` are launched so
+(a server runs requests at once with ``num_concurrent``). First the ranks pool what their caches hold
+(``Ranks.merged``: each rank keeps its own cache file, ``run_folder.cache_file``), so no cached request is
 rescored; then each rank scores the
 uncached requests of its chunks, one engine call and one cache commit per chunk. A fresh chunk is one
 engine call in any number of processes, so its batches, and hence its float sums, are the same: two
@@ -26,10 +26,8 @@ nothing changes.
 
 from __future__ import annotations
 
-import base64
 import ctypes
 import os
-import pickle
 import select
 import signal
 import subprocess
@@ -160,15 +158,30 @@ def die_with_launcher() -> None:
     threading.Thread(target=wait, name="physprobe-launcher-watch", daemon=True).start()
 
 
-PLAN = "PHYSPROBE_PLAN"  # the pickled RunPlan ``launch`` hands its ranks
+SPEC = "PHYSPROBE_SPEC"  # the RunSpec ``launch`` hands its ranks, as JSON
 
 
 ERROR = "physprobe: error: "  # how a rank (or the launcher) states its one-line error on stderr
 
 
-def launch(plan) -> int:
-    """Run ``plan`` (a ``physprobe.plan.RunPlan``) in ``plan.processes`` processes through ``accelerate launch``;
-    its exit status. Each rank unpickles the plan from the environment (``launched.rank_main``): nothing is parsed
+def run(spec):
+    """Score ``spec`` (a ``physprobe.spec.RunSpec``) in ``spec.processes`` processes into its run folder, claimed
+    here (``run_folder.claimed``: the ranks score into it; nothing this claim created is left when the launch fails
+    before any score was cached); the record rank 0 wrote."""
+    from physprobe import run_folder, run_record
+    from physprobe.errors import PhysprobeError
+
+    with run_folder.claimed(spec.out, spec.owner):
+        status = launch(spec)
+        if status:
+            raise PhysprobeError(f"score failed in its {spec.processes} processes (exit status {status}); "
+                                 "the first error above says why")  # fmt: skip
+    return run_record.load(spec.folder)
+
+
+def launch(spec) -> int:
+    """Run ``spec`` (a ``physprobe.spec.RunSpec``) in ``spec.processes`` processes through ``accelerate launch``;
+    its exit status. Each rank reads the spec from the environment (``launched.rank_main``): nothing is resolved
     twice.
 
     ``accelerate launch --cpu --num_processes N`` starts one process unless an MPI hostfile is given
@@ -183,13 +196,13 @@ def launch(plan) -> int:
     """
     from physprobe.errors import PhysprobeError
     from physprobe.paths import FolderLock
-    from physprobe.run_record import lock_name
+    from physprobe.run_folder import lock_name
 
-    FolderLock(plan.out, lock_name(0)).acquire().release()  # a run folder in use: one line, nothing launched
-    command = [sys.executable, "-m", "physprobe.launched", "--launch", "--multi_gpu", "--num_processes", str(plan.processes),
+    FolderLock(spec.folder, lock_name(0)).acquire().release()  # a run folder in use: one line, nothing launched
+    command = [sys.executable, "-m", "physprobe.launched", "--launch", "--multi_gpu", "--num_processes", str(spec.processes),
                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "physprobe.launched"]  # fmt: skip
-    env = dict(os.environ, **{LAUNCHER: str(os.getpid()), PLAN: base64.b64encode(pickle.dumps(plan)).decode()},
-               **({"ACCELERATE_USE_CPU": "true"} if plan.device == "cpu" else {}))  # fmt: skip
+    env = dict(os.environ, **{LAUNCHER: str(os.getpid()), SPEC: spec.to_json()},
+               **({"ACCELERATE_USE_CPU": "true"} if spec.settings.device == "cpu" else {}))  # fmt: skip
     child = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_kill_me_with_parent)
     errors: list[str] = []
 

@@ -283,10 +283,11 @@ def claim(folder: str | os.PathLike, owner: Owner) -> Path:
 @contextlib.contextmanager
 def staged(target: str | os.PathLike, owner: Owner, carry: bool = False):
     """The one way physprobe writes an output folder: a fresh folder beside ``target`` (yielded) that
-    replaces ``target`` whole when the block ends, marked as ``owner``'s; on any failure it vanishes and
-    ``target`` is untouched. ``target`` must pass ``check_target`` (checked before the block runs); what
-    killed runs left beside it is removed first. ``carry``: the regular files of the old ``target`` that the
-    new version does not write are kept (hard links: a run folder's cache and lock stay the same files).
+    replaces ``target`` whole when the block ends, marked as ``owner``'s (the marker lists the files written and
+    their sha256); on any failure it vanishes and ``target`` is untouched. ``target`` must pass ``check_target``
+    (checked before the block runs); what killed runs left beside it is removed first. ``carry``: whatever the old
+    ``target`` holds that the new version does not write is kept (``_carried``: a run folder's cache and lock stay
+    the same files, a user's notes, folders and links stay as they are).
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
@@ -308,15 +309,51 @@ def staged(target: str | os.PathLike, owner: Owner, carry: bool = False):
             os.umask(umask)
             staging.chmod(0o777 & ~umask)  # mkdtemp makes it 0700; an output gets normal permissions
             yield staging
-            mark(staging, owner, None if carry else file_hashes(staging))
-            if carry and target.is_dir():
+            mark(staging, owner, file_hashes(staging))
+            if carry and target.is_dir() and not target.is_symlink():
                 for path in sorted(target.iterdir()):
-                    if not (staging / path.name).exists() and path.is_file() and not path.is_symlink():
-                        os.link(path, staging / path.name)
+                    if not os.path.lexists(staging / path.name):
+                        _carried(path, staging / path.name)
             replace_folder(staging, target)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
+
+
+def _carried(path: Path, copy: Path) -> None:
+    """``path`` (an entry of an output folder that keeps what it does not write) at ``copy`` in its next version, the
+    same data without a byte copied: a file (of any kind) as a hard link, a symlink as a symlink to the same target,
+    a folder as a copy of its tree made of hard links and symlinks. The old version stays whole until the swap, so a
+    kill at any point leaves one complete version holding it.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     notes = Path(folder, "old", "notes"); notes.mkdir(parents=True); _ = (notes / "a.txt").write_text("mine")
+    ...     _carried(notes, Path(folder, "notes-kept"))
+    ...     (Path(folder, "notes-kept", "a.txt").read_text(), (notes / "a.txt").stat().st_nlink)
+    ('mine', 2)
+    """
+    if path.is_symlink():
+        os.symlink(os.readlink(path), copy)
+    elif path.is_dir():
+        shutil.copytree(path, copy, symlinks=True, copy_function=os.link)
+    else:
+        os.link(path, copy)
+
+
+def vouched(folder: str | os.PathLike) -> tuple[Owner | None, dict[str, str]]:
+    """The owner ``folder``'s marker names (None without a readable marker) and the files it lists as written there,
+    each with its sha256 (empty where it lists none).
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     mark(Path(folder), Owner("report", {}), {"report.md": "ab12"})
+    ...     vouched(folder)
+    (Owner(kind='report', of={}), {'report.md': 'ab12'})
+    """
+    listed = (_marker(Path(folder)) or {}).get("files")
+    files = {k: v for k, v in listed.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(listed, dict) else {}
+    return _marked(Path(folder)), files
 
 
 def check_out_dir(out_dir: str | os.PathLike) -> Path:

@@ -4,27 +4,31 @@ A benchmark declares, in ``dataset_scripts/<bench>/evaluation.py``, one ``Evalua
 scored by default, its ``Protocol`` s and the metric wiring that turns predictions into the paper's
 figures. The scorer (``physprobe.runner``) reads only these declarations and names no benchmark.
 
-A protocol's ``request(row, config)`` builds one typed request from the row alone
-(``physprobe.requests``: what each type means and what a backend returns for it is in
-``physprobe.backends.base``). A protocol's ``method`` says what it needs from the model:
+A protocol declares the request type it asks (``asks``, ``physprobe.requests``) and builds one such request per
+row from the row alone (``request(row, config)``); a backend returns that type's result (``physprobe.results``),
+which the protocol reads into an outcome (``Protocol.outcome``). The request type fixes the rest: the model families that can answer
+it and the protocol's ``method``, the word the papers' tables and ``--method`` group protocols by:
 
-- ``causal`` -> ``Choice`` (context and continuations, summed log-probability) or ``MeanTokens``
+- ``causal``: ``Choice`` (context and continuations, summed log-probability) or ``MeanTokens``
   (mean token log-probability of token sequences);
-- ``mlm`` -> ``Masked`` (candidates at the mask) or ``MaskedPair`` (a sentence pair's mask);
-- ``seq2seq`` -> ``Seq2Seq`` (log-probability of each target);
-- ``nli`` -> ``Entailment`` (a score per premise-hypothesis pair);
-- ``yes_no`` -> ``YesNo`` (P(YES) of each prompt); with a ``match`` rule, ``GenerateEach``: each
+- ``mlm``: ``Masked`` (candidates at the mask) or ``MaskedPair`` (a sentence pair's mask);
+- ``seq2seq``: ``Seq2Seq`` (log-probability of each target);
+- ``nli``: ``Entailment`` (a score per premise-hypothesis pair);
+- ``yes_no``: ``YesNo`` (P(YES) of each prompt); with a ``match`` rule, sent as ``GenerateEach``: each
   prompt's greedy answer, which ``match(text, YES_NO)`` reads as 1 (YES) or 0 (NO), the prompt's score;
-- ``generate`` -> ``Generate``: a greedy answer, which the protocol's ``match(text, choices)`` maps to
+- ``generate``: ``Generate``: a greedy answer, which the protocol's ``match(text, choices)`` maps to
   an option (None: unparsed, predicted as ``UNPARSED``, an answer that names no option and so is wrong).
 
+The first four are a model family's own way of scoring options; the last two ask a generative model (causal
+or seq2seq) an answer of another format (``answer``: ``"scores"``, ``"yes_no"``, ``"text"``).
+
 >>> from physprobe.requests import Choice
->>> p = Protocol("demo", "causal", lambda row, config: Choice(row["q"], tuple(f" {o}" for o in row["options"])),
+>>> p = Protocol("demo", Choice, lambda row, config: Choice(row["q"], tuple(f" {o}" for o in row["options"])),
 ...              source="demo paper §1", summary="whole sentences", default_for=("causal",))
 >>> p.build({"q": "Ice is", "options": ["cold", "hot"]}, "default")
 Choice(context='Ice is', continuations=(' cold', ' hot'))
->>> p.decide([-3.0, -5.0]), p.families
-(0, ('causal',))
+>>> p.decide([-3.0, -5.0]), p.families, p.method, p.answer
+(0, ('causal',), 'causal', 'scores')
 """
 
 from __future__ import annotations
@@ -33,15 +37,36 @@ import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from physprobe.errors import ProtocolError
-from physprobe.requests import Generate, GenerateEach, YesNo
+from physprobe.requests import Choice, Entailment, Generate, GenerateEach, Masked, MaskedPair, MeanTokens, Seq2Seq, YesNo
+from physprobe.results import Answer, Answers, Scores
 
 FAMILIES = ("causal", "mlm", "seq2seq", "nli")
+# The method of each request type a protocol may declare: the family whose own scores it reads, else the format
+# of the answer it asks of a generative model.
+METHOD_OF = {Choice: "causal", MeanTokens: "causal", Masked: "mlm", MaskedPair: "mlm", Seq2Seq: "seq2seq",
+             Entailment: "nli", YesNo: "yes_no", Generate: "generate"}  # fmt: skip
 METHODS = ("causal", "mlm", "seq2seq", "nli", "yes_no", "generate")
+ANSWERS = {"yes_no": "yes_no", "generate": "text"}  # a method's answer format; every other method's: "scores"
 GENERATIVE = ("causal", "seq2seq")  # families that can answer YES/NO or generate
-UNPARSED = -1  # the prediction of a generated answer that names no option: counted wrong, reported as unparsed
+UNPARSED = -2  # the prediction of a generated answer that names no option: counted wrong, reported as unparsed
+UNDECIDED = -1  # predictions.parquet's code for a question no option won (a missing score; the metrics' None)
 YES_NO = ("NO", "YES")  # the choices a generating yes_no protocol's match reads an answer against
+
+
+class Outcome(NamedTuple):
+    """What a protocol reads in one result: the per-option ``scores`` the metrics take, the ``prediction`` (an
+    option, None: undecided, ``UNPARSED``), how many ``options`` the question offered, whether the protocol's
+    fallback rule decided it, and the generated text(s) and token count(s) where the model generated."""
+
+    scores: list
+    prediction: int | None
+    options: int
+    fell_back: bool = False
+    generated: str | list[str] | None = None
+    generated_tokens: int | list[int | None] | None = None
 
 
 def argmax(scores: Sequence[float | None]) -> int | None:
@@ -59,9 +84,9 @@ def argmax(scores: Sequence[float | None]) -> int | None:
 class Protocol:
     """One way of evaluating a benchmark with a model family, named after the paper or code it follows.
 
-    ``request(row, config)`` returns the row's typed request (``physprobe.requests``); ``decide(scores)``
-    the predicted option (None: undecided). A ``generate`` protocol's request is a ``Generate`` (its
-    ``max_new_tokens`` and ``stop`` filled from the protocol's, and its ``max_length``) and ``match(text, choices)`` gives the
+    ``asks``: the request type (``physprobe.requests``) that ``request(row, config)`` returns for a row;
+    ``decide(scores)`` the predicted option (None: undecided). A ``Generate`` protocol's request gets the protocol's
+    ``max_new_tokens``, ``stop`` and ``max_length``, and ``match(text, choices)`` gives the
     option the generated text names (None: unparsed); ``fallback(text, choices)`` is True where ``match``
     decided by its fallback rule rather than a plain answer (CConS: the answer names both objects and the one
     named first is taken, as an echoed question does), counted as ``fallback`` and said by ``fallback_reason``.
@@ -69,7 +94,7 @@ class Protocol:
     ``answers``: how many answers ``decide`` chooses among where they are not one per score (CConS's masked-LM
     rule reads four words into two answers); ``reported_apart``: the paper reports it outside its averages (PROST Table 5's UnifiedQA);
     ``metric_options``: keyword arguments of the benchmark's metric wiring under this protocol (e.g.
-    Text2Afford's tie rule). A ``yes_no`` protocol with a ``match`` rule generates each prompt's answer
+    Text2Afford's tie rule). A ``YesNo`` protocol with a ``match`` rule generates each prompt's answer
     (``max_new_tokens``, ``stop``) and scores it ``match(text, YES_NO)`` (1 YES, 0 NO). ``needs_chat``: the
     released script sent its prompts through a chat API or chat template, with ``system_message`` as the
     system turn (``system(config)``); the prompt a request holds is then the user turn. ``configs``: the
@@ -78,7 +103,7 @@ class Protocol:
     """
 
     name: str
-    method: str
+    asks: type
     request: Callable[[dict, str], object]
     source: str
     summary: str
@@ -104,21 +129,39 @@ class Protocol:
     configs: tuple[str, ...] = ()  # the configs scored without --config, where the released script reads other rows
 
     def __post_init__(self):
-        if self.method not in METHODS:
-            raise ValueError(f"protocol {self.name!r}: unknown method {self.method!r}; known: {', '.join(METHODS)}")
+        if self.asks not in METHOD_OF:
+            known = ", ".join(kind.__name__ for kind in METHOD_OF)
+            raise ValueError(f"protocol {self.name!r}: asks {getattr(self.asks, '__name__', self.asks)!r}, not a request type a protocol declares ({known})")
         if not self.families:
             object.__setattr__(self, "families", (self.method,) if self.method in FAMILIES else GENERATIVE)
-        if self.method == "generate" and self.match is None:
-            raise ValueError(f"protocol {self.name!r}: a generate protocol needs a match rule")
+        if self.asks is Generate and self.match is None:
+            raise ValueError(f"protocol {self.name!r}: a Generate protocol needs a match rule")
         if (self.system_message or self.needs_chat) and not self.generates:
             raise ValueError(f"protocol {self.name!r}: a system message or chat template is for protocols that generate")
-        if self.fallback is not None and (self.method != "generate" or not self.fallback_reason):
-            raise ValueError(f"protocol {self.name!r}: a fallback rule belongs to a generate protocol, with its fallback_reason")
+        if self.fallback is not None and (self.asks is not Generate or not self.fallback_reason):
+            raise ValueError(f"protocol {self.name!r}: a fallback rule belongs to a Generate protocol, with its fallback_reason")
+
+    @property
+    def method(self) -> str:
+        """The method the papers' tables and ``--method`` know the protocol by (``METHOD_OF`` its request type)."""
+        return METHOD_OF[self.asks]
+
+    @property
+    def answer(self) -> str:
+        """The format of the answer the protocol reads: ``"scores"`` (a model family's own scores of the options),
+        ``"yes_no"`` (P(YES) of each prompt, or a generated YES/NO) or ``"text"`` (a generated answer)."""
+        return ANSWERS.get(self.method, "scores")
+
+    @property
+    def sends(self) -> type:
+        """The request type a backend is sent (``build``'s): ``asks``, but ``GenerateEach`` for a ``YesNo`` protocol
+        that generates its answers."""
+        return GenerateEach if self.asks is YesNo and self.generates else self.asks
 
     def system(self, config: str) -> str | None:
         """The system message of ``config``'s prompts (None: the released script sends none).
 
-        >>> Protocol("demo", "generate", dict, "", "", match=lambda text, choices: None,
+        >>> Protocol("demo", Generate, dict, "", "", match=lambda text, choices: None,
         ...          system_message={"track3": "Be brief."}).system("track3")
         'Be brief.'
         """
@@ -128,13 +171,17 @@ class Protocol:
 
     @property
     def generates(self) -> bool:
-        """Whether the model answers in generated text (a generate protocol, or a yes_no one with a match rule)."""
+        """Whether the model answers in generated text (a ``Generate`` protocol, or a ``YesNo`` one with a match rule)."""
         return self.match is not None
 
     def build(self, row: dict, config: str):
-        """The typed request of one row of ``config``: a ``Generate`` gets the protocol's bounds, and a
-        generating ``yes_no`` protocol's ``YesNo`` becomes a ``GenerateEach`` of its prompts."""
+        """The typed request of one row of ``config`` (``sends``): a ``Generate`` gets the protocol's bounds, and a
+        generating ``YesNo`` becomes a ``GenerateEach`` of its prompts. A request of another type than the
+        protocol declares is a ``ProtocolError``."""
         request = self.request(row, config)
+        if type(request) is not self.asks:
+            raise ProtocolError(f"protocol {self.name!r} declares {self.asks.__name__} requests but built a "
+                                f"{type(request).__name__} of a row of {config}; fix its declaration")  # fmt: skip
         if isinstance(request, Generate):
             request = dataclasses.replace(request, max_new_tokens=self.max_new_tokens, stop=tuple(self.stop),
                                           max_length=self.max_length, system=self.system(config))
@@ -142,29 +189,39 @@ class Protocol:
             request = GenerateEach(request.prompts, self.max_new_tokens, tuple(self.stop), system=self.system(config))
         return request
 
-    def scores(self, result: list) -> list:
-        """The per-option scores of a request's result: none for a generated answer, ``match``'s 1/0 for each
-        generated YES/NO answer, else the result itself."""
-        if self.method == "generate":
-            return []
-        if self.generates:
-            return [float(self.match(text, YES_NO)) for text in result]
-        return result
+    def predict(self, result, request) -> int | None:
+        """The predicted option of a request's result (``read``'s): None where undecided, ``UNPARSED`` where a
+        generated answer names no option.
 
-    def predict(self, result: list, request) -> int | None:
-        """The predicted option from a request's result (scores, or ``[generated text]`` and, where the
-        backend resolved them, the choices) and the request; ``UNPARSED`` for a generated answer that
-        names no option."""
-        if self.method == "generate":
-            choice = self.match(result[0], list(result[1:] or request.choices))
-            return UNPARSED if choice is None else choice
-        return self.decide(self.scores(result))
+        >>> Protocol("demo", Choice, dict, "", "").predict(Scores((-3.0, -1.0)), Choice("Ice is", (" hot", " cold")))
+        1
+        """
+        return self.outcome(result, request).prediction
 
-    def fell_back(self, result: list, request) -> bool:
-        """Whether a generated answer was decided by the protocol's ``fallback`` rule (never, without one)."""
-        if self.fallback is None or self.predict(result, request) == UNPARSED:
-            return False
-        return self.fallback(result[0], list(result[1:] or request.choices))
+    def outcome(self, result, request) -> Outcome:
+        """What the protocol makes of a request's result: a generated answer matched to the options it names
+        (``UNPARSED`` where it names none); each generated YES/NO answer scored 1 or 0 by ``match``; else the scores
+        themselves, decided by ``decide``.
+
+        >>> demo = Protocol("demo", Generate, dict, "", "", match=lambda text, choices: 0 if "ice" in text else None)
+        >>> demo.outcome(Answer("ice, surely", 3), Generate("Which is cold?", ("ice", "fire")))
+        Outcome(scores=[], prediction=0, options=2, fell_back=False, generated='ice, surely', generated_tokens=3)
+        """
+        match result:
+            case Answer():
+                choices = list(result.choices or request.choices)
+                choice = self.match(result.text, choices)
+                fell_back = choice is not None and self.fallback is not None and self.fallback(result.text, choices)
+                return Outcome([], UNPARSED if choice is None else choice, self.answers or len(choices), fell_back,
+                               result.text, result.tokens)  # fmt: skip
+            case Answers():
+                scores = [float(self.match(text, YES_NO)) for text in result.texts]
+                return Outcome(scores, self.decide(scores), self.answers or len(scores), False, list(result.texts),
+                               [a.tokens for a in result.answers])  # fmt: skip
+            case Scores():
+                scores = list(result.values)
+                return Outcome(scores, self.decide(scores), self.answers or len(scores))
+        raise TypeError(f"protocol {self.name!r}: no outcome of a {type(result).__name__}")
 
 
 def _reference(row: dict) -> list[int]:

@@ -20,12 +20,13 @@ from pathlib import Path
 from physprobe.errors import PhysprobeError
 
 BOOTSTRAP_SEED = 1234
-LIBRARIES = ("physprobe", "torch", "transformers", "datasets", "evaluate", "huggingface_hub", "accelerate", "gguf")
+LIBRARIES = ("physprobe", "datasets", "evaluate", "huggingface_hub")  # besides the backends' (``backends.libraries``)
 
 
-def versions() -> dict[str, str | None]:
-    """Installed versions of the libraries that shape a score (None where one is not installed)."""
-    return installed(LIBRARIES)
+def versions(backend_libraries: tuple[str, ...] = ()) -> dict[str, str | None]:
+    """Installed versions of the libraries that shape a score: physprobe's own and ``backend_libraries`` (the
+    registered backends', ``physprobe.backends.libraries()``); None where one is not installed."""
+    return installed((*LIBRARIES, *backend_libraries))
 
 
 def installed(names) -> dict[str, str | None]:

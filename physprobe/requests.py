@@ -1,8 +1,9 @@
 """The typed requests a protocol asks of a model, built from a benchmark row alone (no tokenizer).
 
 A protocol (``physprobe.protocols``) turns a row into one request; a backend (``physprobe.backends``)
-answers a list of requests of one type with one result per request, each a JSON-ready list (the resume cache
-stores it as is). Each type below says what it asks and what its result is; the types hold plain data
+answers a list of requests of one type with one result per request, of the type's ``result`` class
+(``physprobe.results``: ``Scores``, ``Answer`` or ``Answers``). Each type below says what it asks and what its
+result holds; the types hold plain data
 (strings, tuples of strings, a few flags), so a request is its own cache key (``key``) and reads the same to
 every backend.
 
@@ -10,8 +11,8 @@ Where a protocol's input depends on the model's tokenizer (PROST's released GPT 
 token ids), the request says so declaratively (``MeanTokens.specials``, ``Seq2Seq.first_token_after``,
 ``Generate.first_token_choices``) and the backend resolves it (``physprobe.tokenized``).
 
-Adding a type is a class here (its fields, result and ``texts``) and an engine in each backend that serves it
-(its ``REGISTRY`` line in ``physprobe.backends`` names the type).
+Adding a type is a class here (its fields, ``result`` and ``texts``) and an engine in each backend that serves it
+(the backend's ``ENGINES``, which ``physprobe.backends.REGISTRY`` names).
 
 >>> request = Choice("Which is heavier? Answer:", (" a brick", " a leaf"))
 >>> request.key()
@@ -27,12 +28,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
+from physprobe.results import Answer, Answers, Scores
+
 
 class Request:
     """What every request type shares: its cache key and the texts it makes the model read."""
 
     system: str | None = None  # the system turn sent with the prompts (``Generate``'s); None: the run's instruction, if any
-    asks: ClassVar[str]  # what the model is asked, as a user-facing message names it (never the class's name)
+    asked_for: ClassVar[str]  # what the model is asked for, as a user-facing message names it (never the class's name)
+    result: ClassVar[type] = Scores  # what a backend returns for one request (``physprobe.results``)
 
     def key(self) -> list:
         """The request as JSON-ready data: its type's name and the fields that differ from their defaults
@@ -70,12 +74,12 @@ class Choice(Request):
     """Multiple-choice log-likelihood: each continuation scored after the shared context (lm-eval's
     ``loglikelihood``). An empty ``context`` scores whole texts (the model's BOS, where it has one, first).
 
-    Result: one float per continuation, log P(continuation | context) up to a constant shared by the
+    Result: ``Scores``, one per continuation, log P(continuation | context) up to a constant shared by the
     request's continuations (only the ranking and differences mean anything). The ``hf`` backend encodes each
     ``context + continuation`` whole and sums the log-probabilities of the tokens after the options' shared
     token prefix; a server backend echoes each text and sums the same tokens' log-probabilities."""
 
-    asks: ClassVar[str] = "log-likelihoods of options after a shared context"
+    asked_for: ClassVar[str] = "log-likelihoods of options after a shared context"
     context: str
     continuations: tuple[str, ...]
 
@@ -95,13 +99,13 @@ class MeanTokens(Request):
     tokens frame the sequence: ``"bos_eos"``, the tokenizer's BOS first and EOS last, each where the
     tokenizer has one.
 
-    Result: one float per option, the mean log-probability of tokens 2..n of its token sequence.
+    Result: ``Scores``, one per option, the mean log-probability of tokens 2..n of its token sequence.
 
     >>> MeanTokens(options=(("A", " coin", " falls."),)).texts()
     ['A coin falls.']
     """
 
-    asks: ClassVar[str] = "mean log-probabilities of the options' token ids"
+    asked_for: ClassVar[str] = "mean log-probabilities of the options' token ids"
     options: tuple[tuple[str, ...], ...]
     specials: str = "bos_eos"
 
@@ -114,10 +118,10 @@ class Masked(Request):
     """Candidate words at the one ``[MASK]`` of a text, each encoded as ``" word"``; a ``[SEP]`` in the
     text stands for the tokenizer's separator token (its sep token, else its EOS).
 
-    Result: one float or None per candidate, log P(candidate) at the mask; None when ``" candidate"`` is not
+    Result: ``Scores``, one (or None) per candidate, log P(candidate) at the mask; None when ``" candidate"`` is not
     one token of the vocabulary."""
 
-    asks: ClassVar[str] = "candidate words at a mask"
+    asked_for: ClassVar[str] = "candidate words at a mask"
     text: str
     candidates: tuple[str, ...]
 
@@ -134,9 +138,9 @@ class MaskedPair(Request):
     pair is read as a tokenizer loaded with ``do_lower_case=True`` reads it (lower-cased, accents stripped,
     where the tokenizer is a cased one that takes the option).
 
-    Result: one float or None per word, log P(word) at the mask; None when the word has no score."""
+    Result: ``Scores``, one (or None) per word, log P(word) at the mask; None when the word has no score."""
 
-    asks: ClassVar[str] = "candidate words at a mask in a sentence pair"
+    asked_for: ClassVar[str] = "candidate words at a mask in a sentence pair"
     first: str
     second: str
     words: tuple[str, ...]
@@ -156,10 +160,10 @@ class Seq2Seq(Request):
     special token, e.g. T5's ``<extra_id_0>``), the decoder reads that token, then the first token of the
     target encoded without special tokens, and only those two are scored (PROST's released T5 code).
 
-    Result: one float per target, its summed log-probability.
+    Result: ``Scores``, one per target, its summed log-probability.
     """
 
-    asks: ClassVar[str] = "log-probabilities of targets given a source (encoder-decoder)"
+    asked_for: ClassVar[str] = "log-probabilities of targets given a source (encoder-decoder)"
     source: str
     targets: tuple[str, ...]
     first_token_after: str | None = None
@@ -176,13 +180,13 @@ class Entailment(Request):
     contradiction only (the zero-shot pipeline with ``multi_label=True``); ``"softmax_across"``: the
     entailment logits softmaxed across the request's pairs (the pipeline with ``multi_label=False``).
 
-    Result: one float per pair.
+    Result: ``Scores``, one per pair.
 
     >>> Entailment((("He rode it.", "It can be ridden."),)).texts()
     ['He rode it.', 'It can be ridden.']
     """
 
-    asks: ClassVar[str] = "entailment of sentence pairs (NLI)"
+    asked_for: ClassVar[str] = "entailment of sentence pairs (NLI)"
     pairs: tuple[tuple[str, str], ...]
     reading: str = "three_way"
 
@@ -195,9 +199,9 @@ class YesNo(Request):
     """One YES/NO question per prompt; the score of each is P(YES) / (P(YES) + P(NO)) of the answer
     right after the prompt (``" YES"`` / ``" NO"`` for a causal model, the target for a seq2seq one).
 
-    Result: one float per prompt, P(YES) / (P(YES) + P(NO)) (``physprobe.answers.yes_probability``)."""
+    Result: ``Scores``, one per prompt, P(YES) / (P(YES) + P(NO)) (``physprobe.answers.yes_probability``)."""
 
-    asks: ClassVar[str] = "YES/NO probabilities"
+    asked_for: ClassVar[str] = "YES/NO probabilities"
     prompts: tuple[str, ...]
 
     def texts(self) -> list[str]:
@@ -219,10 +223,11 @@ class Generate(Request):
     turn the released script sent with the prompt (a protocol's ``system_message``), read through the chat
     template or chat API; None: the run's ``--system-instruction``, if any.
 
-    Result: ``[text]``, the greedy answer cut before the first stop string (``physprobe.answers.cut``); with
-    ``first_token_choices``, ``[text, choice, ...]``: the choices as the backend resolved them."""
+    Result: an ``Answer``, the greedy answer cut before the first stop string (``physprobe.answers.cut``), its
+    token count and, with ``first_token_choices``, the choices as the backend resolved them."""
 
-    asks: ClassVar[str] = "a generated answer"
+    asked_for: ClassVar[str] = "a generated answer"
+    result: ClassVar[type] = Answer
     prompt: str
     choices: tuple[str, ...]
     max_new_tokens: int = 16
@@ -244,9 +249,10 @@ class GenerateEach(Request):
     ``stop`` string), which the protocol reads itself (e.g. Text2Afford's released YES/NO rule,
     ``'yes' in answer.lower()``); ``system`` as ``Generate``'s.
 
-    Result: ``[text, ...]``, each prompt's answer cut as ``Generate``'s is."""
+    Result: ``Answers``, each prompt's answer cut as ``Generate``'s is."""
 
-    asks: ClassVar[str] = "a generated answer to each of several prompts"
+    asked_for: ClassVar[str] = "a generated answer to each of several prompts"
+    result: ClassVar[type] = Answers
     prompts: tuple[str, ...]
     max_new_tokens: int = 16
     stop: tuple[str, ...] = ()

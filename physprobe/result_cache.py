@@ -1,8 +1,8 @@
 """The resume cache of ``physprobe score``: every request's result in SQLite, keyed by all that changes it.
 
 A key is the sha256 of the run's key base (``provenance.cache_key`` of the backend's identity, the
-physprobe version, the protocol and the dataset revision), the method and the request
-(``Request.key``). Results are committed as the backend hands them over (a server's answers one by one, an
+physprobe version, the protocol and the dataset revision) and the request (``Request.key``); a value is the
+result's cached form (``physprobe.results``: ``to_json``, read back by the request type's result class). Results are committed as the backend hands them over (a server's answers one by one, an
 in-process engine's per engine call; ``synchronous=OFF``: a commit is a write to the operating system, which a
 killed process cannot lose), so an interrupted run (Ctrl-C, SIGKILL, out-of-memory, a server gone) restarts where
 it stopped and a changed model, dataset or chat setting is never served stale results.
@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from physprobe import inputs
+from physprobe import results
 from physprobe.errors import OutputFolderError
 
 MEASURE_TOLERANCE = 0.05  # nats: another model's weights (a fine-tune, a requantisation) differ by more on some token
@@ -70,36 +70,40 @@ class Cache:
         return db
 
     @staticmethod
-    def key(base: str, method: str, request) -> str:
+    def key(base: str, request) -> str:
         """The cache key of one request (``physprobe.requests``), under ``base`` (``provenance.cache_key``:
         all that changes a result)."""
-        return hashlib.sha256(json.dumps([base, method, request.key()]).encode()).hexdigest()
+        return hashlib.sha256(json.dumps([base, request.key()]).encode()).hexdigest()
 
-    def get(self, keys: list[str]) -> dict[str, list]:
+    def get(self, keys: list[str], result: type) -> dict[str, results.Result]:
+        """The results the cache holds of ``keys`` (requests whose results are of class ``result``)."""
         found = {}
         for start in range(0, len(keys), 500):
             chunk = keys[start : start + 500]
             query = f"SELECT key, value FROM scores WHERE key IN ({','.join('?' * len(chunk))})"
             found.update(self.db.execute(query, chunk).fetchall())
-        values = {k: _loads(v) for k, v in found.items()}
-        if all(map(inputs.cached_value, values.values())):
+        values = {k: result.from_json(_loads(v)) for k, v in found.items()}
+        if all(v is not None for v in values.values()):
             return values
         # Values of the wrong shape in a healthy file: set the file aside (like a corrupted one), keep the good ones.
-        good = {k: v for k, v in self._all().items() if inputs.cached_value(v)}
+        good = {k: v for k, v in self._all().items() if results.readable(v)}
         self.db.close()
         aside = self.path.with_name(f"{self.path.stem}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}{self.path.suffix}")
         os.replace(self.path, aside)
         print(f"physprobe: warning: {self.path} holds scores of the wrong shape; moved to {aside.name}, "
               f"kept its {len(good)} good entries, rescoring the rest", file=sys.stderr)  # fmt: skip
         self.db = self._open(self.path)
-        self.put(good)
-        return {k: v for k, v in values.items() if inputs.cached_value(v)}
+        self._store(good)
+        return {k: v for k, v in values.items() if v is not None}
 
     def _all(self) -> dict:
         return {k: _loads(v) for k, v in self.db.execute("SELECT key, value FROM scores")}
 
-    def put(self, items: dict[str, list]) -> None:
-        items = {k: v for k, v in items.items() if inputs.cached_value(v)}
+    def put(self, items: dict[str, results.Result]) -> None:
+        """Commit ``items`` (key -> result) at once."""
+        self._store({k: v.to_json() for k, v in items.items()})
+
+    def _store(self, items: dict[str, object]) -> None:
         try:
             self.db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?)", [(k, json.dumps(v)) for k, v in items.items()])
             self.db.commit()
@@ -107,6 +111,12 @@ class Cache:
             full = "full" in str(error)
             raise OSError(errno.ENOSPC if full else errno.EIO, str(error), str(self.path)) from None
 
+    def drop(self, keys: list[str]) -> None:
+        """Remove the results of ``keys`` (answers that may be another model's: ``ServedModelChanged``)."""
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            self.db.execute(f"DELETE FROM scores WHERE key IN ({','.join('?' * len(chunk))})", chunk)
+        self.db.commit()
 
     def settled(self, identity: dict) -> dict:
         """``identity`` with its ``measured`` numbers read as the first stored measurement of the same identity within
@@ -129,7 +139,7 @@ class Cache:
 
 
 def _loads(text: str):
-    """A cached value, or None where it is not JSON (``inputs.cached_value`` refuses it)."""
+    """A cached value, or None where it is not JSON (no result class reads it)."""
     try:
         return json.loads(text)
     except (TypeError, ValueError):

@@ -1,5 +1,5 @@
 """Retrying what fails for a moment, in one place for every HTTP client physprobe runs (the server backend,
-``upload.py``): the HTTP statuses worth another attempt, and one retry loop (tenacity) over given delays.
+``physprobe publish``): the HTTP statuses worth another attempt, and one retry loop (tenacity) over given delays.
 
 >>> sorted(TRANSIENT_STATUS)
 [408, 409, 425, 429, 500, 502, 503, 504]

@@ -4,7 +4,8 @@
 The toy model splits a text into words (each with the whitespace before it) and gives word ``i`` the log-probability
 ``-(hash(seed, word i-1, word i) mod 5000) / 1000 - 0.001``, the first word none, as the OpenAI API echoes a prompt;
 its greedy answer to a prompt is one of a few short texts, picked by the prompt's hash. ``FAULTS`` lists the failure
-modes: each takes the answer the server would give and returns what it sends instead.
+modes: each takes the answer the server would give and returns what it sends instead; those of ``WRITTEN`` (slow
+loris: a body a byte at a time, headers a line at a time, a chunked body without end, a flood) write it by hand.
 
 In a thread (``FakeServer(...).start()``, for quick checks) or as its own process (``python -m tests.fake_openai
 --port P --log FILE [--seed S] [--fault NAME] [--delay SECONDS]``, for kills): each request is appended to the
@@ -96,6 +97,16 @@ def _generated_only(logprobs: dict) -> None:
         logprobs[field] = logprobs[field][-1:]
 
 
+def _huge_negative(logprobs: dict) -> None:
+    logprobs["token_logprobs"] = [None if v is None else -1e308 for v in logprobs["token_logprobs"]]
+
+
+def _meta_per_request(path, answer, headers):
+    """The model list with a ``meta`` that changes with every request (a load figure, a counter), as some servers give."""
+    answer["data"][0]["meta"] = {"n_params": 135_000_000, "load": random.random(), "requests": time.monotonic_ns()}
+    return _json(200, answer)
+
+
 def _no_content(answer: dict) -> tuple[int, str, bytes]:
     if "message" in answer["choices"][0]:
         del answer["choices"][0]["message"]["content"]
@@ -107,6 +118,17 @@ def _quoting_headers(status: int):
         return _json(status, {"error": {"message": f"bad request; headers were {dict(headers)}"}})
 
     return fault
+
+
+def _answer_quoting_headers(path, answer, headers):
+    """A 200 answer whose text quotes the request's headers (a debugging proxy, a model echoing its input)."""
+    quoted = f" (request headers: {dict(headers)})"
+    choice = answer["choices"][0]
+    if "message" in choice:
+        choice["message"]["content"] += quoted
+    elif not choice.get("logprobs"):
+        choice["text"] += quoted
+    return _json(200, answer)
 
 
 FAULTS = {
@@ -121,6 +143,7 @@ FAULTS = {
     "string_logprobs": lambda p, a, h: _logprobs(a, _strings),
     "positive_logprobs": lambda p, a, h: _logprobs(a, _positive),
     "nan_logprobs": lambda p, a, h: _logprobs(a, _nan),
+    "huge_negative_logprobs": lambda p, a, h: _logprobs(a, _huge_negative),
     "count_mismatch": lambda p, a, h: _logprobs(a, _short),
     "offsets_decreasing": lambda p, a, h: _logprobs(a, _offsets),
     "generated_only": lambda p, a, h: _logprobs(a, _generated_only),
@@ -128,25 +151,86 @@ FAULTS = {
     "no_content": lambda p, a, h: _no_content(a),
     "quotes_headers_400": _quoting_headers(400),
     "quotes_headers_403": _quoting_headers(403),
+    "quotes_headers_200": _answer_quoting_headers,
     "unauthorized": lambda p, a, h: _json(401, {"error": {"message": "invalid key"}}),
     "drop": lambda p, a, h: None,
     "slow": lambda p, a, h: (time.sleep(1.0), _json(200, a))[1],
     "models_not_a_list": lambda p, a, h: _json(200, {"object": "list", "data": "fake-model"}),
+    "models_meta_per_request": _meta_per_request,
+    "nested": lambda p, a, h: (200, "application/json", b"[" * 200_000),
+    **{name: None for name in ("drip_body", "drip_headers", "endless_chunked", "flood")},  # written by hand: WRITTEN
     "flaky": None,  # the first attempt of every other request a 503 or a 429
 }
 ANSWER_PATHS = ("/v1/completions", "/v1/chat/completions")
+
+# --- slow-loris faults: the answer written by hand, slowly or without end (for at most DRIP_FOR seconds) --------------------
+DRIP, DRIP_FOR = 0.2, 20.0  # seconds between two pieces; how long a slow answer lasts at most
+
+
+def _dripped(pieces, write) -> None:
+    """``write`` each of ``pieces`` DRIP seconds apart, for at most DRIP_FOR seconds (then the connection closes)."""
+    ends = time.monotonic() + DRIP_FOR
+    for piece in pieces:
+        if time.monotonic() > ends:
+            return
+        write(piece)
+        time.sleep(DRIP)
+
+
+def _drip_body(handler, content: bytes) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(content)))
+    handler.end_headers()
+    _dripped((content[i : i + 1] for i in range(len(content))), lambda b: (handler.wfile.write(b), handler.wfile.flush()))
+
+
+def _drip_headers(handler, content: bytes) -> None:
+    handler.wfile.write(b"HTTP/1.1 200 OK\r\n")
+    _dripped(iter(lambda: b"X-Still-Thinking: yes\r\n", None), lambda b: (handler.wfile.write(b), handler.wfile.flush()))
+
+
+def _chunked(handler) -> None:
+    """The headers of a chunked body: its chunks follow (``_chunk``)."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Transfer-Encoding", "chunked")
+    handler.end_headers()
+    handler.wfile.flush()
+
+
+def _chunk(handler, chunk: bytes) -> None:
+    handler.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+    handler.wfile.flush()
+
+
+def _endless_chunked(handler, content: bytes) -> None:
+    _chunked(handler)
+    _dripped(iter(lambda: b" ", None), lambda chunk: _chunk(handler, chunk))
+
+
+def _flood(handler, content: bytes) -> None:
+    """An endless chunked body as fast as the socket takes it (1 MiB chunks), for at most DRIP_FOR seconds."""
+    _chunked(handler)
+    ends, chunk = time.monotonic() + DRIP_FOR, b" " * (1 << 20)
+    while time.monotonic() < ends:
+        _chunk(handler, chunk)
+
+
+WRITTEN = {"drip_body": _drip_body, "drip_headers": _drip_headers, "endless_chunked": _endless_chunked, "flood": _flood}
 
 
 class FakeServer:
     """The fake server on 127.0.0.1: ``model`` served with weights ``seed``, ``fault`` applied to every answer to a
     completion or chat request after the first ``fault_after`` of them (``models_fault`` to the model list), each
-    request ``delay`` seconds late, each echoed log-probability moved by up to ``noise``."""
+    request ``delay`` seconds late, each echoed log-probability moved by up to ``noise``; after ``switch_after``
+    completion and chat requests it serves other weights (seed + 1) behind the same name."""
 
     def __init__(self, seed: int = 0, model: str = MODEL, fault: str | None = None, delay: float = 0.0,
                  log: Path | None = None, port: int = 0, models_fault: str | None = None, fault_after: int = 0,
-                 noise: float = 0.0):  # fmt: skip
+                 noise: float = 0.0, switch_after: int | None = None):  # fmt: skip
         self.seed, self.model, self.fault, self.delay, self.log = seed, model, fault, delay, log
-        self.models_fault, self.fault_after, self.noise = models_fault, fault_after, noise
+        self.models_fault, self.fault_after, self.noise, self.switch_after = models_fault, fault_after, noise, switch_after
         self.answered = 0  # completion and chat requests
         self.seen: set[bytes] = set()
         self.requests: list[str] = []
@@ -195,6 +279,8 @@ class FakeServer:
                     server.requests.append(self.path)
                     if self.path in ANSWER_PATHS:
                         server.answered += 1
+                        if server.switch_after is not None and server.answered == server.switch_after + 1:
+                            server.seed += 1  # other weights from this request on
                     faulty = server.answered > server.fault_after
                     if server.log is not None and self.path.startswith("/v1/"):
                         with open(server.log, "a") as log:
@@ -212,10 +298,17 @@ class FakeServer:
                         server.seen.add(digest)
                     busy = first and digest[0] % 2
                     sent = _json(503 if digest[1] % 2 else 429, {"error": {"message": "busy"}}) if busy else _json(200, answer)
-                elif fault is not None:
+                elif fault is not None and fault not in WRITTEN:
                     sent = FAULTS[fault](self.path, answer, self.headers)
                 else:
                     sent = _json(200, answer)
+                if fault in WRITTEN:
+                    try:
+                        WRITTEN[fault](self, json.dumps(answer).encode())
+                    except OSError:  # the client gave up: what these faults are for
+                        pass
+                    self.close_connection = True
+                    return
                 if sent is None:  # the connection dropped before any answer
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)

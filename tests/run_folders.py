@@ -7,25 +7,37 @@ import dataclasses
 import sqlite3
 from pathlib import Path
 
-from physprobe import run_record
-from physprobe.run_record import Bootstrap, ChatRecord, DatasetRecord, RunRecord, Timings
+from physprobe import run_folder, run_record
+from physprobe.backends.base import Settings
+from physprobe.hub_data import DataSource
+from physprobe.run_record import Bootstrap, ChatRecord, RunRecord, Timings
+from physprobe.spec import RunSpec
+
+SPEC_FIELDS = {f.name for f in dataclasses.fields(RunSpec)} - {"backend"}  # ``backend``: the record's section (name and info)
 
 
 def record(benchmark: str, method: str, metrics: dict, protocol: str = "some-protocol", **fields) -> RunRecord:
-    """A record of ``benchmark`` scored by ``method``/``protocol`` with ``metrics``; ``fields`` override the rest."""
+    """A record of ``benchmark`` scored by ``method``/``protocol`` with ``metrics``; ``fields`` override the rest (the
+    spec's fields among them: model, label, limit, configs, ...; ``backend`` is the record's section)."""
     configs = tuple(k for k, v in metrics.items() if isinstance(v, dict)) or ("default",)
-    base = RunRecord(model="model", benchmark=benchmark, method=method, protocol=protocol, protocol_source="a test",
-                     configs=configs, limit=None, backend={"name": "hf", "gguf_file": None}, chat=ChatRecord(False),
-                     dataset=DatasetRecord("local", "build", None, {c: "sha256:0" for c in configs}), questions_scored=0,
-                     seconds=0.0, versions={"physprobe": "0.1.0"}, command=(), started="2026-11-25T00:00:00Z",
-                     timings=Timings(0.0, {}, 0.0), bootstrap=Bootstrap(0, 1234, {}), headline={}, metrics=metrics)  # fmt: skip
-    return dataclasses.replace(base, **fields)
+    model = fields.get("model", "model")
+    spec = RunSpec(model=model, benchmark=benchmark, backend="hf", family="causal", protocol=protocol, method=method,
+                   sends="Choice", configs=configs, settings=Settings(model), model_identity={},
+                   data=DataSource(benchmark, "build", None, configs), out="runs/run")  # fmt: skip
+    spec = dataclasses.replace(spec, **{k: v for k, v in fields.items() if k in SPEC_FIELDS})
+    if "backend" in fields:
+        spec = dataclasses.replace(spec, backend=fields["backend"]["name"])
+    base = RunRecord(spec=spec, protocol_source="a test", backend={"name": "hf", "gguf_file": None}, chat=ChatRecord(False),
+                     config_revisions={c: "sha256:0" for c in configs}, scored_now=0, versions={"physprobe": "0.1.0"},
+                     started="2026-11-25T00:00:00Z", timings=Timings(0.0, {}, 0.0), bootstrap=Bootstrap(0, 1234, {}),
+                     headline={}, metrics=metrics)  # fmt: skip
+    return dataclasses.replace(base, **{k: v for k, v in fields.items() if k not in SPEC_FIELDS})
 
 
 def write_run(folder: Path, benchmark: str, method: str, metrics: dict, protocol: str = "some-protocol", **fields) -> Path:
     """``folder`` holding the run ``record(...)`` describes (no predictions)."""
     made = record(benchmark, method, metrics, protocol, **fields)
-    run_record.write(folder, run_record.owner(made.model, benchmark, False), made, [])
+    run_record.write(folder, run_folder.owner(made.model, benchmark, False), made, [])
     return folder
 
 

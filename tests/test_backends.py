@@ -2,6 +2,7 @@
 ``hf`` backend (what the model reads, worked by hand from the template; the cache key, run.json and
 metrics.json; the one-line errors; the unparsed warning) on a tiny GPT-2 whose tokenizer has a template."""
 
+import dataclasses
 import hashlib
 import json
 import subprocess
@@ -12,12 +13,15 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from physprobe import backends, runner
-from physprobe.backends.base import Backend, BackendError, Chat
-from physprobe.backends.hf import Templating, score_loaded, scoring
+from physprobe import backends, requests, spec
+from physprobe.backends.base import BackendError, Description
+from physprobe.backends.chat import Chat, Templating
+from physprobe.backends.hf import score_loaded, scoring
 from physprobe.backends.hf.model import Loaded
 from physprobe.cli import main
-from physprobe.requests import Choice, Generate, GenerateEach, MeanTokens, YesNo
+from physprobe.hub_data import DataSource
+from physprobe.requests import Choice, Generate, GenerateEach, YesNo
+from physprobe.results import Answer
 
 from . import tiny_models
 
@@ -51,35 +55,41 @@ def test_backend_resolution(monkeypatch):
         backends.resolve("tpu", {})
     with pytest.raises(BackendError, match="base_url=... names a server, which --backend hf does not use"):
         backends.resolve("hf", {"base_url": "http://127.0.0.1:8080/v1"})
-    monkeypatch.setitem(backends.REGISTRY, "openai", backends.Registered("nowhere:Server", ()))  # a base_url implies the server backend
+    monkeypatch.setitem(backends.REGISTRY, "openai", backends.Registered("nowhere:Server", (), False, False))  # a base_url implies the server backend
     assert backends.resolve(None, {"base_url": "http://127.0.0.1:8080/v1"}) == "openai"
 
 
+@pytest.mark.parametrize("name", sorted(backends.REGISTRY))
+def test_each_backend_serves_exactly_the_request_types_its_registry_line_names(name):
+    # The registry's strings (read without importing a backend) against the engines the class dispatches to: a type
+    # named but not served would fail at scoring time, one served but not named would never be offered.
+    engines = backends.backend_class(name).ENGINES
+    assert {kind.__name__ for kind in engines} == set(backends.REGISTRY[name].serves)
+    assert all(issubclass(kind, requests.Request) and getattr(requests, kind.__name__) is kind for kind in engines)
+
+
+def test_the_score_hint_and_run_json_versions_read_every_backends_libraries():
+    # (the score extra itself: tests/test_wheel.py reads it from the built wheel)
+    from physprobe import provenance
+    from physprobe.cli import score_extra
+
+    libraries = set(backends.libraries())
+    assert {"torch", "transformers", "httpx"} <= libraries and score_extra() == {"matplotlib", *libraries}
+    assert libraries <= set(provenance.versions(backends.libraries()))
+
+
 def test_a_protocol_the_backend_cannot_serve_is_one_line_naming_those_that_can(monkeypatch):
-    class GenerateOnly(Backend):
-        name = "generate-only"
-
-        @staticmethod
-        def parse_model_args(text):
-            return {}
-
-        def chat_applied(self, request_type):
-            return False
-
-        def identity(self, request_type):
-            return {}
-
-        def score(self, requests, progress=None):
-            return [[""] for _ in requests]
-
-        def info(self):
-            return {}
-
-    monkeypatch.setitem(backends.REGISTRY, "generate-only", backends.Registered("tests:GenerateOnly", ("Generate",)))
-    protocol = type("P", (), {"name": "released-gpt"})()
+    # Resolved from the registry's line alone, before the backend is made (its class is never imported).
+    monkeypatch.setitem(backends.REGISTRY, "generate-only", backends.Registered("nowhere:GenerateOnly", ("Generate",), False, False))
+    arguments = spec.Arguments(model="gpt2", benchmark="prost", out="runs/gpt2-prost", data=spec.DataChoice(), backend="generate-only",
+                               model_args={})  # fmt: skip
+    source = DataSource("prost", "build/prost", None, ("default",))
     with pytest.raises(BackendError, match="protocol 'released-gpt' asks for mean log-probabilities of the options' token ids, "
-                                           "which --backend generate-only cannot serve; use --backend hf"):  # fmt: skip
-        runner.served(GenerateOnly(None), protocol, MeanTokens)
+                                           "which --backend generate-only cannot serve; use --backend hf$"):  # fmt: skip
+        spec.resolve(arguments, Description("causal", "GPT2LMHeadModel"), source)
+    with pytest.raises(BackendError, match="protocol 'sentence-sum' asks for log-likelihoods of options after a shared context, "
+                                           "which --backend generate-only cannot serve; use --backend hf or openai$"):  # fmt: skip
+        spec.resolve(dataclasses.replace(arguments, protocol="sentence-sum"), Description("causal", "GPT2LMHeadModel"), source)
 
 
 # --- chat templates: what the model reads -------------------------------------------------------
@@ -114,10 +124,10 @@ def test_templated_prompts_are_fed_as_rendered_without_an_extra_bos(models):
             out.append(int(model(input_ids=torch.tensor([out])).logits[0, -1].argmax()))
             if out[-1] == tokenizer.eos_token_id:
                 break
-    assert generated == [tokenizer.decode(out[len(ids) :], skip_special_tokens=True)]
+    assert generated.text == tokenizer.decode(out[len(ids) :], skip_special_tokens=True) and generated.tokens == len(out) - len(ids)
     # Log-likelihood through the template when asked: context rendered, continuation after it, no BOS.
     request = Choice("Which is bigger?", (" a key", " a key box"))
-    (scores,) = score_loaded(loaded, [request], Chat("on"))
+    (scores,) = [r.values for r in score_loaded(loaded, [request], Chat("on"))]
     whole = [tokenizer(f"<user>Which is bigger?\n<assistant>{c}", add_special_tokens=False)["input_ids"] for c in request.continuations]
     shared = scoring.common_prefix(whole)
     with torch.inference_mode():
@@ -126,7 +136,7 @@ def test_templated_prompts_are_fed_as_rendered_without_an_extra_bos(models):
             logprobs = torch.log_softmax(model(torch.tensor([sequence])).logits[0].float(), dim=-1)
             naive.append(sum(logprobs[i - 1, sequence[i]].item() for i in range(shared, len(sequence))))
     assert scores == pytest.approx(naive, abs=1e-4)
-    (raw,) = score_loaded(loaded, [request])  # the default: raw text with BOS
+    (raw,) = [r.values for r in score_loaded(loaded, [request])]  # the default: raw text with BOS
     assert raw == pytest.approx(scoring.sequence_logprobs(model, tokenizer, [["Which is bigger? a key", "Which is bigger? a key box"]],
                                                           torch.device("cpu"))[0], abs=1e-6)  # fmt: skip
 
@@ -156,11 +166,11 @@ def test_chat_setting_is_recorded_keyed_and_warned(models, built_all, tmp_path, 
     # Another chat setting is another cache key: nothing stale is served; the same setting again is all cached.
     assert _score(models["chat"], built_all, out) == 0
     info = json.loads((out / "run.json").read_text())
-    assert info["questions_scored"] == 4 and info["chat"]["applied"] is False
+    assert info["scored_now"] == 4 and info["chat"]["applied"] is False
     assert _score(models["chat"], built_all, out, "--system-instruction", "Answer with one object.") == 0
-    assert json.loads((out / "run.json").read_text())["questions_scored"] == 4
+    assert json.loads((out / "run.json").read_text())["scored_now"] == 4
     assert _score(models["chat"], built_all, out, "--apply-chat-template") == 0
-    assert json.loads((out / "run.json").read_text())["questions_scored"] == 0
+    assert json.loads((out / "run.json").read_text())["scored_now"] == 0
 
 
 def test_predictions_hold_each_prompt_as_the_model_read_it(models, built_all, tmp_path):
@@ -231,9 +241,9 @@ def test_masked_pair_feeds_segment_ids_only_when_the_request_says_so(tmp_path):
         typed = torch.log_softmax(model(**encoded).logits[0, where], -1)[words].tolist()
         untyped = torch.log_softmax(model(input_ids=encoded["input_ids"]).logits[0, where], -1)[words].tolist()
     assert typed != pytest.approx(untyped, abs=1e-6)
-    assert score_loaded(loaded, [request])[0] == pytest.approx(typed, abs=1e-5)
+    assert score_loaded(loaded, [request])[0].values == pytest.approx(typed, abs=1e-5)
     without = MaskedPair(request.first, request.second, request.words, token_type_ids=False)
-    assert score_loaded(loaded, [without])[0] == pytest.approx(untyped, abs=1e-5)
+    assert score_loaded(loaded, [without])[0].values == pytest.approx(untyped, abs=1e-5)
 
 
 def test_a_separator_placeholder_becomes_the_tokenizers_separator(models, monkeypatch):
@@ -319,7 +329,7 @@ def test_a_protocol_released_through_a_chat_template_gets_it_with_its_system_mes
 
     def answer(model, tokenizer, asks, device, **options):
         read.extend(a["prompt"] for a in asks)
-        return ["Yes."] * len(asks)
+        return [Answer("Yes.", 2)] * len(asks)
 
     monkeypatch.setattr(generation, "generate", answer)
     out = tmp_path / "llama3"
@@ -330,7 +340,7 @@ def test_a_protocol_released_through_a_chat_template_gets_it_with_its_system_mes
     expected = [f"<system>{system}\n<user>{prompt}\n<assistant>" for prompt in protocol.build(row, "default").prompts]
     assert read == expected and len(read) == 15
     info = json.loads((out / "run.json").read_text())
-    assert info["chat"]["applied"] is True and info["configs"] == ["default"]
+    assert info["chat"]["applied"] is True and info["spec"]["configs"] == ["default"]
     assert main(["report", str(out), "--out", str(tmp_path / "report")]) == 0
     assert "⚠ chat template" not in (tmp_path / "report" / "report.md").read_text()
 
@@ -347,8 +357,8 @@ def test_a_system_instruction_beside_a_protocols_own_message_is_one_line(models,
 def test_the_released_llama3_protocol_reads_its_scripts_rows_without_config(models, built_all, tmp_path, monkeypatch):
     from physprobe.backends.hf import generation
 
-    monkeypatch.setattr(generation, "generate", lambda model, tokenizer, asks, device, **options: ["no"] * len(asks))
+    monkeypatch.setattr(generation, "generate", lambda model, tokenizer, asks, device, **options: [Answer("no", 1)] * len(asks))
     out = tmp_path / "released"
     assert main(["score", "--model", str(models["chat"]), "--benchmark", "text2afford", "--protocol", "yes-no-llama3-released",
                  "--limit", "1", "--data", str(built_all), "--out", str(out), "--device", "cpu", "--bootstrap-iters", "0"]) == 0  # fmt: skip
-    assert json.loads((out / "run.json").read_text())["configs"] == ["high_agreement"]
+    assert json.loads((out / "run.json").read_text())["spec"]["configs"] == ["high_agreement"]

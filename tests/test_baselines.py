@@ -12,6 +12,7 @@ import pytest
 from physprobe import baselines, registry
 from physprobe.protocols import Protocol
 from physprobe.requests import Generate
+from physprobe.results import Answer
 from physprobe.run_record import Baselines
 
 from .run_folders import record
@@ -103,13 +104,13 @@ def test_flags_name_constant_and_fallback_answers_and_nothing_else():
 def test_declared_fallback_rules_count_echoed_questions():
     cccons = registry.evaluation("cccons").protocol("question-generate")
     request = Generate("Which is bigger, a key or a key box?", ("key", "key box"))
-    echoed = ["The question: which is bigger, a key or a key box?"]
-    assert cccons.predict(echoed, request) == 0 and cccons.fell_back(echoed, request)
-    assert cccons.predict(["A key box."], request) == 1 and not cccons.fell_back(["A key box."], request)
-    assert not cccons.fell_back(["Neither."], request)  # unparsed, not a fallback
+    echoed = Answer("The question: which is bigger, a key or a key box?")
+    assert cccons.outcome(echoed, request)[1:4:2] == (0, True)  # prediction, fell back
+    assert cccons.outcome(Answer("A key box."), request)[1:4:2] == (1, False)
+    assert not cccons.outcome(Answer("Neither."), request).fell_back  # unparsed, not a fallback
     newton = registry.evaluation("newton").protocol("released-generate")
     options = Generate("Which is softer? \\n (a) rock (b) pillow", ("rock", "pillow"))
-    assert newton.fell_back([" (a) rock (b) pillow"], options) and not newton.fell_back([" (b) pillow"], options)
-    with pytest.raises(ValueError, match="a fallback rule belongs to a generate protocol, with its fallback_reason"):
-        Protocol("p", "generate", lambda row, config: None, "s", "s", match=lambda t, c: 0, fallback=lambda t, c: True)
+    assert newton.outcome(Answer(" (a) rock (b) pillow"), options).fell_back and not newton.outcome(Answer(" (b) pillow"), options).fell_back
+    with pytest.raises(ValueError, match="a fallback rule belongs to a Generate protocol, with its fallback_reason"):
+        Protocol("p", Generate, lambda row, config: None, "s", "s", match=lambda t, c: 0, fallback=lambda t, c: True)
     assert Counter(p.fallback is not None for p in registry.evaluation("newton").protocols) == Counter({True: 4, False: 4})

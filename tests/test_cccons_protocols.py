@@ -16,6 +16,7 @@ from physprobe import protocols, registry
 from physprobe.cli import main
 from physprobe.dataset_scripts.cccons import evaluation as cccons
 from physprobe.requests import Generate
+from physprobe.results import Answer
 
 from . import tiny_models
 
@@ -120,7 +121,7 @@ def test_unparsed_answers_count_wrong_not_dropped(by_config):
     answers = [f"The {rows[0]['obj1'] if rows[0]['label'] == 0 else rows[0]['obj2']} is bigger.", "",
                f"A {rows[2]['obj2']}.", "It is hard to say.", f"{rows[4]['obj1']}"]  # fmt: skip
     payloads = [protocol.build(r, "ordinary") for r in rows]
-    predictions = [protocol.predict([a], p) for a, p in zip(answers, payloads)]
+    predictions = [protocol.predict(Answer(a), p) for a, p in zip(answers, payloads)]
     assert predictions[1] == predictions[3] == protocols.UNPARSED
     right = sum(p == r["label"] for p, r in zip(predictions, rows))
     out = cccons.metrics("ordinary", rows, predictions, [[] for _ in rows])
@@ -154,7 +155,7 @@ def test_score_runs_every_default_protocol(tiny, built_all, tmp_path, family, pr
     out = tmp_path / "run"
     args = ["score", "--model", str(tiny[family]), "--benchmark", "cccons", "--limit", "5", "--data", str(built_all), "--out", str(out)]
     assert main(args) == 0
-    assert json.loads((out / "run.json").read_text())["protocol"] == protocol
+    assert json.loads((out / "run.json").read_text())["spec"]["protocol"] == protocol
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics) == {*CONFIGS, "nocontext"}
     assert metrics["nocontext"]["n"] == 10 and all(metrics[c]["n"] == 5 for c in CONFIGS)

@@ -34,8 +34,11 @@ from physprobe.cli import main
 from physprobe.dataset_folder import data_file
 from physprobe.paths import MARKER, STAGING, TEMPORARY, Owner, mark
 
+from physprobe import run_folder, run_record
+from physprobe.samples import Sample
+
 from . import tiny_models
-from .run_folders import write_run
+from .run_folders import record, write_run
 from .conftest import REPO
 
 
@@ -53,11 +56,13 @@ def tree_digest(folder: Path) -> str:
 
 def results_digest(folder: Path) -> str:
     """``tree_digest`` without what differs between two runs of the same command on the same inputs: a run
-    folder's lock, cache and run.json (timings, times); run.json must be there whenever metrics.json is."""
+    folder's lock, cache, run.json (timings, times) and the marker that hashes it; run.json must be there whenever
+    metrics.json is."""
     assert (folder / "run.json").is_file() == (folder / "metrics.json").is_file()
+    varying = ("run.lock", "run.json", MARKER) if (folder / "run.json").is_file() else ()
     digest = hashlib.sha256()
     for path in sorted(folder.rglob("*")):
-        if path.is_file() and path.name not in ("run.lock", "run.json") and not path.name.startswith("cache."):
+        if path.is_file() and path.name not in varying and not path.name.startswith("cache."):
             digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
@@ -93,6 +98,7 @@ class Command:
     target: object  # parent -> Path
     other: Owner
     entry: str = "physprobe"  # or "upload" (upload.py's main)
+    slow: bool = False  # its kill test (three runs, one in a fresh process) takes over 10 s: marked slow (ctrl-c: the fast one)
 
     def run(self, inputs: dict, parent: Path) -> int:
         if self.entry == "upload":
@@ -117,6 +123,10 @@ COMMANDS = [
             lambda o: o / "tasks", Owner("report", {})),
     Command("upload", lambda i, o: ["--out", str(o), "--only", "probe_accuracy"],
             lambda o: o / "spaces" / "probe_accuracy", Owner("lm-eval", {}), entry="upload"),
+    Command("upload-datasets", lambda i, o: ["--out", str(o), "--only", "prost", "--source-dir", str(i["upstream"])],
+            lambda o: o / "datasets" / "prost", Owner("lm-eval", {}), entry="upload", slow=True),
+    Command("upload-runs", lambda i, o: ["--runs", str(i["runs"]), "--runs-repo", "my-runs", "--out", str(o)],
+            lambda o: o / "runs" / "my-runs", Owner("report", {}), entry="upload", slow=True),
 ]  # fmt: skip
 IDS = [c.name for c in COMMANDS]
 
@@ -129,7 +139,11 @@ def inputs(built_all, upstream_dir, tmp_path_factory):
     rows = pq.read_table(built_all / "prost" / data_file("default", "test")).to_pylist()[::40]
     texts = [f"{r['context']} {r['question']} {r['A']} {r['B']} {r['C']} {r['D']}" for r in rows]
     model = tiny_models.causal_lm(folder / "models" / "gpt", texts)
-    return {"upstream": upstream_dir, "build": built_all, "spec": spec, "model": model}
+    runs = folder / "runs" / "gpt2"  # a parent of finished runs, for upload --runs
+    figures = {"mass": {"accuracy": 0.5, "n": 2, "undecided": 0}}
+    run_record.write(runs / "prost", run_folder.owner("gpt2", "prost", False), record("prost", "causal", figures, model="gpt2"),
+                     [Sample("mass", i, {}, (0,), "decided", 0, (-1.0, -2.0), 2) for i in range(2)])  # fmt: skip
+    return {"upstream": upstream_dir, "build": built_all, "spec": spec, "model": model, "runs": runs}
 
 
 def one_error_line(err: str, *parts: str) -> None:
@@ -200,6 +214,31 @@ def test_a_file_physprobe_did_not_write_into_its_output_is_kept(command, inputs,
     one_error_line(capsys.readouterr().err, f"holds {written.relative_to(target).as_posix()}, which physprobe did not write there (or which changed since)")
 
 
+def test_a_resume_keeps_the_users_folders_files_and_links_in_the_run_folder(inputs, tmp_path):
+    run = COMMANDS[IDS.index("score")]
+    out = tmp_path / "out"
+    assert run.run(inputs, out) == 0
+    folder = run.target(out)
+    (folder / "analysis" / "figures").mkdir(parents=True)
+    (folder / "analysis" / "figures" / "plot.png").write_bytes(b"\x89PNG mine")
+    (folder / "analysis" / "link").symlink_to("figures/plot.png")
+    (folder / "notes.txt").write_text("mine")
+    (folder / "elsewhere").symlink_to(tmp_path)
+    os.mkfifo(folder / "pipe")
+    mine = ("analysis", "analysis/figures", "analysis/figures/plot.png", "analysis/link", "notes.txt", "elsewhere")
+
+    def users_entries() -> dict:
+        return {name: os.readlink(folder / name) if (folder / name).is_symlink() else
+                (folder / name).read_bytes() if (folder / name).is_file() else (folder / name).is_dir() for name in mine}  # fmt: skip
+
+    before, written = users_entries(), (folder / "run.json").stat().st_ino
+    assert run.run(inputs, out) == 0  # a resume: everything cached, the results written again
+    assert (folder / "run.json").stat().st_ino != written  # the folder was swapped for its next version
+    assert users_entries() == before and (folder / "pipe").is_fifo()
+    assert (folder / "elsewhere").is_symlink() and (folder / "analysis" / "link").is_symlink()  # links kept as links
+    assert json.loads((folder / MARKER).read_text())["files"].keys() == {"metrics.json", "predictions.parquet", "run.json"}
+
+
 def test_a_forged_marker_vouches_for_no_file_it_did_not_hash(inputs, tmp_path, capsys):
     run = write_run(tmp_path / "run", "prost", "causal", {"mass": {"accuracy": 0.5, "n": 6}}, "released-gpt", model="gpt2", limit=6)
     out = tmp_path / "report"
@@ -267,7 +306,7 @@ sys.exit(main(sys.argv[3:]))
 
 
 @pytest.mark.parametrize("where", ["before", "after"])
-@pytest.mark.parametrize("command", COMMANDS, ids=IDS)
+@pytest.mark.parametrize("command", [pytest.param(c, id=c.name, marks=[pytest.mark.slow] if c.slow else []) for c in COMMANDS])
 def test_a_kill_at_the_swap_leaves_a_complete_version_and_the_next_run_cleans_up(command, where, inputs, tmp_path):
     out = tmp_path / "out"
     target = command.target(out)
@@ -446,7 +485,7 @@ def test_cached_values_of_the_wrong_shape_are_set_aside_with_one_warning(value, 
     warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert len(warnings) == 1 and "scores of the wrong shape" in warnings[0] and "kept its 5 good entries" in warnings[0]
     assert json.loads((out / "metrics.json").read_text()) == expected
-    assert json.loads((out / "run.json").read_text())["questions_scored"] == 1
+    assert json.loads((out / "run.json").read_text())["scored_now"] == 1
     assert len([p for p in out.iterdir() if p.name.startswith("cache.corrupt-")]) == 1
 
 
@@ -455,10 +494,10 @@ def test_truncate_and_model_args_are_in_the_cache_key_and_run_json(inputs, tmp_p
     assert _score(inputs, inputs["build"], out) == 0
     assert _score(inputs, inputs["build"], out, "--truncate") == 0
     info = json.loads((out / "run.json").read_text())
-    assert info["backend"]["truncate"] is True and info["questions_scored"] == 6  # not served the scores of the run without it
+    assert info["backend"]["truncate"] is True and info["scored_now"] == 6  # not served the scores of the run without it
     assert _score(inputs, inputs["build"], out, "--truncate", "--model-args", "attn_implementation=eager") == 0
     info = json.loads((out / "run.json").read_text())
-    assert info["backend"]["model_args"] == {"attn_implementation": "eager"} and info["questions_scored"] == 6
+    assert info["backend"]["model_args"] == {"attn_implementation": "eager"} and info["scored_now"] == 6
 
 
 # --- single faults: report's run files -------------------------------------------------------------------
@@ -471,9 +510,9 @@ BROKEN_RUNS = [  # (what is changed, the field the error names)
     ({"metrics": {"mass": {"accuracy": 0.5, "n": 1e30}}}, "mass.n is 1e+30, not a count"),
     ({"metrics": {"mass": {"accuracy": 0.5, "n": 6, "undecided": -1}}}, "mass.undecided is -1, not a count"),
     ({"metrics": {"mass": {"accuracy": "0.5", "n": 6}}}, "mass.accuracy is '0.5', not a number"),
-    ({"info": {"configs": "default"}}, "configs is 'default', expected a list"),
-    ({"info": {"model": ""}}, "model is '', expected the model's name"),
-    ({"info": {"limit": -2}}, "limit is -2"),
+    ({"spec": {"configs": "default"}}, "spec.configs is 'default', expected a list"),
+    ({"spec": {"model": ""}}, "spec.model is '', expected the model's name"),
+    ({"spec": {"limit": -2}}, "spec.limit is -2"),
     ({"info": {"chat": {"applied": "maybe", "template": None, "template_sha256": None, "system_instruction": None}}},
      "chat.applied is 'maybe', expected true or false"),
     ({"info": {"chat": "yes"}}, "chat is 'yes', expected an object"),
@@ -487,6 +526,7 @@ BROKEN_RUNS = [  # (what is changed, the field the error names)
 def test_report_refuses_broken_run_files_in_one_line_naming_file_and_field(change, field, tmp_path, capsys):
     run = write_run(tmp_path / "run", "prost", "causal", {"mass": {"accuracy": 0.5, "n": 6}}, "released-gpt", model="gpt2", limit=6)
     info = json.loads((run / "run.json").read_text()) | change.get("info", {})
+    info["spec"] |= change.get("spec", {})
     (run / "run.json").write_text(json.dumps(info))
     (run / "metrics.json").write_text(json.dumps(change.get("metrics", {"mass": {"accuracy": 0.5, "n": 6}})))
     name = "metrics.json" if "metrics" in change else "run.json"
@@ -508,7 +548,7 @@ def test_a_bad_config_with_several_processes_is_one_line_before_any_launch(input
 
 def test_a_folder_in_use_with_several_processes_is_one_line_before_any_launch(inputs, tmp_path, capsys):
     from physprobe.paths import FolderLock
-    from physprobe.run_record import open_folder, owner
+    from physprobe.run_folder import open_folder, owner
 
     out = tmp_path / "run"
     open_folder(out, owner(str(inputs["model"]), "prost", local=True))
@@ -799,7 +839,9 @@ def test_upload_push_offline_is_one_line_before_any_work(tmp_path, monkeypatch, 
 
 
 def test_a_symlink_committed_in_a_metric_folder_is_refused(tmp_path, monkeypatch):
-    upload = load_upload()
+    from physprobe.errors import PublishError
+    from physprobe.publish import folders
+
     root = tmp_path / "checkout"
     metric = root / "metrics" / "toy"
     metric.mkdir(parents=True)
@@ -810,10 +852,10 @@ def test_a_symlink_committed_in_a_metric_folder_is_refused(tmp_path, monkeypatch
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-qm", "toy"], check=True)
-    monkeypatch.setattr(upload, "ROOT", root)
-    monkeypatch.setattr(upload, "METRICS", ("toy",))
-    with pytest.raises(upload.PublishError, match=r"config.env is a symlink in git; a Space publishes regular files only"):
-        upload.export(tmp_path / "out", None, only={"toy"})
+    monkeypatch.setattr(folders, "METRICS", ("toy",))
+    monkeypatch.setattr(folders, "metric_folder", lambda name: root / "metrics" / name)
+    with pytest.raises(PublishError, match=r"config.env is a symlink in git; a Space publishes regular files only"):
+        folders.export(tmp_path / "out", None, only={"toy"})
     assert not (tmp_path / "out" / "spaces" / "toy").exists()
 
 
@@ -851,6 +893,8 @@ def test_a_data_parallel_score_ends_whole_with_its_launcher(how, inputs, tmp_pat
         text = log.read_text()
         assert status == 130 and "Traceback" not in text, text[-3000:]
         assert [line for line in text.splitlines() if "physprobe" in line and "interrupted" in line]
+    if how == "ctrl-c" and not out.exists():  # interrupted before any score reached a rank's cache: the folder it made is gone
+        return
     # No rank holds the run folder any more. A rank's main thread shows as a zombie while its other threads
     # still exit (and hold its files for a moment): the lock is retried for a few seconds, as a user's rerun would.
     deadline = time.monotonic() + 10

@@ -24,6 +24,11 @@ PROTOCOLS = [(benchmark, protocol.name, evaluation.configs[0], family)
              for family in protocol.families]  # fmt: skip
 
 
+def _texts(answers) -> list[str]:
+    """The texts of the generation engine's answers."""
+    return [answer.text for answer in answers]
+
+
 def _prompts(built_all) -> list[str]:
     rows = []
     for benchmark, _, config, _ in PROTOCOLS:
@@ -103,7 +108,7 @@ def test_texts_equal_the_full_budget_path_cut_afterwards(tiny, built_all, benchm
     model, tokenizer = tiny[family]
     requests = _requests(built_all, benchmark, protocol, config, tokenizer)
     with torch.inference_mode():
-        texts = generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq", max_batch=5)
+        texts = _texts(generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq", max_batch=5))
         expected = _full_budget_then_cut(model, tokenizer, requests, family == "seq2seq")
         needed = _answer_lengths(model, tokenizer, requests, family == "seq2seq")
     assert len(set(needed)) > 2 and min(needed) < requests[0]["max_new_tokens"]  # answers end at different steps
@@ -127,7 +132,7 @@ def test_causal_decoding_feeds_shared_prefixes_once_little_padding_and_no_finish
     hook = model.register_forward_pre_hook(lambda module, args, kwargs: fed.append(kwargs["input_ids"].numel()), with_kwargs=True)
     try:
         with torch.inference_mode():
-            texts = generation.generate(model, tokenizer, requests, torch.device("cpu"), max_batch=24)
+            texts = _texts(generation.generate(model, tokenizer, requests, torch.device("cpu"), max_batch=24))
     finally:
         hook.remove()
     with torch.inference_mode():
@@ -218,7 +223,7 @@ def test_seq2seq_decoding_spends_no_step_on_a_finished_answer(tiny, built_all):
              model.get_encoder().register_forward_pre_hook(lambda m, a, k: encoder_rows.append(k["input_ids"].shape[0]), with_kwargs=True)]  # fmt: skip
     try:
         with torch.inference_mode():
-            texts = generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=True, max_batch=12)
+            texts = _texts(generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=True, max_batch=12))
     finally:
         for hook in hooks:
             hook.remove()
@@ -238,11 +243,11 @@ def test_a_generation_config_with_logits_processors_decodes_through_generate(tin
     requests = [{**r, "max_new_tokens": 12, "stop": []} for r in requests]  # long answers, where the penalty shows
     config = model.generation_config
     with torch.inference_mode():
-        plain = generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq")
+        plain = _texts(generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq"))
         try:
             config.repetition_penalty, config.no_repeat_ngram_size = 5.0, 2
             assert not generation.argmax_decodes(model)
-            penalised = generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq")
+            penalised = _texts(generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq"))
             expected = _full_budget_then_cut(model, tokenizer, requests, family == "seq2seq")
         finally:
             config.repetition_penalty, config.no_repeat_ngram_size = None, None
@@ -325,7 +330,7 @@ def test_logits_processors_never_see_padding():
     prompts = [[41, 74, 31, 38, 0], [5, 6, 7, 8, 9, 10, 11, 12], [3, 4]]
     requests = [{"prompt": " ".join(map(str, p)), "max_new_tokens": 4, "stop": []} for p in prompts]
     with torch.inference_mode():
-        texts = generation.generate(model, Digits(), requests, torch.device("cpu"))
+        texts = _texts(generation.generate(model, Digits(), requests, torch.device("cpu")))
         assert texts == [" ".join(map(str, answer)) for answer in _one_at_a_time(model, prompts, 4)]
 
 
@@ -378,7 +383,7 @@ def test_answers_copied_to_the_host_every_few_steps_are_the_same(tiny, built_all
     model, tokenizer = tiny[family]
     requests = _requests(built_all, "newton", "released-generate", "track2_mc", tokenizer, n=12)
     with torch.inference_mode():
-        expected = generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq", max_batch=12)
+        expected = _texts(generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq", max_batch=12))
         needed = _answer_lengths(model, tokenizer, requests, seq2seq=family == "seq2seq")
     calls = []  # per decoding step: its rows, and whether the answers were copied to the host after it
     add = generation._Answers.add
@@ -391,7 +396,7 @@ def test_answers_copied_to_the_host_every_few_steps_are_the_same(tiny, built_all
     monkeypatch.setattr(generation, "SYNC_EVERY", {"cpu": every})
     monkeypatch.setattr(generation._Answers, "add", counted)
     with torch.inference_mode():
-        texts = generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq", max_batch=12)
+        texts = _texts(generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq", max_batch=12))
     assert texts == expected and len(set(needed)) > 2
     slots = sum(rows for rows, _ in calls)  # tokens generated: a row per step
     assert sum(needed) < slots <= sum(needed) + (every - 1) * len(requests)

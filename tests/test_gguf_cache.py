@@ -92,7 +92,7 @@ class Spy:
 def test_a_second_run_reads_the_cached_conversion(cache, monkeypatch):
     folder = str(gguf_folder())
     spies = {auto: Spy(monkeypatch, auto) for auto in ("AutoConfig", "AutoTokenizer", "AutoModelForCausalLM")}
-    first = hf_model.plan_model(folder, None, "cpu", GGUF, dtype="float32")
+    first = hf_model.describe_model(folder, "cpu", GGUF, dtype="float32")
     (entry,) = (cache / "gguf").iterdir()
     meta, weights = first.converted.meta, first.converted.weights("float32")
     assert meta.is_dir() and not weights.exists()  # the metadata is converted before any tensor is read
@@ -106,7 +106,7 @@ def test_a_second_run_reads_the_cached_conversion(cache, monkeypatch):
     for spy in spies.values():
         spy.sources.clear()
 
-    second = hf_model.plan_model(folder, None, "cpu", GGUF, dtype="float32")
+    second = hf_model.describe_model(folder, "cpu", GGUF, dtype="float32")
     cached = hf_model.load(second)
     # transformers calls AutoConfig again inside the other two: every read is of an entry, none of the GGUF file.
     assert set(spies["AutoConfig"].sources) <= {(str(meta), False), (str(weights), False)}
@@ -135,7 +135,7 @@ def test_a_damaged_entry_is_converted_again(cache, prost_build, capsys):
     (weights / "model.safetensors").write_bytes(b"not safetensors")
     capsys.readouterr()
     assert main([*args, "--out", str(cache.parent / "second")]) == 0
-    assert f"the cached conversion {weights} cannot be read" in capsys.readouterr().err
+    assert f"the cached conversion {weights} cannot be used" in capsys.readouterr().err
     assert (weights / "model.safetensors").stat().st_size > 100_000_000  # converted and stored again
     first, second = (pq.read_table(cache.parent / run / "predictions.parquet").to_pylist() for run in ("first", "second"))
     assert first == second

@@ -2,7 +2,7 @@
 the package folders (``dataset_scripts/``, ``generators/``), its one registration line applied, the toy
 benchmark built, scored with a tiny model and reported; then ``docs/adding_a_protocol.md``'s edits applied to
 its ``evaluation.py`` and the new protocol scored; then ``docs/adding_a_backend.md``'s module and registry line,
-its backend scoring a benchmark end to end."""
+its backend (llama.cpp in this process, on SmolLM2's GGUF file) scoring two benchmarks end to end."""
 
 import doctest
 import importlib
@@ -87,7 +87,7 @@ def test_a_fifth_benchmark_is_its_own_files_and_one_line(toy, tmp_path):
     info = json.loads((run / "run.json").read_text())
     metrics = json.loads((run / "metrics.json").read_text())
     predictions = pq.read_table(run / "predictions.parquet").to_pylist()
-    assert info["protocol"] == "statement-loglik" and metrics["default"]["n"] == 6
+    assert info["spec"]["protocol"] == "statement-loglik" and metrics["default"]["n"] == 6
     # The decision and the accuracy, recomputed from the per-statement scores the run wrote.
     chosen = [max(range(2), key=lambda i: p["scores"][i]) for p in predictions]
     assert chosen == [p["prediction"] for p in predictions]
@@ -124,41 +124,53 @@ def test_a_protocol_is_two_edits_to_its_evaluation(toy, tmp_path, capsys):
                  "--out", str(run)]) == 0  # fmt: skip
     metrics = json.loads((run / "metrics.json").read_text())["default"]
     predictions = pq.read_table(run / "predictions.parquet").to_pylist()
-    assert json.loads((run / "run.json").read_text())["method"] == "generate" and metrics["n"] == 6
+    assert json.loads((run / "run.json").read_text())["spec"]["method"] == "generate" and metrics["n"] == 6
     # An answer decided names the chosen object; one that names neither is unparsed, never an option.
     for p, r in zip(predictions, _rows(build)):
-        assert p["prediction"] == -1 or (r["obj1"], r["obj2"])[p["prediction"]].lower() in p["generated"].lower(), p
-    assert metrics["unparsed"] == sum(p["prediction"] == -1 for p in predictions)
+        assert p["status"] == "unparsed" or (r["obj1"], r["obj2"])[p["prediction"]].lower() in p["generated"].lower(), p
+    assert metrics["unparsed"] == sum(p["prediction"] == -2 for p in predictions) == sum(p["status"] == "unparsed" for p in predictions)
 
 
+@pytest.mark.slow
 def test_a_backend_is_one_module_and_one_registry_line(built_all, tmp_path, monkeypatch, capsys):
     from physprobe.requests import Choice
 
+    from .llama_server import GGUF, gguf_folder
+
     files = blocks("adding_a_backend.md")
     line = files.pop("REGISTRY")
-    assert list(files) == ["physprobe/backends/echo.py"] and len(line.strip().splitlines()) == 1
+    assert list(files) == ["physprobe/backends/llamacpp.py"] and len(line.strip().splitlines()) == 1
     folder = tmp_path / "backends"
     folder.mkdir()
-    (folder / "echo.py").write_text(files["physprobe/backends/echo.py"], encoding="utf-8")
+    (folder / "llamacpp.py").write_text(files["physprobe/backends/llamacpp.py"], encoding="utf-8")
     monkeypatch.setattr(physprobe.backends, "__path__", [*physprobe.backends.__path__, str(folder)])
-    monkeypatch.delitem(sys.modules, "physprobe.backends.echo", raising=False)
+    monkeypatch.delitem(sys.modules, "physprobe.backends.llamacpp", raising=False)
     (name, registered), = eval("{" + line + "}", {"Registered": physprobe.backends.Registered}).items()  # the guide's line
     monkeypatch.setitem(physprobe.backends.REGISTRY, name, registered)
-    assert physprobe.backends.serving(Choice) == ["hf", "openai"] and "physprobe.backends.echo" not in sys.modules
+    assert physprobe.backends.serving(Choice) == ["hf", "openai", "llamacpp"] and "physprobe.backends.llamacpp" not in sys.modules
+    # The seam's own checks hold for it: the registry's strings are its engines' types.
+    assert {kind.__name__ for kind in physprobe.backends.backend_class(name).ENGINES} == set(registered.serves)
 
-    run = tmp_path / "run"
-    args = ["score", "--backend", "echo", "--model", "none", "--benchmark", "cccons", "--config", "ordinary", "--limit", "5",
-            "--model-args", "answer=table", "--data", str(built_all), "--out", str(run), "--bootstrap-iters", "0"]  # fmt: skip
+    model = str(gguf_folder() / GGUF)
+    common = ["--backend", "llamacpp", "--model", model, "--data", str(built_all), "--bootstrap-iters", "0", "--limit", "3"]
+    run = tmp_path / "prost"
+    args = ["score", *common, "--benchmark", "prost", "--protocol", "sentence-sum", "--config", "mass", "--out", str(run)]
     assert main(args) == 0
     info = json.loads((run / "run.json").read_text())
     predictions = pq.read_table(run / "predictions.parquet").to_pylist()
-    metrics = json.loads((run / "metrics.json").read_text())["ordinary"]
-    assert info["backend"] == {"name": "echo", "answer": "table"} and info["protocol"] == "question-generate"
-    assert [p["generated"] for p in predictions] == ["table"] * 5 and metrics["n"] == 5
-    assert metrics["unparsed"] == sum(p["prediction"] == -1 for p in predictions)
+    assert info["backend"]["name"] == "llamacpp" and info["spec"]["sends"] == "Choice" and info["scored_now"] == 3
+    assert info["versions"]["llama-cpp-python"]  # the registry line's library, recorded
+    # Each option a log-probability, the decision the highest: what the protocol reads from any backend.
+    assert all(len(p["scores"]) == 4 and max(p["scores"]) < 0 and p["prediction"] == p["scores"].index(max(p["scores"])) for p in predictions)
+    assert main(args) == 0 and json.loads((run / "run.json").read_text())["scored_now"] == 0  # resumed from the cache
+
+    generated = tmp_path / "cccons"
+    assert main(["score", *common, "--benchmark", "cccons", "--config", "ordinary", "--out", str(generated)]) == 0
+    answers = pq.read_table(generated / "predictions.parquet").to_pylist()
+    assert all(isinstance(a["generated"], str) and 0 <= a["generated_tokens"] <= 20 for a in answers)  # question-generate's budget
     capsys.readouterr()
-    assert main([*args, "--protocol", "answer-loglik"]) == 2
-    err = capsys.readouterr().err
-    assert err == ("physprobe: error: protocol 'answer-loglik' asks for log-likelihoods of options after a shared context, "
-                   "which --backend echo cannot serve; use --backend hf or openai, or --protocol question-generate\n")  # fmt: skip
-    assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 0
+    assert main(["score", *common, "--benchmark", "prost", "--out", str(tmp_path / "refused")]) == 2
+    assert capsys.readouterr().err == ("physprobe: error: protocol 'released-gpt' asks for mean log-probabilities of the options' "
+                                       "token ids, which --backend llamacpp cannot serve; use --backend hf, or --protocol "
+                                       "sentence-sum\n")  # fmt: skip
+    assert main(["report", str(run), str(generated), "--out", str(tmp_path / "report")]) == 0

@@ -15,7 +15,7 @@ import yaml
 from physprobe import registry
 from physprobe.cli import main
 from physprobe.answers import cut
-from physprobe.lm_eval_export import SEQ2SEQ_EOS, export_plan
+from physprobe.lm_eval_export import SEQ2SEQ_EOS, exported_tasks
 from tests import tiny_models
 
 ROWS = {"prost": 40, "cccons": 12, "newton": 12, "text2afford": 3}
@@ -65,7 +65,7 @@ def _lm_eval(model: Path, tasks: list[str], include: Path, out: Path, model_args
 
 
 @pytest.mark.slow
-def test_exported_tasks_in_lm_eval_decide_as_physprobe_score(built_all, tmp_path):
+def test_tasks_exported_to_lm_eval_decide_as_physprobe_score(built_all, tmp_path):
     data = _small_build(built_all, tmp_path / "data")
     model = _tiny_gpt2(tmp_path / "gpt2", data)
     tasks_dir = tmp_path / "tasks"
@@ -118,7 +118,7 @@ def _assert_decided_as_physprobe_score(tasks: dict, results: dict, samples: dict
                 else:  # a released budget that counts the prompt (max_length), which lm-eval's max_gen_toks cannot say:
                     assert theirs.startswith(row["generated"]), (task, sample["doc"]["row"])  # physprobe's answer is where lm-eval's begins
                 if theirs == row["generated"]:
-                    assert sample["paper"][1] == row["prediction"]  # protocols.UNPARSED (-1) when no option is named
+                    assert sample["paper"][1] == row["prediction"]  # protocols.UNPARSED (-2) when no option is named
             assert len(logged) == len(ours)
         elif any(s["doc"]["part"] for s in logged):  # YES/NO: one lm-eval doc per class; the row's YES set
             yes = {}
@@ -176,16 +176,16 @@ def test_exported_seq2seq_tasks_in_lm_eval_decide_as_physprobe_score(built_all, 
     assert len(samples["physprobe_text2afford_default_yes_no_logprob_flan_t5_seq2seq"]) == ROWS["text2afford"] * 15  # a doc per class
     _assert_decided_as_physprobe_score(seq2seq, results, samples, model, data, tmp_path / "runs")
 
-def test_export_plan_follows_the_scorers_defaults_and_says_what_it_replaced(built_all):
+def test_exported_tasks_follow_the_scorers_defaults_and_say_what_they_replaced(built_all):
     import datasets
 
     rows = {config: datasets.Dataset.from_parquet(str(built_all / "prost" / config / "test-00000-of-00001.parquet"))[0]
             for config in registry.evaluation("prost").configs}  # fmt: skip
-    plan = export_plan("prost", rows)
-    assert [(c, f, p) for c, f, p, _ in plan] == [("default", "causal", "sentence-sum"), ("default", "seq2seq", "span-sum")]
-    assert plan[0][3] == ("default 'released-gpt' asks for mean log-probabilities of the options' token ids (its input depends on "
-                          "the tokenizer), which lm-eval cannot express; exported 'sentence-sum'")  # fmt: skip
-    assert "released-t5" in plan[1][3] and "Seq2Seq" not in plan[1][3]
+    tasks = exported_tasks("prost", rows)
+    assert [(c, f, p) for c, f, p, _ in tasks] == [("default", "causal", "sentence-sum"), ("default", "seq2seq", "span-sum")]
+    assert tasks[0][3] == ("default 'released-gpt' asks for mean log-probabilities of the options' token ids (its input depends on "
+                           "the tokenizer), which lm-eval cannot express; exported 'sentence-sum'")  # fmt: skip
+    assert "released-t5" in tasks[1][3] and "Seq2Seq" not in tasks[1][3]
 
 
 def test_export_of_a_missing_build_is_a_one_line_error(tmp_path, capsys):

@@ -12,8 +12,14 @@ from physprobe.backends.hf import generation
 from physprobe.dataset_scripts.newton import evaluation
 from physprobe.dataset_scripts.newton.evaluation import EVALUATION, match_answer, released_prompt
 from physprobe.requests import Choice, Generate
+from physprobe.results import Answer, Scores
 
 BS_N = "\\n"  # hf_track*.py write f'... \\n ...': a backslash and an "n", not a newline
+
+
+def _texts(answers) -> list[str]:
+    """The texts of the generation engine's answers."""
+    return [answer.text for answer in answers]
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +38,7 @@ def test_track1_prompt_is_hf_track1s(first_upstream_row):
     assert request.prompt == expected and "\n" not in request.prompt
     assert request.choices == (up["option_1"], up["option_2"], up["option_3"])
     # The generated answer is matched against the request's options.
-    assert EVALUATION.protocol("released-generate").predict(["(c) " + up["option_3"]], request) == 2
+    assert EVALUATION.protocol("released-generate").predict(Answer("(c) " + up["option_3"]), request) == 2
 
 
 def test_track2_and_track3_prompts_by_hand():
@@ -79,7 +85,7 @@ def test_gpt_chat_protocol_sends_the_system_message_and_the_bare_question(first_
         "Context: I am packing a backpack. Question: Which of rock, pillow, brick, spoon should I put at the bottom? "
         "A) rock B) pillow C) brick D) spoon Answer:"]
     # The scripts store response.lower().replace('.', ''); "B." is option (b), "Spoon." the option text.
-    assert protocol.predict(["B."], request) == 1 and protocol.predict(["Spoon."], request) == 3
+    assert protocol.predict(Answer("B."), request) == 1 and protocol.predict(Answer("Spoon."), request) == 3
     assert EVALUATION.default("causal", model_name="gpt-3.5-turbo").name == "released-gpt-chat"
     assert EVALUATION.default("causal", model_name="gpt2").name == "released-generate"
 
@@ -122,7 +128,7 @@ def test_loglik_alternatives_score_labels_or_texts():
     texts = EVALUATION.protocol("released-loglik-texts").build(mc, "track2_mc").texts()
     assert texts[1].endswith("(d) spoon Answer: pillow")
     # The highest summed log-probability wins (hand-made scores).
-    assert EVALUATION.protocol("released-loglik-texts").predict([-9.0, -4.5, -4.6, -12.0], mc) == 1
+    assert EVALUATION.protocol("released-loglik-texts").predict(Scores((-9.0, -4.5, -4.6, -12.0)), mc) == 1
 
 
 BOOL = ["True", "False"]
@@ -216,7 +222,7 @@ def test_answer_table_is_large_and_covers_every_outcome():
 def test_answer_matching_finds_a_label_stated_as_the_answer_before_option_text(answer, choices, expected):
     assert match_answer(answer, choices) == expected
     protocol = EVALUATION.protocol("released-generate")
-    assert protocol.predict([answer], Generate("", tuple(choices))) == (protocols.UNPARSED if expected is None else expected)
+    assert protocol.predict(Answer(answer), Generate("", tuple(choices))) == (protocols.UNPARSED if expected is None else expected)
 
 
 @pytest.mark.parametrize("response", ["B.", "b", "A.", "True.", "False", "Pillow.", "d", "High."])
@@ -277,7 +283,7 @@ def test_generation_reads_the_prompt_as_the_tokenizer_encodes_it(tmp_path, adds_
     protocol = EVALUATION.protocol("released-generate")
     requests = [{"prompt": r.prompt, "max_new_tokens": r.max_new_tokens, "stop": list(r.stop), "max_length": r.max_length}
                 for r in (protocol.build(row, "track2_boolean") for row in rows[:6])]  # fmt: skip
-    texts = generation.generate(model, tokenizer, requests, torch.device("cpu"))
+    texts = _texts(generation.generate(model, tokenizer, requests, torch.device("cpu")))
     for request, text in zip(requests, texts):
         ids = tokenizer(request["prompt"], return_tensors="pt")["input_ids"]
         assert (ids[0, 0].item() == tokenizer.bos_token_id) == adds_bos
@@ -303,7 +309,7 @@ def test_seq2seq_generation_stops_where_t5s_max_length_128_does(tmp_path):
     protocol = EVALUATION.protocol("released-generate")
     requests = [{"prompt": r.prompt, "max_new_tokens": r.max_new_tokens, "stop": [], "max_length": r.max_length}
                 for r in (protocol.build(row, "track2_boolean") for row in rows)]  # fmt: skip
-    texts = generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=True)
+    texts = _texts(generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=True))
     for request, text in zip(requests, texts):
         with torch.inference_mode():
             out = model.generate(tokenizer.encode(request["prompt"], return_tensors="pt"), max_length=128, do_sample=False)

@@ -13,9 +13,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from physprobe.backends.base import BackendError, Chat, Settings
-from physprobe import backends, plan
-from physprobe.backends.openai import Client, OpenAIBackend, ServerOptions
+from physprobe.backends.base import BackendError, Settings
+from physprobe.backends.chat import Chat
+from physprobe import backends, spec
+from physprobe.backends.openai.backend import OpenAIBackend
+from physprobe.backends.openai.client import Client, ServerOptions
 from physprobe.requests import Generate, Masked
 from physprobe.runner import run
 from tests.llama_server import ALIAS, GGUF, LlamaServer, free_port, gguf_folder
@@ -77,7 +79,7 @@ def test_refused_key_is_one_line_and_never_printed(tmp_path, monkeypatch):
                                     "export OPENAI_API_KEY with a key it accepts")  # fmt: skip
         monkeypatch.setenv("OPENAI_API_KEY", "right-key")
         chosen = backend(server.base_url)
-        assert chosen.score([Generate("The capital of France is", ("Paris",), max_new_tokens=4)])[0][0]
+        assert chosen.score([Generate("The capital of France is", ("Paris",), max_new_tokens=4)])[0].text
         assert "right-key" not in repr(chosen.info()) + repr(chosen.identity(Generate))
 
 
@@ -107,20 +109,32 @@ def test_cli_errors_are_one_line(built_all):
     for case, (args, expected) in enumerate([
         ([f"base_url={url},max_retries=0", "--benchmark", "newton", "--config", "track1"],
          f"physprobe: error: cannot reach the server at {url} ("),
-        ([f"base_url={url}", "--benchmark", "prost", "--protocol", "released-mlm"],
-         "physprobe: error: method 'mlm' (masked-LM, NLI and seq2seq scoring) needs the model in this process: use --backend hf"),
+        ([f"base_url={url}", "--benchmark", "prost", "--protocol", "released-mlm"],  # refused before the server is asked
+         "physprobe: error: protocol 'released-mlm' asks for candidate words at a mask, which --backend openai cannot serve; use "
+         "--backend hf\n"),
         ([f"base_url={url}", "--benchmark", "text2afford", "--method", "nli"],
-         "physprobe: error: method 'nli' (masked-LM, NLI and seq2seq scoring) needs the model in this process: use --backend hf"),
-        ([f"base_url={url}", "--benchmark", "prost"],  # the paper's causal protocol reads token ids
-         "physprobe: error: protocol 'released-gpt' asks for mean log-probabilities of the options' token ids, which --backend "
-         "openai cannot serve; use --backend hf, "
-         "or --protocol sentence-sum"),
+         "physprobe: error: --method nli of text2afford asks for entailment of sentence pairs (NLI), which --backend openai cannot "
+         "serve; use --backend hf\n"),
     ]):  # fmt: skip
         # Each case its own folder: a run folder belongs to one model and benchmark (the first case claims its own).
         done = cli(*common, *args, "--out", str(built_all.parent / f"never-{case}"))
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith(expected), done.stderr
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_the_papers_protocol_a_server_cannot_serve_is_refused_once_the_server_describes_its_model(built_all, tmp_path):
+    # The served model is described (/v1/models) before its protocol is chosen: PROST's paper protocol for a causal
+    # model reads token ids, which no server gives; nothing but the model list was asked.
+    from tests.fake_openai import MODEL, FakeServer
+
+    with FakeServer(log=tmp_path / "server.log") as server:
+        done = cli("score", "--model", MODEL, "--data", str(built_all), "--limit", "2", "--model-args", f"base_url={server.base_url}",
+                   "--benchmark", "prost", "--out", str(tmp_path / "never"))  # fmt: skip
+    assert done.returncode == 2 and done.stderr == ("physprobe: error: protocol 'released-gpt' asks for mean log-probabilities of "
+                                                    "the options' token ids, which --backend openai cannot serve; use --backend "
+                                                    "hf, or --protocol sentence-sum\n")  # fmt: skip
+    assert (tmp_path / "server.log").read_text().splitlines() == ["/v1/models"] and not (tmp_path / "never").exists()
 
 
 def predictions(folder: Path) -> list[dict]:
@@ -138,7 +152,7 @@ def test_both_backends_read_the_same_chat_prompt_ids(built_all):
     from transformers import AutoTokenizer
 
     from physprobe import registry
-    from physprobe.backends.hf import Templating
+    from physprobe.backends.chat import Templating
 
     folder = gguf_folder()
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF)
@@ -171,8 +185,8 @@ def same_questions(llama_server, built_all, tmp_path_factory):
     for benchmark, config, protocol, limit in (("prost", "default", "sentence-sum", 4), ("newton", "track1", "gpt-chat-printed-template", 10)):
         hf, api = out / f"{benchmark}-hf", out / f"{benchmark}-openai"
         common = dict(data=built_all, configs=[config], limit=limit, protocol=protocol, bootstrap_iters=0)
-        run(plan.make(folder, benchmark, out=hf, gguf_file=GGUF, dtype="float32", **common))
-        run(plan.make(ALIAS, benchmark, out=api, model_args={"base_url": llama_server.base_url, "num_concurrent": 2}, **common))
+        run(spec.make(folder, benchmark, out=hf, gguf_file=GGUF, dtype="float32", **common))
+        run(spec.make(ALIAS, benchmark, out=api, model_args={"base_url": llama_server.base_url, "num_concurrent": 2}, **common))
         runs[benchmark] = predictions(hf), predictions(api), json.loads((api / "run.json").read_text())
     return runs
 
@@ -185,7 +199,8 @@ def test_loglikelihoods_agree_with_hf(same_questions):
     hf, api, info = same_questions["prost"]
     gaps = [abs(a - b) for x, y in zip(hf, api) for a, b in zip(x["scores"], y["scores"])]
     assert len(gaps) == 16 and max(gaps) < 1.5 and sum(gaps) / len(gaps) < 0.6, gaps
-    assert info["backend"]["requests_sent"] == 2 + 16  # the model list and the fingerprint's probe, then each of the 16 sentences once
+    # The model list and the fingerprint's probe, each of the 16 sentences once, the probe again after the last.
+    assert info["backend"]["requests_sent"] == 2 + 16 + 1
 
 
 @pytest.mark.slow
@@ -227,6 +242,6 @@ def test_killed_server_resumes_from_the_cache(built_all, tmp_path):
     finally:
         server.stop()
     assert predictions(out) == predictions(reference)
-    # The model list and the fingerprint's probe, then exactly the answers the cache lacked.
-    assert json.loads((out / "run.json").read_text())["backend"]["requests_sent"] == 2 + 6 - kept
+    # The model list and the fingerprint's probe, exactly the answers the cache lacked, the probe after the last.
+    assert json.loads((out / "run.json").read_text())["backend"]["requests_sent"] == 2 + 6 - kept + 1
 

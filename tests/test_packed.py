@@ -203,14 +203,14 @@ def test_request_types_through_the_backend_equal_whole_sequences():
     model = _gpt2()
     loaded = Loaded(model, tokenizer, "causal", torch.device("cpu"))
     choices = [Choice("5 6 7", (" 8", " 9 10 11", " 12 13")), Choice("20 21", (" 22", " 23"))]
-    got = score_loaded(loaded, choices)
+    got = [r.values for r in score_loaded(loaded, choices)]
     expected = _whole(model, [scoring.tokenize_options(tokenizer, [r.context + c for c in r.continuations]) for r in choices], False)
     assert max(abs(a - b) for g, e in zip(got, expected) for a, b in zip(g, e)) <= 1e-4
     mean = [MeanTokens(options=(("3 4", " 5"), ("3 4", " 6 7")), specials="bos_eos")]
     ids = [[1, 3, 4, 5, 1], [1, 3, 4, 6, 7, 1]]  # BOS, the segments' ids, EOS
-    (got,) = score_loaded(loaded, mean)
+    (got,) = [r.values for r in score_loaded(loaded, mean)]
     assert got == pytest.approx([total / (len(s) - 1) for total, s in zip(_whole(model, [ids], True)[0], ids)], abs=1e-4)
-    (got,) = score_loaded(loaded, [YesNo(prompts=("30 31 32", "40"))])
+    (got,) = [r.values for r in score_loaded(loaded, [YesNo(prompts=("30 31 32", "40"))])]
     for p, prompt in zip(got, ("30 31 32", "40")):
         yes, no = _whole(model, [scoring.tokenize_options(tokenizer, [f"{prompt} YES", f"{prompt} NO"])], False)[0]
         assert p == pytest.approx(float(torch.softmax(torch.tensor([yes, no]), 0)[0]), abs=1e-4)
@@ -267,7 +267,7 @@ def test_flex_attention_takes_the_cached_plan_and_is_refused_on_cpu(tmp_path):
     """Flex attention takes no tree mask (``takes_custom_masks``), and on CPU, where torch 2.13's inductor cannot
     compile it under a padded batch's mask, ``--model-args attn_implementation=flex_attention`` is one line before
     any weight loads."""
-    from physprobe.backends.hf.model import FLEX_ON_CPU, plan_model
+    from physprobe.backends.hf.model import FLEX_ON_CPU, describe_model
     from physprobe.errors import ModelOptionError
 
     model = _llama()
@@ -275,7 +275,7 @@ def test_flex_attention_takes_the_cached_plan_and_is_refused_on_cpu(tmp_path):
     assert not attention.takes_custom_masks(model) and not packed.fits(model, _questions(seed=3, n=6))
     model.save_pretrained(tmp_path / "llama")
     with pytest.raises(ModelOptionError) as refused:
-        plan_model(str(tmp_path / "llama"), "causal", "cpu", model_args={"attn_implementation": "flex_attention"})
+        describe_model(str(tmp_path / "llama"), "cpu", model_args={"attn_implementation": "flex_attention"})
     assert str(refused.value) == FLEX_ON_CPU
 
 

@@ -87,7 +87,8 @@ def test_two_processes_write_the_single_process_run_folder(built_all, tmp_path, 
     two = _score(model, built_all, tmp_path / "parallel", benchmark, limit, "--protocol", protocol, "--num-processes", "2")
     assert (tmp_path / "parallel" / "predictions.parquet").read_bytes() == (tmp_path / "single" / "predictions.parquet").read_bytes()
     assert json.loads((tmp_path / "parallel" / "metrics.json").read_text()) == json.loads((tmp_path / "single" / "metrics.json").read_text())
-    assert two["questions_scored"] == single["questions_scored"] == pq.read_metadata(tmp_path / "single" / "predictions.parquet").num_rows
+    statuses = pq.read_table(tmp_path / "single" / "predictions.parquet", columns=["status"]).column("status").to_pylist()
+    assert two["scored_now"] == single["scored_now"] == sum(status != "excluded" for status in statuses)
     # Both ranks worked, each keeping its own resume cache; rank 0 stores every chunk.
     rank0, rank1 = _keys(tmp_path / "parallel" / "cache.sqlite"), _keys(tmp_path / "parallel" / "cache.rank1.sqlite")
     assert rank1 and rank1 < rank0 and len(rank0) == len(_keys(tmp_path / "single" / "cache.sqlite"))
@@ -147,7 +148,7 @@ def test_a_rank_killed_mid_run_resumes_from_its_own_cache(prost_build, tmp_path)
     resumed = subprocess.run([*command, "--num-processes", "2"], capture_output=True, text=True, env=env)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     info = json.loads((out / "run.json").read_text())
-    assert info["questions_scored"] == 1024 - len(cached)  # the chunks in either rank's cache are not rescored
+    assert info["scored_now"] == 1024 - len(cached)  # the chunks in either rank's cache are not rescored
     # Rank 1's lost chunks were never committed (a commit is a whole chunk): rescored whole, as in one process,
     # they give the same bytes.
     assert (out / "predictions.parquet").read_bytes() == (tmp_path / "single" / "predictions.parquet").read_bytes()
@@ -157,5 +158,5 @@ def test_a_rank_killed_mid_run_resumes_from_its_own_cache(prost_build, tmp_path)
     again = subprocess.run([*command, "--num-processes", "2"], capture_output=True, text=True, env=env)
     assert again.returncode == 0, again.stderr[-3000:]
     info = json.loads((tmp_path / "single" / "run.json").read_text())
-    assert info["questions_scored"] == 0 and info["backend"]["model_loaded"] is False
+    assert info["scored_now"] == 0 and info["backend"]["model_loaded"] is False
     assert (tmp_path / "single" / "predictions.parquet").read_bytes() == (out / "predictions.parquet").read_bytes()

@@ -20,6 +20,7 @@ from physprobe.cli import main
 from physprobe.dataset_scripts.prost import evaluation as prost
 from physprobe.generators.prost import superlative_pair
 from physprobe.requests import Generate, MeanTokens
+from physprobe.results import Answer
 
 from . import tiny_models
 
@@ -240,7 +241,7 @@ def test_unifiedqa_input_choices_and_matching(rows, tiny):
     assert protocol.match("a red apple", choices) == 0  # overlap 1/2
     assert protocol.match("book box", choices) == 1  # overlap ties: first (numpy argmax)
     assert protocol.match("a ball", choices) is None  # every score 0: upstream -1, here unparsed
-    assert protocol.predict(["a ball"], Generate("", tuple(choices))) == protocols.UNPARSED
+    assert protocol.predict(Answer("a ball"), Generate("", tuple(choices))) == protocols.UNPARSED
     assert protocol.skip({"name": "sliding_2", "ex_question": "Which?"}) and protocol.skip({"name": "mass_1_a", "ex_question": ""})
     assert protocol.reported_apart and EVALUATION.default("seq2seq", model_name=str(tiny["unifiedqa"])) is protocol
 
@@ -253,7 +254,7 @@ def test_unifiedqa_unmatched_answers_count_wrong_as_results_py_counts_them(rows)
     answers = [picked[0][OPT[picked[0]["label"]]], "The " + picked[1][OPT[picked[1]["label"]]] + ".", "none of them",
                picked[3][OPT[(picked[3]["label"] + 1) % 4]], "I do not know", picked[5][OPT[picked[5]["label"]]],
                "a feather", picked[7][OPT[picked[7]["label"]]]]  # fmt: skip
-    predictions = [protocol.predict([a], Generate("", tuple([r[o] for o in "ABCD"]))) for a, r in zip(answers, picked)]
+    predictions = [protocol.predict(Answer(a), Generate("", tuple([r[o] for o in "ABCD"]))) for a, r in zip(answers, picked)]
     upstream = [-1 if p == protocols.UNPARSED else p for p in predictions]
     correct = [p == r["label"] for p, r in zip(upstream, picked)]
     assert upstream.count(-1) == 3 and sum(correct) == 4
@@ -345,7 +346,7 @@ def test_score_runs_every_default_protocol(tiny, built_all, tmp_path, family, pr
     assert main(args) == 0
     info = json.loads((out / "run.json").read_text())
     metrics = json.loads((out / "metrics.json").read_text())["default"]
-    assert info["protocol"] == protocol and info["protocol_source"] == EVALUATION.protocol(protocol).source
+    assert info["spec"]["protocol"] == protocol and info["protocol_source"] == EVALUATION.protocol(protocol).source
     sample = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select([i * 18736 // 40 for i in range(40)])
     skip = EVALUATION.protocol(protocol).skip or (lambda row: False)
     excluded = sum(skip(r) for r in sample)

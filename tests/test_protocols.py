@@ -11,12 +11,17 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from physprobe import plan, protocols, registry, runner
+from physprobe import protocols, registry, runner, spec
 from physprobe.backends.hf import generation
-from physprobe.requests import Choice, Generate
+from physprobe.requests import Choice, Generate, Seq2Seq, YesNo
 from physprobe.cli import main
 
 from . import tiny_models
+
+
+def _texts(answers) -> list[str]:
+    """The texts of the generation engine's answers."""
+    return [answer.text for answer in answers]
 
 
 def test_every_registered_benchmark_declares_an_evaluation():
@@ -44,10 +49,10 @@ def _echo(row, config):
 
 
 def test_default_protocol_by_model_name_then_family_then_method():
-    named = protocols.Protocol("named", "generate", lambda r, c: Generate("", ()), "s", "x",
+    named = protocols.Protocol("named", Generate, lambda r, c: Generate("", ()), "s", "x",
                                families=("seq2seq",), default_for_models=(r"unifiedqa",), match=protocols.first_mentioned)  # fmt: skip
-    plain = protocols.Protocol("plain", "seq2seq", _echo, "s", "x", default_for=("seq2seq",))
-    other = protocols.Protocol("other", "yes_no", _echo, "s", "x")
+    plain = protocols.Protocol("plain", Seq2Seq, _echo, "s", "x", default_for=("seq2seq",))
+    other = protocols.Protocol("other", YesNo, _echo, "s", "x")
     evaluation = protocols.Evaluation("demo", ("default",), (plain, other, named), metrics=lambda *a: {})
     assert evaluation.default("seq2seq").name == "plain"
     assert evaluation.default("seq2seq", model_name="allenai/UnifiedQA-t5-small").name == "named"
@@ -57,7 +62,7 @@ def test_default_protocol_by_model_name_then_family_then_method():
     with pytest.raises(protocols.ProtocolError, match="demo has no protocol 'nope'; known: plain, other, named"):
         evaluation.protocol("nope")
     with pytest.raises(ValueError, match="needs a match rule"):
-        protocols.Protocol("bad", "generate", _echo, "s", "x")
+        protocols.Protocol("bad", Generate, _echo, "s", "x")
 
 
 @pytest.mark.parametrize(
@@ -75,7 +80,7 @@ def test_arguments_are_checked_before_any_model_loads(tmp_path, args, message):
     benchmark, configs, method, protocol = args
     with pytest.raises(protocols.ProtocolError, match=message):
         # The model path does not exist: the error must come first, from the arguments.
-        runner.run(plan.make(str(tmp_path / "no-model"), benchmark, out=tmp_path / "run", data=tmp_path, configs=configs, method=method, protocol=protocol))
+        runner.run(spec.make(str(tmp_path / "no-model"), benchmark, out=tmp_path / "run", data=tmp_path, configs=configs, method=method, protocol=protocol))
 
 
 def test_cli_errors_are_one_line(tmp_path, capsys):
@@ -131,10 +136,10 @@ def _requests(prompts, budget=6, stop=(".",)):
 def test_scripted_answers_are_cut_at_the_stop_string_and_matched(scripted):
     model, tokenizer = scripted
     prompts = ["Which is bigger a key or a key box ? Answer:", "Answer:", "Which is bigger ?"]
-    texts = generation.generate(model, tokenizer, _requests(prompts), torch.device("cpu"))
+    texts = _texts(generation.generate(model, tokenizer, _requests(prompts), torch.device("cpu")))
     assert texts == ["a key box ", "a key box ", "no"]  # "no" then <eos>: generation stops, special tokens dropped
     assert [protocols.first_mentioned(t, ["key", "key box"]) for t in texts] == [1, 1, None]  # None: unparsed
-    whole = generation.generate(model, tokenizer, _requests(prompts[:1], budget=3, stop=()), torch.device("cpu"))
+    whole = _texts(generation.generate(model, tokenizer, _requests(prompts[:1], budget=3, stop=()), torch.device("cpu")))
     assert whole == ["a key box"]  # max_new_tokens bounds the answer
 
 
@@ -173,7 +178,7 @@ def test_batched_left_padded_generation_equals_one_prompt_at_a_time(tiny, family
     model, tokenizer = auto.from_pretrained(tiny[family]).eval(), AutoTokenizer.from_pretrained(tiny[family])
     prompts = ["A person drops a glass.", "The ball is moving toward the", "A person is trying to stack books, eggs and balls. The"]
     requests = [{"prompt": p, "choices": [], "max_new_tokens": 5, "stop": []} for p in prompts]
-    texts = generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq")
+    texts = _texts(generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq"))
     with torch.inference_mode():
         expected = [_greedy_alone(model, tokenizer, p, 5, family == "seq2seq") for p in prompts]
     assert texts == expected
@@ -186,7 +191,7 @@ def test_score_method_generate_keeps_raw_text_and_counts_unparsed(tiny, built_al
     assert main(args) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     records = pq.read_table(out / "predictions.parquet").to_pylist()
-    assert json.loads((out / "run.json").read_text())["protocol"] == "question-generate"
+    assert json.loads((out / "run.json").read_text())["spec"]["protocol"] == "question-generate"
     assert all(isinstance(r["generated"], str) and r["scores"] == [] for r in records)
     for config in ("ordinary", "ccommon"):
         mine = [r for r in records if r["config"] == config]
@@ -198,4 +203,4 @@ def test_score_method_generate_keeps_raw_text_and_counts_unparsed(tiny, built_al
         assert metrics[config]["accuracy"] == pytest.approx(sum(r["prediction"] == r["reference"][0] for r in mine) / 6)
     # Resume: the generated answers come from the cache.
     assert main(args) == 0
-    assert json.loads((out / "run.json").read_text())["questions_scored"] == 0
+    assert json.loads((out / "run.json").read_text())["scored_now"] == 0

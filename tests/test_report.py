@@ -418,7 +418,7 @@ def test_bad_inputs_are_one_line_errors_leaving_nothing(tmp_path, one_run, capsy
     alien = tmp_path / "alien"
     shutil.copytree(one_run, alien)
     info = json.loads((alien / "run.json").read_text())
-    (alien / "run.json").write_text(json.dumps({**info, "benchmark": "piqa"}))
+    (alien / "run.json").write_text(json.dumps({**info, "spec": {**info["spec"], "benchmark": "piqa"}}))
     fails(["report", str(alien), "--out", str(out)], capsys, "unknown benchmark 'piqa'")
     assert not (tmp_path / "out").exists()
     a_file = tmp_path / "report.md"
@@ -459,17 +459,18 @@ def test_a_glob_of_run_folders_reports_the_finished_runs_and_lists_the_rest(tmp_
     """`physprobe report runs/*` over a finished run, a failed one (scores cached, no run.json), an unfinished one
     (claimed, nothing written), one of another schema and a stray file: the finished run is reported, each other
     gets one line on stderr after the report is written and is listed at the end of the report."""
-    from physprobe import run_record
+    from physprobe import run_folder
     from physprobe.result_cache import Cache
+    from physprobe.results import Answer
 
     runs = tmp_path / "runs"
     runs.mkdir()
     shutil.move(one_run, runs / "finished")
-    failed = run_record.open_folder(runs / "failed", run_record.owner("gpt2", "newton", False))
-    Cache(run_record.cache_file(failed)).put({"0" * 64: ["(a) rock"]})
-    run_record.open_folder(runs / "unfinished", run_record.owner("gpt2", "prost", False))
+    failed = run_folder.open_folder(runs / "failed", run_folder.owner("gpt2", "newton", False))
+    Cache(run_folder.cache_file(failed)).put({"0" * 64: Answer("(a) rock")})
+    run_folder.open_folder(runs / "unfinished", run_folder.owner("gpt2", "prost", False))
     old = shutil.copytree(runs / "finished", runs / "old")
-    (old / "run.json").write_text(json.dumps({**json.loads((old / "run.json").read_text()), "schema_version": 1}))
+    (old / "run.json").write_text(json.dumps({**json.loads((old / "run.json").read_text()), "schema_version": 2}))
     (runs / "notes.txt").write_text("mine")
     folders = sorted(map(str, runs.iterdir()))
     assert main(["report", *folders, "--out", str(tmp_path / "report")]) == 0
@@ -480,7 +481,8 @@ def test_a_glob_of_run_folders_reports_the_finished_runs_and_lists_the_rest(tmp_
         f"physprobe: skipped: {runs / 'failed'} is not a finished physprobe run (still scoring, or stopped before writing its "
         f"results): run.json is missing (`physprobe score ... --out {runs / 'failed'}` finishes it, resuming from its cache)"]
     assert any(str(runs / "unfinished") in line and "run.json is missing" in line for line in lines)
-    assert any("old/run.json: schema_version is 1, expected 2" in line for line in lines)
+    assert any(f"old/run.json: schema_version is 2: the folder was written by an earlier physprobe, which this one (schema 3) "
+               f"does not read; score the run again into it (`physprobe score ... --out {runs / 'old'}`)" in line for line in lines)
     assert any("notes.txt is not a folder" in line for line in lines)
     text = (tmp_path / "report" / "report.md").read_text()
     runs_table = markdown_tables(text)[0][1]

@@ -1,4 +1,4 @@
-"""Score runs as a Hub dataset repository (``physprobe.runs_repo``, ``upload.py --runs``): its layout, its card,
+"""Score runs as a Hub dataset repository (``physprobe.publish.runs``, ``physprobe publish --runs``): its layout, its card,
 each run's predictions as a dataset config, the runs read back by ``physprobe report`` once downloaded, and the
 repository published through the fake Hub like the benchmarks."""
 
@@ -10,10 +10,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from physprobe import run_record, runs_repo
+from physprobe import run_folder, run_record
+from physprobe.publish import hub as hub_calls
+from physprobe.publish import runs as runs_repo
 from physprobe.cli import main
 from physprobe.paths import MARKER
-from physprobe.run_record import Prediction
+from physprobe.samples import Sample
 
 from .fake_hub import FakeHub
 from .run_folders import record
@@ -25,8 +27,8 @@ FIGURES = {"ordinary": {"accuracy": 2 / 3, "n": 3, "undecided": 0}}
 def finished(folder, model, labels):
     """A finished CConS masked-LM run of ``model`` whose predictions are ``labels`` (one row each)."""
     made = record("cccons", "mlm", FIGURES, "mask-four", model=model)
-    rows = [Prediction("ordinary", i, [0.2, 0.8], label, [1]) for i, label in enumerate(labels)]
-    run_record.write(folder, run_record.owner(model, "cccons", False), made, rows)
+    rows = [Sample("ordinary", i, {}, (1,), "decided", label, (0.2, 0.8), 2) for i, label in enumerate(labels)]
+    run_record.write(folder, run_folder.owner(model, "cccons", False), made, rows)
     return folder
 
 
@@ -36,7 +38,7 @@ def runs(tmp_path):
     folder.mkdir()
     finished(folder / "bert", "google-bert/bert-base-uncased", [1, 0, 1])
     finished(folder / "roberta", "FacebookAI/roberta-base", [1, 1, 1])
-    run_record.open_folder(folder / "unfinished", run_record.owner("gpt2", "prost", False))  # claimed, nothing written
+    run_folder.open_folder(folder / "unfinished", run_folder.owner("gpt2", "prost", False))  # claimed, nothing written
     return sorted(folder.iterdir())
 
 
@@ -46,9 +48,9 @@ def test_a_runs_repository_holds_each_finished_run_and_the_report(runs, tmp_path
     files = sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file() and p.name != MARKER)
     configs = ["cccons-bert-base-uncased", "cccons-roberta-base"]
     assert [f for f in files if f.startswith("runs/")] == [f"runs/{c}/{name}" for c in configs
-                                                            for name in ("metrics.json", "predictions.parquet", "run.json")]
+                                                            for name in ("metrics.json", "predictions.parquet", "run.json", "spec.json")]
     for config, source in zip(configs, ("bert", "roberta")):  # the files as `physprobe score` wrote them
-        for name in ("metrics.json", "predictions.parquet", "run.json"):
+        for name in ("metrics.json", "predictions.parquet", "run.json", "spec.json"):
             assert (repo / "runs" / config / name).read_bytes() == (tmp_path / "runs" / source / name).read_bytes()
     assert any(f.startswith("figures/") and f.endswith(".png") for f in files)
     text = (repo / "README.md").read_text()
@@ -77,7 +79,7 @@ def test_runs_of_one_name_get_configs_apart_and_nothing_finished_is_one_line(run
 
 
 def test_upload_publishes_the_runs_repository_and_only_it(runs, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(upload, "RETRY_DELAYS", (0.0, 0.0, 0.0))
+    monkeypatch.setattr(hub_calls, "RETRY_DELAYS", (0.0, 0.0, 0.0))
     out = tmp_path / "hub"
     assert upload.main(["--runs", *map(str, runs), "--runs-repo", "my-runs", "--out", str(out)]) == 0  # dry run
     assert "dry run: 1 repo folders" in capsys.readouterr().out and sorted(p.name for p in out.iterdir()) == ["runs"]
@@ -89,7 +91,7 @@ def test_upload_publishes_the_runs_repository_and_only_it(runs, tmp_path, monkey
         assert code == 0, printed
         remote = hub.repos[("dataset", "me/my-runs")].files
         assert set(remote) - {".gitattributes"} == set(local_files(out / "runs" / "my-runs"))
-        assert json.loads(remote["runs/cccons-roberta-base/run.json"])["model"] == "FacebookAI/roberta-base"
+        assert json.loads(remote["runs/cccons-roberta-base/run.json"])["spec"]["model"] == "FacebookAI/roberta-base"
     assert "committed  me/my-runs" in printed and "hf_secret_value" not in printed
     with pytest.raises(SystemExit):
         upload.main(["--runs", str(runs[0]), "--only", "prost"])

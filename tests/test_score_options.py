@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from physprobe import model_options, plan, provenance, runner
+from physprobe import model_options, provenance, runner, spec
 from physprobe.backends.hf import model as hf_model
 from physprobe.cli import main
 
@@ -31,8 +31,8 @@ def models(tmp_path_factory):
 def no_weights(monkeypatch):
     """Fail the test if a model's weights are loaded: every error below must come first."""
 
-    def loaded(plan, tokenizer=None):
-        raise AssertionError(f"weights of {plan.name} were loaded")
+    def loaded(facts, tokenizer=None):
+        raise AssertionError(f"weights of {facts.name} were loaded")
 
     monkeypatch.setattr(hf_model, "load", loaded)
 
@@ -103,17 +103,17 @@ def test_unscorable_configs(models, built_all, no_weights, capsys, benchmark, co
 
 
 def test_model_args_reach_from_pretrained(models):
-    plan = hf_model.plan_model(str(models["gpt"]), None, "cpu", None, model_options.parse_model_args("attn_implementation=eager,dtype=float32"))
-    assert plan.kwargs == {"attn_implementation": "eager"} and plan.dtype == "float32" and plan.family == "causal"
-    loaded = hf_model.load(plan)
+    facts = hf_model.describe_model(str(models["gpt"]), "cpu", None, model_options.parse_model_args("attn_implementation=eager,dtype=float32"))
+    assert facts.kwargs == {"attn_implementation": "eager"} and facts.dtype == "float32" and facts.family == "causal"
+    loaded = hf_model.load(facts)
     assert loaded.model.config._attn_implementation == "eager" and loaded.model.dtype == torch.float32
-    assert hf_model.load(hf_model.plan_model(str(models["gpt"]), None, "cpu", dtype="bfloat16")).model.dtype == torch.bfloat16
+    assert hf_model.load(hf_model.describe_model(str(models["gpt"]), "cpu", dtype="bfloat16")).model.dtype == torch.bfloat16
 
 
 def test_batch_size_gives_the_same_scores(models, prost_build, tmp_path):
     common = dict(configs=["mass"], limit=12, bootstrap_iters=0)
-    auto = runner.run(plan.make(str(models["gpt"]), "prost", out=tmp_path / "auto", data=prost_build.parent, **common))
-    two = runner.run(plan.make(str(models["gpt"]), "prost", out=tmp_path / "two", data=prost_build.parent, batch_size=2, **common))
+    auto = runner.run(spec.make(str(models["gpt"]), "prost", out=tmp_path / "auto", data=prost_build.parent, **common))
+    two = runner.run(spec.make(str(models["gpt"]), "prost", out=tmp_path / "two", data=prost_build.parent, batch_size=2, **common))
     assert auto.metrics == two.metrics
     assert json.loads((tmp_path / "two" / "run.json").read_text())["backend"]["batch_size"] == 2
 
@@ -122,20 +122,20 @@ def test_cache_key_changes_with_what_changes_a_score(models, prost_build, tmp_pa
     """A changed local model (same path) or another dtype must not be served the cached scores."""
     out = tmp_path / "run"
     args = dict(configs=["mass"], limit=8, bootstrap_iters=0)
-    runner.run(plan.make(str(models["gpt"]), "prost", out=out, data=prost_build.parent, **args))
-    assert json.loads((out / "run.json").read_text())["questions_scored"] == 8
-    runner.run(plan.make(str(models["gpt"]), "prost", out=out, data=prost_build.parent, **args))
-    assert json.loads((out / "run.json").read_text())["questions_scored"] == 0  # resumed: all from the cache
-    runner.run(plan.make(str(models["gpt"]), "prost", out=out, data=prost_build.parent, dtype="bfloat16", **args))
-    assert json.loads((out / "run.json").read_text())["questions_scored"] == 8
+    runner.run(spec.make(str(models["gpt"]), "prost", out=out, data=prost_build.parent, **args))
+    assert json.loads((out / "run.json").read_text())["scored_now"] == 8
+    runner.run(spec.make(str(models["gpt"]), "prost", out=out, data=prost_build.parent, **args))
+    assert json.loads((out / "run.json").read_text())["scored_now"] == 0  # resumed: all from the cache
+    runner.run(spec.make(str(models["gpt"]), "prost", out=out, data=prost_build.parent, dtype="bfloat16", **args))
+    assert json.loads((out / "run.json").read_text())["scored_now"] == 8
     changed = tiny_models.causal_lm(tmp_path / "gpt", TEXTS, seed=1)
     out = tmp_path / "changed-run"  # a run folder belongs to one model path
-    runner.run(plan.make(str(changed), "prost", out=out, data=prost_build.parent, **args))
+    runner.run(spec.make(str(changed), "prost", out=out, data=prost_build.parent, **args))
     first = json.loads((out / "run.json").read_text())
     tiny_models.causal_lm(changed, TEXTS, seed=2)  # same folder, new weights
-    runner.run(plan.make(str(changed), "prost", out=out, data=prost_build.parent, **args))
+    runner.run(spec.make(str(changed), "prost", out=out, data=prost_build.parent, **args))
     second = json.loads((out / "run.json").read_text())
-    assert second["questions_scored"] == 8 and first["backend"]["model_revision"] != second["backend"]["model_revision"]
+    assert second["scored_now"] == 8 and first["backend"]["model_revision"] != second["backend"]["model_revision"]
 
 
 def test_run_json_provenance_and_bootstrap(models, prost_build, tmp_path, capsys):
@@ -145,11 +145,11 @@ def test_run_json_provenance_and_bootstrap(models, prost_build, tmp_path, capsys
     assert main(args) == 0
     info = json.loads((out / "run.json").read_text())
     metrics = json.loads((out / "metrics.json").read_text())
-    assert info["command"] == ["physprobe", *args]
+    assert info["spec"]["command"] == ["physprobe", *args]
     assert {"physprobe", "torch", "transformers", "datasets"} <= {k for k, v in info["versions"].items() if v}
     assert info["backend"]["model_revision"] == provenance.folder_hash(models["gpt"])
-    assert info["dataset"]["source"] == "local" and info["dataset"]["fingerprints"]["mass"].startswith("sha256:")
-    assert info["method"] == "causal" and info["protocol"] == "released-gpt" and info["backend"]["dtype"] == "float32"
+    assert info["spec"]["data"]["revision"] is None and info["config_revisions"]["mass"].startswith("sha256:")
+    assert info["spec"]["method"] == "causal" and info["spec"]["protocol"] == "released-gpt" and info["backend"]["dtype"] == "float32"
     assert set(info["timings"]) == {"load_model_s", "configs_s", "total_s"}
     bands = info["bootstrap"]["figures"]["mass"]
     assert set(bands) == set(provenance.overall_figures(metrics["mass"])) and "accuracy" in bands
@@ -179,10 +179,11 @@ def test_score_reads_the_hub_dataset_by_default(models, prost_build, tmp_path):
     head = subprocess.run(["git", "-C", str(tmp_path / "mirrors/datasets/physprobe/prost"), "rev-parse", "HEAD"],
                           capture_output=True, text=True).stdout.strip()  # fmt: skip
     info = json.loads((tmp_path / "hub" / "run.json").read_text())
-    assert info["dataset"] == {"source": "hub", "path": "physprobe/prost", "revision": head, "fingerprints": {"mass": head}}
-    fork = json.loads((tmp_path / "fork" / "run.json").read_text())["dataset"]
+    data = info["spec"]["data"]
+    assert (data["path"], data["revision"], info["config_revisions"]) == ("physprobe/prost", head, {"mass": head})
+    fork = json.loads((tmp_path / "fork" / "run.json").read_text())["spec"]["data"]
     assert fork["path"] == "someone/prost-fork" and len(fork["revision"]) == 40
-    local = runner.run(plan.make(str(models["gpt"]), "prost", out=tmp_path / "local", data=prost_build.parent, configs=["mass"], limit=8, bootstrap_iters=0))
+    local = runner.run(spec.make(str(models["gpt"]), "prost", out=tmp_path / "local", data=prost_build.parent, configs=["mass"], limit=8, bootstrap_iters=0))
     assert json.loads((tmp_path / "hub" / "metrics.json").read_text()) == json.loads(json.dumps(local.metrics))
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
-from physprobe import plan, protocols, registry, runner, tokenized
+from physprobe import protocols, registry, runner, spec, tokenized
 from physprobe.backends import hf
 from physprobe.backends.hf import model as hf_model
 from physprobe.backends.hf import batching, masked, nli, packed, scoring, seq2seq
@@ -124,7 +124,7 @@ def test_method_detection_and_mismatches(tiny):
     gguf_like.architectures = None  # GGUF configs name only the model type
     assert hf_model.detect_family(gguf_like) == "causal"
     with pytest.raises(protocols.ProtocolError, match="newton cannot be scored with method 'mlm'"):
-        plan.make(str(tiny["causal"]), "newton", method="mlm")
+        spec.make(str(tiny["causal"]), "newton", method="mlm")
 
 
 def test_cccons_decision_rule_in_the_pipeline():
@@ -151,12 +151,13 @@ def test_cli_scores_every_benchmark_and_reports(tiny, built_all, tmp_path, bench
     assert main(args) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     info = json.loads((out / "run.json").read_text())
-    assert info["protocol"] == registry.evaluation(benchmark).default(family).name
+    assert info["spec"]["protocol"] == registry.evaluation(benchmark).default(family).name
     predictions = pq.read_table(out / "predictions.parquet").to_pylist()
     configs = registry.evaluation(benchmark).configs
     sizes = [datasets.load_dataset(str(built_all / benchmark), c, split="test").num_rows for c in configs]
     excluded = sum(metrics[c].get("excluded", 0) for c in configs)  # rows a protocol leaves out (T5: sliding)
-    assert len(predictions) + excluded == sum(min(12, n) for n in sizes)
+    assert len(predictions) == sum(min(12, n) for n in sizes) and sum(p["status"] == "excluded" for p in predictions) == excluded
+    assert all(p["prediction"] == -3 and p["scores"] == [] for p in predictions if p["status"] == "excluded")
     if benchmark == "text2afford":
         assert metrics["default"]["strict"]["n"] == 10 and len(predictions[0]["scores"]) == 15
     else:
@@ -180,32 +181,32 @@ def test_resume_after_an_interruption(tiny, built_all, tmp_path, monkeypatch):
 
     monkeypatch.setattr(hf.HFBackend, "score", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        runner.run(plan.make(str(tiny["causal"]), "prost", out=out, data=built_all, limit=20, chunk=8))
+        runner.run(spec.make(str(tiny["causal"]), "prost", out=out, data=built_all, limit=20, chunk=8))
     monkeypatch.setattr(hf.HFBackend, "score", real)
-    first = runner.run(plan.make(str(tiny["causal"]), "prost", out=out, data=built_all, limit=20, chunk=8))
-    assert json.loads((out / "run.json").read_text())["questions_scored"] == 12  # 8 came from the cache
-    fresh = runner.run(plan.make(str(tiny["causal"]), "prost", out=tmp_path / "fresh", data=built_all, limit=20, chunk=8))
+    first = runner.run(spec.make(str(tiny["causal"]), "prost", out=out, data=built_all, limit=20, chunk=8))
+    assert json.loads((out / "run.json").read_text())["scored_now"] == 12  # 8 came from the cache
+    fresh = runner.run(spec.make(str(tiny["causal"]), "prost", out=tmp_path / "fresh", data=built_all, limit=20, chunk=8))
     assert first.metrics == fresh.metrics
 
     def no_weights(*args, **kwargs):
         raise AssertionError("a fully cached run loaded the model")
 
     monkeypatch.setattr(hf_model, "load", no_weights)  # everything is cached now: the tokenizer suffices
-    again = runner.run(plan.make(str(tiny["causal"]), "prost", out=out, data=built_all, limit=20, chunk=8))
+    again = runner.run(spec.make(str(tiny["causal"]), "prost", out=out, data=built_all, limit=20, chunk=8))
     info = json.loads((out / "run.json").read_text())
-    assert again.metrics == first.metrics and info["questions_scored"] == 0 and info["backend"]["model_loaded"] is False
+    assert again.metrics == first.metrics and info["scored_now"] == 0 and info["backend"]["model_loaded"] is False
 
     # Another --limit cuts other chunks; the questions the first runs cached are still not rescored.
     monkeypatch.undo()  # the model may load again
     total = pq.read_metadata(built_all / "prost" / "default" / "test-00000-of-00001.parquet").num_rows
     overlap = {i * total // 20 for i in range(20)} & {i * total // 30 for i in range(30)}  # rows both samples hold
-    runner.run(plan.make(str(tiny["causal"]), "prost", out=out, data=built_all, limit=30, chunk=8))
-    assert json.loads((out / "run.json").read_text())["questions_scored"] == 30 - len(overlap) < 30
+    runner.run(spec.make(str(tiny["causal"]), "prost", out=out, data=built_all, limit=30, chunk=8))
+    assert json.loads((out / "run.json").read_text())["scored_now"] == 30 - len(overlap) < 30
 
 
 def test_unknown_config_is_a_clear_error(tiny, built_all, tmp_path):
     with pytest.raises(PhysprobeError, match="prost has no config 'weight'"):
-        runner.run(plan.make(str(tiny["causal"]), "prost", out=tmp_path / "run", data=built_all, configs=["weight"]))
+        runner.run(spec.make(str(tiny["causal"]), "prost", out=tmp_path / "run", data=built_all, configs=["weight"]))
 
 
 @pytest.mark.slow
@@ -430,11 +431,11 @@ def test_a_run_records_prompts_baselines_and_its_label(tiny, built_all, tmp_path
         prompt = released_prompt(rows[p["row"]], "track1")
         assert p["prompts"] == [prompt] and p["prompt_tokens"] == [len(tokenizer(prompt)["input_ids"])]
     info = json.loads((out / "run.json").read_text())
-    assert info["label"] == "tiny GPT, raw"
+    assert info["spec"]["label"] == "tiny GPT, raw"
     references = [p["reference"][0] for p in predictions]
     found = info["baselines"]["track1"]
     assert found["majority_answer"] == max(sorted(set(references)), key=references.count)
-    answered = [p["prediction"] for p in predictions if p["prediction"] != -1]
+    answered = [p["prediction"] for p in predictions if p["status"] == "decided"]
     assert (found["answered"], found["commonest"]) == (len(answered), max(map(answered.count, answered), default=0))
     assert "  baselines, agreement_accuracy on the same rows: majority answer (the" in summary
 
@@ -458,7 +459,7 @@ def test_a_refused_score_leaves_no_folder_and_a_failed_one_keeps_its_cache(tiny,
     assert (runs / "bert" / "cache.sqlite").is_file() and not (runs / "bert" / "run.json").exists()
     monkeypatch.undo()
     assert main([*args, "--out", str(runs / "bert")]) == 0
-    assert json.loads((runs / "bert" / "run.json").read_text())["questions_scored"] == 0  # all four from the cache
+    assert json.loads((runs / "bert" / "run.json").read_text())["scored_now"] == 0  # all four from the cache
 
 
 def test_text2afford_with_nothing_to_rank_gives_n_0():

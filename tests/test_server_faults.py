@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -35,7 +36,7 @@ CHAT = [*RAW, "--apply-chat-template"]  # /v1/chat/completions
 @pytest.fixture(autouse=True)
 def no_waiting(monkeypatch):
     """Retries without the backoff's seconds (the attempts are what is checked)."""
-    monkeypatch.setattr("physprobe.backends.openai.backoff", lambda retries: (0.0,) * retries)
+    monkeypatch.setattr("physprobe.backends.openai.client.backoff", lambda retries: (0.0,) * retries)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
 
 
@@ -124,8 +125,34 @@ def test_a_server_too_slow_for_the_timeout_is_one_line_naming_it(built_all, tmp_
     with FakeServer(fault="slow", fault_after=1) as server:
         assert main(["score", "--model", server.model, "--model-args", f"base_url={server.base_url},timeout=0.2,max_retries=1",
                      "--data", str(built_all), *RAW, "--limit", "1", "--out", str(tmp_path / "run")]) == 2  # fmt: skip
-    one_error_line(capsys.readouterr().err, f"newton/track1 row 0: {server.base_url}/completions gave no answer within 0.2 s, "
-                   "after 2 attempts; the server is busy or stuck: raise --model-args timeout=... or lower num_concurrent")  # fmt: skip
+    one_error_line(capsys.readouterr().err, f"newton/track1 row 0: {server.base_url}/completions gave no complete answer within "
+                   "0.2 s, after 2 attempts; the server is busy or stuck: raise --model-args timeout=... (seconds per request) or "
+                   "lower num_concurrent")  # fmt: skip
+
+
+@pytest.mark.parametrize("fault", ["drip_body", "drip_headers", "endless_chunked"])
+def test_a_slow_loris_server_ends_within_the_timeout_per_attempt(fault, built_all, tmp_path, capsys):
+    """A server that sends its body a byte at a time, its headers a line at a time, or a chunked body without end (a
+    piece every 0.2 s, which no per-read timeout trips) is given ``timeout`` seconds per request in all."""
+    timeout, retries = 1.0, 1
+    with FakeServer(fault=fault, fault_after=1) as server:  # the fingerprint's probe is answered at once
+        started = time.monotonic()
+        status = main(["score", "--model", server.model, "--model-args", f"base_url={server.base_url},timeout={timeout},"
+                       f"max_retries={retries}", "--data", str(built_all), *RAW, "--limit", "1", "--out", str(tmp_path / "run")])  # fmt: skip
+        elapsed = time.monotonic() - started
+    assert status == 2 and elapsed < timeout * (retries + 1) + 5, elapsed
+    one_error_line(capsys.readouterr().err, f"newton/track1 row 0: {server.base_url}/completions gave no complete answer within 1 s, "
+                   "after 2 attempts", "raise --model-args timeout=")  # fmt: skip
+    assert answers(server) == 1 + 2
+
+
+@pytest.mark.parametrize("fault, what", [("flood", "a body of more than 64 MiB"), ("nested", "a body nested too deeply to be an answer")])
+def test_a_body_too_big_or_too_deep_is_one_line(fault, what, built_all, tmp_path, capsys):
+    with FakeServer(fault=fault, fault_after=1) as server:
+        assert score(server, tmp_path / "run", built_all, *RAW) == 2
+    err = capsys.readouterr().err
+    one_error_line(err, f"newton/track1 row 0: {server.base_url}/completions gave an answer physprobe cannot use: {what}")
+    assert "Traceback" not in err and answers(server) == 1 + 1  # not worth another attempt
 
 
 def test_a_model_list_that_is_not_one_is_one_line(built_all, tmp_path, capsys):
@@ -176,6 +203,78 @@ def test_a_refused_key_is_one_line_and_a_good_one_never_reaches_a_file(built_all
     assert not [p for p in (tmp_path / "run").rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
 
 
+def files_holding(folder: Path, *texts: str) -> list[str]:
+    """The files under ``folder`` whose bytes, or whose Parquet or SQLite texts, hold any of ``texts``."""
+    import sqlite3
+
+    found = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        raw = path.read_bytes()
+        readable = [raw.decode("utf-8", "replace")]
+        if path.suffix == ".parquet":
+            readable.append(json.dumps(pq.read_table(path).to_pylist(), ensure_ascii=False))
+        if path.suffix == ".sqlite":
+            with sqlite3.connect(path) as db:
+                tables = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+                readable += [json.dumps(db.execute(f"SELECT * FROM {t}").fetchall()) for t in tables]
+        if any(text.encode() in raw or any(text in r for r in readable) for text in texts):
+            found.append(path.relative_to(folder).as_posix())
+    return found
+
+
+@pytest.mark.parametrize("endpoint", [RAW, CHAT], ids=["completions", "chat"])
+def test_an_answer_quoting_the_key_is_scrubbed_before_it_is_cached_or_written(endpoint, built_all, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    out = tmp_path / "run"
+    with FakeServer(fault="quotes_headers_200") as server:  # every answer quotes the headers (the probes too: the same)
+        assert score(server, out, built_all, *endpoint, limit=3) == 0
+    generated = [p["generated"] for p in predictions(out)]
+    assert all("request headers" in text and "Bearer ***" in text for text in generated), generated
+    assert files_holding(out, KEY, "topsecret") == [] and KEY not in capsys.readouterr().err
+
+
+def test_credentials_in_base_url_reach_no_file_and_no_line(built_all, tmp_path, capsys):
+    out, password = tmp_path / "run", "pa55-w0rd-0123456789"
+    with FakeServer(fault="quotes_headers_200", fault_after=1) as server:
+        url = server.base_url.replace("http://", f"http://me:{password}@")
+        assert main(["score", "--model", server.model, "--model-args", f"base_url={url}", "--data", str(built_all), *RAW,
+                     "--limit", "2", "--bootstrap-iters", "0", "--out", str(out)]) == 0  # fmt: skip
+        info = json.loads((out / "run.json").read_text())
+        assert info["backend"]["base_url"] == server.base_url.replace("http://", "http://***@")
+        assert f"base_url={server.base_url.replace('http://', 'http://***@')}" in info["spec"]["command"]
+        assert files_holding(out, password, f"me:{password}") == []
+        assert main(["score", "--model", "nosuch", "--model-args", f"base_url={url}", "--data", str(built_all), *RAW,
+                     "--limit", "2", "--out", str(tmp_path / "other")]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    one_error_line(err, "does not serve model 'nosuch'", "http://***@127.0.0.1")
+    assert password not in err
+
+
+def test_log_probabilities_whose_sum_is_not_finite_are_one_line_naming_the_server(built_all, tmp_path, capsys):
+    with FakeServer(fault="huge_negative_logprobs", fault_after=1) as server:  # each -1e308: finite, their sum -inf
+        assert score(server, tmp_path / "run", built_all, *ECHO) == 2
+    err = capsys.readouterr().err
+    one_error_line(err, f"prost/default row 0: {server.base_url}/completions gave log-probabilities whose sum is -inf",
+                   "check the model it serves")  # fmt: skip
+    assert "--dtype" not in err  # an option the server backend refuses is no advice
+
+
+def test_a_chat_template_on_a_log_likelihood_protocol_is_refused_before_any_request(built_all, tmp_path, capsys):
+    with FakeServer() as server:
+        assert score(server, tmp_path / "run", built_all, *ECHO, "--apply-chat-template") == 2
+    one_error_line(capsys.readouterr().err, "--apply-chat-template with a log-likelihood protocol needs --backend hf")
+    assert server.requests == [] and not (tmp_path / "run").exists()
+
+
+def test_model_list_metadata_that_changes_per_request_does_not_rescore_a_resume(built_all, tmp_path):
+    out = tmp_path / "run"
+    with FakeServer(models_fault="models_meta_per_request") as server:
+        assert score(server, out, built_all, *ECHO, limit=2) == 0
+        server.requests.clear()
+        assert score(server, out, built_all, *ECHO, limit=2) == 0
+    assert server.requests == ["/v1/models", "/v1/completions"]  # the model list and the probe: every answer cached
+
+
 # --- the fingerprint: other weights behind the same name -----------------------------------------------------------------
 
 
@@ -186,11 +285,30 @@ def test_other_weights_behind_the_same_name_are_rescored_and_jitter_is_not(built
     before = predictions(out)
     with FakeServer(seed=1, port=first.port) as other:  # the same URL and model id, another model's weights
         assert score(other, out, built_all, *ECHO, limit=3) == 0
-    assert answers(other) == 1 + 12  # the probe, then every sentence again
+    assert answers(other) == 1 + 12 + 1  # the probe, every sentence again, the probe after the last
     assert [p["scores"] for p in predictions(out)] != [p["scores"] for p in before]
     with FakeServer(seed=0, port=first.port, noise=0.01) as again:  # the first weights, their last digits jittering
         assert score(again, out, built_all, *ECHO, limit=3) == 0
     assert answers(again) == 1 and predictions(out) == before  # the probe alone: every answer from the cache
+
+
+def test_weights_changed_during_a_run_stop_it_keeping_the_answers_of_the_first(built_all, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("physprobe.backends.openai.backend.PROBE_EVERY", 4)
+    reference, out = tmp_path / "reference", tmp_path / "run"
+    with FakeServer(seed=0) as first:  # the first weights, the whole way: what each answer should be
+        assert score(first, reference, built_all, *ECHO, limit=4) == 0
+    with FakeServer(seed=0, port=first.port, switch_after=10) as server:  # the probe, 9 answers, then other weights
+        assert score(server, out, built_all, *ECHO, limit=4) == 2
+        one_error_line(capsys.readouterr().err, f"prost/default: {server.base_url} began serving other weights as 'fake-model' "
+                       "during the run", "answers since the last probe that matched were dropped")  # fmt: skip
+        with sqlite3.connect(out / "cache.sqlite") as db, sqlite3.connect(reference / "cache.sqlite") as ref:
+            kept, expected = (dict(d.execute("SELECT key, value FROM scores").fetchall()) for d in (db, ref))
+        assert kept and all(expected[key] == value for key, value in kept.items())  # the first weights' answers only
+        assert len(kept) < len(expected)
+        assert score(server, out, built_all, *ECHO, limit=4) == 0  # the other weights from the start: all rescored
+    with FakeServer(seed=1) as second:
+        assert score(second, tmp_path / "second", built_all, *ECHO, limit=4) == 0
+    assert [p["scores"] for p in predictions(out)] == [p["scores"] for p in predictions(tmp_path / "second")]
 
 
 # --- a system instruction and a model id of any text: score writes, report reads ----------------------------------------
@@ -256,7 +374,7 @@ def test_a_client_killed_at_a_random_point_resumes_sending_only_what_is_missing(
         server.requests.clear()
         assert main(["score", "--model", server.model, "--model-args", f"base_url={server.base_url}", "--data", str(built_all),
                      *RAW, "--limit", str(LIMIT), "--bootstrap-iters", "0", "--out", str(out)]) == 0  # fmt: skip
-    assert answers(server) == 1 + LIMIT - kept  # the probe, then exactly what the cache lacked
+    assert answers(server) == 1 + LIMIT - kept + 1  # the probe, exactly what the cache lacked, the probe after the last
     assert predictions(out) == reference
 
 
@@ -284,7 +402,7 @@ def test_a_server_killed_at_a_random_point_loses_no_answer_it_gave(seed, referen
     finally:
         server.kill()
         server.wait()
-    assert sent(log) - before == 2 + LIMIT - kept  # the model list and the probe, then exactly what the cache lacked
+    assert sent(log) - before == 2 + LIMIT - kept + 1  # the model list and the probe, what the cache lacked, the last probe
     assert predictions(out) == reference
 
 

@@ -16,7 +16,8 @@ CONFIG_ERRORS = [["score", "--model", "x", "--benchmark", name, "--config", conf
 
 
 @pytest.mark.parametrize("argv, code", [(["--help"], 0), (["score", "--help"], 0), (["score", "--model", "x", "--benchmark", "nope"], 2),
-                                        (["build", "--help"], 0), (["generate", "--help"], 0),
+                                        (["build", "--help"], 0), (["generate", "--help"], 0), (["publish", "--help"], 0),
+                                        (["publish", "--runs", "runs/x", "--only", "prost"], 2),
                                         *((argv, 2) for argv in CONFIG_ERRORS)])  # fmt: skip
 def test_help_and_argument_errors_import_nothing_heavy(argv, code):
     """Argument errors that need a benchmark's config names (unknown, repeated, unscorable, empty) too."""

@@ -12,6 +12,11 @@ from physprobe.dataset_scripts.text2afford.evaluation import EVALUATION, from_ye
 from physprobe.generators import text2afford
 from physprobe.backends.hf import score_loaded
 from physprobe.requests import Entailment, GenerateEach, Masked, MaskedPair
+from physprobe.results import Answer, Answers, Scores
+
+
+def _answers(texts: list[str]) -> Answers:
+    return Answers(tuple(Answer(text) for text in texts))
 
 ROW = {"sentence": "Make sure to have steaks and potatoes .", "object": "steaks",  # first row of the release
        "labels": [1, 1, 1, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0]}  # fmt: skip
@@ -141,11 +146,11 @@ def test_llama3_pairwise_accuracy_as_the_script_counts_it_with_unlabelled_cells(
     # :157-186 by hand: positives [grasp, lift], negatives [push, fix]; pos > neg: grasp > push (1 > 0) right,
     # grasp > fix (1 > 1) wrong, lift > push (0 > 0) wrong, lift > fix wrong -> 1 of 4. Throw (NaN) is in no pair.
     row = {**ROW, "labels": labels}
-    out = evaluation.metrics("high_agreement", [row], [protocol.predict(answers, None)], [predicted], **protocol.metric_options)
+    out = evaluation.metrics("high_agreement", [row], [protocol.predict(_answers(answers), None)], [predicted], **protocol.metric_options)
     assert out["in_context_pairwise"]["accuracy"] == 0.25 and out["in_context_pairwise"]["n"] == 1
     # A pair with no negative (every other cell NaN) is skipped, as :181 does.
     only = {**ROW, "labels": [1] + [-1] * 14}
-    out = evaluation.metrics("high_agreement", [row, only], [protocol.predict(answers, None)] * 2, [predicted] * 2,
+    out = evaluation.metrics("high_agreement", [row, only], [protocol.predict(_answers(answers), None)] * 2, [predicted] * 2,
                              **protocol.metric_options)  # fmt: skip
     assert out["in_context_pairwise"]["n"] == 1 and out["in_context_pairwise"]["skipped"] == 1
     # No pair to rank at all (a --limit sample can draw only such pairs): counts, no figures, no error.
@@ -179,7 +184,7 @@ def test_yes_no_decision_on_hand_made_scores():
     # P(YES) per class: YES on Grasp, Lift, Feed and Ride (0.51 > 0.5); NO elsewhere (0.5 is not YES).
     p_yes = [0.9, 0.7, 0.1, 0.5, 0.2, 0.51, 0.3, 0.4, 0.0, 0.8, 0.1, 0.1, 0.1, 0.1, 0.1]
     protocol = EVALUATION.protocol("yes-no-logprob-flan-t5")
-    mask = protocol.predict(p_yes, ROW)
+    mask = protocol.predict(Scores(tuple(p_yes)), ROW)
     assert mask == yes_set(p_yes) == 0b1000100011
     assert from_yes_set(mask) == [1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
     # Positives Grasp, Lift, Throw, Push, Watch, Feed (6); negatives 9. A (positive, negative) pair is right
@@ -188,7 +193,7 @@ def test_yes_no_decision_on_hand_made_scores():
     out = evaluation.metrics("default", [ROW], [mask], [p_yes])
     assert out["pairwise"]["accuracy"] == pytest.approx(24 / 54)
     # The continuous alternative (P(YES) as the score) counts the pairs where the positive has the higher P(YES).
-    continuous = evaluation.metrics("default", [ROW], [EVALUATION.protocol("yes-no-probability-flan-t5").predict(p_yes, ROW)], [p_yes])
+    continuous = evaluation.metrics("default", [ROW], [EVALUATION.protocol("yes-no-probability-flan-t5").predict(Scores(tuple(p_yes)), ROW)], [p_yes])
     beaten = sum(p > n for p, lab in zip(p_yes, ROW["labels"]) if lab for n, nl in zip(p_yes, ROW["labels"]) if not nl)
     assert continuous["pairwise"]["accuracy"] == pytest.approx(beaten / 54)
 
@@ -202,7 +207,7 @@ def test_mlm_input_and_class_words_of_the_released_probing_code():
     assert words == ["grasp", "lift", "throw", "push", "fix", "ride", "play", "watch", "sitting", "feed", "row",
                      "pouring", "looking", "writing", "typing"]  # fmt: skip
     # Ranked, not predicted: the metric reads the 15 log-probabilities.
-    assert EVALUATION.protocol("mlm-table4").predict([-1.0] * 15, ROW) is None
+    assert EVALUATION.protocol("mlm-table4").predict(Scores((-1.0,) * 15), ROW) is None
 
 
 def test_nli_pairs_use_the_papers_hypothesis():
@@ -250,7 +255,7 @@ def test_released_mlm_encoding_and_scores_worked_by_hand():
     torch.manual_seed(0)
     model = BertForMaskedLM(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                        intermediate_size=32, max_position_embeddings=64)).eval()  # fmt: skip
-    (scores,) = score_loaded(_loaded(model, tokenizer, "mlm"), [request])
+    (scores,) = [list(r.values) for r in score_loaded(_loaded(model, tokenizer, "mlm"), [request])]
     ids, mask = torch.tensor([encoded["input_ids"]]), torch.tensor([encoded["attention_mask"]])
     with torch.no_grad():  # probing.py:130: model(input_ids, attention_mask), no token types
         released = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits[0, 12], dim=-1)
@@ -261,7 +266,7 @@ def test_released_mlm_encoding_and_scores_worked_by_hand():
     assert scores == pytest.approx(expected, abs=1e-5)
     assert scores[2] == scores[14] == pytest.approx(released[vocab["[UNK]"]].item(), abs=1e-5)
     # The alternative passes the segment ids and leaves unknown words unscored (physprobe's earlier reading).
-    (scores,) = score_loaded(_loaded(model, tokenizer, "mlm"), [EVALUATION.protocol("mlm-pair-segments").build(row, "default")])
+    (scores,) = [r.values for r in score_loaded(_loaded(model, tokenizer, "mlm"), [EVALUATION.protocol("mlm-pair-segments").build(row, "default")])]
     assert scores[5] == pytest.approx(segments[vocab["ride"]].item(), abs=1e-5) and scores[2] is None
 
 
@@ -290,7 +295,7 @@ def test_ties_count_as_each_released_script_counts_them():
     scores = [0.0] + [-1.0] * 14
     mlm = EVALUATION.protocol("mlm-released-probing")
     # probing.py:214 / multi_choice.py:132: pos >= neg is correct, so every pair is right (6 x 9 = 54).
-    out = evaluation.metrics("default", [ROW], [mlm.predict(scores, ROW)], [scores], **mlm.metric_options)
+    out = evaluation.metrics("default", [ROW], [mlm.predict(Scores(tuple(scores)), ROW)], [scores], **mlm.metric_options)
     assert out["pairwise"]["accuracy"] == 1.0
     assert EVALUATION.protocol("nli-released-multi-choice").metric_options == mlm.metric_options == {"ties": "correct"}
     # zero_shot_LLM.py:132 (YES/NO): pos > neg, ties wrong: only Grasp's 9 pairs are right.
@@ -306,8 +311,8 @@ def test_ties_count_as_each_released_script_counts_them():
 def test_released_yes_no_rule_on_generated_answers(answers, yes):
     # zero_shot_LLM.py:73-76: 1 if 'yes' in answer.lower() else 0; the pair's prediction is the YES set.
     protocol = EVALUATION.protocol("yes-no-flan-t5")
-    assert protocol.scores(answers) == [1.0 if i in yes else 0.0 for i in range(15)]
-    mask = protocol.predict(answers, None)
+    assert protocol.outcome(_answers(answers), None).scores == [1.0 if i in yes else 0.0 for i in range(15)]
+    mask = protocol.predict(_answers(answers), None)
     assert mask == sum(1 << i for i in yes)
     # Pairwise, pos > neg (zero_shot_LLM.py:132): YES positives (Grasp, Lift, Throw, and Watch: "Eyes" holds
     # 'yes') x NO negatives (the 9 negatives but Ride, Row, TypeOn: 6) = 24 of 54.
@@ -315,7 +320,7 @@ def test_released_yes_no_rule_on_generated_answers(answers, yes):
     negatives = [i for i, label in enumerate(ROW["labels"]) if not label]
     right = sum(int(p in yes) > int(n in yes) for p in positives for n in negatives)
     assert right == 24
-    out = evaluation.metrics("default", [ROW], [mask], [protocol.scores(answers)])
+    out = evaluation.metrics("default", [ROW], [mask], [protocol.outcome(_answers(answers), None).scores])
     assert out["pairwise"]["accuracy"] == pytest.approx(right / 54)
 
 
@@ -338,7 +343,7 @@ def test_yes_no_generation_equals_the_released_greedy_call(tmp_path):
         with torch.inference_mode():
             out = model.generate(**inputs, max_new_tokens=20, do_sample=False, pad_token_id=tokenizer.pad_token_id)
         released.append(tokenizer.decode(out[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True))
-    assert answers == released
+    assert list(answers.texts) == released
     assert protocol.predict(answers, request) == sum(1 << i for i, text in enumerate(released) if "yes" in text.lower())
 
 
@@ -373,7 +378,7 @@ def test_nli_pipeline_multi_label_and_released_single_label_worked_by_hand():
     request = EVALUATION.protocol("nli-zero-shot-multi-label").build(row, "default")
     pairs = request.pairs
     assert request.reading == "vs_contradiction" and pairs[5] == ("he rides a horse .", "horse can be used for ride by human")
-    (scores,) = score_loaded(loaded, [request])
+    (scores,) = [r.values for r in score_loaded(loaded, [request])]
     with torch.no_grad():
         logits = [model(**tokenizer(p, h, return_tensors="pt")).logits[0] for p, h in pairs]
     # The pipeline with multi_label=True: softmax over (contradiction, entailment) for each label on its own.
@@ -382,14 +387,14 @@ def test_nli_pipeline_multi_label_and_released_single_label_worked_by_hand():
     request = EVALUATION.protocol("nli-released-multi-choice").build(row, "default")
     pairs = request.pairs
     assert request.reading == "vs_contradiction" and pairs[12] == ("he rides a horse .", "This example is looking.")
-    (scores,) = score_loaded(loaded, [request])
+    (scores,) = [r.values for r in score_loaded(loaded, [request])]
     with torch.no_grad():
         logits = [model(**tokenizer(p, h, return_tensors="pt")).logits[0] for p, h in pairs]
     assert scores == pytest.approx([torch.softmax(l[[0, 2]], dim=0)[1].item() for l in logits], abs=1e-5)
     request = EVALUATION.protocol("nli-released-single-label").build(row, "default")
     pairs = request.pairs
     assert pairs[0][1] == "This example is horse can be used for grasp by human."
-    (scores,) = score_loaded(loaded, [request])
+    (scores,) = [r.values for r in score_loaded(loaded, [request])]
     with torch.no_grad():
         entail = torch.stack([model(**tokenizer(p, h, return_tensors="pt")).logits[0, 2] for p, h in pairs])
     # multi_label=False: a softmax of the 15 entailment logits.
@@ -430,8 +435,8 @@ def test_a_llama_run_scores_the_rows_its_released_script_reads(built_all, tmp_pa
     assert main([*base, "--out", str(tmp_path / "run")]) == 0
     info = json.loads((tmp_path / "run" / "run.json").read_text())
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert info["protocol"] == "yes-no-llama3-released" and info["configs"] == ["high_agreement"]
+    assert info["spec"]["protocol"] == "yes-no-llama3-released" and info["spec"]["configs"] == ["high_agreement"]
     assert metrics["high_agreement"]["in_context_pairwise"]["n"] + metrics["high_agreement"]["in_context_pairwise"]["skipped"] == 8
     # --config still chooses: the release's rows, figures still filed as in-context.
     assert main([*base, "--config", "default", "--out", str(tmp_path / "release")]) == 0
-    assert json.loads((tmp_path / "release" / "run.json").read_text())["configs"] == ["default"]
+    assert json.loads((tmp_path / "release" / "run.json").read_text())["spec"]["configs"] == ["default"]

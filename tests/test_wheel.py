@@ -58,6 +58,19 @@ def test_wheel_holds_every_module_card_and_data_file(wheel):
     for metric in metric_modules.NAMES:
         assert {f"physprobe/metrics/{metric}/{f}" for f in (f"{metric}.py", "README.md", "app.py", "requirements.txt")} <= names
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/", "build/")) or n == "upload.py"]
+    # The score extra holds every registered backend's libraries (setup.py reads the registry) and the report's matplotlib.
+    from physprobe import backends
+
+    metadata = next(zipfile.Path(wheel, name).read_text() for name in names if name.endswith(".dist-info/METADATA"))
+    from packaging.requirements import Requirement
+
+    def plain(requirement: str) -> tuple[str, str]:
+        parsed = Requirement(requirement)
+        return parsed.name, str(sorted(map(str, parsed.specifier)))
+
+    score = {plain(line.split(":", 1)[1].split(";")[0]) for line in metadata.splitlines()
+             if line.startswith("Requires-Dist:") and 'extra == "score"' in line}  # fmt: skip
+    assert score == {plain(r) for r in ("matplotlib>=3.8", *(r for registered in backends.REGISTRY.values() for r in registered.libraries))}
 
 
 def constraints(path: Path) -> Path:
@@ -106,5 +119,14 @@ def test_fresh_venv_builds_and_scores_without_the_checkout(wheel, tmp_path):
     info = json.loads((work / "runs/prost/run.json").read_text())
     assert info["versions"]["physprobe"] == "0.1.0" and info["versions"]["torch"]
     assert not list((tmp_path / "hf").glob("**/modules/evaluate_modules/metrics/physprobe*"))  # nothing fetched by Hub id
+    # A wheel user publishes: the runs of a parent folder (dry run), a Space from the files the wheel installed.
+    physprobe("publish", "--runs", "runs", "--runs-repo", "my-runs", "--out", "hub")
+    physprobe("publish", "--only", "probe_accuracy", "--out", "hub")
+    repo = work / "hub" / "runs" / "my-runs"
+    assert sorted(p.name for p in (repo / "runs").iterdir()) == ["newton-tiny-gpt", "prost-tiny-gpt"]
+    published = "".join(p.read_bytes().decode("utf-8", "replace") for p in repo.rglob("*") if p.is_file())
+    assert str(tmp_path) not in published and "tiny-gpt@sha256:" in published  # the local model by name and digest
+    space = work / "hub" / "spaces" / "probe_accuracy"
+    assert (space / "probe_accuracy.py").read_bytes() == (metric_modules.folder("probe_accuracy") / "probe_accuracy.py").read_bytes()
     print(f"\nfresh venv: install {installed - started:.0f} s, build all {built - installed:.0f} s, "
           f"score {time.perf_counter() - built:.0f} s, total {time.perf_counter() - started:.0f} s")

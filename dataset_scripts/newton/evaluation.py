@@ -264,37 +264,37 @@ EVALUATION = Evaluation(
     pooled={"track2": ("track2_boolean", "track2_mc")},  # Table 5 Combined: both kinds of question together
     scorable=("track1", "track2_boolean", "track2_mc", "track3"),  # not the attribute table
     protocols=(
-        Protocol("released-generate", "generate", lambda row, config: _generate(released_prompt(row, config), row),
+        Protocol("released-generate", Generate, lambda row, config: _generate(released_prompt(row, config), row),
                  f"{RELEASED}; greedy to max_length={MAX_LENGTH} with the prompt, as the flan/unifiedqa classes "
                  "(do_sample=False); answer matched as match_answer",
                  f"released prompt (question, options (a)-(d)); greedy answer ({MAX_LENGTH} tokens with the prompt) "
                  "matched to a label or option text",
                  default_for=("causal", "seq2seq"), **RELEASED_GENERATION),
-        Protocol("table1-generate", "generate", lambda row, config: _generate(table1_prompt(row, config), row),
+        Protocol("table1-generate", Generate, lambda row, config: _generate(table1_prompt(row, config), row),
                  "NEWTON paper Table 1; hf_track2.py `# prompt = f'True/False: {question}'` (commented out)",
                  "Table 1 wording for Track 2 Boolean, released prompts elsewhere; generated answer matched",
                  **RELEASED_GENERATION),
-        Protocol("released-gpt-chat", "generate", lambda row, config: _generate(gpt_message(row, config), row),
+        Protocol("released-gpt-chat", Generate, lambda row, config: _generate(gpt_message(row, config), row),
                  f"{GPT} (the bare question for Tracks 1-2, the question template for Track 3); answer read as "
                  "the scripts store it (lower case, full stops removed) and matched as match_answer",
                  "chat: the GPT scripts' system message, then the bare question (Tracks 1-2) or 'Context: .. "
                  "Question: .. A) .. Answer:' (Track 3); greedy answer matched to a label or option text",
                  default_for_models=(r"gpt-(?:3\.5|4)",), **GPT_CHAT),
-        Protocol("gpt-chat-printed-template", "generate", lambda row, config: _generate(gpt_template(row, config), row),
+        Protocol("gpt-chat-printed-template", Generate, lambda row, config: _generate(gpt_template(row, config), row),
                  f"{GPT}, with the question_template the scripts build and print for every track (sent only for "
                  "Track 3; the paper's Track 2 multiple-choice figures need the options the bare question lacks)",
                  "chat: the GPT scripts' system message, then 'Question: .. A) .. B) .. Answer:'; greedy answer "
                  "matched to a label or option text", **GPT_CHAT),
-        Protocol("released-loglik-labels", "causal", _loglik_labels,
+        Protocol("released-loglik-labels", Choice, _loglik_labels,
                  f"{RELEASED} (prompt); option labels ranked by log-likelihood (physprobe, no upstream equivalent)",
                  "released prompt + ' Answer: (x)'; the most likely label"),
-        Protocol("released-loglik-texts", "causal", _loglik_texts,
+        Protocol("released-loglik-texts", Choice, _loglik_texts,
                  f"{RELEASED} (prompt); option texts ranked by log-likelihood (physprobe; favours short options)",
                  "released prompt + ' Answer: <option>'; the most likely option text (summed log-probability)"),
-        Protocol("table1-loglik", "causal", lambda row, config: Choice(prompt(row, config), tuple(f" {c}" for c in row["choices"])),
+        Protocol("table1-loglik", Choice, lambda row, config: Choice(prompt(row, config), tuple(f" {c}" for c in row["choices"])),
                  "NEWTON paper Table 1 (prompt wording); options ranked by log-likelihood (physprobe)",
                  "Table 1 prompt, then each option; highest total log-probability"),
-        Protocol("table1-loglik-seq2seq", "seq2seq", lambda row, config: Seq2Seq(prompt(row, config), tuple(row["choices"])),
+        Protocol("table1-loglik-seq2seq", Seq2Seq, lambda row, config: Seq2Seq(prompt(row, config), tuple(row["choices"])),
                  "NEWTON paper Table 1 (prompt wording); options ranked by log-likelihood (physprobe)",
                  "Table 1 prompt as input, each option as target; highest log-probability"),
     ),  # fmt: skip

@@ -1,9 +1,11 @@
 """Model backends: the registry of names ``--backend`` accepts, what each serves, and how a run's backend is chosen.
 
-A backend is one module under ``physprobe/backends/`` holding a ``physprobe.backends.base.Backend``
-subclass, registered by one line in ``REGISTRY``: its name, where the class is (``"module:Class"``, imported
-only when the backend is used, so ``physprobe --help`` imports none) and the request types it serves (by name,
-so ``serving`` reads them without importing any backend). ``docs/adding_a_backend.md`` walks through one.
+A backend is one module under ``physprobe/backends/`` holding a ``physprobe.backends.base.Backend`` subclass,
+registered by one line in ``REGISTRY``: its name, where the class is (``"module:Class"``, imported only when the
+backend is used, so ``physprobe --help`` imports none), the request types it serves (by name, so ``serving`` reads
+them without importing any backend; the class's ``ENGINES`` serve the same, which a test checks), whether the model
+runs in this process and whether ``--num-processes`` may split its work, and the libraries it needs (``pip install
+'physprobe[score]'`` names them, and run.json records their versions). ``docs/adding_a_backend.md`` walks through one.
 
 >>> resolve(None, {}), resolve("hf", {"revision": "main"})
 ('hf', 'hf')
@@ -18,24 +20,42 @@ physprobe.errors.BackendError: unknown --backend 'tpu'; known: hf, openai
 from __future__ import annotations
 
 import importlib
+import re
 from typing import NamedTuple
 
-from physprobe.backends.base import Backend, BackendError, Settings
+from physprobe.backends.base import Backend, BackendError, Description, Settings
 
 
 class Registered(NamedTuple):
     target: str  # "module:Class"
-    serves: tuple[str, ...]  # the names of the request types (physprobe.requests) it answers
-    local: bool = True  # the model runs in this process: --num-processes splits its work (a server's: num_concurrent)
+    serves: tuple[str, ...]  # the names of the request types (physprobe.requests) it answers: its class's ENGINES
+    in_process: bool  # the model runs in this process (weights, device and dtype are the backend's to load)
+    data_parallel: bool  # --num-processes may split its work over processes (a server's: num_concurrent)
+    libraries: tuple[str, ...] = ()  # what it needs, as pip requirements: setup.py's score extra, and run.json's versions
+    templated: tuple[str, ...] | None = None  # the request types whose prompts it reads through a chat template (None: all)
 
 
 REGISTRY = {
     "hf": Registered("physprobe.backends.hf:HFBackend",
-                     ("Choice", "MeanTokens", "Masked", "MaskedPair", "Seq2Seq", "Entailment", "YesNo", "Generate", "GenerateEach")),
-    "openai": Registered("physprobe.backends.openai:OpenAIBackend", ("Choice", "YesNo", "Generate", "GenerateEach"), local=False),
+                     ("Choice", "MeanTokens", "Masked", "MaskedPair", "Seq2Seq", "Entailment", "YesNo", "Generate", "GenerateEach"),
+                     in_process=True, data_parallel=True, libraries=("torch>=2.4", "transformers>=5,<6", "accelerate>=1.2", "gguf>=0.17.1")),
+    "openai": Registered("physprobe.backends.openai.backend:OpenAIBackend", ("Choice", "YesNo", "Generate", "GenerateEach"),
+                         in_process=False, data_parallel=False, libraries=("httpx>=0.27",),
+                         templated=("Generate", "GenerateEach")),  # a server templates chat messages, never an echoed prompt
 }  # fmt: skip
 SERVER_ARGS = ("base_url",)  # --model-args keys that name a server: they imply the server backend
 SERVER_BACKEND = "openai"
+
+
+def libraries() -> tuple[str, ...]:
+    """The distributions every registered backend needs (their ``libraries`` without version bounds), each once, in
+    registration order.
+
+    >>> libraries()[:2]
+    ('torch', 'transformers')
+    """
+    names = (re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0] for registered in REGISTRY.values() for requirement in registered.libraries)
+    return tuple(dict.fromkeys(names))
 
 
 def resolve(name: str | None, model_args: dict) -> str:
@@ -45,8 +65,8 @@ def resolve(name: str | None, model_args: dict) -> str:
     chosen = name or (SERVER_BACKEND if server else "hf")
     if chosen not in REGISTRY:
         raise BackendError(f"unknown --backend {chosen!r}; known: {', '.join(REGISTRY)}")
-    if server and chosen == "hf":
-        raise BackendError(f"--model-args {server[0]}=... names a server, which --backend hf does not use; "
+    if server and REGISTRY[chosen].in_process:
+        raise BackendError(f"--model-args {server[0]}=... names a server, which --backend {chosen} does not use; "
                            f"use --backend {SERVER_BACKEND}, or drop {server[0]}")  # fmt: skip
     return chosen
 
@@ -57,14 +77,31 @@ def backend_class(name: str) -> type[Backend]:
     return getattr(importlib.import_module(module), attribute)
 
 
-def create(name: str, settings: Settings) -> Backend:
-    """The backend ``name`` made with ``settings`` (options checked; no weights loaded, no request sent)."""
-    return backend_class(name)(settings)
+def describe(name: str, settings: Settings) -> Description:
+    """What the backend ``name`` reads of the model of ``settings`` without its weights (``Backend.describe``)."""
+    return backend_class(name).describe(settings)
+
+
+def create(name: str, settings: Settings, described: Description | None = None) -> Backend:
+    """The backend ``name`` made with ``settings`` (options checked; no weights loaded, no request sent), reusing
+    what ``describe`` read where it is given."""
+    return backend_class(name)(settings, described)
 
 
 def serves(name: str, request_type: type) -> bool:
     """Whether the backend registered as ``name`` answers ``request_type``."""
     return request_type.__name__ in REGISTRY[name].serves
+
+
+def templates(name: str, request_type: type) -> bool:
+    """Whether the backend registered as ``name`` can read ``request_type``'s prompts through a chat template.
+
+    >>> from physprobe.requests import Choice, Generate
+    >>> templates("hf", Choice), templates("openai", Choice), templates("openai", Generate)
+    (True, False, True)
+    """
+    templated = REGISTRY[name].templated
+    return templated is None or request_type.__name__ in templated
 
 
 def serving(request_type: type) -> list[str]:

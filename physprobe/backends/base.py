@@ -1,127 +1,58 @@
-"""The backend seam: what a model backend is given, how it scores requests, and how it names itself.
+"""The backend seam: what a model backend is given, what it says of a model before loading it, how it scores
+requests, and how it names itself. ``docs/adding_a_backend.md`` walks through every member below.
 
-A backend answers ``physprobe.requests`` objects. ``score(requests, progress)`` takes a list of requests
-of ONE type (one chunk of a protocol's requests) and returns one result per request, in order, each the
-JSON-ready list that the request type's docstring describes (``Choice``: a log-likelihood per continuation,
-``Generate``: the answer text, ...). The request types a backend serves are named on its ``REGISTRY`` line
-(``physprobe.backends``); for a type it does not serve, the runner stops before scoring with a one-line error
-naming the protocol, the backend and the backends that serve it.
+A backend answers ``physprobe.requests`` objects. The runner uses these members, and no other:
 
-Chat templates. ``Settings.chat`` (``Chat``: ``mode`` ``"off"`` (the default) or ``"on"``, a named
-``template``, a ``system_instruction``) reaches the backend when it is made; the backend alone applies
-it, and only to the requests that read a prompt: ``Generate`` and ``GenerateEach`` (the prompts), ``Choice``
-(the context) and ``YesNo`` (each prompt). ``chat_applied(request_type)`` says whether it does: with ``"on"``
-(``--apply-chat-template``) always, an error if the model has no template; by default never, as the papers'
-released scripts and lm-evaluation-harness read prompts (raw text). The prompt becomes the user message,
-after a system message holding ``system_instruction`` if given; with no template applied, a system
-instruction precedes the prompt, followed by a blank line. ``"on"`` with a request type that reads no prompt
-is an error.
+- ``describe(settings)`` (a class method): what the model is, read without its weights (``Description``: the family
+  its config names, whether it has a chat template, what identifies it); ``physprobe.spec.make`` resolves the run
+  from it (family, protocol, request type, chat setting) before the backend is made;
+- ``parse_model_args(text)`` (a static method): ``--model-args`` checked, one line for a bad one;
+- ``Backend(settings, described)``: made once, with the run's final ``Settings`` (and the description, which it may
+  reuse); it loads nothing heavy;
+- ``score(requests, handle)``: one result per request (all of ONE type, one chunk of a protocol's requests), in
+  order, of the type's result class (``physprobe.results``); ``handle.update(n)`` advances progress and
+  ``handle.answered(i, result)`` hands a result over at once (the runner commits it to the resume cache);
+- ``identity(request_type)``: a JSON-ready dict of all that changes a result besides the request (model revision,
+  dtype, device type, a server's URL and served model, the chat setting applied and its template's sha256): the
+  resume cache's key, and run.json's chat setting;
+- ``prompts(requests)``: per request, the texts the model reads and their token counts where the backend has the
+  tokenizer (predictions.parquet's ``prompts``, ``prompt_tokens``);
+- ``chat_applied(request_type)``, ``offers_chat_template()``: whether prompts go through a chat template, and
+  whether ``--apply-chat-template`` would find one (the hint of a run left mostly unparsed);
+- ``info()``: its own section of run.json (``backend``), a dataclass; ``load_seconds``: its load time;
+- ``tokenizer``: the model's tokenizer where the backend has one (None: data-parallel ranks balance their work by
+  characters instead of tokens).
 
-Identity. ``identity(request_type)`` is a JSON-ready dict of all that changes a result besides the
-request (model revision, dtype, device type, a server's URL and served model id, the chat setting
-applied and its template's sha256); the runner puts it in the cache key and the chat setting in run.json.
-``read(requests)`` gives the texts the model reads for each request (the run's predictions.parquet keeps them).
-Numbers a backend measures of its model to tell its weights apart (a server's log-probabilities of a probe
-text) go under ``measured``: the resume cache reads them as the first stored measurement within a tolerance
-(``result_cache.Cache.settled``), since they jitter in their last digits.
-``info()`` is the backend's own section of run.json (``backend``): a dataclass of what it records of
-itself (device, options, load state), beside the ``name`` the runner adds.
+The request types a backend serves are its ``ENGINES`` keys, and its ``REGISTRY`` line (``physprobe.backends``)
+names the same types (a test holds them equal); for a type it does not serve, ``physprobe.spec`` stops the run
+before anything loads, naming the backends that serve it.
 
->>> from physprobe.requests import Generate
->>> chat = Chat(system_instruction="Answer briefly.")
->>> chat.applies(Generate), Chat("on").applies(Generate)
-(False, True)
->>> prompt_text("Which is bigger?", chat, templated=False)
-'Answer briefly.\\n\\nWhich is bigger?'
->>> messages("Which is bigger?", chat)
-[{'role': 'system', 'content': 'Answer briefly.'}, {'role': 'user', 'content': 'Which is bigger?'}]
+Chat templates. ``Settings.chat`` (``physprobe.backends.chat.Chat``) reaches the backend when it is made; the
+backend alone applies it (``physprobe.backends.chat`` says when and how).
+Numbers a backend measures of its model to tell its weights apart (a server's log-probabilities of a probe text)
+go under ``measured`` in its identity: the resume cache reads them as the first stored measurement within a
+tolerance (``result_cache.Cache.settled``), since they jitter in their last digits.
 """
 
 from __future__ import annotations
 
 import abc
-import hashlib
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from physprobe.backends.chat import Chat, prompt_text
 from physprobe.errors import BackendError
-from physprobe.requests import Choice, Generate, GenerateEach, YesNo
-
-CHAT_MODES = ("off", "on")
-PROMPTED = (Generate, GenerateEach, Choice, YesNo)  # the request types a chat template applies to
-
-
-@dataclass(frozen=True)
-class Chat:
-    """The chat setting of a run: ``--apply-chat-template [NAME]`` (``mode="on"``, ``template=NAME``; without it
-    ``"off"``) and ``--system-instruction``."""
-
-    mode: str = "off"
-    template: str | None = None  # a named template of the tokenizer's (None: its default one)
-    system_instruction: str | None = None
-
-    def __post_init__(self):
-        if self.mode not in CHAT_MODES:
-            raise BackendError(f"chat mode {self.mode!r} is not one of {', '.join(CHAT_MODES)}")
-
-    def applies(self, request_type: type) -> bool:
-        """Whether ``request_type``'s prompts are read through the model's chat template.
-
-        >>> Chat("on").applies(Choice), Chat("off").applies(Generate)
-        (True, False)
-        """
-        return self.mode == "on" and request_type in PROMPTED
-
-    def check(self, request_type: type) -> None:
-        """A one-line error when the setting asks a chat template or an instruction of a request type that
-        reads no prompt (masked LM, NLI, seq2seq targets, token sequences).
-
-        >>> from physprobe.requests import Masked
-        >>> Chat("on").check(Masked)
-        Traceback (most recent call last):
-        physprobe.errors.BackendError: --apply-chat-template and --system-instruction apply to prompts (generation, log-likelihood of a continuation, YES/NO); this protocol asks for candidate words at a mask and reads no prompt: leave them out
-        """
-        if request_type not in PROMPTED and (self.mode == "on" or self.system_instruction):
-            raise BackendError("--apply-chat-template and --system-instruction apply to prompts (generation, log-likelihood "
-                               f"of a continuation, YES/NO); this protocol asks for {request_type.asks} and reads no prompt: "
-                               "leave them out")
-
-
-def messages(prompt: str, chat: Chat, system: str | None = None) -> list[dict]:
-    """The chat messages of a prompt: a system message (the request's ``system``, else ``chat``'s instruction)
-    when there is one, then the prompt."""
-    system = system or chat.system_instruction
-    head = [{"role": "system", "content": system}] if system else []
-    return head + [{"role": "user", "content": prompt}]
-
-
-def prompt_text(prompt: str, chat: Chat, templated: bool, system: str | None = None) -> str:
-    """A prompt as a backend without a chat template applied reads it: the system message (``messages``'),
-    a blank line, then the prompt (``templated``: the template renders the message; the prompt is unchanged)."""
-    system = system or chat.system_instruction
-    if templated or not system:
-        return prompt
-    return f"{system}\n\n{prompt}"
-
-
-def template_hash(template: str | None) -> str | None:
-    """The sha256 of a chat template's text (None: no template).
-
-    >>> len(template_hash("{{ messages }}")), template_hash("{{ messages }}") == template_hash("{{ message }}"), template_hash(None)
-    (64, False, None)
-    """
-    return None if template is None else hashlib.sha256(template.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
 class Settings:
-    """What ``physprobe score`` gives a backend: the model, ``--model-args``, ``method`` (``--method``, or
-    the named protocol's: it restricts the model's family) and the options a backend may refuse
-    (``device``, ``dtype``, ``batch_size``, ``gguf_file``: a server backend has none of these)."""
+    """What ``physprobe score`` gives a backend: the model, ``--model-args`` as given (``KEY -> VALUE`` text: the
+    backend types them), the model's ``family`` (None while the model is being described) and the options a
+    backend may refuse (``device``, ``dtype``, ``batch_size``, ``gguf_file``: a server backend has none of these)."""
 
     model: str
-    model_args: dict = field(default_factory=dict)
-    method: str | None = None
+    model_args: dict[str, str] = field(default_factory=dict)
+    family: str | None = None
     device: str | None = None
     dtype: str | None = None
     batch_size: int | None = None
@@ -130,17 +61,31 @@ class Settings:
     chat: Chat = Chat()
 
 
+@dataclass(frozen=True)
+class Description:
+    """What a backend reads of a model without its weights (``Backend.describe``): the ``family`` its config names
+    (None: it names none), what that was read from (``kind``, for error lines), whether the model has a chat template,
+    and what identifies it (JSON-ready: a revision, a served model's entry). ``facts``: the backend's own reading,
+    which it reuses when it is made in the same process (never written)."""
+
+    family: str | None
+    kind: str
+    chat_template: bool = False
+    identity: dict = field(default_factory=dict)
+    facts: object = field(default=None, compare=False, repr=False)
+
+
 class Backend(abc.ABC):
     """The base of every backend: subclasses set ``name`` (their ``REGISTRY`` key) and implement the methods below.
 
-    Making one (``Backend(settings)``) checks every option and reads what is cheap (a config, a server's
-    model list), so a bad option fails before any weight loads; ``family`` is then the model's family
-    (``causal``, ``mlm``, ``seq2seq``, ``nli``: what picks the paper's protocol). Weights load, or a
-    connection opens, on the first ``score`` call; a fully cached run never makes one.
+    Making one (``Backend(settings, described)``) checks every option, so a bad option fails before any weight
+    loads. Weights load, or a connection opens, on the first ``score`` call; a fully cached run never makes one.
     """
 
     name: ClassVar[str]
+    ENGINES: ClassVar[dict]  # request type -> how this backend serves it (``REGISTRY`` names the same types)
     load_seconds: float = 0.0  # seconds spent loading the model (or connecting): run.json's timings
+    tokenizer = None  # the model's tokenizer, where the backend has one
 
     @staticmethod
     @abc.abstractmethod
@@ -148,9 +93,13 @@ class Backend(abc.ABC):
         """``--model-args`` (``KEY=VALUE,...``) as this backend takes them: its keys checked and typed, a
         one-line error for any other (``physprobe.model_options.split_model_args`` does the syntax)."""
 
-    def __init__(self, settings: Settings):
+    @classmethod
+    @abc.abstractmethod
+    def describe(cls, settings: Settings) -> Description:
+        """What the model is, read cheaply (a config, a tokenizer, a server's model list), never its weights."""
+
+    def __init__(self, settings: Settings, described: Description | None = None):
         self.settings = settings
-        self.family: str = "causal"
 
     @abc.abstractmethod
     def chat_applied(self, request_type: type) -> bool:
@@ -166,12 +115,13 @@ class Backend(abc.ABC):
         setting included: ``{"applied": bool, "template": name, "template_sha256": ..., "system_instruction": ...}``."""
 
     @abc.abstractmethod
-    def score(self, requests: list, progress=None) -> list[list]:
-        """One result per request (all of one type), in order. ``progress`` (``physprobe.runner.Progress``, or None)
-        advances per request (``update(n)``, as a tqdm bar); a backend whose results arrive one by one (a server's)
-        also hands each over at once (``answered(i, result)``), and the runner commits it to the resume cache."""
+    def score(self, requests: list, handle=None) -> list:
+        """One result per request (all of one type), in order, of the type's result class. ``handle``
+        (``physprobe.runner.ResultHandle``, or None) advances per request (``update(n)``, as a tqdm bar); a backend
+        whose results arrive one by one (a server's) also hands each over at once (``answered(i, result)``), and the
+        runner commits it to the resume cache."""
 
-    def read(self, requests: list) -> list[tuple[list[str], list[int] | None]]:
+    def prompts(self, requests: list) -> list[tuple[list[str], list[int] | None]]:
         """Per request (all of one type), the texts the model reads (``Request.rendered``: each prompt as this
         backend sends it) and their token counts, where the backend has the model's tokenizer (None here). A
         prompt without a template has the system instruction before it; one a server reads through its own chat

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from physprobe import paths
 from physprobe.errors import ReportError, RunRecordError
+from physprobe.redact import escaped
 from physprobe.report.document import document
 from physprobe.report.runs import Run, load_run, name_runs
 from physprobe.report.tables import paper_tables
@@ -17,7 +18,7 @@ from physprobe.report.writers import to_html, to_markdown
 def render(runs: list[Path], out: Path) -> Path:
     """Write the report folder ``out``: report.md, report.html, figures/*.png; return ``out``.
 
-    A folder that is not a finished run (``run_record.read`` refuses it: run.json missing, a failed or
+    A folder that is not a finished run (``run_record.load`` refuses it: run.json missing, a failed or
     unfinished run, another schema), a run of an unknown benchmark or a second copy of a run is skipped: one
     line each on stderr once the report is written, and listed in it (a glob such as ``runs/*`` reports the
     finished runs among the folders); none finished is a one-line error. ``out`` must not exist, be empty, or be
@@ -32,7 +33,7 @@ def render(runs: list[Path], out: Path) -> Path:
         (staging / "report.md").write_text(to_markdown(blocks), encoding="utf-8")
         (staging / "report.html").write_text(to_html(blocks), encoding="utf-8")
     for _, why in skipped:
-        print(f"physprobe: skipped: {why}", file=sys.stderr)
+        print(f"physprobe: skipped: {escaped(why)}", file=sys.stderr)
     return out
 
 
@@ -50,11 +51,11 @@ def collect(runs: list[Path]) -> tuple[list[Run], list[tuple[Path, str]]]:
         except (RunRecordError, ReportError) as error:
             skipped.append((Path(folder), str(error)))
             continue
-        if run.fingerprint in seen:
-            skipped.append((run.folder, f"{run.folder} is the same run as {seen[run.fingerprint]} (the same figures of the same "
+        if run.content_key in seen:
+            skipped.append((run.folder, f"{run.folder} is the same run as {seen[run.content_key]} (the same figures of the same "
                                         "protocol on the same rows); reported once"))  # fmt: skip
             continue
-        seen[run.fingerprint] = run.folder
+        seen[run.content_key] = run.folder
         loaded.append(run)
     if not loaded:
         raise ReportError(f"none of the {len(runs)} folder{'s' if len(runs) > 1 else ''} given is a finished physprobe run "

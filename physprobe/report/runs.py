@@ -35,14 +35,14 @@ class Run:
         self.id = model_name(self.record)
 
     @property
-    def fingerprint(self) -> str:
+    def content_key(self) -> str:
         """A hash of which model was measured, what and on what, not of how run.json lays it out or how long it took:
-        the same run scored twice has the same fingerprint."""
+        the same run scored twice has the same key."""
         record = self.record
         chat = None if record.chat is None else dataclasses.asdict(record.chat)
         measured = [record.model, record.backend.get("gguf_file"), record.benchmark, record.method, record.protocol,
                     list(record.configs), record.limit, chat]
-        canonical = json.dumps([measured, record.dataset.fingerprints, record.metrics], sort_keys=True, default=str).encode()
+        canonical = json.dumps([measured, record.dataset.revisions, record.metrics], sort_keys=True, default=str).encode()
         return hashlib.sha256(canonical).hexdigest()
 
     @property
@@ -106,8 +106,8 @@ def name_runs(runs: list[Run]) -> None:
 
 
 def load_run(folder: Path) -> Run:
-    """A run folder written by ``physprobe score`` (``run_record.read``), named by ``model_name``."""
-    return Run(folder, run_record.read(folder))
+    """A run folder written by ``physprobe score`` (``run_record.load``), named by ``model_name``."""
+    return Run(folder, run_record.load(folder))
 
 
 def run_protocol(run: Run):

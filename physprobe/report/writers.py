@@ -6,20 +6,26 @@ import base64
 import html
 import re
 
+from physprobe.redact import escaped
 from physprobe.report.blocks import Heading, Image, Notes, Paragraph, TableBlock
 
 _CODE = re.compile(r"(`[^`]+`)")
 
 
 def _md_escape(text: str) -> str:
-    """Markdown-escape text, keeping `code` spans (pipes in them escaped, as GFM tables need)."""
-    pieces = _CODE.split(text)
+    """Markdown-escape text, keeping `code` spans (pipes in them escaped, as GFM tables need); control and
+    bidirectional characters as their escapes (``redact.escaped``), so no text reorders or breaks what is around it.
+
+    >>> print(_md_escape("gpt|2 \u202emodel `a|b`"))
+    gpt\\|2 \\\\u202emodel `a\\|b`
+    """
+    pieces = _CODE.split(escaped(text))
     return "".join(p.replace("|", "\\|") if _CODE.fullmatch(p) else re.sub(r"([\\`*_\[\]<>|#])", r"\\\1", p) for p in pieces)
 
 
 def _html_text(text: str) -> str:
-    """HTML-escape text, `code` spans as <code>."""
-    return "".join(f"<code>{html.escape(p[1:-1])}</code>" if _CODE.fullmatch(p) else html.escape(p) for p in _CODE.split(text))
+    """HTML-escape text, `code` spans as <code>; control and bidirectional characters as their escapes."""
+    return "".join(f"<code>{html.escape(p[1:-1])}</code>" if _CODE.fullmatch(p) else html.escape(p) for p in _CODE.split(escaped(text)))
 
 
 def to_markdown(blocks: list) -> str:

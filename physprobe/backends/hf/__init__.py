@@ -4,7 +4,7 @@ It serves every request type with physprobe's exact engines (``scoring``: causal
 shared prefix once, on the packed tree plan of ``packed`` or the cached plan; ``masked``, ``seq2seq``, ``nli``; and
 ``generation``: batched greedy decoding; their batching in ``batching``, what a model's attention takes in
 ``attention``), resolving what a request leaves to the tokenizer with ``physprobe.tokenized``. A chat template is applied here, and only here
-(``Templating.render``), as ``physprobe.backends.base`` describes.
+(``physprobe.backends.chat.Templating``).
 
 >>> HFBackend.name
 'hf'
@@ -13,105 +13,31 @@ shared prefix once, on the packed tree plan of ``packed`` or the cached plan; ``
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import time
 import warnings
 from dataclasses import dataclass
 
 from physprobe.answers import yes_probability
-from physprobe.backends.base import Backend, BackendError, Chat, Settings, messages, prompt_text, template_hash
+from physprobe.backends.base import Backend, Description, Settings
+from physprobe.errors import ProtocolError
+from physprobe.backends.chat import Chat, Templating, template_hash
 from physprobe.requests import Choice, Entailment, Generate, GenerateEach, Masked, MaskedPair, MeanTokens, Seq2Seq, YesNo
+from physprobe.results import Answer, Answers, Result, Scores
 from physprobe.tokenized import first_token_choices, lower_cased, mean_token_ids, seq2seq_targets
 
-CHECK_PROMPT = "Which is heavier, a brick or a feather?"  # rendered once when a template is first applied
 # Entailment readings -> the engine's (softmax_across: raw logits, softmaxed across the request's pairs).
 READINGS = {"three_way": "three_way", "vs_contradiction": "vs_contradiction", "softmax_across": "logit"}
 
 
-class Templating:
-    """A tokenizer's chat template under a run's ``Chat`` setting: whether it applies to a request type
-    (decided once per type), and the prompt as the model then reads it (``physprobe.backends.base`` says when
-    it applies)."""
-
-    def __init__(self, tokenizer, chat: Chat, model_name: str = "the model"):
-        self.tokenizer, self.chat, self.model_name = tokenizer, chat, model_name
-        self._applied: dict[type, bool] = {}
-
-    @functools.cached_property
-    def template(self) -> str | None:
-        """The text of the template the run names (``Chat.template``: one of the tokenizer's named templates),
-        else of the tokenizer's default one; None when it has none."""
-        name, templates = self.chat.template, self.tokenizer.chat_template
-        if name is not None:
-            named = sorted(templates) if isinstance(templates, dict) else []
-            if name not in named:
-                known = f"its named templates: {', '.join(named)}" if named else "give --apply-chat-template without a name"
-                raise BackendError(f"--apply-chat-template {name}: {self.model_name} has no chat template named {name!r}; {known}")
-        try:
-            return self.tokenizer.get_chat_template(name)
-        except ValueError:  # no template (or several, none of them the default)
-            return None
-
-    def applied(self, request_type: type) -> bool:
-        """Whether ``request_type``'s prompts go through the template; an error when the run asks a template
-        the tokenizer lacks, or a template or instruction of a request type without a prompt."""
-        if request_type not in self._applied:
-            self.chat.check(request_type)
-            applied = self.chat.applies(request_type)
-            if applied and self.template is None:
-                raise self._missing()
-            self._applied[request_type] = applied
-            if applied:  # a template that cannot render a prompt fails here, before any weight loads
-                self.render(CHECK_PROMPT, request_type)
-        return self._applied[request_type]
-
-    def require(self) -> None:
-        """With ``--apply-chat-template [NAME]``, that the tokenizer has the template: an error before any weight
-        loads (for a GGUF file, from its metadata), whatever the requests."""
-        if self.chat.mode == "on" and self.template is None:
-            raise self._missing()
-
-    def _missing(self) -> BackendError:
-        return BackendError(f"--apply-chat-template: {self.model_name} has no default chat template (its tokenizer's "
-                            "chat_template is empty); leave the option out")  # fmt: skip
-
-    def render(self, prompt: str, request_type: type, system: str | None = None) -> str:
-        """A prompt as the model reads it: through the template (generation prompt added) when it applies to
-        ``request_type``, else with the system instruction and a blank line before it, if any. A template that
-        fails (a syntax error, ``raise_exception``, a message it indexes that is not there) is one line naming it."""
-        if not self.applied(request_type):
-            return prompt_text(prompt, self.chat, templated=False, system=system)
-        import jinja2
-
-        try:
-            return self.tokenizer.apply_chat_template(messages(prompt, self.chat, system), chat_template=self.chat.template,
-                                                      add_generation_prompt=True, tokenize=False)  # fmt: skip
-        except jinja2.TemplateError as error:
-            raise BackendError(self._failed(error)) from None
-
-    def _failed(self, error) -> str:
-        import jinja2
-
-        name = f"chat template {self.chat.template!r}" if self.chat.template else "default chat template"
-        where = f"{self.model_name}'s {name} (sha256 {template_hash(self.template)[:12]})"
-        reason = " ".join(str(error).split()) or type(error).__name__
-        if isinstance(error, jinja2.TemplateSyntaxError):
-            return f"{where} is not a valid Jinja template (line {error.lineno}: {reason}); fix it, or leave out --apply-chat-template"
-        if self.chat.system_instruction and "system" in reason.lower():
-            return f"{where} refuses the system message ({reason}): leave out --system-instruction, or give another template"
-        return (f"{where} cannot render a prompt ({type(error).__name__}: {reason}); give another template "
-                "(--apply-chat-template NAME), or leave out --apply-chat-template")  # fmt: skip
-
-
-def score_loaded(loaded, requests: list, chat: Chat | Templating | None = None, truncate: bool = False, progress=None) -> list[list]:
+def score_loaded(loaded, requests: list, chat: Chat | Templating | None = None, truncate: bool = False, progress=None) -> list[Result]:
     """Results of requests of one type (``physprobe.requests`` says what each is) from a model already in
     memory (``physprobe.backends.hf.model.Loaded``), under a chat setting (None: ``Chat()``, raw prompts) or the
     ``Templating`` that decided it."""
     templating = chat if isinstance(chat, Templating) else Templating(loaded.tokenizer, chat or Chat())
-    engine = {Choice: _choice, MeanTokens: _mean_tokens, Masked: _masked, MaskedPair: _masked_pair, Seq2Seq: _seq2seq,
-              Entailment: _entailment, YesNo: _yes_no, Generate: _generate, GenerateEach: _generate_each}[type(requests[0])]  # fmt: skip
     with cache_rename_quiet():
-        return engine(loaded, requests, templating, {"progress": progress, "truncate": truncate, **loaded.batching})
+        return ENGINES[type(requests[0])](loaded, requests, templating, {"progress": progress, "truncate": truncate, **loaded.batching})
 
 
 RENAMED_CACHE_WARNING = r"`past_key_values` is deprecated and will be removed in version"  # FutureWarning, per forward
@@ -149,32 +75,36 @@ def cache_rename_quiet():
         logger.removeFilter(drop)
 
 
-def _choice(loaded, requests: list[Choice], templating: Templating, options: dict) -> list[list]:
+def _scores(rows: list[list]) -> list[Scores]:
+    return [Scores(tuple(row)) for row in rows]
+
+
+def _choice(loaded, requests: list[Choice], templating: Templating, options: dict) -> list[Scores]:
     from physprobe.backends.hf import scoring
 
     texts = [[templating.render(r.context, Choice) + c for c in r.continuations] for r in requests]
-    return scoring.sequence_logprobs(loaded.model, loaded.tokenizer, texts, loaded.device, bos=not templating.applied(Choice), **options)
+    return _scores(scoring.sequence_logprobs(loaded.model, loaded.tokenizer, texts, loaded.device, bos=not templating.applied(Choice), **options))
 
 
-def _mean_tokens(loaded, requests: list[MeanTokens], templating: Templating, options: dict) -> list[list]:
+def _mean_tokens(loaded, requests: list[MeanTokens], templating: Templating, options: dict) -> list[Scores]:
     from physprobe.backends.hf import scoring
 
     templating.applied(MeanTokens)  # checks the setting asks nothing of token sequences
     ids = [mean_token_ids(r, loaded.tokenizer) for r in requests]
-    return scoring.mean_token_logprobs(loaded.model, loaded.tokenizer, ids, loaded.device, **options)
+    return _scores(scoring.mean_token_logprobs(loaded.model, loaded.tokenizer, ids, loaded.device, **options))
 
 
-def _masked(loaded, requests: list[Masked], templating: Templating, options: dict) -> list[list]:
+def _masked(loaded, requests: list[Masked], templating: Templating, options: dict) -> list[Scores]:
     from physprobe.backends.hf import masked
 
     templating.applied(Masked)
     tokenizer = loaded.tokenizer
     sep = getattr(tokenizer, "sep_token", None) or getattr(tokenizer, "eos_token", None) or "[SEP]"
     texts = [r.text.replace("[SEP]", sep) for r in requests]
-    return masked.masked_logprobs(loaded.model, tokenizer, texts, [r.candidates for r in requests], loaded.device, **options)
+    return _scores(masked.masked_logprobs(loaded.model, tokenizer, texts, [r.candidates for r in requests], loaded.device, **options))
 
 
-def _masked_pair(loaded, requests: list[MaskedPair], templating: Templating, options: dict) -> list[list]:
+def _masked_pair(loaded, requests: list[MaskedPair], templating: Templating, options: dict) -> list[Scores]:
     from physprobe.backends.hf import masked
 
     templating.applied(MaskedPair)
@@ -182,16 +112,16 @@ def _masked_pair(loaded, requests: list[MaskedPair], templating: Templating, opt
     pairs = [(r.first, r.second, r.words) if not r.lower_case else
              (lower_cased(r.first, tokenizer), lower_cased(r.second, tokenizer).replace("[mask]", "[MASK]"), r.words)
              for r in requests]  # fmt: skip
-    return masked.masked_pair_logprobs(loaded.model, tokenizer, pairs, loaded.device, token_type_ids=first.token_type_ids,
-                                        unknown_as_unk=first.unknown_as_unk, **options)  # fmt: skip
+    return _scores(masked.masked_pair_logprobs(loaded.model, tokenizer, pairs, loaded.device, token_type_ids=first.token_type_ids,
+                                               unknown_as_unk=first.unknown_as_unk, **options))  # fmt: skip
 
 
-def _seq2seq(loaded, requests: list[Seq2Seq], templating: Templating, options: dict) -> list[list]:
+def _seq2seq(loaded, requests: list[Seq2Seq], templating: Templating, options: dict) -> list[Scores]:
     from physprobe.backends.hf import seq2seq
 
     templating.applied(Seq2Seq)
     questions = [(r.source, seq2seq_targets(r, loaded.tokenizer)) for r in requests]
-    return seq2seq.seq2seq_logprobs(loaded.model, loaded.tokenizer, questions, loaded.device, **options)
+    return _scores(seq2seq.seq2seq_logprobs(loaded.model, loaded.tokenizer, questions, loaded.device, **options))
 
 
 class Shares:
@@ -231,7 +161,7 @@ def _split(values: list, widths: list[int]) -> list[list]:
     return rows
 
 
-def _entailment(loaded, requests: list[Entailment], templating: Templating, options: dict) -> list[list]:
+def _entailment(loaded, requests: list[Entailment], templating: Templating, options: dict) -> list[Scores]:
     import torch
 
     from physprobe.backends.hf import nli
@@ -245,10 +175,10 @@ def _entailment(loaded, requests: list[Entailment], templating: Templating, opti
     rows = _split(values, [len(r.pairs) for r in requests])
     if reading == "softmax_across":
         rows = [torch.softmax(torch.tensor(row), dim=0).tolist() for row in rows]
-    return rows
+    return _scores(rows)
 
 
-def _yes_no(loaded, requests: list[YesNo], templating: Templating, options: dict) -> list[list]:
+def _yes_no(loaded, requests: list[YesNo], templating: Templating, options: dict) -> list[Scores]:
     from physprobe.backends.hf import scoring, seq2seq
 
     options.pop("truncate")  # the YES/NO engine reads prompts whole
@@ -260,28 +190,34 @@ def _yes_no(loaded, requests: list[YesNo], templating: Templating, options: dict
         pairs = scoring.sequence_logprobs(loaded.model, loaded.tokenizer, [[f"{p} YES", f"{p} NO"] for p in flat], loaded.device,
                                           bos=not templating.applied(YesNo), **options)  # fmt: skip
     values = [yes_probability(yes, no) for yes, no in pairs]
-    return _split(values, [len(r.prompts) for r in requests])
+    return _scores(_split(values, [len(r.prompts) for r in requests]))
 
 
-def _generate(loaded, requests: list[Generate], templating: Templating, options: dict) -> list[list]:
+def _generate(loaded, requests: list[Generate], templating: Templating, options: dict) -> list[Answer]:
     from physprobe.backends.hf import generation
 
     asks = [{"prompt": templating.render(r.prompt, Generate, r.system), "max_new_tokens": r.max_new_tokens, "stop": list(r.stop),
              "max_length": r.max_length} for r in requests]  # fmt: skip
-    texts = generation.generate(loaded.model, loaded.tokenizer, asks, loaded.device, seq2seq=loaded.family == "seq2seq",
-                                chat=templating.applied(Generate), **options)  # fmt: skip
-    return [[text, *(first_token_choices(r, loaded.tokenizer) if r.first_token_choices else [])] for text, r in zip(texts, requests)]
+    answers = generation.generate(loaded.model, loaded.tokenizer, asks, loaded.device, seq2seq=loaded.family == "seq2seq",
+                                  chat=templating.applied(Generate), **options)  # fmt: skip
+    return [dataclasses.replace(answer, choices=tuple(first_token_choices(r, loaded.tokenizer))) if r.first_token_choices else answer
+            for answer, r in zip(answers, requests)]  # fmt: skip
 
 
-def _generate_each(loaded, requests: list[GenerateEach], templating: Templating, options: dict) -> list[list]:
+def _generate_each(loaded, requests: list[GenerateEach], templating: Templating, options: dict) -> list[Answers]:
     from physprobe.backends.hf import generation
 
     asks = [{"prompt": templating.render(p, GenerateEach, r.system), "max_new_tokens": r.max_new_tokens, "stop": list(r.stop)}
             for r in requests for p in r.prompts]  # fmt: skip
     options["progress"] = Shares.of(options["progress"], len(asks), len(requests))
-    texts = generation.generate(loaded.model, loaded.tokenizer, asks, loaded.device, seq2seq=loaded.family == "seq2seq",
-                                chat=templating.applied(GenerateEach), **options)  # fmt: skip
-    return _split(texts, [len(r.prompts) for r in requests])
+    answers = generation.generate(loaded.model, loaded.tokenizer, asks, loaded.device, seq2seq=loaded.family == "seq2seq",
+                                  chat=templating.applied(GenerateEach), **options)  # fmt: skip
+    return [Answers(tuple(row)) for row in _split(answers, [len(r.prompts) for r in requests])]
+
+
+# The engine of each request type this backend serves (``physprobe.backends.REGISTRY`` names the same types).
+ENGINES = {Choice: _choice, MeanTokens: _mean_tokens, Masked: _masked, MaskedPair: _masked_pair, Seq2Seq: _seq2seq,
+           Entailment: _entailment, YesNo: _yes_no, Generate: _generate, GenerateEach: _generate_each}  # fmt: skip
 
 
 def computed_dtype(model) -> str:
@@ -327,6 +263,7 @@ class HFBackend(Backend):
     """Models loaded in this process with ``transformers`` (``AutoModelFor*`` of the model's family)."""
 
     name = "hf"
+    ENGINES = ENGINES
 
     @staticmethod
     def parse_model_args(text: str | None) -> dict:
@@ -334,26 +271,36 @@ class HFBackend(Backend):
 
         return model_options.parse_model_args(text)
 
-    def __init__(self, settings: Settings):
+    @classmethod
+    def describe(cls, settings: Settings) -> Description:
+        """The model's config and tokenizer read (its weights not): the family its architectures name, whether the
+        tokenizer has a chat template, its revision (a Hub commit, or a hash of the local folder's files)."""
+        from physprobe import model_options
         from physprobe.backends.hf import model
 
+        facts = model.describe_model(settings.model, settings.device, settings.gguf_file, model_options.typed_model_args(settings.model_args),
+                                 settings.dtype, settings.batch_size)  # fmt: skip
+        facts.tokenizer = model.load_tokenizer(facts)
+        template = Templating(facts.tokenizer, Chat(), settings.model).template
+        return Description(facts.detected, facts.kind, template is not None,
+                           {"revision": facts.revision, "gguf_file": facts.kwargs.get("gguf_file")}, facts)  # fmt: skip
+
+    def __init__(self, settings: Settings, described: Description | None = None):
         super().__init__(settings)
-        self.plan = model.plan_model(settings.model, settings.method, settings.device, settings.gguf_file,
-                                     settings.model_args, settings.dtype, settings.batch_size)  # fmt: skip
-        self.family = self.plan.family
-        self._tokenizer = None
+        facts = (described or self.describe(settings)).facts
+        family = settings.family or facts.detected
+        if family is None:
+            raise ProtocolError(f"cannot tell the family of {settings.model!r} from {facts.kind}; pass --method")
+        if family == "nli":  # every NLI protocol reads the entailment label: a model without one is refused before its weights load
+            from physprobe.backends.hf.nli import entailment_label
+
+            entailment_label(facts.config)
+        self.facts = dataclasses.replace(facts, family=family)
+        self.family = family
+        self.tokenizer = facts.tokenizer  # the model's tokenizer: enough to build cache keys without the weights
         self._loaded = None
         if settings.chat.mode == "on":  # a template asked of a model without one: refused before any weight loads
             self.templating.require()
-
-    @property
-    def tokenizer(self):
-        """The model's tokenizer (loaded once; enough to build cache keys without the weights)."""
-        if self._tokenizer is None:
-            from physprobe.backends.hf import model
-
-            self._tokenizer = model.load_tokenizer(self.plan)
-        return self._tokenizer
 
     @functools.cached_property
     def templating(self) -> Templating:
@@ -368,14 +315,14 @@ class HFBackend(Backend):
     def identity(self, request_type: type) -> dict:
         chat = self.settings.chat
         applied = self.chat_applied(request_type)
-        return {"backend": self.name, "model": self.plan.revision, "gguf_file": self.plan.kwargs.get("gguf_file"),
-                "dtype": self.plan.dtype, "device": self.plan.device.type, "truncate": self.settings.truncate,
-                "model_args": recorded_args(self.plan.kwargs),
+        return {"backend": self.name, "model": self.facts.revision, "gguf_file": self.facts.kwargs.get("gguf_file"),
+                "dtype": self.facts.dtype, "device": self.facts.device.type, "truncate": self.settings.truncate,
+                "model_args": recorded_args(self.facts.kwargs),
                 "chat": {"applied": applied, "template": chat.template if applied else None,
                          "template_sha256": template_hash(self.templating.template) if applied else None,
                          "system_instruction": chat.system_instruction}}  # fmt: skip
 
-    def read(self, requests: list) -> list[tuple[list[str], list[int]]]:
+    def prompts(self, requests: list) -> list[tuple[list[str], list[int]]]:
         """Per request, the texts the model reads (each prompt through ``Templating.render``) and their token
         counts as the tokenizer encodes them (its special tokens added, unless the chat template wrote them),
         encoded in one batch."""
@@ -389,9 +336,9 @@ class HFBackend(Backend):
 
     def info(self) -> HFInfo:
         loaded = self._loaded
-        return HFInfo(self.family, str(loaded.device if loaded else self.plan.device), loaded is not None, self.plan.revision,
-                      self.plan.kwargs.get("gguf_file"), recorded_args(self.plan.kwargs), self.settings.truncate,
-                      computed_dtype(loaded.model) if loaded else self.plan.dtype, self.plan.batch_size or "auto")  # fmt: skip
+        return HFInfo(self.family, str(loaded.device if loaded else self.facts.device), loaded is not None, self.facts.revision,
+                      self.facts.kwargs.get("gguf_file"), recorded_args(self.facts.kwargs), self.settings.truncate,
+                      computed_dtype(loaded.model) if loaded else self.facts.dtype, self.facts.batch_size or "auto")  # fmt: skip
 
     def loaded(self):
         """The model, loaded on first use (a fully cached run never loads it)."""
@@ -399,9 +346,9 @@ class HFBackend(Backend):
             from physprobe.backends.hf import model
 
             started = time.perf_counter()
-            self._loaded = model.load(self.plan, self.tokenizer)
+            self._loaded = model.load(self.facts, self.tokenizer)
             self.load_seconds = time.perf_counter() - started
         return self._loaded
 
-    def score(self, requests: list, progress=None) -> list[list]:
-        return score_loaded(self.loaded(), requests, self.templating, self.settings.truncate, progress)
+    def score(self, requests: list, handle=None) -> list[Result]:
+        return score_loaded(self.loaded(), requests, self.templating, self.settings.truncate, handle)

@@ -332,55 +332,56 @@ def prefix_clusters(prompts: Sequence[Sequence[int]], run_cost: int = 0) -> list
     # prompts it leaves upward to the most it saves. Chains without a branch are one node (the deepest gains most).
     keys = [tuple(prompt[:-1]) for prompt in prompts]
     order = sorted(range(len(prompts)), key=lambda r: (keys[r], r))
-
-    def tree(rows: list[int], depth: int) -> dict:
-        """The node of ``rows`` (in key order, sharing ``depth`` tokens): at the depth all of them share."""
-        while all(len(keys[r]) > depth for r in rows) and len({keys[r][depth] for r in rows}) == 1:
-            depth += 1
-        node = {"depth": depth, "rows": [r for r in rows if len(keys[r]) == depth], "children": {}}
-        for r in rows:
-            if len(keys[r]) > depth:
-                node["children"].setdefault(keys[r][depth], []).append(r)
-        node["children"] = {token: tree(members, depth + 1) for token, members in node["children"].items()}
-        return node
-
-    root = tree(order, 0) if prompts else {"depth": 0, "rows": [], "children": {}}
-
-    def solve(node: dict) -> dict[int, tuple[int, tuple, tuple]]:
-        """Left upward -> (tokens saved, the runs formed below, the rows left upward); runs and rows are kept as
-        pairs (joined in constant time, flattened once at the end)."""
-        table = {len(node["rows"]): (0, (), tuple(node["rows"]))}
-        for token in sorted(node["children"]):
-            child, merged = solve(node["children"][token]), {}
-            for left, (saved, runs, rows) in table.items():
-                for more, (child_saved, child_runs, child_rows) in child.items():
-                    if left + more not in merged or saved + child_saved > merged[left + more][0]:
-                        merged[left + more] = (saved + child_saved, (runs, child_runs), (rows, child_rows))
-            table = merged
-        gains = [(saved + (left - 1) * node["depth"] - run_cost, (runs, ("run", rows)), ()) for left, (saved, runs, rows) in table.items()
-                 if left >= 2 and node["depth"] and (left - 1) * node["depth"] > run_cost]  # fmt: skip
-        best = max(gains, key=lambda entry: entry[0], default=None)
-        if best is not None and (0 not in table or best[0] > table[0][0]):
-            table[0] = best
-        return table
-
-    def flat(pairs) -> list:
-        """The rows (ints) or runs (``("run", rows)``) held in nested pairs, in order."""
-        out, stack = [], [pairs]
-        while stack:
-            item = stack.pop()
-            if isinstance(item, int):
-                out.append(item)
-            elif item and item[0] == "run":
-                out.append(flat(item[1]))
-            else:
-                stack.extend(reversed(item))
-        return out
-
-    _, runs, rest = max(solve(root).values(), key=lambda entry: entry[0])
-    runs = [sorted(rows, key=lambda r: (prompts[r], r)) for rows in flat(runs)] + [[row] for row in flat(rest)]
+    root = _prefix_tree(keys, order, 0) if prompts else {"depth": 0, "rows": [], "children": {}}
+    _, runs, rest = max(_best_runs(root, run_cost).values(), key=lambda entry: entry[0])
+    runs = [sorted(rows, key=lambda r: (prompts[r], r)) for rows in _flattened(runs)] + [[row] for row in _flattened(rest)]
     runs.sort(key=lambda rows: (prompts[rows[0]], rows[0]))
     return [(shared_length([prompts[r] for r in rows]) if len(rows) > 1 else 0, rows) for rows in runs]
+
+
+def _prefix_tree(keys: list[tuple], rows: list[int], depth: int) -> dict:
+    """``prefix_clusters``' node of ``rows`` (in key order, sharing ``depth`` tokens): at the depth all of them share."""
+    while all(len(keys[r]) > depth for r in rows) and len({keys[r][depth] for r in rows}) == 1:
+        depth += 1
+    node = {"depth": depth, "rows": [r for r in rows if len(keys[r]) == depth], "children": {}}
+    for r in rows:
+        if len(keys[r]) > depth:
+            node["children"].setdefault(keys[r][depth], []).append(r)
+    node["children"] = {token: _prefix_tree(keys, members, depth + 1) for token, members in node["children"].items()}
+    return node
+
+
+def _best_runs(node: dict, run_cost: int) -> dict[int, tuple[int, tuple, tuple]]:
+    """``prefix_clusters``' table of a node: left upward -> (tokens saved, the runs formed below, the rows left
+    upward); runs and rows are kept as pairs (joined in constant time, flattened once at the end)."""
+    table = {len(node["rows"]): (0, (), tuple(node["rows"]))}
+    for token in sorted(node["children"]):
+        child, merged = _best_runs(node["children"][token], run_cost), {}
+        for left, (saved, runs, rows) in table.items():
+            for more, (child_saved, child_runs, child_rows) in child.items():
+                if left + more not in merged or saved + child_saved > merged[left + more][0]:
+                    merged[left + more] = (saved + child_saved, (runs, child_runs), (rows, child_rows))
+        table = merged
+    gains = [(saved + (left - 1) * node["depth"] - run_cost, (runs, ("run", rows)), ()) for left, (saved, runs, rows) in table.items()
+             if left >= 2 and node["depth"] and (left - 1) * node["depth"] > run_cost]  # fmt: skip
+    best = max(gains, key=lambda entry: entry[0], default=None)
+    if best is not None and (0 not in table or best[0] > table[0][0]):
+        table[0] = best
+    return table
+
+
+def _flattened(pairs) -> list:
+    """The rows (ints) or runs (``("run", rows)``) held in ``_best_runs``' nested pairs, in order."""
+    out, stack = [], [pairs]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, int):
+            out.append(item)
+        elif item and item[0] == "run":
+            out.append(_flattened(item[1]))
+        else:
+            stack.extend(reversed(item))
+    return out
 
 
 def token_order_batches(prompts: Sequence[Sequence[int]], budget: int, batch_tokens: int, max_batch: int) -> list[list[int]]:

@@ -31,6 +31,7 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from physprobe.answers import cut, stopped
+from physprobe.results import Answer
 from physprobe.backends.hf.attention import cache_layers, custom_mask, filled_cache, positions_follow_ids, takes_custom_masks
 from physprobe.backends.hf.batching import (
     batch_limits,
@@ -433,11 +434,26 @@ def answer_budget(prompt_tokens: int, max_new_tokens: int, max_length: int | Non
     return min(max_new_tokens, max(1, max_length - (1 if seq2seq else prompt_tokens)))
 
 
+def _encoded(model, tokenizer, requests: Sequence[dict], seq2seq: bool, truncate: bool, chat: bool) -> tuple[list[list[int]], list[int]]:
+    """Each request's prompt as token ids, and its answer budget (``answer_budget``).
+
+    Prompts are encoded as the tokenizer encodes them, its special tokens included (a BOS only where the tokenizer
+    adds one), as the released scripts' pipelines and generate calls do; a prompt a chat template rendered carries
+    its special tokens already, so none are added to it. A causal model's prompt leaves room for the answer.
+    """
+    limit = (tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None) if seq2seq else max_positions(model)
+    encoded = [tokenizer(r["prompt"], add_special_tokens=not chat)["input_ids"] for r in requests]
+    budgets = [answer_budget(len(ids), r["max_new_tokens"], r.get("max_length"), seq2seq) for ids, r in zip(encoded, requests)]
+    encoded = [check_length(ids, limit if seq2seq or limit is None else limit - room, truncate, f"prompt {r['prompt'][:60]!r}")
+               for ids, r, room in zip(encoded, requests, budgets)]  # fmt: skip
+    return encoded, budgets
+
+
 def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, seq2seq: bool = False,
              batch_tokens: int | None = None, max_batch: int | None = None, truncate: bool = False, progress=None,
-             chat: bool = False) -> list[str]:  # fmt: skip
+             chat: bool = False) -> list[Answer]:  # fmt: skip
     """The greedy answer to each request (``{"prompt", "max_new_tokens", "stop"}``, optionally ``"max_length"``:
-    ``answer_budget``'s), in request order.
+    ``answer_budget``'s), in request order: its text and the number of tokens generated (before the cut).
 
     A prompt is encoded as the tokenizer encodes it (its special tokens included), unless ``chat``: a prompt
     rendered by a chat template carries its own.
@@ -445,22 +461,13 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
     Requests are batched by length (and by ``max_new_tokens``), each row stopping at its ``answer_budget``; on
     CUDA out-of-memory the batch halves.
     """
-    # Prompts are encoded as the tokenizer encodes them, its special tokens included (a BOS only where the
-    # tokenizer adds one), as the released scripts' pipelines and generate calls do; a prompt a chat template
-    # rendered carries its special tokens already, so none are added to it.
-    limit = (tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None) if seq2seq else max_positions(model)
-    encoded = [tokenizer(r["prompt"], add_special_tokens=not chat)["input_ids"] for r in requests]
-    budgets = [answer_budget(len(ids), r["max_new_tokens"], r.get("max_length"), seq2seq) for ids, r in zip(encoded, requests)]
-    encoded = [  # a causal model's prompt leaves room for the answer
-        check_length(ids, limit if seq2seq or limit is None else limit - room, truncate, f"prompt {r['prompt'][:60]!r}")
-        for ids, r, room in zip(encoded, requests, budgets)
-    ]
+    encoded, budgets = _encoded(model, tokenizer, requests, seq2seq, truncate, chat)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     eos = tokenizer.eos_token_id
     plain = argmax_decodes(model)
     # Rows of a decoding batch: on CUDA as many as the free memory holds with their caches (hundreds), else 128.
     batch_tokens, max_batch = batch_limits(model, device, batch_tokens, max_batch, (8192, 128), logits=False, cached=True)
-    texts: list[str] = [""] * len(requests)
+    texts: list[Answer] = [Answer("")] * len(requests)
     # Requests batch by their bound (max_new_tokens); within a batch each row stops at its own budget (a prompt
     # counted in max_length leaves its row fewer tokens), so prompts of many lengths still share a batch.
     by_bound: dict[int, list[int]] = {}
@@ -469,7 +476,7 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
 
     for members in (by_bound[bound] for bound in sorted(by_bound)):
 
-        def step(batch: list[int], members=members) -> list[str]:
+        def step(batch: list[int], members=members) -> list[Answer]:
             chosen = [members[i] for i in batch]
             stops = [requests[i]["stop"] for i in chosen]
             limits = [budgets[i] for i in chosen]
@@ -493,8 +500,9 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
                 shares.rewind()  # the batch runs again, halved
                 raise
             shares.finish()
-            decoded = tokenizer.batch_decode([a[:limit] for a, limit in zip(answers, limits)], skip_special_tokens=True)
-            return [cut(text, stop) for text, stop in zip(decoded, stops)]
+            kept = [a[:limit] for a, limit in zip(answers, limits)]
+            decoded = tokenizer.batch_decode(kept, skip_special_tokens=True)
+            return [Answer(cut(text, stop), len(tokens)) for text, stop, tokens in zip(decoded, stops, kept)]
 
         with torch.inference_mode():
             # A causal batch holds prompts in token order (shared prefixes together); a seq2seq batch similar lengths.

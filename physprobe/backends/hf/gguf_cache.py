@@ -14,7 +14,12 @@ float32). The hf backend converts a file once and keeps the result in the user's
 The metadata entry is made (or read) before any tensor is, so every check that needs the config or the tokenizer
 (family, method, protocol, chat template) is made first. Each entry is written under a temporary name and renamed
 into place when complete: a killed run leaves no partial entry, two runs converting at once keep one. An entry that
-cannot be written (a full or read-only disk) is a warning, and the run goes on from the file.
+cannot be written (a full or read-only disk) is a warning, and the run goes on from the model in memory.
+
+Each entry holds a manifest (``MANIFEST``): the GGUF file's sha256 and the entry's name it was made for, and the
+sha256 of every file written. ``read`` checks it before anything is loaded from the entry (about 1 s per GB): an
+entry with a file changed (a flipped bit in the weights), added or missing, or made for another file or kind (another
+model's tokenizer copied in), or one that fails to load, is removed with one warning line and converted again.
 
 >>> entry = Converted(Path("/cache/gguf/ab12"))
 >>> entry.meta.name.startswith("meta-transformers-"), entry.weights("float32").name.startswith("float32-transformers-")
@@ -24,6 +29,7 @@ cannot be written (a full or read-only disk) is a warning, and the run goes on f
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -31,8 +37,11 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 SOURCE_ARGS = ("gguf_file", "revision", "subfolder")  # where the GGUF file is: not passed when reading an entry
+MANIFEST = "physprobe-entry.json"  # in each entry: what it was made for and the sha256 of each file written
+T = TypeVar("T")
 
 
 def cache_root() -> Path:
@@ -84,13 +93,32 @@ def locate(name: str, local: bool, kwargs: dict) -> Converted:
     return Converted(cache_root() / "gguf" / digest)
 
 
+def _digests(folder: Path) -> dict[str, str]:
+    """The sha256 of every file under ``folder`` but the manifest, by relative path."""
+    found = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() or p.is_symlink()):
+        name = path.relative_to(folder).as_posix()
+        if path.is_symlink():
+            found[name] = "a symlink"  # never followed, never a file written there
+        elif name != MANIFEST:
+            with path.open("rb") as handle:
+                found[name] = hashlib.file_digest(handle, "sha256").hexdigest()
+    return found
+
+
+def _made_for(folder: Path) -> dict:
+    """What an entry at ``folder`` is made for: the GGUF file's sha256 (its parent's name) and the entry's name."""
+    return {"gguf_sha256": folder.parent.name, "entry": folder.name}
+
+
 def store(folder: Path, write: Callable[[Path], None]) -> bool:
-    """Make the entry ``folder`` with ``write(staging)``, renamed into place once complete; False (and a warning on
-    stderr) when it cannot be written. Another process's entry, made in the meantime, is kept.
+    """Make the entry ``folder`` with ``write(staging)`` and its manifest, renamed into place once complete; False (and
+    a warning on stderr) when it cannot be written: a full or read-only disk, whether ``OSError`` or a writer's own
+    error wrapping one (safetensors' ``SafetensorError``). Another process's entry, made in the meantime, is kept.
 
     >>> import tempfile; root = Path(tempfile.mkdtemp())
-    >>> store(root / "entry", lambda staging: (staging / "config.json").write_text("{}")), sorted(p.name for p in root.iterdir())
-    (True, ['entry'])
+    >>> store(root / "entry", lambda staging: (staging / "config.json").write_text("{}")), sorted(p.name for p in (root / "entry").iterdir())
+    (True, ['config.json', 'physprobe-entry.json'])
     """
     staging = None
     try:
@@ -98,25 +126,71 @@ def store(folder: Path, write: Callable[[Path], None]) -> bool:
         staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
         staging.chmod(0o755)  # mkdtemp's 0700 would keep the entry from other users of a shared cache
         write(staging)
+        (staging / MANIFEST).write_text(json.dumps({**_made_for(folder), "files": _digests(staging)}, indent=1, sort_keys=True))
         try:
             staging.rename(folder)
         except OSError:
             if not folder.is_dir():
                 raise
         return True
-    except OSError as error:
-        print(f"physprobe: warning: cannot cache the converted GGUF model in {folder} ({error.strerror or error}); "
-              "the next run converts the file again", file=sys.stderr)  # fmt: skip
+    except Exception as error:  # noqa: BLE001 - any failure to write a cache entry leaves the run to go on without it
+        reason = getattr(error, "strerror", None) or " ".join(str(error).split())[:200] or type(error).__name__
+        print(f"physprobe: warning: cannot cache the converted GGUF model in {folder} ({reason}); "
+              "the run goes on, and the next run converts the file again", file=sys.stderr)  # fmt: skip
         return False
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
 
 
+def fault(folder: Path) -> str | None:
+    """What is wrong with the entry at ``folder`` against its manifest, or None where every file is as it was written.
+
+    >>> import tempfile; entry = Path(tempfile.mkdtemp()) / "ab12" / "meta-transformers-5"
+    >>> _ = store(entry, lambda staging: (staging / "tokenizer.json").write_text("{}"))
+    >>> fault(entry)
+    >>> _ = (entry / "tokenizer.json").write_text('{"model": "another"}')
+    >>> fault(entry)
+    'tokenizer.json is not the file written there (its sha256 differs)'
+    """
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        files = dict(manifest["files"])
+        made_for = {key: manifest[key] for key in _made_for(folder)}
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"no readable {MANIFEST}"
+    if made_for != _made_for(folder):
+        return f"it was made for {made_for['entry']} of GGUF file {str(made_for['gguf_sha256'])[:12]}, not for this one"
+    found = _digests(folder)
+    for name in sorted(set(files) | set(found)):
+        if name not in found:
+            return f"{name} is missing"
+        if name not in files:
+            return f"{name} was not written there"
+        if found[name] != files[name]:
+            return f"{name} is not the file written there (its sha256 differs)"
+    return None
+
+
+def read(folder: Path, load: Callable[[Path], T]) -> T | None:
+    """``load(folder)`` of a verified entry; None where there is no entry, or where it is bad (``fault``) or fails to
+    load (an error of any kind), which is removed with one warning line (``discard``), so the caller converts again."""
+    if not folder.is_dir():
+        return None
+    reason = fault(folder)
+    if reason is None:
+        try:
+            return load(folder)
+        except Exception as error:  # noqa: BLE001 - any damage to the entry: convert the file again
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    discard(folder, reason)
+    return None
+
+
 def discard(folder: Path, reason: str) -> None:
-    """Remove an entry that cannot be read (files deleted or damaged); the file is converted again."""
-    print(f"physprobe: warning: the cached conversion {folder} cannot be read ({reason}); converting the GGUF file again",
-          file=sys.stderr)  # fmt: skip
+    """Remove an entry that cannot be used (damaged, changed, another file's); the file is converted again."""
+    print(f"physprobe: warning: the cached conversion {folder} cannot be used ({reason}); removed, converting the GGUF "
+          "file again", file=sys.stderr)  # fmt: skip
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -125,11 +199,10 @@ def metadata(converted: Converted, name: str, kwargs: dict) -> tuple[object, obj
     tensor is read) and stored there for the next run."""
     import transformers
 
-    if (converted.meta / "config.json").is_file():
-        try:
-            return transformers.AutoConfig.from_pretrained(converted.meta), transformers.AutoTokenizer.from_pretrained(converted.meta)
-        except (OSError, ValueError) as error:
-            discard(converted.meta, str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__)
+    found = read(converted.meta, lambda entry: (transformers.AutoConfig.from_pretrained(entry),
+                                                transformers.AutoTokenizer.from_pretrained(entry)))  # fmt: skip
+    if found is not None:
+        return found
     source = {k: kwargs[k] for k in (*SOURCE_ARGS, "trust_remote_code") if k in kwargs}
     config = transformers.AutoConfig.from_pretrained(name, **source)
     tokenizer = transformers.AutoTokenizer.from_pretrained(name, **source)

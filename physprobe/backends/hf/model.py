@@ -1,5 +1,5 @@
 """The hf backend's model handling: read a model's config and check every option before any weight
-loads (``plan_model``), detect its family, then load tokenizer and weights through ``from_pretrained``. A GGUF
+loads (``describe_model``), detect its family, then load tokenizer and weights through ``from_pretrained``. A GGUF
 file is converted once and read back from the cache afterwards (``physprobe.backends.hf.gguf_cache``)."""
 
 from __future__ import annotations
@@ -41,12 +41,17 @@ def detect_family(config) -> str:
 
 
 @dataclass
-class ModelPlan:
-    """What is known of a model before its weights load: checked options, config, family, revision."""
+class ModelFacts:
+    """What is known of a model before its weights load: checked options, config, the family its config names
+    (``detected``; None: it names none) and the family it is loaded as (``family``: the run's, by default the
+    detected one), revision."""
 
     name: str
     local: bool
-    family: str
+    detected: str | None
+    kind: str  # what the family was read from: the architectures (physprobe.spec's error lines)
+    config: object
+    family: str | None
     revision: str  # Hub commit, or sha256 of the local folder's files
     device: object  # torch.device
     dtype: str
@@ -71,8 +76,8 @@ FLEX_ON_CPU = ("--model-args attn_implementation=flex_attention: flex attention 
                "batch's mask (torch 2.13's inductor); use attn_implementation=sdpa (the default) or eager, or score on a GPU")
 
 
-def plan_model(model_name: str, method: str | None, device: str | None = None, gguf_file: str | None = None,
-               model_args: dict | None = None, dtype: str | None = None, batch_size: int | None = None) -> ModelPlan:  # fmt: skip
+def describe_model(model_name: str, device: str | None = None, gguf_file: str | None = None, model_args: dict | None = None,
+               dtype: str | None = None, batch_size: int | None = None) -> ModelFacts:  # fmt: skip
     """Check every model option and read the model's config (no weights): a bad option fails here, in one line."""
     import transformers
 
@@ -112,24 +117,11 @@ def plan_model(model_name: str, method: str | None, device: str | None = None, g
                                              "or download the model and pass its folder") from None  # fmt: skip
     try:
         detected = detect_family(config)
-    except protocols.ProtocolError:
-        detected = None
-    if method is not None and method not in protocols.FAMILIES:  # yes_no, generate: the model's own family
-        family = "seq2seq" if config.is_encoder_decoder else "causal"
-    else:
-        family = method or detected
-    if family is None:
-        raise protocols.ProtocolError(f"cannot tell the family of {model_name!r} from architectures={config.architectures}; pass --method")
-    if detected is not None and detected != family:
         kind = " ".join(config.architectures or [config.model_type])
-        raise protocols.ProtocolError(f"{model_name} is a {detected} model ({kind}): it cannot score --method {method}; "
-                              f"leave out --method or use --method {detected}")  # fmt: skip
-    if family == "nli":  # every NLI protocol reads the entailment label: a model without one is refused before its weights load
-        from physprobe.backends.hf.nli import entailment_label
-
-        entailment_label(config)
+    except protocols.ProtocolError:
+        detected, kind = None, f"architectures={config.architectures}"
     revision = commit or provenance.model_revision(model_name, local, kwargs.get("revision"), kwargs.get("gguf_file"), kwargs.get("subfolder"))
-    return ModelPlan(model_name, local, family, revision, chosen, dtype, kwargs, batch_size, converted, tokenizer)
+    return ModelFacts(model_name, local, detected, kind, config, detected, revision, chosen, dtype, kwargs, batch_size, converted, tokenizer)
 
 
 def _offline() -> bool:
@@ -138,27 +130,27 @@ def _offline() -> bool:
     return constants.HF_HUB_OFFLINE
 
 
-def load_tokenizer(plan: ModelPlan):
+def load_tokenizer(facts: ModelFacts):
     """The planned model's tokenizer (enough to build requests and look them up in the cache)."""
     import transformers
 
-    tokenizer_kwargs = {k: plan.kwargs[k] for k in ("gguf_file", "revision", "trust_remote_code", "subfolder") if k in plan.kwargs}
+    tokenizer_kwargs = {k: facts.kwargs[k] for k in ("gguf_file", "revision", "trust_remote_code", "subfolder") if k in facts.kwargs}
     try:
-        if plan.tokenizer is not None:  # a GGUF file's, read with its config
-            tokenizer = plan.tokenizer
-            tokenizer.name_or_path = plan.name  # as read from the file, not its cache entry (PROST's released-gpt reads it)
+        if facts.tokenizer is not None:  # a GGUF file's, read with its config
+            tokenizer = facts.tokenizer
+            tokenizer.name_or_path = facts.name  # as read from the file, not its cache entry (PROST's released-gpt reads it)
         else:
-            tokenizer = transformers.AutoTokenizer.from_pretrained(plan.name, **tokenizer_kwargs)
+            tokenizer = transformers.AutoTokenizer.from_pretrained(facts.name, **tokenizer_kwargs)
     except (OSError, ValueError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ModelLoadError(f"{plan.name}: cannot load its tokenizer ({reason}); add the tokenizer files to the model folder") from None
+        raise ModelLoadError(f"{facts.name}: cannot load its tokenizer ({reason}); add the tokenizer files to the model folder") from None
     if tokenizer.pad_token is None and tokenizer.eos_token is not None:
         tokenizer.pad_token = tokenizer.eos_token
-    inputs.usable_tokenizer(tokenizer, plan.name)
+    inputs.usable_tokenizer(tokenizer, facts.name)
     return tokenizer
 
 
-def load(plan: ModelPlan, tokenizer=None) -> Loaded:
+def load(facts: ModelFacts, tokenizer=None) -> Loaded:
     """Load model and tokenizer through ``from_pretrained`` (a GGUF file too) for the planned family.
 
     A GGUF file's weights come from its cached conversion in the planned dtype where there is one; else they are
@@ -167,36 +159,34 @@ def load(plan: ModelPlan, tokenizer=None) -> Loaded:
     """
     import torch
 
-    kwargs = dict(plan.kwargs, dtype=plan.dtype if plan.dtype == "auto" else getattr(torch, plan.dtype))
-    cached = plan.converted.weights(plan.dtype) if plan.converted is not None else None
+    kwargs = dict(facts.kwargs, dtype=facts.dtype if facts.dtype == "auto" else getattr(torch, facts.dtype))
+    cached = facts.converted.weights(facts.dtype) if facts.converted is not None else None
     how = "" if cached is None else " from the cached conversion" if cached.is_dir() else ", converting the GGUF file once"
-    with progress.bar(f"loading {plan.name} ({plan.family}, {plan.dtype}){how}"):
+    with progress.bar(f"loading {facts.name} ({facts.family}, {facts.dtype}){how}"):
         model = None
-        if cached is not None and cached.is_dir():
-            try:
-                model = _from_pretrained(plan, str(cached), {k: v for k, v in kwargs.items() if k not in gguf_cache.SOURCE_ARGS})
-            except Exception as error:  # noqa: BLE001 - any damage to the entry: convert the file again
-                gguf_cache.discard(cached, str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__)
+        if cached is not None:  # verified against its manifest, else removed with one line and converted again
+            entry_kwargs = {k: v for k, v in kwargs.items() if k not in gguf_cache.SOURCE_ARGS}
+            model = gguf_cache.read(cached, lambda entry: _from_pretrained(facts, str(entry), entry_kwargs))
         if model is None:
-            model = _from_pretrained(plan, plan.name, kwargs)
+            model = _from_pretrained(facts, facts.name, kwargs)
             if cached is not None and not {"device_map", "quantization_config"} & set(kwargs) and gguf_cache.dequantised(model):
                 gguf_cache.store(cached, lambda staging: gguf_cache.save_weights(model, staging))
-    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(plan)
+    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(facts)
     model.eval()
-    device = plan.device
-    if "device_map" in plan.kwargs:  # accelerate placed the weights (and hooks that move activations between them)
+    device = facts.device
+    if "device_map" in facts.kwargs:  # accelerate placed the weights (and hooks that move activations between them)
         device = input_device(model)
     else:
         model.to(device)
-    batching = {} if plan.batch_size is None else {"max_batch": plan.batch_size, "batch_tokens": 1 << 62}
-    return Loaded(model, tokenizer, plan.family, device, batching)
+    batching = {} if facts.batch_size is None else {"max_batch": facts.batch_size, "batch_tokens": 1 << 62}
+    return Loaded(model, tokenizer, facts.family, device, batching)
 
 
-def _from_pretrained(plan: ModelPlan, source: str, kwargs: dict):
+def _from_pretrained(facts: ModelFacts, source: str, kwargs: dict):
     """The planned family's model class ``from_pretrained(source)``, with SDPA attention where the architecture has it."""
     import transformers
 
-    auto = getattr(transformers, FAMILY_CLASSES[plan.family])
+    auto = getattr(transformers, FAMILY_CLASSES[facts.family])
     try:
         if "attn_implementation" in kwargs:
             return auto.from_pretrained(source, **kwargs)
@@ -206,7 +196,7 @@ def _from_pretrained(plan: ModelPlan, source: str, kwargs: dict):
             return auto.from_pretrained(source, **kwargs)
     except (OSError, ValueError, ImportError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ModelLoadError(f"cannot load {plan.name!r} as {FAMILY_CLASSES[plan.family]}: {reason}") from None
+        raise ModelLoadError(f"cannot load {facts.name!r} as {FAMILY_CLASSES[facts.family]}: {reason}") from None
 
 
 def input_device(model):

@@ -1,0 +1,75 @@
+"""The figures of a scored config, from its samples (``physprobe.samples``): the benchmark's metric wiring with the
+counts beside it (unparsed, fallback, excluded), a seeded bootstrap of each overall figure, the baselines of the same
+rows, and the pooled figures the paper computes over several configs.
+
+Every function reads samples alone; none glues parallel lists by index.
+
+>>> from physprobe.protocols import Evaluation, Protocol, Outcome
+>>> from physprobe.requests import Choice
+>>> from physprobe.results import Scores
+>>> from physprobe.samples import Sample
+>>> def accuracy(config, rows, predictions, scores):
+...     return {"n": len(rows), "accuracy": sum(p == r["label"] for p, r in zip(predictions, rows)) / len(rows)}
+>>> demo = Evaluation("demo", ("default",), (), metrics=accuracy)
+>>> protocol = Protocol("demo", Choice, lambda row, config: None, "", "")
+>>> samples = [Sample.scored("default", i, {"label": 0}, (0,), None, Scores((-1.0, -2.0)), Outcome([-1.0, -2.0], 0, 2)) for i in range(3)]
+>>> metrics(demo, protocol, "default", [*samples, Sample.left_out("default", 3, {"label": 1}, (1,))])
+{'n': 3, 'accuracy': 1.0, 'excluded': 1}
+"""
+
+from __future__ import annotations
+
+from physprobe import baselines, provenance
+from physprobe.protocols import Evaluation, Protocol
+from physprobe.run_record import Baselines
+from physprobe.samples import Sample, answered
+
+
+def _wiring(evaluation: Evaluation, protocol: Protocol, config: str, samples: list[Sample]) -> dict:
+    """The metric wiring's figures of answered ``samples``."""
+    return evaluation.metrics(config, [s.data for s in samples], [s.metric_prediction for s in samples],
+                              [list(s.scores) for s in samples], **protocol.metric_options)  # fmt: skip
+
+
+def metrics(evaluation: Evaluation, protocol: Protocol, config: str, samples: list[Sample]) -> dict:
+    """The metrics of one config: its wiring's figures over the answered samples, then the counts of generated
+    answers that named no option (``unparsed``, for a protocol that reads generated text), of decisions by the
+    protocol's fallback rule (``fallback``) and of rows the protocol left out (``excluded``)."""
+    kept = answered(samples)
+    found = _wiring(evaluation, protocol, config, kept)
+    if protocol.answer == "text":  # answers that named no option, counted wrong by the metric wiring
+        found["unparsed"] = sum(s.status == "unparsed" for s in kept)
+    if protocol.fallback is not None:
+        found["fallback"] = sum(s.fell_back for s in kept)
+    if len(kept) < len(samples):
+        found["excluded"] = len(samples) - len(kept)
+    return found
+
+
+def bootstrap(evaluation: Evaluation, protocol: Protocol, config: str, samples: list[Sample], iterations: int) -> dict:
+    """The seeded bootstrap of each overall figure of ``config`` over its answered samples."""
+    kept = answered(samples)
+    return provenance.bootstrap(lambda idx: _wiring(evaluation, protocol, config, [kept[i] for i in idx]), len(kept), iterations)
+
+
+def config_baselines(evaluation: Evaluation, protocol: Protocol, config: str, samples: list[Sample]) -> Baselines:
+    """The baselines of the answered ``samples`` (a config's, or a pooled figure's configs' together)."""
+    kept = answered(samples)
+    return baselines.compute(evaluation, config, [s.data for s in kept], [s.options for s in kept],
+                             [s.metric_prediction for s in kept], [list(s.scores) for s in kept], **protocol.metric_options)  # fmt: skip
+
+
+def pooled(evaluation: Evaluation, protocol: Protocol, by_config: dict[str, list[Sample]], config_metrics: dict[str, dict]) -> dict:
+    """The benchmark's figures over several configs (e.g. CConS's NoCon) where all were scored, with the sum of
+    their configs' ``unparsed`` and ``fallback`` counts where each config has one."""
+    outcomes = {}
+    for config, samples in by_config.items():
+        kept = answered(samples)
+        outcomes[config] = ([s.data for s in kept], [s.metric_prediction for s in kept], [list(s.scores) for s in kept])
+    found = evaluation.pooled_metrics(outcomes, **protocol.metric_options)
+    for figure, values in found.items():
+        for count in ("unparsed", "fallback"):
+            members = [config_metrics[member] for member in evaluation.pooled[figure]]
+            if all(count in m for m in members):
+                values[count] = sum(m[count] for m in members)
+    return found

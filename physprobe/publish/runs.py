@@ -1,0 +1,164 @@
+"""A Hub dataset repository of score runs: each run's record and predictions, with the report as its card.
+
+``write(folders, out, name)`` takes the run folders given, and the run folders inside any other folder given (a
+parent such as ``runs/<model>/`` holding one run folder per benchmark), reads each as ``physprobe report`` does
+(``report.collect``: one that is not a finished run is skipped with one line, a second copy of a run is kept once),
+names the runs as the report names them, and writes the folder ``out/name``::
+
+    README.md                       the card: one dataset config per run (its predictions), a table of the runs,
+                                    then the report (the papers' tables with the runs inside, its notes)
+    figures/*.png                   the report's figures
+    runs/<config>/spec.json         each run's spec and record, as ``physprobe score`` wrote them (redacted)
+    runs/<config>/run.json
+    runs/<config>/metrics.json
+    runs/<config>/predictions.parquet   one row per scored question (the Hub's dataset viewer shows it)
+
+What is published is an allow-list, verified (``physprobe.publish.verify``): those four files of each run, never
+through a link, each as the run folder's marker recorded it, the record agreeing with its predictions; anything else
+is refused in one line naming the file, and nothing is written. Every text in them and in the card is redacted
+(``physprobe.publish.redaction``): no key, token or credential, no local path (a local model is published as its
+folder name and content digest, or as ``model_id``), and the folder is read back for them before it is kept.
+
+Downloaded, every ``runs/<config>`` folder is a run folder again (``physprobe report runs/*`` reads it).
+``physprobe publish --runs`` (``upload.py --runs``) writes the folder and publishes it beside the benchmarks, as
+lm-eval's ``--hf_hub_log_args`` publishes results and samples.
+
+>>> config_name("SmolLM2-135M · released-gpt", "prost", set())
+'prost-SmolLM2-135M-released-gpt'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from huggingface_hub import DatasetCard, DatasetCardData
+
+from physprobe.errors import PublishError
+from physprobe.paths import Owner, check_target, staged, vouched
+from physprobe.publish import redaction
+from physprobe.publish.verify import check_record, read_verified
+from physprobe.redact import escaped
+from physprobe.report.blocks import Heading, Paragraph, TableBlock
+from physprobe.report.document import headlines
+from physprobe.report.output import collect, render
+from physprobe.report.runs import load_run, name_runs
+from physprobe.report.writers import to_markdown
+from physprobe.run_record import METRICS_JSON, PREDICTIONS, RUN_JSON, SPEC_JSON
+
+NAME_LENGTH = 80  # characters of a config name
+
+
+def owner(name: str) -> Owner:
+    """Who a runs repository folder belongs to: the repository of that name."""
+    return Owner("runs", {"repo": name})
+
+
+def config_name(run_id: str, benchmark: str, taken: set[str]) -> str:
+    """A run's dataset config name: its benchmark and report name in letters, digits, ``-`` and ``_``, apart from
+    the names ``taken`` (a number added where two runs would share one)."""
+    base = re.sub(r"[^A-Za-z0-9_]+", "-", f"{benchmark}-{run_id}").strip("-")[:NAME_LENGTH].rstrip("-")
+    name, count = base, 1
+    while name in taken:
+        count += 1
+        name = f"{base}-{count}"
+    return name
+
+
+def run_folders(folders: list[Path]) -> list[Path]:
+    """The run folders among ``folders``: each run folder given, and for any other folder the run folders in it (a
+    parent such as ``runs/<model>/``, one run folder per benchmark), sorted; a folder holding none is kept as it is
+    (the report's skip line says why it is no run).
+
+    >>> import tempfile
+    >>> from physprobe import run_folder
+    >>> parent = Path(tempfile.mkdtemp()) / "gpt2"
+    >>> for benchmark in ("prost", "newton"):
+    ...     _ = run_folder.open_folder(parent / benchmark, run_folder.owner("gpt2", benchmark, local=False))
+    >>> [p.name for p in run_folders([parent])]
+    ['newton', 'prost']
+    """
+    found = []
+    for folder in map(Path, folders):
+        if folder.is_symlink() or not folder.is_dir() or _is_run(folder):
+            found.append(folder)
+            continue
+        inside = sorted(child for child in folder.iterdir() if child.is_dir() and _is_run(child))
+        found.extend(inside or [folder])
+    return found
+
+
+def _is_run(folder: Path) -> bool:
+    owner, _ = vouched(folder)
+    return (owner is not None and owner.kind == "run") or os.path.lexists(folder / RUN_JSON)
+
+
+def write(folders: list[Path], out: Path, name: str, model_id: str | None = None) -> Path:
+    """Write the runs repository ``out/name`` of the finished runs among ``folders`` (``run_folders``); its path.
+    ``model_id``: what a local model is published as (else its folder name and content digest)."""
+    target = Path(out) / name
+    check_target(target, owner(name))
+    candidates = run_folders([Path(f) for f in folders])
+    verified = {folder: read_verified(folder) for folder in candidates if os.path.lexists(folder / RUN_JSON) or folder.is_symlink()}
+    runs, skipped = collect(candidates)
+    for run in runs:
+        check_record(verified[run.folder])
+    local = sorted({redaction.local_model(verified[run.folder]) for run in runs} - {None})
+    if model_id and len(local) > 1:
+        raise PublishError(f"--model-id {escaped(model_id)!r} names one model, but the runs are of {len(local)} local models "
+                           f"({', '.join(sorted(escaped(Path(m).name) for m in local))}); publish each model's runs on their own")  # fmt: skip
+    secrets = redaction.environment_secrets()
+    with staged(target, owner(name)) as staging, tempfile.TemporaryDirectory() as scratch:
+        folders_of: dict[str, Path] = {}
+        forbidden: dict[str, str] = {}
+        for run in runs:
+            files = verified[run.folder]
+            published = redaction.published_model(files, model_id)
+            redacted = redaction.redaction_for(files, published, secrets)
+            forbidden.update(redacted.forbidden())
+            config = config_name(run.id, run.record.benchmark, set(folders_of))
+            folder = folders_of[config] = staging / "runs" / config
+            folder.mkdir(parents=True)
+            (folder / SPEC_JSON).write_bytes(redaction.spec_json(files, redacted, published))
+            (folder / RUN_JSON).write_bytes(redaction.run_json(files, redacted, published))
+            (folder / METRICS_JSON).write_bytes(files.contents[METRICS_JSON])
+            (folder / PREDICTIONS).write_bytes(redaction.predictions(files, redacted))
+        published_runs = [load_run(folder) for folder in folders_of.values()]  # the card reads what is published
+        name_runs(published_runs)
+        with contextlib.chdir(staging):  # the report names each run by its folder in the repository: runs/<config>
+            report = render([Path("runs") / config for config in folders_of], Path(scratch) / "report")
+        shutil.copytree(report / "figures", staging / "figures")
+        card(name, dict(zip(folders_of, published_runs)), (report / "report.md").read_text(encoding="utf-8")).save(staging / "README.md")
+        redaction.check_leaks(staging, forbidden)
+    for _, why in skipped:
+        print(f"physprobe: skipped: {escaped(why)}", file=sys.stderr)
+    return target
+
+
+def card(name: str, configs: dict, report: str) -> DatasetCard:
+    """The repository's card: one config per run (its predictions), the runs in a table, then ``report``."""
+    data = DatasetCardData(pretty_name=f"physprobe runs: {name}", tags=["physprobe", "evaluation"])
+    data.configs = [{"config_name": config, "data_files": [{"split": "test", "path": f"runs/{config}/{PREDICTIONS}"}]}
+                    for config in configs]  # fmt: skip
+    rows = [[f"`{config}`", run.id, run.record.model, run.record.benchmark, run.record.protocol,
+             headlines(run.record.benchmark, run.metrics)] for config, run in configs.items()]  # fmt: skip
+    table = TableBlock(["config", "run", "model", "benchmark", "protocol", "headline"], rows, ["run"] * len(rows))
+    intro = Paragraph("Score runs of physprobe, one dataset config per run: its predictions (one row per scored question, "
+                      "with the texts the model read). Each `runs/<config>` folder holds the run's `spec.json`, `run.json` and "
+                      "`metrics.json` beside them; downloaded, `physprobe report runs/*` reads them.")  # fmt: skip
+    body = to_markdown([Heading(1, f"physprobe runs: {name}"), intro, table]) + "\n\n" + _demoted(report)
+    return DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{body}")
+
+
+def _demoted(markdown: str) -> str:
+    """The report's Markdown with every heading one level down (the card has its own title).
+
+    >>> _demoted("# physprobe report\\n\\n## PROST\\ntext #1")
+    '## physprobe report\\n\\n### PROST\\ntext #1'
+    """
+    return re.sub(r"^(#+) ", r"#\1 ", markdown, flags=re.M)

@@ -1,0 +1,96 @@
+"""One scored row as one value: a ``Sample`` binds a row to the request made for it, the backend's typed result,
+what the protocol read in it (scores, prediction, generated text) and the texts the model read.
+
+A sample's ``status`` says what its prediction is: ``decided`` (an option), ``undecided`` (no option won: a missing
+score), ``unparsed`` (a generated answer that names no option, counted wrong) or ``excluded`` (a row the protocol
+leaves out, ``Protocol.skip``: no request, in no figure). predictions.parquet holds one line per sample
+(``Sample.line``), with distinct codes for the three kinds of non-answer.
+
+>>> from physprobe.protocols import Protocol, Outcome
+>>> from physprobe.requests import Choice
+>>> from physprobe.results import Scores
+>>> request, result = Choice("Ice is", (" cold", " hot")), Scores((-1.0, -4.0))
+>>> sample = Sample.scored("default", 7, {"label": 0}, (0,), request, result, Outcome([-1.0, -4.0], 0, 2))
+>>> sample.status, sample.prediction, sample.line()["prediction"]
+('decided', 0, 0)
+>>> Sample.left_out("default", 8, {"label": 1}, (1,)).line()["prediction"]
+-3
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from physprobe.protocols import UNDECIDED, UNPARSED, Outcome
+from physprobe.requests import Request
+from physprobe.results import Result
+
+EXCLUDED = -3  # predictions.parquet's code for a row the protocol leaves out (UNDECIDED -1, UNPARSED -2)
+STATUSES = ("decided", "undecided", "unparsed", "excluded")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One row of a scored config: ``row`` its index in the config, ``data`` the row as read, ``reference`` its gold
+    answer (option or class indices); the ``request``, the backend's ``result`` and the protocol's outcome of it; the
+    ``prompts`` the model read (as it read them: through a chat template where one applied) and their token counts
+    where the backend has the tokenizer."""
+
+    config: str
+    row: int
+    data: dict
+    reference: tuple[int, ...]
+    status: str
+    prediction: int | None = None  # the option decided (None unless ``status`` is ``decided``)
+    scores: tuple[float | None, ...] = ()
+    options: int = 0  # answers the question offered
+    fell_back: bool = False  # decided by the protocol's fallback rule
+    request: Request | None = None
+    result: Result | None = None
+    generated: str | tuple[str, ...] | None = None
+    generated_tokens: int | tuple[int | None, ...] | None = None
+    prompts: tuple[str, ...] = ()
+    prompt_tokens: tuple[int, ...] | None = None
+
+    @classmethod
+    def scored(cls, config: str, row: int, data: dict, reference: tuple[int, ...], request: Request, result: Result,
+               outcome: Outcome, prompts: tuple[str, ...] = (), prompt_tokens: tuple[int, ...] | None = None) -> Sample:  # fmt: skip
+        """The sample of a row the model answered, from the protocol's ``outcome`` of its result."""
+        prediction = outcome.prediction
+        status = "undecided" if prediction is None else "unparsed" if prediction == UNPARSED else "decided"
+        generated, tokens = outcome.generated, outcome.generated_tokens
+        return cls(config, row, data, reference, status, prediction if status == "decided" else None, tuple(outcome.scores),
+                   outcome.options, outcome.fell_back, request, result, tuple(generated) if isinstance(generated, list) else generated,
+                   tuple(tokens) if isinstance(tokens, list) else tokens, tuple(prompts),
+                   None if prompt_tokens is None else tuple(prompt_tokens))  # fmt: skip
+
+    @classmethod
+    def left_out(cls, config: str, row: int, data: dict, reference: tuple[int, ...]) -> Sample:
+        """The sample of a row the protocol leaves out (``Protocol.skip``)."""
+        return cls(config, row, data, reference, "excluded")
+
+    @property
+    def answered(self) -> bool:
+        """Whether the row is in the figures (not excluded)."""
+        return self.status != "excluded"
+
+    @property
+    def metric_prediction(self) -> int | None:
+        """The prediction as the benchmark's metric wiring takes it: the option, None (undecided) or ``UNPARSED``."""
+        return UNPARSED if self.status == "unparsed" else self.prediction
+
+    def line(self) -> dict:
+        """The sample's line of predictions.parquet: ``prediction`` the option, or ``UNDECIDED`` (-1), ``UNPARSED``
+        (-2), ``EXCLUDED`` (-3) as ``status`` says; ``scores`` NaN where the model gave none."""
+        code = {"decided": self.prediction, "undecided": UNDECIDED, "unparsed": UNPARSED, "excluded": EXCLUDED}[self.status]
+        return {"config": self.config, "row": self.row, "status": self.status, "prediction": code,
+                "scores": [math.nan if v is None else v for v in self.scores], "reference": list(self.reference),
+                "generated": list(self.generated) if isinstance(self.generated, tuple) else self.generated,
+                "generated_tokens": list(self.generated_tokens) if isinstance(self.generated_tokens, tuple) else self.generated_tokens,
+                "prompts": list(self.prompts), "prompt_tokens": None if self.prompt_tokens is None else list(self.prompt_tokens)}  # fmt: skip
+
+
+def answered(samples) -> list[Sample]:
+    """The samples in the figures (every status but ``excluded``), in order."""
+    return [s for s in samples if s.answered]

@@ -1,0 +1,295 @@
+"""The publishing fault suite: ``physprobe publish --runs`` (``upload.py --runs``) over run folders a hostile user or a
+bad day left behind. Only the files physprobe wrote leave the machine, never through a link, as they were written,
+agreeing with their record, with no secret and no local path in them; everything else is one line naming the file,
+and nothing is written. Also: a parent folder of runs, the card's escaping, the options named when they are wrong."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from physprobe import run_folder, run_record
+from physprobe.cli import main
+from physprobe.dataset_folder import data_file
+from physprobe.paths import MARKER
+from physprobe.hub_data import DataSource
+from physprobe.samples import Sample
+
+from .fake_hub import FakeHub
+from .run_folders import record
+from .test_fault_suite import one_error_line, tree_digest
+from .test_upload import api_for, upload
+
+PROST = {"mass": {"accuracy": 0.5, "n": 2, "undecided": 0}}
+NEWTON = {"track1": {"accuracy": 0.5, "agreement_accuracy": 0.5, "n": 2, "undecided": 0}}
+
+
+def scored(folder: Path, benchmark: str, metrics: dict, model: str = "openai-community/gpt2", local: bool = False, **fields) -> Path:
+    """A finished run of ``benchmark`` whose predictions are one row per question ``metrics`` counts."""
+    made = record(benchmark, "causal", metrics, model=model, **fields)
+    rows = [Sample(config, i, {}, (0,), "decided", 0, (-1.0, -2.0), 2, prompts=(f"question {i}",))
+            for config, figures in metrics.items() for i in range(figures["n"])]  # fmt: skip
+    run_record.write(folder, run_folder.owner(model, benchmark, local), made, rows)
+    return folder
+
+
+def publish(*args: str) -> int:
+    return upload.main(list(args))
+
+
+def published_files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MARKER}
+
+
+def texts_of(folder: Path) -> str:
+    """Every text a published folder holds: its files' bytes (as UTF-8) and its Parquet files' values."""
+    parts = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        parts.append(path.read_bytes().decode("utf-8", "replace"))
+        if path.suffix == ".parquet":
+            parts.append(json.dumps(pq.read_table(path).to_pylist(), ensure_ascii=False))
+    return "\n".join(parts)
+
+
+def rehash(folder: Path, name: str) -> None:
+    """The run folder's marker made to vouch for ``name`` as it is now (what a forger, or a copied folder, does)."""
+    marker = json.loads((folder / MARKER).read_text())
+    marker["files"][name] = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    (folder / MARKER).write_text(json.dumps(marker))
+
+
+@pytest.fixture
+def runs(tmp_path):
+    parent = tmp_path / "runs" / "gpt2"
+    scored(parent / "prost", "prost", PROST)
+    scored(parent / "newton", "newton", NEWTON)
+    return parent
+
+
+# --- only what physprobe wrote, as it wrote it -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["predictions.parquet", "run.json", "metrics.json"])
+def test_a_symlinked_run_file_is_refused_and_the_linked_file_never_copied(name, runs, tmp_path, capsys):
+    private = tmp_path / "home" / f"private-{name}"
+    private.parent.mkdir()
+    source = runs / ("newton" if name == "run.json" else "prost") / name  # run.json: another run's record
+    private.write_bytes(source.read_bytes() if name == "run.json" else b"my private bytes " * 100)
+    (runs / "prost" / name).unlink()
+    (runs / "prost" / name).symlink_to(private)
+    before = tree_digest(tmp_path)
+    assert publish("--runs", str(runs), "--runs-repo", "my-runs", "--out", str(tmp_path / "hub")) == 2
+    one_error_line(capsys.readouterr().err, f"{runs / 'prost' / name} is a symlink (to {private})", "score the run again")
+    assert tree_digest(tmp_path) == before  # nothing written: no copy of the linked file anywhere
+
+
+def test_a_file_changed_since_scoring_is_refused(runs, tmp_path, capsys):
+    metrics = runs / "prost" / "metrics.json"
+    metrics.write_text(json.dumps({"mass": {"accuracy": 0.99, "n": 2, "undecided": 0}}))  # a better figure, typed in
+    assert publish("--runs", str(runs), "--runs-repo", "my-runs", "--out", str(tmp_path / "hub")) == 2
+    one_error_line(capsys.readouterr().err, f"{metrics} changed since physprobe score wrote it", "score the run again")
+    assert not (tmp_path / "hub").exists()
+
+
+def test_a_run_folder_holding_another_benchmarks_predictions_is_refused(runs, tmp_path, capsys):
+    prost = runs / "prost"
+    (prost / "predictions.parquet").write_bytes((runs / "newton" / "predictions.parquet").read_bytes())
+    assert publish("--runs", str(runs), "--runs-repo", "my-runs", "--out", str(tmp_path / "hub")) == 2
+    one_error_line(capsys.readouterr().err, f"{prost / 'predictions.parquet'} changed since physprobe score wrote it")
+    rehash(prost, "predictions.parquet")  # a marker made to vouch for them: the record still disagrees
+    assert publish("--runs", str(runs), "--runs-repo", "my-runs", "--out", str(tmp_path / "hub")) == 2
+    one_error_line(capsys.readouterr().err, f"{prost / 'predictions.parquet'} holds rows of config track1, which "
+                   f"{prost / 'run.json'} (benchmark prost, configs mass) did not score")  # fmt: skip
+    assert not (tmp_path / "hub").exists()
+
+
+def test_predictions_of_another_length_than_the_metrics_count_are_refused(tmp_path, capsys):
+    run = scored(tmp_path / "run", "prost", PROST)
+    table = pq.read_table(run / "predictions.parquet")
+    pq.write_table(table.slice(0, 1), run / "predictions.parquet")
+    rehash(run, "predictions.parquet")
+    assert publish("--runs", str(run), "--runs-repo", "my-runs", "--out", str(tmp_path / "hub")) == 2
+    one_error_line(capsys.readouterr().err, f"{run / 'predictions.parquet'} holds 1 rows of config mass, but "
+                   f"{run / 'metrics.json'} counts 2 questions (n)")  # fmt: skip
+
+
+def test_a_run_without_its_predictions_is_one_line(runs, tmp_path, capsys):
+    (runs / "prost" / "predictions.parquet").unlink()
+    assert publish("--runs", str(runs), "--runs-repo", "my-runs", "--out", str(tmp_path / "hub")) == 2
+    err = capsys.readouterr().err
+    one_error_line(err, f"{runs / 'prost' / 'predictions.parquet'} is missing: the run folder is incomplete",
+                   f"`physprobe score ... --out {runs / 'prost'}` resumes from its cache")  # fmt: skip
+    assert "Traceback" not in err and not (tmp_path / "hub").exists()
+
+
+# --- nothing local, nothing secret ----------------------------------------------------------------------------------------
+
+
+def local_run(folder: Path, model: Path, data: Path, benchmark: str = "prost", metrics: dict = PROST) -> Path:
+    revision = "sha256:" + hashlib.sha256(str(model).encode()).hexdigest()
+    return scored(folder, benchmark, metrics, model=str(model), local=True,
+                  backend={"name": "hf", "gguf_file": None, "model_revision": revision},
+                  data=DataSource(benchmark, str(data), None, tuple(metrics)), out=str(folder),
+                  command=("physprobe", "score", "--model", str(model), "--benchmark", benchmark, "--data", str(data),
+                           f"--out={folder}"))  # fmt: skip
+
+
+def test_a_local_model_is_published_by_its_folder_name_and_digest_or_the_id_given(tmp_path, capsys):
+    model, data = tmp_path / "home" / "me" / "models" / "tiny-gpt", tmp_path / "home" / "me" / "build"
+    run = local_run(tmp_path / "home" / "me" / "runs" / "tiny-gpt" / "prost", model, data)
+    digest = json.loads((run / "run.json").read_text())["backend"]["model_revision"][7:19]
+    assert publish("--runs", str(run.parent), "--runs-repo", "my-runs", "--out", str(tmp_path / "hub")) == 0
+    repo = tmp_path / "hub" / "runs" / "my-runs"
+    spec = json.loads((repo / "runs" / "prost-tiny-gpt" / "run.json").read_text())["spec"]
+    assert spec == json.loads((repo / "runs" / "prost-tiny-gpt" / "spec.json").read_text())
+    assert spec["model"] == spec["settings"]["model"] == f"tiny-gpt@sha256:{digest}"
+    assert spec["data"]["path"] == "build" and spec["out"] == "prost"
+    assert spec["command"] == ["physprobe", "score", "--model", f"tiny-gpt@sha256:{digest}", "--benchmark", "prost",
+                               "--data", "build", "--out=prost"]  # fmt: skip
+    assert str(tmp_path) not in texts_of(repo)  # the card and the report included
+    assert publish("--runs", str(run.parent), "--runs-repo", "my-runs", "--out", str(tmp_path / "hub"), "--model-id", "me/tiny-gpt") == 0
+    assert json.loads((repo / "runs" / "prost-tiny-gpt" / "run.json").read_text())["spec"]["model"] == "me/tiny-gpt"
+    assert "me/tiny-gpt" in (repo / "README.md").read_text() and str(tmp_path) not in texts_of(repo)
+    local_run(tmp_path / "other", tmp_path / "models" / "other-gpt", data)
+    capsys.readouterr()
+    assert publish("--runs", str(run), str(tmp_path / "other"), "--runs-repo", "my-runs", "--out", str(tmp_path / "hub"),
+                   "--model-id", "me/tiny-gpt") == 2  # fmt: skip
+    one_error_line(capsys.readouterr().err, "--model-id 'me/tiny-gpt' names one model, but the runs are of 2 local models "
+                   "(other-gpt, tiny-gpt)")  # fmt: skip
+
+
+def test_a_bidi_model_name_is_escaped_in_the_card(tmp_path):
+    run = scored(tmp_path / "run", "prost", PROST, model="evil\u202emodel")
+    assert publish("--runs", str(run), "--runs-repo", "my-runs", "--out", str(tmp_path / "hub")) == 0
+    card = (tmp_path / "hub" / "runs" / "my-runs" / "README.md").read_text()
+    assert "\u202e" not in card and "evil\\\\u202emodel" in card  # shown as its escape (Markdown-escaped backslash)
+    assert json.loads((tmp_path / "hub" / "runs" / "my-runs" / "runs" / "prost-evil-u202emodel" / "run.json").read_text())[
+        "spec"]["model"] == "evil\u202emodel"  # the record keeps the server's id as it is: only what a person reads is escaped
+
+
+def test_a_runs_repo_name_with_an_escape_sequence_names_the_option_and_shows_it_escaped(runs, tmp_path, capsys):
+    assert publish("--runs", str(runs), "--runs-repo", "my\x1b[2J\u202eruns", "--org", "me", "--out", str(tmp_path / "hub")) == 2
+    err = capsys.readouterr().err
+    one_error_line(err, "--runs-repo 'my\\x1b[2J\\u202eruns': me/my\\x1b[2J\\u202eruns is not a valid Hub repo id")
+    assert "\x1b" not in err and "\u202e" not in err and "--org" not in err and not (tmp_path / "hub").exists()
+
+
+@pytest.mark.parametrize("command", ["publish", "report"])
+def test_a_skipped_folder_name_is_shown_escaped(command, runs, tmp_path, capsys):
+    odd = tmp_path / "half\x1b[31m\u202edone"
+    odd.mkdir()  # a folder of the user's, no run
+    if command == "publish":
+        assert publish("--runs", str(runs / "prost"), str(odd), "--runs-repo", "my-runs", "--out", str(tmp_path / "hub")) == 0
+    else:
+        assert main(["report", str(runs / "prost"), str(odd), "--out", str(tmp_path / "report")]) == 0
+    err = capsys.readouterr().err
+    skipped = [line for line in err.splitlines() if "skipped" in line]
+    assert len(skipped) == 1 and "half\\x1b[31m\\u202edone" in skipped[0], err
+    assert "\x1b" not in err and "\u202e" not in err
+
+
+def test_an_error_line_shows_a_path_escaped(tmp_path, capsys):
+    odd = tmp_path / "run\u202e\x1b[2J"
+    assert main(["report", str(odd), "--out", str(tmp_path / "report")]) == 2
+    err = capsys.readouterr().err
+    one_error_line(err, "run\\u202e\\x1b[2J")
+    assert "\x1b" not in err and "\u202e" not in err
+
+
+# --- a parent folder of runs ------------------------------------------------------------------------------------------------
+
+
+def test_a_parent_folder_publishes_every_run_in_it_with_the_report_as_its_card(runs, tmp_path, monkeypatch, capsys):
+    from physprobe.publish import hub as hub_calls
+
+    monkeypatch.setattr(hub_calls, "RETRY_DELAYS", (0.0, 0.0, 0.0))
+    (runs / "notes").mkdir()  # a user's folder beside the runs: no run, not published
+    assert publish("--runs", str(runs), "--runs-repo", "gpt2-runs", "--out", str(tmp_path / "hub")) == 0
+    repo = tmp_path / "hub" / "runs" / "gpt2-runs"
+    files = published_files(repo)
+    assert sorted(f for f in files if f.startswith("runs/")) == [f"runs/{c}/{n}" for c in ("newton-gpt2", "prost-gpt2")
+                                                                 for n in ("metrics.json", "predictions.parquet", "run.json", "spec.json")]  # fmt: skip
+    for config, benchmark in (("newton-gpt2", "newton"), ("prost-gpt2", "prost")):  # nothing to redact: the bytes written
+        for name in ("metrics.json", "predictions.parquet", "run.json", "spec.json"):
+            assert files[f"runs/{config}/{name}"] == (runs / benchmark / name).read_bytes()
+    card = files["README.md"].decode()
+    assert "## physprobe report" in card and "PROST" in card and "NEWTON" in card
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
+    with FakeHub() as hub:
+        assert upload.main(["--runs", str(runs), "--runs-repo", "gpt2-runs", "--out", str(tmp_path / "hub"), "--push",
+                            "--org", "me"], api=api_for(hub)) == 0  # fmt: skip
+        remote = hub.repos[("dataset", "me/gpt2-runs")].files
+    assert {k: v for k, v in remote.items() if k != ".gitattributes"} == files
+    assert "release complete: 1 of 1" in capsys.readouterr().out
+
+
+def test_physprobe_publish_is_the_same_command(runs, tmp_path, capsys):
+    assert main(["publish", "--runs", str(runs), "--runs-repo", "gpt2-runs", "--out", str(tmp_path / "hub")]) == 0
+    assert "dry run: 1 repo folders" in capsys.readouterr().out
+    assert main(["publish", "--runs", str(runs), "--only", "prost"]) == 2
+    one_error_line(capsys.readouterr().err, "physprobe: error: --runs publishes only the runs repository")
+    assert main(["publish", "--model-id", "me/x"]) == 2
+    one_error_line(capsys.readouterr().err, "--model-id names the model of published runs: give it with --runs")
+
+
+# --- the grep check: a key-quoting server, credentials in base_url, a local model -------------------------------------------
+
+KEY, PASSWORD = "sk-published-never-0123456789", "pa55-w0rd-never-published"
+
+
+def test_nothing_secret_or_local_in_anything_published(inputs, tmp_path, monkeypatch, capsys):
+    from .fake_openai import FakeServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setattr("physprobe.backends.openai.client.backoff", lambda retries: (0.0,) * retries)
+    parent = tmp_path / "runs" / "mine"
+    with FakeServer(fault="quotes_headers_200", fault_after=1) as server:  # every answer quotes the request's headers
+        url = server.base_url.replace("http://", f"http://me:{PASSWORD}@")
+        assert main(["score", "--model", server.model, "--model-args", f"base_url={url}", "--benchmark", "newton",
+                     "--config", "track1", "--data", str(inputs["build"]), "--limit", "3", "--bootstrap-iters", "0",
+                     "--out", str(parent / "newton")]) == 0  # fmt: skip
+        assert main(["score", "--model", server.model, "--model-args", f"base_url={server.base_url}", "--benchmark", "newton",
+                     "--config", "track1", "--data", str(inputs["build"]), "--limit", "2", "--bootstrap-iters", "0",
+                     "--out", str(parent / "newton-key")]) == 0  # the key in the Authorization header, quoted back  # fmt: skip
+    assert main(["score", "--model", str(inputs["model"]), "--benchmark", "prost", "--config", "mass", "--limit", "3",
+                 "--data", str(inputs["build"]), "--bootstrap-iters", "0", "--out", str(parent / "prost")]) == 0  # fmt: skip
+    assert "request headers" in json.dumps(pq.read_table(parent / "newton" / "predictions.parquet").to_pylist())
+    forbidden = [KEY, PASSWORD, f"me:{PASSWORD}", str(inputs["model"]), str(inputs["build"]), str(tmp_path)]
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
+    with FakeHub() as hub:
+        assert upload.main(["--runs", str(parent), "--runs-repo", "mine", "--out", str(tmp_path / "hub"), "--push",
+                            "--org", "me"], api=api_for(hub)) == 0  # fmt: skip
+        remote = hub.repos[("dataset", "me/mine")].files
+    repo = tmp_path / "hub" / "runs" / "mine"
+    published = texts_of(repo) + "\n".join(v.decode("utf-8", "replace") for v in remote.values())
+    assert sorted(remote) == sorted([".gitattributes", *published_files(repo)])
+    assert [text for text in forbidden if text in published] == []
+    assert "'Authorization': 'Basic ***'" in published and "'Authorization': 'Bearer ***'" in published
+    assert "http://***@127.0.0.1" in published  # each scrubbed where it was, not dropped
+    assert "gpt@sha256:" in json.loads((repo / "runs" / "prost-gpt" / "run.json").read_text())["spec"]["model"]
+    assert KEY not in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def inputs(built_all, tmp_path_factory):
+    from . import tiny_models
+
+    folder = tmp_path_factory.mktemp("publish")
+    rows = pq.read_table(built_all / "prost" / data_file("mass", "test")).to_pylist()[::40]
+    model = tiny_models.causal_lm(folder / "models" / "gpt", [f"{r['context']} {r['question']} {r['A']} {r['B']}" for r in rows])
+    return {"build": built_all, "model": model}
+
+
+def test_check_leaks_reads_parquet_texts_and_refuses_what_slipped_through(tmp_path):
+    import pyarrow as pa
+
+    from physprobe.errors import PublishError
+    from physprobe.publish.redaction import check_leaks
+
+    pq.write_table(pa.table({"generated": [f"quoted {KEY} back"] * 50}), tmp_path / "predictions.parquet")  # compressed
+    with pytest.raises(PublishError, match="predictions.parquet would publish a secret"):
+        check_leaks(tmp_path, {KEY: "a secret (an API key, token or credential)"})

@@ -1,15 +1,12 @@
 """The scoring loop of ``physprobe score``: a ``RunPlan`` in, a ``RunRecord`` out.
 
-Per config: the rows (``--limit`` of them, evenly spread), the protocol's requests, their results from the
-resume cache (``physprobe.result_cache``) or from the backend, which loads its weights or opens its connection
-only when a request is not cached; then the protocol's decisions and the benchmark's metrics, with a seeded
+Per config: the rows (``--limit`` of them: a row of each of the paper's groups, the rest evenly spread;
+``physprobe.sampling``), the protocol's requests, their results from the resume cache (``physprobe.result_cache``)
+or from the backend, which loads its weights or opens its connection only when a request is not cached; then the protocol's decisions and the benchmark's metrics, with a seeded
 bootstrap of every overall figure and the baselines of the same rows (``physprobe.baselines``). Data-parallel
 ranks (``physprobe.parallel``) each score their share; rank 0 writes the run folder (``physprobe.run_record``),
 with the texts each row made the model read, and says in one line each which configs' figures say little
 (``baselines.flags``). A run that fails before any score reached its cache leaves no folder it created.
-
->>> spread(10, 4)
-[0, 2, 5, 7]
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from physprobe import backends, baselines, inputs, parallel, progress, protocols, provenance, registry, run_record
+from physprobe import backends, baselines, inputs, parallel, progress, protocols, provenance, registry, run_record, sampling
 from physprobe.backends.base import BackendError
 from physprobe.errors import FolderInUse, RequestError
 from physprobe.paths import FolderLock
@@ -28,19 +25,6 @@ from physprobe.plan import RunPlan
 from physprobe.redact import printable
 from physprobe.result_cache import Cache
 from physprobe.run_record import Baselines, Bootstrap, ChatRecord, DatasetRecord, Prediction, RunRecord, Timings
-
-
-def spread(n: int, limit: int | None) -> list[int]:
-    """``limit`` row indices evenly spread over ``n`` rows (all rows without a limit).
-
-    Benchmarks are ordered (PROST by text, NEWTON by scenario), so the first rows would be one template.
-
-    >>> spread(10, 4), spread(3, 5)
-    ([0, 2, 5, 7], [0, 1, 2])
-    """
-    if limit is None or limit >= n:
-        return list(range(n))
-    return [i * n // limit for i in range(limit)]
 
 
 @dataclass(frozen=True)
@@ -99,7 +83,7 @@ class Run:
         dataset = self.source.load(config)
         inputs.not_empty(len(dataset), config, self.source.path)
         self.fingerprints[config] = self.source.fingerprint(config)
-        indices = spread(len(dataset), self.plan.limit)
+        indices = sampling.rows_to_score(dataset, config, self.plan.limit, self.evaluation.groups)
         rows = dataset.select(indices).to_list()
         kept = [i for i, row in enumerate(rows) if not (protocol.skip and protocol.skip(row))]
         excluded = len(rows) - len(kept)

@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelFo
 from tokenizers import processors
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from physprobe import protocols, registry, runner, tokenized
+from physprobe import protocols, registry, runner, sampling, tokenized
 from physprobe.backends.hf import masked, scoring, seq2seq
 from physprobe.cli import main
 from physprobe.dataset_scripts.prost import evaluation as prost
@@ -312,7 +312,7 @@ def released_inverse_gaps(picked, correct):
 
 def test_table_7_pools_each_side_under_limit(rows):
     # The rows a --limit 200 run scores (runner.spread); hand-made predictions right on every third question.
-    picked = [rows[i] for i in runner.spread(len(rows), 200)]
+    picked = [rows[i] for i in sampling.spread(len(rows), 200)]
     predictions = [r["label"] if r["example_idx"] % 3 == 0 else (r["label"] + 1) % 4 for r in picked]
     correct = [p == r["label"] for p, r in zip(predictions, picked)]
     pairs = [superlative_pair(r["name"]) for r in picked]

@@ -6,6 +6,8 @@
     physprobe generate newton --spec my_spec.yaml --out generated
     physprobe score --model roberta-large --benchmark prost --out runs/roberta-prost
     physprobe score --model gpt2 --benchmark prost --protocol sentence-sum
+    physprobe score --model HuggingFaceTB/SmolLM2-135M-Instruct --benchmark all --limit 20
+    physprobe report runs/SmolLM2-135M-Instruct
     physprobe protocols
     physprobe score --model gpt2 --benchmark newton --model-args revision=main,dtype=bfloat16 --batch-size auto
     physprobe report runs/roberta-prost runs/gpt2-prost --out report
@@ -88,18 +90,26 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _score(args: argparse.Namespace) -> int:
-    from physprobe import plan as run_plan
-    from physprobe import run_record, runner
-
-    plan = run_plan.make(
-        args.model, args.benchmark, out=args.out, data=args.data, dataset_repo=args.dataset_repo, revision=args.revision,
+def _plan_options(args: argparse.Namespace) -> dict:
+    """``physprobe score``'s options as ``plan.make`` (and ``card_run.make``) take them, the model and benchmark aside."""
+    return dict(
+        out=args.out, data=args.data, dataset_repo=args.dataset_repo, revision=args.revision,
         configs=args.config.split(",") if args.config is not None else None, method=args.method, protocol=args.protocol,
         limit=args.limit, backend=args.backend, model_args=args.model_args, device=args.device, dtype=args.dtype,
         batch_size=args.batch_size, gguf_file=args.gguf_file, truncate=args.truncate, chat=chat_setting(args),
         bootstrap_iters=args.bootstrap_iters, processes=args.num_processes or 1, command=["physprobe", *args.argv],
         label=args.label,
     )  # fmt: skip
+
+
+def _score(args: argparse.Namespace) -> int:
+    from physprobe import card_run
+    from physprobe import plan as run_plan
+    from physprobe import run_record, runner
+
+    if card_run.is_card(args.benchmark):
+        return _score_card(args)
+    plan = run_plan.make(args.model, args.benchmark, **_plan_options(args))
     if plan.processes == 1:
         record = runner.run(plan)
     else:
@@ -115,6 +125,20 @@ def _score(args: argparse.Namespace) -> int:
         record = run_record.read(plan.out)
     print("\n".join(summary_lines(record)))
     print(f"-> {plan.out}")
+    return 0
+
+
+def _score_card(args: argparse.Namespace) -> int:
+    """``physprobe score --benchmark all`` (or a list): the card run, each benchmark's summary, then the card."""
+    from physprobe import card_run
+    from physprobe.report import card
+
+    result = card_run.run(card_run.make(args.model, args.benchmark, **_plan_options(args)))
+    for record in result.records.values():
+        print("\n".join(summary_lines(record)))
+    print()
+    print(card.card_text([result.out / name for name in result.records]))
+    print(f"-> {result.out} (physprobe report {result.out} writes the card with its figure)")
     return 0
 
 
@@ -247,14 +271,16 @@ def parser() -> argparse.ArgumentParser:
 def _score_arguments(score_cmd: argparse.ArgumentParser) -> None:
     """The options of ``physprobe score``."""
     score_cmd.add_argument("--model", required=True, help="Hub id or local folder")
-    score_cmd.add_argument("--benchmark", required=True, choices=_benchmarks())
+    score_cmd.add_argument("--benchmark", required=True, metavar="BENCHMARK",
+                           help=f"{', '.join(_benchmarks())}; or several, comma-separated, or all: the model loaded once, each "
+                                "benchmark scored with its default protocol into --out/<benchmark> (default --out: runs/<model>)")
     score_cmd.add_argument("--config", help="comma-separated configs (default: those of the paper's tables)")
     score_cmd.add_argument("--method", choices=METHODS, help="default: the protocol's (see `physprobe protocols`)")
     score_cmd.add_argument("--protocol", help="a protocol of the benchmark (default: the paper's for the model's family)")
     score_cmd.add_argument("--data", help="a local folder of built benchmarks (default: read physprobe/<benchmark> from the Hub)")
     score_cmd.add_argument("--revision", help="Hub dataset revision to read (branch, tag or commit; default: main)")
     score_cmd.add_argument("--dataset-repo", help="Hub dataset to read instead of physprobe/<benchmark>, e.g. a fork ORG/NAME")
-    score_cmd.add_argument("--out", help="run folder (default: runs/<model>-<benchmark>)")
+    score_cmd.add_argument("--out", help="run folder (default: runs/<model>-<benchmark>; several benchmarks: their parent, runs/<model>)")
     score_cmd.add_argument("--label", help="the run's name in a report (default: the model's name, and what tells it "
                            "apart from the report's other runs of that model)")
     score_cmd.add_argument("--limit", type=int, help="score N rows of each config, evenly spread over it")

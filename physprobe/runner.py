@@ -12,13 +12,14 @@ with the texts each row made the model read, and says in one line each which con
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from physprobe import backends, baselines, inputs, parallel, progress, protocols, provenance, registry, run_record, sampling
-from physprobe.backends.base import BackendError
+from physprobe.backends.base import Backend, BackendError, Settings
 from physprobe.errors import FolderInUse, RequestError
 from physprobe.paths import FolderLock
 from physprobe.plan import RunPlan
@@ -59,20 +60,24 @@ class Scored:
 
 
 class Run:
-    """One run of a plan: its model (made, not loaded), protocol, data source, cache and ranks."""
+    """One run of a plan: its model (made, not loaded), protocol, data source, cache and ranks. ``make_backend(settings)``
+    makes the model (default: ``backends.create`` with the plan's backend); a caller scoring one model on several
+    benchmarks (``physprobe.card_run``) passes one that hands back the backend it made before, loaded once."""
 
-    def __init__(self, plan: RunPlan, ranks: parallel.Ranks):
+    def __init__(self, plan: RunPlan, ranks: parallel.Ranks, make_backend: Callable[[Settings], Backend] | None = None):
         self.plan, self.ranks = plan, ranks
+        make = make_backend or functools.partial(backends.create, plan.backend)
         self.evaluation = registry.evaluation(plan.benchmark)
         self.source = plan.data.source(plan.benchmark)
-        self.model = backends.create(plan.backend, plan.settings())  # options checked; no weights, no request yet
+        self.model = make(plan.settings())  # options checked; no weights, no request yet
         self.protocol = plan.protocol_for(self.model.family)
         if plan.settings(self.protocol) != self.model.settings:  # the protocol's released script read a chat template
             if not self.model.offers_chat_template():
                 raise protocols.ProtocolError(
                     f"protocol {self.protocol.name!r} reads prompts through a chat template, as its released script did, and "
                     f"{plan.model} has none; score a chat model, or name another protocol (`physprobe protocols {plan.benchmark}`)")
-            self.model = backends.create(plan.backend, plan.settings(self.protocol))
+            self.model = make(plan.settings(self.protocol))
+        self.loaded_before = self.model.load_seconds  # a model made before may have loaded in an earlier run
         self.configs = plan.configs_for(self.protocol)
         self.identity: dict = {}
         self.fingerprints: dict[str, str] = {}
@@ -200,7 +205,7 @@ class Run:
             dataset=DatasetRecord("hub" if source.on_hub else "local", source.path, source.revision, dict(self.fingerprints)),
             questions_scored=sum(s.fresh for s in scored.values()), seconds=round(elapsed, 2), versions=provenance.versions(),
             command=plan.command, started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
-            timings=Timings(round(self.model.load_seconds, 3), {c: s.seconds for c, s in scored.items()}, round(elapsed, 3)),
+            timings=Timings(round(self.model.load_seconds - self.loaded_before, 3), {c: s.seconds for c, s in scored.items()}, round(elapsed, 3)),
             bootstrap=Bootstrap(plan.bootstrap_iters, provenance.BOOTSTRAP_SEED,
                                 {c: s.uncertainty for c, s in scored.items() if s.uncertainty is not None}),
             headline={config: self.evaluation.headline_of(values) for config, values in metrics.items()}, metrics=metrics,
@@ -217,15 +222,15 @@ class Run:
         ]  # fmt: skip
 
 
-def run(plan: RunPlan) -> RunRecord:
+def run(plan: RunPlan, make_backend: Callable[[Settings], Backend] | None = None) -> RunRecord:
     """Score ``plan``: every config, with resume; rank 0 writes the run folder. Returns the run's record.
 
     A bad model option, an unreachable dataset or a protocol the model's family cannot take fails before any
-    weight loads; a fully cached (resumed) run never loads the weights.
+    weight loads; a fully cached (resumed) run never loads the weights. ``make_backend``: see ``Run``.
     """
     started_at, started = time.time(), time.perf_counter()
     ranks = parallel.current()  # processes of `accelerate launch`: each scores its share (physprobe.parallel)
-    this = Run(plan, ranks)
+    this = Run(plan, ranks, make_backend)
     created = run_record.new_folders(plan.out)
     run_record.open_folder(plan.out, plan.owner)  # new, or this model's run of this benchmark
     try:

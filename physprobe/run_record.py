@@ -83,6 +83,16 @@ def new_folders(out: Path) -> list[Path]:
     return [p for p in (out, *out.parents) if not os.path.lexists(p)]
 
 
+def is_run_folder(folder: Path) -> bool:
+    """Whether ``folder`` is a run folder, finished or not: it holds run.json, or a run's marker."""
+    if (folder / RUN_JSON).is_file():
+        return True
+    try:
+        return json.loads((folder / MARKER).read_text(encoding="utf-8"))["kind"] == "run"
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
 def discard_unscored(created: list[Path]) -> bool:
     """Remove the run folder ``created[0]`` and the parents ``created`` lists (``new_folders``, taken before
     ``open_folder``) when the run folder holds only its marker, locks and caches and no cache holds a score:

@@ -17,19 +17,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from physprobe import registry, run_record
+from physprobe.errors import ReportError, RunRecordError
 from physprobe.protocols import ProtocolError
 from physprobe.redact import printable
+from physprobe.report.tables import paper_tables
 from physprobe.run_record import RunRecord
 
 
 @dataclass
 class Run:
     """A run in the report: its folder, its record, and its name (``id``), unique among the report's runs of its
-    benchmark (``name_runs``)."""
+    benchmark (``name_runs``); ``parent``: the card run's folder it was found in (``run_folders``), if any."""
 
     folder: Path
     record: RunRecord
     id: str = field(init=False)
+    parent: Path | None = None
 
     def __post_init__(self):
         self.id = model_name(self.record)
@@ -105,6 +108,21 @@ def name_runs(runs: list[Run]) -> None:
             run.id = found
 
 
+def run_folders(folders: list[Path]) -> list[tuple[Path, Path | None]]:
+    """Each folder given as (run folder, None), and a card run's parent (a folder that is no run folder and holds
+    some: ``physprobe score --benchmark all``'s ``runs/<model>``) as its run folders, in the benchmarks' order, each
+    with the parent."""
+    order = {name: i for i, name in enumerate(registry.names())}
+    found = []
+    for folder in map(Path, folders):
+        inside = []
+        if folder.is_dir() and not folder.is_symlink() and not run_record.is_run_folder(folder):
+            inside = sorted((p for p in folder.iterdir() if p.is_dir() and not p.is_symlink() and run_record.is_run_folder(p)),
+                            key=lambda p: (order.get(p.name, len(order)), p.name))  # fmt: skip
+        found += [(p, folder) for p in inside] or [(folder, None)]
+    return found
+
+
 def load_run(folder: Path) -> Run:
     """A run folder written by ``physprobe score`` (``run_record.read``), named by ``model_name``."""
     return Run(folder, run_record.read(folder))
@@ -116,3 +134,31 @@ def run_protocol(run: Run):
         return registry.evaluation(run.record.benchmark).protocol(run.record.protocol)
     except ProtocolError:
         return None
+
+
+def collect(runs: list[Path]) -> tuple[list[Run], list[tuple[Path, str]]]:
+    """The finished runs among the folders ``runs`` (a card run's parent: its run folders, ``run_folders``), named as
+    a report names them (``name_runs``), and the folders skipped, each with why: not a finished run, a benchmark
+    without paper tables, a second copy of a run. None finished is a one-line ``ReportError``."""
+    if not runs:
+        raise ReportError("give at least one run folder written by `physprobe score`")
+    loaded, skipped, seen = [], [], {}
+    for folder, parent in run_folders(runs):
+        try:
+            run = load_run(Path(folder))
+            run.parent = parent
+            paper_tables(run.record.benchmark)  # an unknown benchmark is skipped before anything is written
+        except (RunRecordError, ReportError) as error:
+            skipped.append((Path(folder), str(error)))
+            continue
+        if run.fingerprint in seen:
+            skipped.append((run.folder, f"{run.folder} is the same run as {seen[run.fingerprint]} (the same figures of the same "
+                                        "protocol on the same rows); reported once"))  # fmt: skip
+            continue
+        seen[run.fingerprint] = run.folder
+        loaded.append(run)
+    if not loaded:
+        raise ReportError(f"none of the {len(runs)} folder{'s' if len(runs) > 1 else ''} given is a finished physprobe run "
+                          f"({skipped[0][1]}{'; ...' if len(skipped) > 1 else ''})")  # fmt: skip
+    name_runs(loaded)
+    return loaded, skipped

@@ -162,13 +162,13 @@ def card_block(runs: list[Run]) -> tuple[TableBlock, list[str], list[Model]]:
         placed = [(run, *source(row, run)) for run in runs_here if run is not None]
         table = row.sources[0][0]
         top, people = best(row), human(row)
-        where = ", ".join(dict.fromkeys(t.source for t, _ in row.sources))
+        where = ", ".join(dict.fromkeys(t.source or f"physprobe's {t.title}" for t, _ in row.sources))
         figure = f"{row.figure} ({'%' if table.scale == 'percent' else '0–1'}), {where}"
         body.append([
             figure, *[_cell(run, row, paper, notes) for run in runs_here],
             _same_rows([baseline_cell(run, c, 0) for run, _, c in placed], table),
             _same_rows([chance(run, c) for run, _, c in placed], table),
-            "—" if top is None else f"{top[0]} {top[1]}" + (f" ({top[2].source})" if len(row.sources) > 1 else ""),
+            "—" if top is None else f"{top[0]} {top[1]}" + (f" ({top[2].source})" if len(row.sources) > 1 and top[2].source else ""),
             "—" if people is None else people[0],
         ])  # fmt: skip
         kinds.append("card")
@@ -265,7 +265,9 @@ def _card_legend(fig, plt, columns: list[Model], colours: list[str]):
 
 def card_blocks(runs: list[Run], figures_dir: Path | None, image_name: str = "figures/card.png") -> list:
     """The card as report blocks: a heading, what a cell reads, the table and its footnotes, and its figure (drawn
-    into ``figures_dir``; none without one)."""
+    into ``figures_dir``; none without one); none where no benchmark of the runs declares card rows."""
+    if not rows(runs):  # no benchmark among the runs declares a card
+        return []
     block, notes, columns = card_block(runs)
     blocks = [Heading(2, "Card"), Paragraph(INTRO), block]
     if notes:

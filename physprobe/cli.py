@@ -254,7 +254,8 @@ def parser() -> argparse.ArgumentParser:
     protocols_cmd.add_argument("benchmark", nargs="?", choices=_benchmarks())
     protocols_cmd.set_defaults(run=_protocols)
     report_cmd = commands.add_parser("report", help="paper-style tables and plots across score runs")
-    report_cmd.add_argument("runs", nargs="+", help="run folders written by physprobe score (any benchmarks)")
+    report_cmd.add_argument("runs", nargs="+", help="run folders written by physprobe score (any benchmarks), or the folders "
+                            "of --benchmark all runs (runs/<model>: one column of the card each; runs/: all of them)")
     report_cmd.add_argument("--out", default="report",
                             help="report folder to create: report.md, report.html, figures/ (default: ./report); "
                                  "an existing one must be empty or a report written before, which is replaced")

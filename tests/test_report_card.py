@@ -93,6 +93,12 @@ def test_the_card_in_one_call_from_run_folders(parents, tmp_path):
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     loose = card.card_markdown([parents[0] / "prost", parents[1] / "prost"])  # run folders themselves: a column per model
     assert markdown_tables(loose)[0][0][1:3] == ["model-a", "model-b"] and "![" not in loose
+    everything = card.card_markdown([parents[0].parent])  # runs/: every card run's folder in it, by name
+    assert markdown_tables(everything)[0] == markdown_tables(markdown)[0]
+    write_run(parents[0].parent / "extra-prost", "prost", "causal", prost_metrics(PROST_CONCEPTS, 0.2), protocol="released-gpt",
+              model="org/extra")  # a run of its own beside the card runs' folders: a column of its own  # fmt: skip
+    header, body = markdown_tables(card.card_markdown([parents[0].parent]))[0]
+    assert header[1:4] == ["extra", "model-a", "model-b"] and (body[-1][1], body[-1][3]) == ("20.0 n=20", "40.0 n=20")
     text = card.card_text(parents)
     assert "macro accuracy (%), Table 5" in text and "UnifiedQA 3B 46.7*" in text and "over 7 of the paper's 10 concepts" in text
 

@@ -25,7 +25,8 @@ This package names no benchmark. Each benchmark declares its published tables in
   columns other than the summary ones are (``concepts``): a run's summary figure over fewer of them is footnoted.
 
 A folder given that is no run but holds run folders (``physprobe score --benchmark all``'s ``runs/<model>``) is read
-as its runs; the report opens with the card, one column per model (per folder given, runs given loose by model).
+as its runs, and one holding such folders (``runs/``) as all of theirs; the report opens with the card, one column
+per model (per card run's folder; runs given one by one, by their model).
 
 Example (a run folder written by ``physprobe score``)::
 

@@ -38,12 +38,13 @@ class Model:
 
 
 def models(runs: list[Run]) -> list[Model]:
-    """The card's columns: the runs found in one card run's folder together (``Run.parent``), the others by their
-    model's name; a second run of a benchmark under one name opens a column of its own, named as the report names
-    that run."""
+    """The card's columns: the runs of one model in one card run's folder together (``Run.parent``), the others by
+    their model's name; a second run of a benchmark under one name opens a column of its own, named as the report
+    names that run."""
     columns: list[tuple[object, Model]] = []
     for run in runs:
-        key, benchmark = run.parent or model_name(run.record), run.record.benchmark
+        record, benchmark = run.record, run.record.benchmark
+        key = (run.parent, record.model, record.backend.get("gguf_file")) if run.parent else model_name(record)
         column = next((c for k, c in columns if k == key and benchmark not in c.runs), None)
         if column is None:
             taken = any(k == key for k, _ in columns)

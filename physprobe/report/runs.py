@@ -27,7 +27,7 @@ from physprobe.run_record import RunRecord
 @dataclass
 class Run:
     """A run in the report: its folder, its record, and its name (``id``), unique among the report's runs of its
-    benchmark (``name_runs``); ``parent``: the card run's folder it was found in (``run_folders``), if any."""
+    benchmark (``name_runs``); ``parent``: its card run's folder (``run_folders``), if any."""
 
     folder: Path
     record: RunRecord
@@ -109,18 +109,25 @@ def name_runs(runs: list[Run]) -> None:
 
 
 def run_folders(folders: list[Path]) -> list[tuple[Path, Path | None]]:
-    """Each folder given as (run folder, None), and a card run's parent (a folder that is no run folder and holds
-    some: ``physprobe score --benchmark all``'s ``runs/<model>``) as its run folders, in the benchmarks' order, each
-    with the parent."""
+    """The run folders among ``folders`` and in them: a run folder as it is, any other folder as the run folders in
+    it and in its folders (``runs/<model>`` of ``physprobe score --benchmark all``, or ``runs/``), in the benchmarks'
+    order; each with its card run's folder, the folder holding it where it is named after its benchmark
+    (``runs/<model>/<benchmark>``), else None. A folder holding none is kept, to be refused as no run."""
     order = {name: i for i, name in enumerate(registry.names())}
     found = []
     for folder in map(Path, folders):
-        inside = []
-        if folder.is_dir() and not folder.is_symlink() and not run_record.is_run_folder(folder):
-            inside = sorted((p for p in folder.iterdir() if p.is_dir() and not p.is_symlink() and run_record.is_run_folder(p)),
-                            key=lambda p: (order.get(p.name, len(order)), p.name))  # fmt: skip
-        found += [(p, folder) for p in inside] or [(folder, None)]
+        inside = [p for child in _folders(folder) for p in ([child] if run_record.is_run_folder(child) else _folders(child))
+                  if run_record.is_run_folder(p)]  # fmt: skip
+        inside.sort(key=lambda p: (p.parent, order.get(p.name, len(order)), p.name))
+        found += [(p, p.parent if p.name in order else None) for p in inside or [folder]]
     return found
+
+
+def _folders(folder: Path) -> list[Path]:
+    """The folders in ``folder`` (no links), by name; none when it is no folder or a run folder."""
+    if not folder.is_dir() or folder.is_symlink() or run_record.is_run_folder(folder):
+        return []
+    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink())
 
 
 def load_run(folder: Path) -> Run:

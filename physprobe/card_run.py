@@ -70,16 +70,18 @@ class CardPlan:
 
 
 def make(model: str, benchmark: str, *, out: str | os.PathLike | None = None, configs=None, protocol: str | None = None,
-         processes: int = 1, gguf_file: str | None = None, **options) -> CardPlan:  # fmt: skip
+         dataset_repo: str | None = None, processes: int = 1, gguf_file: str | None = None, **options) -> CardPlan:  # fmt: skip
     """Check a card run's arguments and resolve them into a ``CardPlan``; ``options``: those of ``plan.make``.
 
-    ``--config`` and ``--protocol`` name one benchmark's configs and protocols, and ``--num-processes`` launches
-    one benchmark's run: each is refused here with the fix (score that benchmark on its own).
+    ``--config``, ``--protocol`` and ``--dataset-repo`` name one benchmark's configs, protocols and dataset, and
+    ``--num-processes`` launches one benchmark's run: each is refused here with the fix (score that benchmark on its
+    own).
     """
     chosen = names(benchmark)
-    for given, option in ((configs, "--config"), (protocol, "--protocol")):
+    for given, option, what in ((configs, "--config", "configs"), (protocol, "--protocol", "protocols"),
+                                (dataset_repo, "--dataset-repo", "Hub dataset")):  # fmt: skip
         if given is not None:
-            raise ProtocolError(f"{option} names one benchmark's {option[2:]}s; score several benchmarks with their default "
+            raise ProtocolError(f"{option} names one benchmark's {what}; score several benchmarks with their default "
                                 f"protocols, or that benchmark on its own (--benchmark NAME {option} ...)")  # fmt: skip
     if processes > 1:
         raise PhysprobeError("--num-processes splits one benchmark's run over processes; score each benchmark on its own "

@@ -129,14 +129,12 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _score_card(args: argparse.Namespace) -> int:
-    """``physprobe score --benchmark all`` (or a list): the card run, each benchmark's summary, then the card."""
+    """``physprobe score --benchmark all`` (or a list): the card run, then its card (each benchmark's figures per
+    config: ``physprobe report``)."""
     from physprobe import card_run
     from physprobe.report import card
 
     result = card_run.run(card_run.make(args.model, args.benchmark, **_plan_options(args)))
-    for record in result.records.values():
-        print("\n".join(summary_lines(record)))
-    print()
     print(card.card_text([result.out / name for name in result.records]))
     print(f"-> {result.out} (physprobe report {result.out} writes the card with its figure)")
     return 0

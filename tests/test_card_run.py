@@ -140,6 +140,7 @@ def test_a_card_killed_mid_way_rescores_nothing_it_answered(tiny, built_all, tmp
     (["--benchmark", "prost,physics"], "--benchmark names 'physics', not a benchmark; known: "),
     (["--benchmark", "all", "--protocol", "released-gpt"], "--protocol names one benchmark's protocols"),
     (["--benchmark", "all", "--config", "default"], "--config names one benchmark's configs"),
+    (["--benchmark", "all", "--dataset-repo", "me/prost"], "--dataset-repo names one benchmark's Hub dataset"),
     (["--benchmark", "all", "--num-processes", "2"], "--num-processes splits one benchmark's run"),
 ])  # fmt: skip
 def test_arguments_of_one_benchmark_are_refused_in_one_line(tmp_path, capsys, extra, message):

@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
-from physprobe import plan, protocols, registry, runner, tokenized
+from physprobe import plan, protocols, registry, runner, sampling, tokenized
 from physprobe.backends import hf
 from physprobe.backends.hf import model as hf_model
 from physprobe.backends.hf import batching, masked, nli, packed, scoring, seq2seq
@@ -192,8 +192,9 @@ def test_resume_after_an_interruption(tiny, built_all, tmp_path, monkeypatch):
 
     # Another --limit cuts other chunks; the questions the first runs cached are still not rescored.
     monkeypatch.undo()  # the model may load again
-    total = pq.read_metadata(built_all / "prost" / "default" / "test-00000-of-00001.parquet").num_rows
-    overlap = {i * total // 20 for i in range(20)} & {i * total // 30 for i in range(30)}  # rows both samples hold
+    rows = datasets.load_dataset(str(built_all / "prost"), "default", split="test")
+    groups = registry.evaluation("prost").groups
+    overlap = set(sampling.rows_to_score(rows, "default", 20, groups)) & set(sampling.rows_to_score(rows, "default", 30, groups))
     runner.run(plan.make(str(tiny["causal"]), "prost", out=out, data=built_all, limit=30, chunk=8))
     assert json.loads((out / "run.json").read_text())["questions_scored"] == 30 - len(overlap) < 30
 

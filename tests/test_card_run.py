@@ -51,7 +51,9 @@ def takes(benchmark: str, family: str) -> bool:
 
 
 def results(folder):
-    return (pq.read_table(folder / "predictions.parquet").to_pylist(), json.loads((folder / "metrics.json").read_text()),
+    """A run folder's predictions (as JSON text: NaN scores compare equal), metrics and run.json."""
+    predictions = pq.read_table(folder / "predictions.parquet").to_pylist()
+    return (json.dumps(predictions), len(predictions), json.loads((folder / "metrics.json").read_text()),
             json.loads((folder / "run.json").read_text()))  # fmt: skip
 
 
@@ -74,8 +76,8 @@ def test_one_call_scores_every_benchmark_as_single_runs_do(tiny, built_all, tmp_
     for benchmark in scored:  # the same rows, scores, decisions and figures as the benchmark scored alone
         single = tmp_path / f"single-{benchmark}"
         assert main(["score", *common, "--benchmark", benchmark, "--out", str(single)]) == 0
-        (card_rows, card_metrics, card_info), (rows, metrics, info) = results(parent / benchmark), results(single)
-        assert card_rows == rows and card_metrics == metrics and len(rows) > 0
+        (card_rows, _, card_metrics, card_info), (rows, count, metrics, info) = results(parent / benchmark), results(single)
+        assert card_rows == rows and card_metrics == metrics and count > 0
         assert card_info["protocol"] == info["protocol"] == registry.evaluation(benchmark).default(family).name
         assert card_info["baselines"] == info["baselines"] and card_info["bootstrap"] == info["bootstrap"]
     first = json.loads((parent / scored[0] / "run.json").read_text())["timings"]["load_model_s"]
@@ -130,8 +132,8 @@ def test_a_card_killed_mid_way_rescores_nothing_it_answered(tiny, built_all, tmp
     assert before[names[1]] > 0 and all(before[b] == 0 for b in names[2:])
     assert main(args) == 0  # run again, without the stall
     for benchmark in names:  # every answer cached before the kill is read back, none scored again
-        predictions, _, info = results(parent / benchmark)
-        assert info["questions_scored"] == len(predictions) - before[benchmark]
+        _, count, _, info = results(parent / benchmark)
+        assert info["questions_scored"] == count - before[benchmark]
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -165,3 +167,20 @@ def test_a_backend_made_for_one_benchmark_serves_the_next(tiny, monkeypatch):
     card = card_run.make(str(tiny["mlm"]), "all", out="unused")
     first, second = (models(plan.settings()) for plan in card.plans[:2])
     assert first is second and len(made) == 1
+
+
+def test_a_benchmark_the_backend_cannot_serve_is_skipped_in_one_line(built_all, tmp_path, capsys):
+    """Over a server (``--backend openai``), PROST's default protocol asks token sequences (``MeanTokens``), which a
+    server cannot score: the card names it in one line and scores the rest, through one connection's settings."""
+    from .fake_openai import FakeServer
+
+    with FakeServer() as server:
+        args = ["score", "--model", server.model, "--model-args", f"base_url={server.base_url}", "--benchmark", "prost,cccons",
+                "--limit", "2", "--bootstrap-iters", "0", "--data", str(built_all), "--out", str(tmp_path / "card")]  # fmt: skip
+        assert main(args) == 0
+        asked = sum(path == "/v1/models" for path in server.requests)
+    err = capsys.readouterr().err
+    assert [line for line in err.splitlines() if "skipped" in line] == [
+        "physprobe: skipped prost: its protocol 'released-gpt' asks MeanTokens requests, which --backend openai cannot serve"]
+    assert sorted(p.name for p in (tmp_path / "card").iterdir() if not p.name.startswith(".")) == ["cccons"]
+    assert asked == 1  # the server's model list read once, by the one backend the card made

@@ -6,6 +6,8 @@
     physprobe generate newton --spec my_spec.yaml --out generated
     physprobe score --model roberta-large --benchmark prost --out runs/roberta-prost
     physprobe score --model gpt2 --benchmark prost --protocol sentence-sum
+    physprobe score --model HuggingFaceTB/SmolLM2-135M-Instruct --benchmark all --limit 20
+    physprobe report runs/SmolLM2-135M-Instruct
     physprobe protocols
     physprobe score --model gpt2 --benchmark newton --model-args revision=main,dtype=bfloat16 --batch-size auto
     physprobe report runs/roberta-prost runs/gpt2-prost --out report
@@ -88,22 +90,42 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _score(args: argparse.Namespace) -> int:
-    from physprobe import parallel, runner
-    from physprobe import spec as run_spec
+def _spec_options(args: argparse.Namespace) -> dict:
+    """``physprobe score``'s options as ``spec.make`` (and ``card_run.make``) take them, the model and benchmark aside."""
     from physprobe.redact import scrub  # run.json's command line: no credential of a URL it gives
 
-    spec = run_spec.make(
-        args.model, args.benchmark, out=args.out, data=args.data, dataset_repo=args.dataset_repo, revision=args.revision,
+    return dict(
+        out=args.out, data=args.data, dataset_repo=args.dataset_repo, revision=args.revision,
         configs=args.config.split(",") if args.config is not None else None, method=args.method, protocol=args.protocol,
         limit=args.limit, backend=args.backend, model_args=args.model_args, device=args.device, dtype=args.dtype,
         batch_size=args.batch_size, gguf_file=args.gguf_file, truncate=args.truncate, chat=chat_setting(args),
         bootstrap_iters=args.bootstrap_iters, processes=args.num_processes or 1, command=["physprobe", *map(scrub, args.argv)],
         label=args.label,
     )  # fmt: skip
+
+
+def _score(args: argparse.Namespace) -> int:
+    from physprobe import card_run, parallel, runner
+    from physprobe import spec as run_spec
+
+    if card_run.is_card(args.benchmark):
+        return _score_card(args)
+    spec = run_spec.make(args.model, args.benchmark, **_spec_options(args))
     record = runner.run(spec) if spec.processes == 1 else parallel.run(spec)
     print("\n".join(summary_lines(record)))
     print(f"-> {spec.out}")
+    return 0
+
+
+def _score_card(args: argparse.Namespace) -> int:
+    """``physprobe score --benchmark all`` (or a list): the card run, then its card (each benchmark's figures per
+    config: ``physprobe report``)."""
+    from physprobe import card_run
+    from physprobe.report import card
+
+    result = card_run.run(card_run.make(args.model, args.benchmark, **_spec_options(args)))
+    print(card.card_text([result.out / name for name in result.records]))
+    print(f"-> {result.out} (physprobe report {result.out} writes the card with its figure)")
     return 0
 
 
@@ -225,7 +247,8 @@ def parser() -> argparse.ArgumentParser:
     protocols_cmd.add_argument("benchmark", nargs="?", choices=_benchmarks())
     protocols_cmd.set_defaults(run=_protocols)
     report_cmd = commands.add_parser("report", help="paper-style tables and plots across score runs")
-    report_cmd.add_argument("runs", nargs="+", help="run folders written by physprobe score (any benchmarks)")
+    report_cmd.add_argument("runs", nargs="+", help="run folders written by physprobe score (any benchmarks), or the folders "
+                            "of --benchmark all runs (runs/<model>: one column of the card each; runs/: all of them)")
     report_cmd.add_argument("--out", default="report",
                             help="report folder to create: report.md, report.html, figures/ (default: ./report); "
                                  "an existing one must be empty or a report written before, which is replaced")
@@ -247,17 +270,20 @@ def parser() -> argparse.ArgumentParser:
 def _score_arguments(score_cmd: argparse.ArgumentParser) -> None:
     """The options of ``physprobe score``."""
     score_cmd.add_argument("--model", required=True, help="Hub id or local folder")
-    score_cmd.add_argument("--benchmark", required=True, choices=_benchmarks())
+    score_cmd.add_argument("--benchmark", required=True, metavar="BENCHMARK",
+                           help=f"{', '.join(_benchmarks())}; or several, comma-separated, or all: the model loaded once, each "
+                                "benchmark scored with its default protocol into --out/<benchmark> (default --out: runs/<model>)")
     score_cmd.add_argument("--config", help="comma-separated configs (default: those of the paper's tables)")
     score_cmd.add_argument("--method", choices=METHODS, help="default: the protocol's (see `physprobe protocols`)")
     score_cmd.add_argument("--protocol", help="a protocol of the benchmark (default: the paper's for the model's family)")
     score_cmd.add_argument("--data", help="a local folder of built benchmarks (default: read physprobe/<benchmark> from the Hub)")
     score_cmd.add_argument("--revision", help="Hub dataset revision to read (branch, tag or commit; default: main)")
     score_cmd.add_argument("--dataset-repo", help="Hub dataset to read instead of physprobe/<benchmark>, e.g. a fork ORG/NAME")
-    score_cmd.add_argument("--out", help="run folder (default: runs/<model>-<benchmark>)")
+    score_cmd.add_argument("--out", help="run folder (default: runs/<model>-<benchmark>; several benchmarks: their parent, runs/<model>)")
     score_cmd.add_argument("--label", help="the run's name in a report (default: the model's name, and what tells it "
                            "apart from the report's other runs of that model)")
-    score_cmd.add_argument("--limit", type=int, help="score N rows of each config, evenly spread over it")
+    score_cmd.add_argument("--limit", type=int, help="score N rows of each config: one of each group of the paper's breakdowns "
+                           "(PROST concepts, NEWTON attributes, Text2Afford classes) first, the rest evenly spread")
     score_cmd.add_argument("--device", help="cpu, cuda, cuda:1, mps (default: cuda if available)")
     score_cmd.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"],
                            help="weights' dtype (default: bfloat16 on CUDA, float32 otherwise)")

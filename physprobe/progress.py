@@ -13,6 +13,11 @@ so the count moves token by token (``3.4/20 questions``) long before a whole bat
 own bars (transformers converting or loading weights, datasets, huggingface_hub downloads) would print their
 carriage returns into such a log: ``quiet_library_bars`` turns them off there.
 
+A task made of steps (a card run's benchmarks) opens an ``overall`` counter: every step opened inside it adds its
+items to it, and in a log its line leads the step's::
+
+    physprobe: benchmark 2 of 4 (newton): 130/460 questions, 1.1 questions/s, 2m00s elapsed, ~5m05s left | newton/track1: 30/80 questions, 1.3 s/question, 40s elapsed, ~1m07s left
+
 Runs under pytest (``PYTEST_CURRENT_TEST``, which pytest sets and subprocesses inherit) write neither.
 
 >>> import io
@@ -28,6 +33,7 @@ Runs under pytest (``PYTEST_CURRENT_TEST``, which pytest sets and subprocesses i
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import sys
 import threading
@@ -76,8 +82,9 @@ def duration(seconds: float) -> str:
 class Reporter:
     """Writes a line once ``interval`` seconds have passed since the previous one (from a daemon thread started with
     the first step, which looks every second): the line of the most recently opened step still open, else, once, the
-    finished line of the step closed last. So a log hears from a run every ``interval`` seconds, a step that opens
-    after a pause is reported at once, and nothing repeats while no step is open."""
+    finished line of the step closed last; the line of each ``overall`` step open leads it (``line``). So a log hears
+    from a run every ``interval`` seconds, a step that opens after a pause is reported at once, and nothing repeats
+    while no step is open."""
 
     def __init__(self, stream: TextIO, interval: float):
         self.stream, self.interval = stream, interval
@@ -106,14 +113,24 @@ class Reporter:
         if self._thread is not None:
             self._thread.join()
 
+    def line(self) -> str | None:
+        """The line of the newest open step, after the line of each ``overall`` step open around it; with no step open
+        inside them, once, the finished line of the step closed last (None: nothing to say)."""
+        with self._lock:
+            leading = [step for step in self._open if step.leads]
+            newest = [step for step in self._open if not step.leads][-1:]
+            if not newest and self._closed is not None:
+                newest = [self._closed]
+            self._closed = None
+            lines = [step.line() for step in leading + newest]
+        return " | ".join([lines[0], *(line.removeprefix("physprobe: ") for line in lines[1:])]) if lines else None
+
     def _run(self) -> None:
         written = time.monotonic()
         while not self._stopped.wait(min(1.0, self.interval / 5)):
             if time.monotonic() - written < self.interval:
                 continue
-            with self._lock:
-                step, self._closed = self._open[-1] if self._open else self._closed, None
-                line = step.line() if step is not None else None
+            line = self.line()
             if line is not None:
                 self.stream.write(line + "\n")
                 self.stream.flush()
@@ -122,6 +139,8 @@ class Reporter:
 
 class Step:
     """One step's count: ``update(n)`` as tqdm's (``n`` may be a share of an item), a context manager that closes it."""
+
+    leads = False  # an ``overall`` step: its line leads the lines of the steps opened inside it
 
     def __init__(self, desc: str, total: int | None, unit: str, reporter: Reporter, clock=time.monotonic):
         self.desc, self.total, self.unit, self.n = desc, total, unit, 0
@@ -135,6 +154,10 @@ class Step:
 
     def update(self, n: int = 1) -> None:
         self.n += n
+
+    def set_description(self, desc: str) -> None:
+        """Rename the step (as tqdm's ``set_description``)."""
+        self.desc = desc
 
     def close(self) -> None:
         if self.ended is None:
@@ -197,6 +220,27 @@ class Step:
 
 
 _REPORTER: Reporter | None = None
+_OVERALL: list = []  # the ``overall`` counters open, innermost last
+
+
+class Adding:
+    """A step's counter that also adds each count to the ``overall`` counter it was opened in."""
+
+    def __init__(self, counter, overall):
+        self.counter, self.overall = counter, overall
+
+    def update(self, n: float = 1) -> None:
+        self.counter.update(n)
+        self.overall.update(n)
+
+    def close(self) -> None:
+        self.counter.close()
+
+    def __enter__(self) -> Adding:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 # What tells transformers, huggingface_hub, datasets and any other tqdm user (transformers' GGUF conversion calls tqdm
 # itself) that their bars are off: each library reads its variable when imported.
@@ -222,7 +266,7 @@ def quiet_library_bars(environ=os.environ, stream: TextIO | None = None) -> bool
     return True
 
 
-def _terminal_bar(desc: str, total: int, unit: str):
+def _terminal_bar(desc: str, total: int, unit: str, leave: bool = True):
     """tqdm's bar, its counts written as ``count`` writes them (``3.4/20``: a count may move in shares of an item)."""
     from tqdm.auto import tqdm
 
@@ -231,22 +275,55 @@ def _terminal_bar(desc: str, total: int, unit: str):
         def format_dict(self):
             return {**super().format_dict, "count": count(self.n)}
 
-    return Bar(total=total, desc=desc, unit=f" {unit}",
+    return Bar(total=total, desc=desc, unit=f" {unit}", leave=leave,
                bar_format="{l_bar}{bar}| {count}/{total_fmt}{unit} [{elapsed}<{remaining}, {rate_fmt}{postfix}]")
 
 
 def bar(desc: str, total: int | None = None, unit: str = "items"):
     """A progress counter for one step (``update(n)``, ``close()``, a context manager): tqdm's bar when stderr is a
     terminal, log lines (``Step``) when it is not, a silent tqdm under pytest. ``total=None``: a step counted in
-    time alone (the bar shows the time elapsed)."""
+    time alone (the bar shows the time elapsed). Inside ``overall``, a counted step adds its items to it too."""
+    counter = _counter(desc, total, unit, nested=bool(_OVERALL))
+    return Adding(counter, _OVERALL[-1]) if _OVERALL and total is not None else counter
+
+
+@contextlib.contextmanager
+def overall(desc: str, total: int, unit: str = "items"):
+    """A counter of a task made of steps (``set_description`` names the step it is at): each step opened inside the
+    block with ``bar`` adds its items to it; in a log, its line leads the step's; on a terminal, its bar stays above
+    the step's.
+
+    In a log, two minutes into a card, 40 seconds into its step:
+
+    >>> import io
+    >>> reporter = Reporter(io.StringIO(), INTERVAL)
+    >>> card = Step("benchmark 2 of 4 (newton)", 460, "questions", reporter, clock=iter([0.0, 120.0]).__next__)
+    >>> card.leads, card.n = True, 100
+    >>> step = Adding(Step("newton/track1", 80, "questions", reporter, clock=iter([80.0, 120.0]).__next__), card)
+    >>> step.update(30)
+    >>> reporter.line()
+    'physprobe: benchmark 2 of 4 (newton): 130/460 questions, 1.1 questions/s, 2m00s elapsed, ~5m05s left | newton/track1: 30/80 questions, 1.3 s/question, 40s elapsed, ~1m07s left'
+    """
+    counter = _counter(desc, total, unit, nested=False)
+    if isinstance(counter, Step):
+        counter.leads = True
+    _OVERALL.append(counter)
+    try:
+        with counter:
+            yield counter
+    finally:
+        _OVERALL.remove(counter)
+
+
+def _counter(desc: str, total: int | None, unit: str, nested: bool):
     from tqdm.auto import tqdm
 
     if "PYTEST_CURRENT_TEST" in os.environ:
-        return tqdm(disable=True)
+        return tqdm(total=total, disable=True)
     if sys.stderr.isatty():
         if total is None:
-            return tqdm(desc=desc, bar_format="{desc}: {elapsed}")
-        return _terminal_bar(desc, total, unit)
+            return tqdm(desc=desc, bar_format="{desc}: {elapsed}", leave=not nested)
+        return _terminal_bar(desc, total, unit, leave=not nested)
     global _REPORTER
     if _REPORTER is None:
         _REPORTER = Reporter(sys.stderr, INTERVAL)

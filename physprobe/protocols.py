@@ -238,7 +238,10 @@ class Evaluation:
     written beside the configs' own when all of them were scored; ``scorable`` the configs that hold
     questions (None: all; NEWTON's attribute table and Text2Afford's one-class configs hold none);
     ``headline`` the figure the paper leads with, read by run.json, the command's summary and the lm-eval export;
-    ``classes``: where a row's gold is a set of classes rather than one option, how many classes there are.
+    ``classes``: where a row's gold is a set of classes rather than one option, how many classes there are;
+    ``groups(row, config)``: the groups of the paper's breakdowns a row counts in (PROST's concept, NEWTON's
+    attribute or scenario, Text2Afford's positive classes), so that a ``--limit`` run holds a row of each before it
+    spreads the rest (``physprobe.sampling``); None: the benchmark's figures have no such groups.
     """
 
     benchmark: str
@@ -250,6 +253,7 @@ class Evaluation:
     scorable: tuple[str, ...] | None = None  # configs that hold questions (None: every config)
     headline: tuple[str, ...] = ("accuracy",)  # the figure the paper leads with: metrics keys (dot paths), first held
     classes: int | None = None  # a row's gold is a set of this many classes (``reference``: the positive ones); None: one option
+    groups: Callable[[dict, str], tuple[str, ...]] | None = None  # the breakdowns' groups a row counts in (--limit covers each)
 
     def headline_of(self, metrics: dict) -> tuple[str, float] | None:
         """The headline figure of one config's ``metrics``: the first of ``headline`` it holds, as (key, value);

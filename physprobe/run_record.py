@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from physprobe import record_schema, typed_json
 from physprobe.errors import RunRecordError
-from physprobe.paths import Owner, staged
+from physprobe.paths import Owner, staged, vouched
 from physprobe.redact import each_text, scrub
 from physprobe.spec import RunSpec
 
@@ -153,6 +154,12 @@ def write(folder: Path, run_owner: Owner, record: RunRecord, samples: list) -> N
         pq.write_table(table, staging / PREDICTIONS)
         for name, data in ((SPEC_JSON, run_json["spec"]), (METRICS_JSON, metrics), (RUN_JSON, run_json)):
             (staging / name).write_text(json.dumps(data, indent=2, sort_keys=True))
+
+
+def is_run_folder(folder: Path) -> bool:
+    """Whether ``folder`` is a run folder, finished or not: it holds run.json, or a run's marker."""
+    owner, _ = vouched(folder)
+    return (owner is not None and owner.kind == "run") or os.path.lexists(folder / RUN_JSON)
 
 
 def load(folder: Path) -> RunRecord:

@@ -1,28 +1,27 @@
 """The scoring loop of ``physprobe score``: a ``RunSpec`` in, a ``RunRecord`` out.
 
-Per config: the rows (``--limit`` of them, evenly spread), the protocol's requests, their results from the
-resume cache (``physprobe.result_cache``) or from the backend, which loads its weights or opens its connection
-only when a request is not cached; then one ``Sample`` per row (``physprobe.samples``: the request, its typed
-result, the protocol's decision) and the config's figures from the samples (``physprobe.config_figures``): the
-benchmark's metrics, a seeded bootstrap of every overall figure and the baselines of the same rows. Data-parallel
+Per config: the rows (``--limit`` of them: a row of each of the paper's groups, the rest evenly spread;
+``physprobe.sampling``), the protocol's requests, their results from the resume cache (``physprobe.result_cache``)
+or from the backend, which loads its weights or opens its connection only when a request is not cached; then one
+``Sample`` per row (``physprobe.samples``: the request, its typed result, the protocol's decision) and the config's
+figures from the samples (``physprobe.config_figures``): the benchmark's metrics, a seeded bootstrap of every
+overall figure and the baselines of the same rows. Data-parallel
 ranks (``physprobe.parallel``) each score their share; rank 0 writes the run folder (``physprobe.run_record``),
 with the texts each row made the model read, and says in one line each which configs' figures say little
 (``baselines.flags``). A run that fails before any score reached its cache leaves no folder it created.
-
->>> spread(10, 4)
-[0, 2, 5, 7]
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from physprobe import backends, baselines, config_figures, inputs, parallel, progress, provenance, registry, run_folder, run_record
-from physprobe.backends.base import BackendError
+from physprobe import backends, baselines, config_figures, inputs, parallel, progress, provenance, registry, run_folder, run_record, sampling
+from physprobe.backends.base import Backend, BackendError
 from physprobe.errors import RequestError, ServedModelChanged
 from physprobe.paths import FolderLock
 from physprobe.redact import printable
@@ -31,19 +30,6 @@ from physprobe.results import Result
 from physprobe.run_record import Baselines, Bootstrap, ChatRecord, RunRecord, Timings
 from physprobe.samples import Sample
 from physprobe.spec import RunSpec
-
-
-def spread(n: int, limit: int | None) -> list[int]:
-    """``limit`` row indices evenly spread over ``n`` rows (all rows without a limit).
-
-    Benchmarks are ordered (PROST by text, NEWTON by scenario), so the first rows would be one template.
-
-    >>> spread(10, 4), spread(3, 5)
-    ([0, 2, 5, 7], [0, 1, 2])
-    """
-    if limit is None or limit >= n:
-        return list(range(n))
-    return [i * n // limit for i in range(limit)]
 
 
 @dataclass(frozen=True)
@@ -72,15 +58,23 @@ class ScoredConfig:
     seconds: float
 
 
-class Scoring:
-    """A spec being scored: its model (made once, not loaded), protocol, data source, cache and ranks."""
+def backend_of(spec: RunSpec) -> Backend:
+    """The backend ``spec`` names, made from its settings and what ``spec.make`` read of the model (no weights yet)."""
+    return backends.create(spec.backend, spec.settings, spec.described)
 
-    def __init__(self, spec: RunSpec, ranks: parallel.Ranks):
+
+class Scoring:
+    """A spec being scored: its model (made once, not loaded), protocol, data source, cache and ranks.
+    ``make_backend(spec)`` makes the model (default: ``backend_of``); a caller scoring one model on several
+    benchmarks (``physprobe.card_run``) passes one that hands back the backend it made before, loaded once."""
+
+    def __init__(self, spec: RunSpec, ranks: parallel.Ranks, make_backend: Callable[[RunSpec], Backend] | None = None):
         self.spec, self.ranks = spec, ranks
         self.evaluation = registry.evaluation(spec.benchmark)
         self.protocol = self.evaluation.protocol(spec.protocol)
         self.source = spec.data
-        self.model = backends.create(spec.backend, spec.settings, spec.described)  # options checked; no weights, no request
+        self.model = (make_backend or backend_of)(spec)  # options checked; no weights, no request
+        self.loaded_before = self.model.load_seconds  # a model made before may have loaded in an earlier run
         self.identity: dict = {}
         self.revisions: dict[str, str] = {}
 
@@ -90,7 +84,7 @@ class Scoring:
         dataset = self.source.load(config)
         inputs.not_empty(len(dataset), config, self.source.path)
         self.revisions[config] = self.source.revision_of(config)
-        indices = spread(len(dataset), self.spec.limit)
+        indices = sampling.rows_to_score(dataset, config, self.spec.limit, self.evaluation.groups)
         rows = dataset.select(indices).to_list()
         kept = [i for i, row in enumerate(rows) if not (protocol.skip and protocol.skip(row))]
         requests = [protocol.build(rows[i], config) for i in kept]
@@ -184,7 +178,7 @@ class Scoring:
             backend={"name": self.spec.backend, **dataclasses.asdict(self.model.info())}, chat=None if chat is None else ChatRecord(**chat),
             config_revisions=dict(self.revisions), scored_now=sum(s.fresh for s in scored.values()), versions=provenance.versions(backends.libraries()),
             started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
-            timings=Timings(round(self.model.load_seconds, 3), {c: s.seconds for c, s in scored.items()}, round(elapsed, 3)),
+            timings=Timings(round(self.model.load_seconds - self.loaded_before, 3), {c: s.seconds for c, s in scored.items()}, round(elapsed, 3)),
             bootstrap=Bootstrap(self.spec.bootstrap_iters, provenance.BOOTSTRAP_SEED,
                                 {c: s.bootstrap for c, s in scored.items() if s.bootstrap is not None}),
             headline={config: self.evaluation.headline_of(values) for config, values in metrics.items()}, metrics=metrics,
@@ -192,18 +186,18 @@ class Scoring:
         )  # fmt: skip
 
 
-def run(spec: RunSpec) -> RunRecord:
+def run(spec: RunSpec, make_backend: Callable[[RunSpec], Backend] | None = None) -> RunRecord:
     """Score ``spec``: every config, with resume; rank 0 writes the run folder. Returns the run's record.
 
     The backend is made once, from ``spec.settings`` and what ``spec.make`` read of the model in this process
     (``RunSpec.described``; a data-parallel rank, handed the spec as JSON, reads it again). A run in
     one process claims its folder (``run_folder.claimed``: nothing it created is left when it fails before any score
     was cached); a data-parallel rank scores into the folder its launcher claimed. A fully cached (resumed) run never
-    loads the weights.
+    loads the weights. ``make_backend``: see ``Scoring``.
     """
     started_at, started = time.time(), time.perf_counter()
     ranks = parallel.current()  # processes of `accelerate launch`: each scores its share (physprobe.parallel)
-    this = Scoring(spec, ranks)
+    this = Scoring(spec, ranks, make_backend)
     if ranks.world > 1:
         return _scored_run(this, spec, ranks, started_at, started)
     with run_folder.claimed(spec.out, spec.owner):  # new, or this model's run of this benchmark

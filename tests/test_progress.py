@@ -150,3 +150,32 @@ def test_a_score_logged_to_a_file_holds_physprobes_lines_and_no_librarys_bar(bui
     text = (tmp_path / "log").read_text()
     assert done.returncode == 0, text
     assert "\r" not in text and "Loading weights" not in text and "it/s" not in text, text
+
+
+def test_a_card_counts_the_questions_of_its_steps_and_leads_their_lines(monkeypatch):
+    """``overall`` (a card run): each step opened inside it adds its items to it; in a log the line of the card, at
+    the benchmark it is at, comes first, then the step's; on a terminal its bar stays and the steps' bars go."""
+    monkeypatch.delenv("PYTEST_CURRENT_TEST")
+    log = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", log)
+    monkeypatch.setattr(progress, "_REPORTER", Reporter(log, 0.05))
+    try:
+        with progress.overall("card", 30, "questions") as card:
+            card.set_description("benchmark 2 of 3 (newton)")
+            with progress.bar("newton/track1", 10, "questions") as step:
+                step.update(4)
+                time.sleep(0.2)
+            with progress.bar("loading the model"):  # counted in time alone: adds nothing
+                time.sleep(0.1)
+            assert card.n == 4 and isinstance(card, Step) and card.leads
+        lines = [line for line in log.getvalue().splitlines() if "newton/track1" in line]
+        rate = r", [\d.]+ (?:questions/s|s/question)"  # the recent rate
+        assert lines and all(re.fullmatch(rf"physprobe: benchmark 2 of 3 \(newton\): 4/30 questions{rate}, \d+s elapsed, ~\d+s left \| "
+                                          rf"newton/track1: 4/10 questions(?:{rate}, \d+s elapsed, ~\d+s left| done in \d+s)", line)
+                             for line in lines)  # fmt: skip (the step's finished line, should a line fall between its close and the next open)
+    finally:
+        progress._REPORTER.stop()
+    monkeypatch.setattr(sys, "stderr", type("Terminal", (io.StringIO,), {"isatty": lambda self: True})())
+    with progress.overall("card", 30, "questions") as card, progress.bar("prost/default", 5, "questions") as step:
+        step.update(5)
+        assert isinstance(card, tqdm) and card.leave and not step.counter.leave and card.n == 5

@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelFo
 from tokenizers import processors
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from physprobe import protocols, registry, runner, tokenized
+from physprobe import protocols, registry, runner, sampling, tokenized
 from physprobe.backends.hf import masked, scoring, seq2seq
 from physprobe.cli import main
 from physprobe.dataset_scripts.prost import evaluation as prost
@@ -312,8 +312,8 @@ def released_inverse_gaps(picked, correct):
 
 
 def test_table_7_pools_each_side_under_limit(rows):
-    # The rows a --limit 200 run scores (runner.spread); hand-made predictions right on every third question.
-    picked = [rows[i] for i in runner.spread(len(rows), 200)]
+    # 200 rows evenly spread over PROST (sampling.spread); hand-made predictions right on every third question.
+    picked = [rows[i] for i in sampling.spread(len(rows), 200)]
     predictions = [r["label"] if r["example_idx"] % 3 == 0 else (r["label"] + 1) % 4 for r in picked]
     correct = [p == r["label"] for p, r in zip(predictions, picked)]
     pairs = [superlative_pair(r["name"]) for r in picked]
@@ -347,7 +347,8 @@ def test_score_runs_every_default_protocol(tiny, built_all, tmp_path, family, pr
     info = json.loads((out / "run.json").read_text())
     metrics = json.loads((out / "metrics.json").read_text())["default"]
     assert info["spec"]["protocol"] == protocol and info["protocol_source"] == EVALUATION.protocol(protocol).source
-    sample = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select([i * 18736 // 40 for i in range(40)])
+    dataset = datasets.load_dataset(str(built_all / "prost"), "default", split="test")
+    sample = dataset.select(sampling.rows_to_score(dataset, "default", 40, EVALUATION.groups))  # the rows --limit 40 scores
     skip = EVALUATION.protocol(protocol).skip or (lambda row: False)
     excluded = sum(skip(r) for r in sample)
     assert metrics["n"] == 40 - excluded and metrics.get("excluded", 0) == excluded

@@ -164,8 +164,10 @@ def test_exclusions_and_protocols_reported_apart_get_footnotes(tmp_path):
     slide = notes[t5_row["Slide"].lstrip("—")]
     assert "protocol `released-t5` leaves this column's questions out: sliding: ice and frost are not single T5 tokens" in slide
     assert "scored no question of this column" in notes[t5_row["Direction"].lstrip("—")] and "--limit 10" in notes[t5_row["Direction"].lstrip("—")]
-    macro = re.fullmatch(r"37\.5 \(\S+\) n=8([⁰¹²³⁴⁵⁶⁷⁸⁹]+)", t5_row["Macro Average"])
+    macro = re.fullmatch(r"37\.5 \(\S+\) n=8([⁰¹²³⁴⁵⁶⁷⁸⁹]+),([⁰¹²³⁴⁵⁶⁷⁸⁹]+)", t5_row["Macro Average"])
     assert macro and "leaves out 2 questions of `default` (sliding: ice and frost" in notes[macro.group(1)]
+    assert notes[macro.group(2)] == ("run t5-small: over 2 of the paper's 10 concepts; its --limit 10 sample held no question of "
+                                     "Direction, Height, Circum., Stack, Grasp, Break, Bounce")  # fmt: skip
     apart, answers = re.search(r"([⁰¹²³⁴⁵⁶⁷⁸⁹]+),([⁰¹²³⁴⁵⁶⁷⁸⁹]+)\*\*$", uqa_row[0]).groups()
     assert "used `released-unifiedqa`, which the paper reports apart" in notes[apart]
     # what the row rests on: every answer unparsed (metrics.json's counts, 8 of 8)
@@ -229,6 +231,16 @@ def rendered(runs, tmp_path_factory):
     return out
 
 
+RUNS_HEADER = ["Run", "Model", "Backend", "Protocol (method)", "Prompts", "Configs", "Folder"]
+CONFIGS_HEADER = ["Run", "Config", "n", "Headline figure", "Unparsed", "Undecided", "Majority answer", "Best constant", "Chance",
+                  "Flag"]  # fmt: skip
+
+
+def runs_table(text: str) -> list[list[str]]:
+    """The rows of the first runs table of a report's Markdown."""
+    return next(body for header, body in markdown_tables(text) if header == RUNS_HEADER)
+
+
 def markdown_tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
     """Every table of a Markdown text as (header cells, body rows), parsed by markdown-it (GFM tables)."""
     tokens = MarkdownIt("commonmark").enable("table").parse(text)
@@ -252,12 +264,15 @@ def test_report_markdown_holds_every_paper_table_with_the_runs(rendered, runs):
     text = (rendered / "report.md").read_text(encoding="utf-8")
     tables = markdown_tables(text)
     loaded = [report.load_run(r) for r in runs]
+    card_header = tables[0][0]
+    assert card_header[0] == "Figure" and sorted(card_header[1:-4]) == ["bert", "gpt", "nli", "t5"]  # a column per model
+    assert card_header[-4:] == ["Majority answer (same rows)", "Chance (same rows)", "Paper's best model", "Human (paper)"]
     expected = []
     for benchmark in sorted(BENCHMARKS):
-        expected.append(["Run", "Model", "Backend", "Method", "Protocol", "Prompts", "Paper's protocol", "Configs", "Headline",
-                         "Answers", "Baselines (headline figure)", "Folder"])
+        expected.append(RUNS_HEADER)
+        expected.append(CONFIGS_HEADER)
         expected += [["Model", *[c.name for c in t.columns]] for t in report.paper_tables(benchmark).tables]
-    assert [header for header, _ in tables] == expected  # every table, each column by its printed name
+    assert [header for header, _ in tables[1:]] == expected  # every table, each column by its printed name
     header = ["Model", *[c.name for c in report.paper_tables("prost").table("table5").columns]]
     table5 = next(body for found, body in tables if found == header)
     report.name_runs(loaded)
@@ -270,9 +285,9 @@ def test_report_markdown_holds_every_paper_table_with_the_runs(rendered, runs):
         assert f"({100 * low:.1f}–{100 * high:.1f})" in cell["Mass"]
         macro = run.metrics["default"]["macro_accuracy"]
         assert cell["Macro Average"].startswith(f"{100 * macro:.1f}")
-        runs_table = [body for found, body in tables if found[0] == "Run"][sorted(BENCHMARKS).index("prost")]
-        runs_row = next(r for r in runs_table if run.id in r[0])  # PROST's headline: Table 5's macro average
-        assert runs_row[8] == f"default: macro\\_accuracy {macro:.3f}"
+        configs_table = [body for found, body in tables if found == CONFIGS_HEADER][sorted(BENCHMARKS).index("prost")]
+        configs_row = next(r for r in configs_table if run.id == r[0])  # PROST's headline: Table 5's macro average
+        assert configs_row[1:4] == ["default", str(run.metrics["default"]["n"]), f"macro\\_accuracy {macro:.3f}"]
     published = next(r for r in table5 if r[0] == "T5 S")
     assert published[-1] == "27.0\\*" or published[-1] == "27.0*"  # printed as the paper prints it
     # a column the run did not score is a dash with a footnote saying why
@@ -308,8 +323,9 @@ def test_report_fills_every_cell_the_runs_scored(rendered, runs):
     loaded = [report.load_run(r) for r in runs]
     report.name_runs(loaded)
     assert "has no `" not in text  # no footnote "metrics.json of run ... has no `<key>`"
+    next(tables)  # the card
     for benchmark in sorted(BENCHMARKS):
-        next(tables)  # the runs table
+        next(tables), next(tables)  # the runs and their figures per config
         for table in report.paper_tables(benchmark).tables:
             header, body = next(tables)
             placed = [r for r in loaded if r.record.benchmark == benchmark and (table.methods is None or r.method in table.methods)]
@@ -349,10 +365,10 @@ def test_report_html_in_a_real_browser(rendered, tmp_path):
         headers = page.eval_on_selector_all("h2", "hs => hs.map(h => h.textContent)")
         page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
         browser.close()
-    expected_tables = sum(len(report.paper_tables(b).tables) + 1 for b in BENCHMARKS)
+    expected_tables = 1 + sum(len(report.paper_tables(b).tables) + 2 for b in BENCHMARKS)  # the card, then per benchmark
     assert len(tables) == expected_tables and all(rows > 1 for rows in tables[:1])
-    assert len(images) >= 9 and all(complete and width > 0 and height > 0 for complete, width, height in images)
-    assert headers == [report.paper_tables(b).title for b in sorted(BENCHMARKS)]
+    assert len(images) >= 10 and all(complete and width > 0 and height > 0 for complete, width, height in images)
+    assert headers == ["Card", *[report.paper_tables(b).title for b in sorted(BENCHMARKS)]]
     assert errors == []
     assert all(url.startswith(("file:", "data:")) for url in requests)  # self-contained: nothing fetched
     assert (tmp_path / "report.png").stat().st_size > 10_000
@@ -485,8 +501,7 @@ def test_a_glob_of_run_folders_reports_the_finished_runs_and_lists_the_rest(tmp_
                f"does not read; score the run again into it (`physprobe score ... --out {runs / 'old'}`)" in line for line in lines)
     assert any("notes.txt is not a folder" in line for line in lines)
     text = (tmp_path / "report" / "report.md").read_text()
-    runs_table = markdown_tables(text)[0][1]
-    assert [row[0] for row in runs_table] == ["**bert-base-uncased**"]
+    assert [row[0] for row in runs_table(text)] == ["**bert-base-uncased**"]
     listed = text.split("## Folders not in this report")[1]
     assert all(name in listed for name in ("failed", "unfinished", "old", "notes.txt"))
     assert main(["report", str(runs / "failed"), str(runs / "unfinished"), "--out", str(tmp_path / "none")]) == 2
@@ -507,8 +522,7 @@ def test_runs_are_named_by_label_or_model_and_what_tells_them_apart(tmp_path, ca
     assert main(["report", str(a), str(b), str(c), str(d), str(e), "--out", str(tmp_path / "report")]) == 0
     assert capsys.readouterr().err == (f"physprobe: skipped: {d} is the same run as {a} (the same figures of the same protocol on "
                                        "the same rows); reported once\n")  # fmt: skip
-    runs_table = markdown_tables((tmp_path / "report" / "report.md").read_text())[0][1]
-    assert [row[0] for row in runs_table] == ["**bert-base-uncased (mask-four)**", "**bert-base-uncased (mask-vocab)**",
+    assert [row[0] for row in runs_table((tmp_path / "report" / "report.md").read_text())] == ["**bert-base-uncased (mask-four)**", "**bert-base-uncased (mask-vocab)**",
                                               "**BERT, my fine-tune**", "**distilbert-base-uncased**"]  # fmt: skip
     assert main(["score", "--model", "gpt2", "--benchmark", "cccons", "--label", "two\nlines"]) == 2
     assert "--label 'two\\nlines': give one printable line of at most 80 characters" in capsys.readouterr().err
@@ -552,7 +566,8 @@ def test_a_run_of_constant_answers_is_marked_beside_its_baselines(tmp_path, monk
     header, body = next((h, b) for h, b in tables_ if h[-1] == "Overall" and "Elasticity" in h and "Stiffness" in h)  # Table 4
     at = next(i for i, row in enumerate(body) if row[0].startswith("**gemma-3-270m-q4\\_k\\_m ⚠"))
     run, baseline = dict(zip(header, body[at])), dict(zip(header, body[at + 1]))
-    assert run["Overall"] == "65.0 (26.4–90.6) n=5" and baseline["Model"] == "*↳ majority answer, same rows*"
+    overall = re.fullmatch(r"65\.0 \(26\.4–90\.6\) n=5([⁰¹²³⁴⁵⁶⁷⁸⁹]+)", run["Overall"])
+    assert overall and baseline["Model"] == "*↳ majority answer, same rows*"
     assert baseline["Overall"] == "*80.0*" and baseline["Brittleness"] == "*75.0*" and baseline["Elasticity"] == "*75.0*"
     marks = re.search(r"⚠([⁰¹²³⁴⁵⁶⁷⁸⁹,]+)\*\*$", body[at][0]).group(1).split(",")
     section = text.split("### Table 4")[1].split("###")[0]
@@ -561,13 +576,18 @@ def test_a_run_of_constant_answers_is_marked_beside_its_baselines(tmp_path, monk
     assert "majority answer (the first option) 0.8, best constant (the first option) 0.8, chance 0.267" in notes[marks[0]]
     assert notes[marks[1]] == ("run gemma-3-270m-q4\\_k\\_m, `track1`: 1 of 5 (20%) answers named no option (unparsed, counted "
                                "wrong); 1 of 5 (20%) answers decided by the protocol's fallback rule")  # fmt: skip
+    assert notes[overall.group(1)] == ("run gemma-3-270m-q4\\_k\\_m: over 3 of the paper's 8 attributes; its --limit 5 sample "
+                                       "held no question of Stiffness, Surface Smoothness, Surface Hardness, Softness, Sharpness")  # fmt: skip
     table10 = next(b for h, b in tables_ if h[-1] == "Overall" and b is not body and any("gemma" in r[0] for r in b)
                    and any(r[-1] == "*100.0*" for r in b))  # Table 10 (accuracy): the majority answer is right on all five
     assert any(r[0].startswith("**gemma-3-270m-q4\\_k\\_m ⚠") for r in table10)
-    runs_row = dict(zip(tables_[0][0], tables_[0][1][0]))
+    runs_row = dict(zip(RUNS_HEADER, runs_table(text)[0]))
     assert runs_row["Backend"] == "hf, gemma-3-270m-q4\\_k\\_m.gguf" and runs_row["Prompts"] == "raw prompts"
-    assert "⚠ track1: 4 of 4 answers are the first option" in runs_row["Answers"]
-    assert runs_row["Baselines (headline figure)"].startswith("track1: agreement\\_accuracy on the same rows: majority answer")
+    configs_row = dict(zip(CONFIGS_HEADER, next(b for h, b in tables_ if h == CONFIGS_HEADER)[0]))
+    assert configs_row == {"Run": "gemma-3-270m-q4\\_k\\_m", "Config": "track1", "n": "5", "Headline figure": "agreement\\_accuracy 0.650",
+                           "Unparsed": "1 (20%)", "Undecided": "", "Majority answer": "0.800 (the first option)",
+                           "Best constant": "0.800", "Chance": "0.267", "Flag": "⚠ constant"}  # fmt: skip
+    assert "- ⚠ run gemma-3-270m-q4\\_k\\_m: track1: 4 of 4 answers are the first option" in text
     track1 = drawn["newton-attributes-track1.png"]
     assert "gemma-3-270m-q4_k_m ⚠" in track1 and "gemma-3-270m-q4_k_m ⚠ (95% interval)" in track1
 

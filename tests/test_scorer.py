@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
-from physprobe import protocols, registry, runner, spec, tokenized
+from physprobe import protocols, registry, runner, sampling, spec, tokenized
 from physprobe.backends import hf
 from physprobe.backends.hf import model as hf_model
 from physprobe.backends.hf import batching, masked, nli, packed, scoring, seq2seq
@@ -158,8 +158,11 @@ def test_cli_scores_every_benchmark_and_reports(tiny, built_all, tmp_path, bench
     excluded = sum(metrics[c].get("excluded", 0) for c in configs)  # rows a protocol leaves out (T5: sliding)
     assert len(predictions) == sum(min(12, n) for n in sizes) and sum(p["status"] == "excluded" for p in predictions) == excluded
     assert all(p["prediction"] == -3 and p["scores"] == [] for p in predictions if p["status"] == "excluded")
-    if benchmark == "text2afford":
-        assert metrics["default"]["strict"]["n"] == 10 and len(predictions[0]["scores"]) == 15
+    if benchmark == "text2afford":  # pairs count where they hold a positive and a negative class
+        dataset = datasets.load_dataset(str(built_all / benchmark), "default", split="test")
+        sample = dataset.select(sampling.rows_to_score(dataset, "default", 12, registry.evaluation(benchmark).groups))
+        ranked = sum(1 in r["labels"] and 0 in r["labels"] for r in sample)
+        assert metrics["default"]["strict"]["n"] == ranked > 0 and len(predictions[0]["scores"]) == 15
     else:
         first = metrics[configs[0]]
         assert first["n"] + first.get("excluded", 0) == 12 and ("accuracy" in first or first["undecided"] == first["n"])
@@ -198,8 +201,9 @@ def test_resume_after_an_interruption(tiny, built_all, tmp_path, monkeypatch):
 
     # Another --limit cuts other chunks; the questions the first runs cached are still not rescored.
     monkeypatch.undo()  # the model may load again
-    total = pq.read_metadata(built_all / "prost" / "default" / "test-00000-of-00001.parquet").num_rows
-    overlap = {i * total // 20 for i in range(20)} & {i * total // 30 for i in range(30)}  # rows both samples hold
+    rows = datasets.load_dataset(str(built_all / "prost"), "default", split="test")
+    groups = registry.evaluation("prost").groups
+    overlap = set(sampling.rows_to_score(rows, "default", 20, groups)) & set(sampling.rows_to_score(rows, "default", 30, groups))
     runner.run(spec.make(str(tiny["causal"]), "prost", out=out, data=built_all, limit=30, chunk=8))
     assert json.loads((out / "run.json").read_text())["scored_now"] == 30 - len(overlap) < 30
 

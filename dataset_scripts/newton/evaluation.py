@@ -211,6 +211,16 @@ def prompt(row: dict, config: str) -> str:
     return PROMPTS[config].format(options=", ".join(row["choices"]), **row)
 
 
+def group(row: dict, config: str) -> str:
+    """The group of the paper's breakdowns a row counts in: its scenario tag in Track 3 (Table 6), else its
+    attribute (Tables 4, 5, 9).
+
+    >>> group({"tag": "hammering", "attribute": "Softness"}, "track3"), group({"attribute": "Softness"}, "track1")
+    ('hammering', 'Softness')
+    """
+    return str(row["tag" if config == "track3" else "attribute"])
+
+
 def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> dict:
     """Accuracy (and Track 1 agreement) per attribute or scenario tag, per polarity (Track 2, Table 9 /
     Figure 4B: overall and within each attribute) and per answer position (four-option configs, Figure
@@ -224,7 +234,6 @@ def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> d
     out, _ = decided(rows, predictions)
     if not rows:
         return out
-    key = "tag" if config == "track3" else "attribute"
     extra = {}
     if config == "track1":
         extra["agreements"] = [row["agreement"] for row in rows]
@@ -234,11 +243,11 @@ def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> d
         extra["by_position"] = True
     metric = load_metric("agreement_accuracy")
     answers = {"predictions": [-1 if p is None else p for p in predictions], "references": [int(row["label"]) for row in rows]}
-    out.update(metric.compute(**answers, groups=[str(row[key]) for row in rows], **extra))
+    out.update(metric.compute(**answers, groups=[group(row, config) for row in rows], **extra))
     if config.startswith("track2"):  # Table 9: each attribute per polarity, in one pass over attribute|polarity
         split = metric.compute(**answers, groups=[f"{row['attribute']}|{row['polarity']}" for row in rows])
-        for group, figures in split["by_group"].items():
-            attribute, polarity = group.rsplit("|", 1)
+        for pair, figures in split["by_group"].items():
+            attribute, polarity = pair.rsplit("|", 1)
             out["by_group"][attribute].setdefault("by_polarity", {})[polarity] = figures
     if config == "track1":
         groups = out["by_group"].values()
@@ -299,4 +308,5 @@ EVALUATION = Evaluation(
                  "Table 1 prompt as input, each option as target; highest log-probability"),
     ),  # fmt: skip
     metrics=metrics,
+    groups=lambda row, config: (group(row, config),),
 )

@@ -275,4 +275,5 @@ EVALUATION = Evaluation(
         ),
     ),  # fmt: skip
     metrics=metrics,
+    groups=lambda row, config: (row["group"],),  # Table 5's concepts
 )

@@ -276,6 +276,7 @@ EVALUATION = Evaluation(
     metrics=metrics,
     reference=lambda row: [i for i, label in enumerate(row["labels"]) if label == 1],  # the positive classes
     classes=len(text2afford.CLASS_NAMES),
+    groups=lambda row, config: tuple(name for name, label in zip(text2afford.CLASS_NAMES, row["labels"]) if label == 1),
 )
 
 

@@ -40,13 +40,14 @@ from pathlib import Path
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from physprobe.errors import PublishError
-from physprobe.paths import Owner, check_target, staged, vouched
+from physprobe.paths import Owner, check_target, staged
 from physprobe.publish import redaction
 from physprobe.publish.verify import check_record, read_verified
 from physprobe.redact import escaped
 from physprobe.report.blocks import Heading, Paragraph, TableBlock
 from physprobe.report.document import headlines
 from physprobe.report.output import collect, render
+from physprobe.report import runs as report_runs
 from physprobe.report.runs import load_run, name_runs
 from physprobe.report.writers import to_markdown
 from physprobe.run_record import METRICS_JSON, PREDICTIONS, RUN_JSON, SPEC_JSON
@@ -71,9 +72,9 @@ def config_name(run_id: str, benchmark: str, taken: set[str]) -> str:
 
 
 def run_folders(folders: list[Path]) -> list[Path]:
-    """The run folders among ``folders``: each run folder given, and for any other folder the run folders in it (a
-    parent such as ``runs/<model>/``, one run folder per benchmark), sorted; a folder holding none is kept as it is
-    (the report's skip line says why it is no run).
+    """The run folders among ``folders``, as ``physprobe report`` finds them (``report.runs.run_folders``): each run
+    folder given, and for any other folder the run folders in it (``runs/<model>/<benchmark>``, ``runs/``); a folder
+    holding none is kept as it is (the report's skip line says why it is no run).
 
     >>> import tempfile
     >>> from physprobe import run_folder
@@ -83,19 +84,7 @@ def run_folders(folders: list[Path]) -> list[Path]:
     >>> [p.name for p in run_folders([parent])]
     ['newton', 'prost']
     """
-    found = []
-    for folder in map(Path, folders):
-        if folder.is_symlink() or not folder.is_dir() or _is_run(folder):
-            found.append(folder)
-            continue
-        inside = sorted(child for child in folder.iterdir() if child.is_dir() and _is_run(child))
-        found.extend(inside or [folder])
-    return found
-
-
-def _is_run(folder: Path) -> bool:
-    owner, _ = vouched(folder)
-    return (owner is not None and owner.kind == "run") or os.path.lexists(folder / RUN_JSON)
+    return [folder for folder, _ in report_runs.run_folders(folders)]
 
 
 def write(folders: list[Path], out: Path, name: str, model_id: str | None = None) -> Path:

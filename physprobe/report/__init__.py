@@ -17,7 +17,16 @@ This package names no benchmark. Each benchmark declares its published tables in
   null for a cell the paper's text lost, explained by ``note``), optional ``kind`` (model, average, human,
   baseline) and ``section``;
 - ``figures``: ``bars`` (one panel per column, published models and runs as bars) or ``lines`` (one line per
-  model across a table's columns).
+  model across a table's columns);
+- ``card``: the paper's headline figures, the rows of the card the report opens with (``card``): each a ``figure``
+  (its name), ``from`` (the tables and columns that print it: ``{table, column}``; a run's value is read through the
+  first whose table reports the run's method) and optional ``groups`` (a table whose columns are the groups the
+  figure spans; default: the first source's table, where it declares ``groups``). A table's ``groups`` names what its
+  columns other than the summary ones are (``concepts``): a run's summary figure over fewer of them is footnoted.
+
+A folder given that is no run but holds run folders (``physprobe score --benchmark all``'s ``runs/<model>``) is read
+as its runs, and one holding such folders (``runs/``) as all of theirs; the report opens with the card, one column
+per model (per card run's folder; runs given one by one, by their model).
 
 Example (a run folder written by ``physprobe score``)::
 
@@ -26,7 +35,7 @@ Example (a run folder written by ``physprobe score``)::
 writes ``report/report.md``, ``report/report.html`` (self-contained) and ``report/figures/*.png``.
 
 One job per module: ``tables`` (the paper_tables.yaml schema), ``runs`` (run folders and their names), ``cells`` (a run's
-value, n and interval per cell), ``notes`` (footnote texts), ``document`` (the blocks of the report),
+value, n and interval per cell), ``notes`` (footnote texts), ``card`` (the card), ``document`` (the blocks of the report),
 ``figures`` (matplotlib), ``writers`` (Markdown and HTML), ``output`` (the report folder).
 """
 

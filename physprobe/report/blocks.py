@@ -23,7 +23,8 @@ class Paragraph:
 class TableBlock:
     header: list[str]
     rows: list[list[str]]
-    kinds: list[str]  # per row: published, section, run, baseline (a run's majority answer)
+    kinds: list[str]  # per row: published, section, run, baseline (a run's majority answer), card, detail
+    css: str = ""  # the HTML table's class (the card's: "card")
 
 
 @dataclass

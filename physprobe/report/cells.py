@@ -136,6 +136,17 @@ def run_cell(run: Run, column: Column, part: int) -> RunCell:
     return RunCell(float(value), n, interval, None)
 
 
+def groups_held(run: Run, table: Table) -> tuple[list[str], list[str]]:
+    """Of a table declaring its groups (``Table.groups``: its columns other than the summary ones), those the run has
+    a figure for, and those its ``--limit`` sample held no question of (``Missing`` sample or empty), by column name;
+    the others (a protocol's exclusion, ...) have footnotes of their own. Both empty for a table without groups."""
+    if table.groups is None:
+        return [], []
+    cells = {c.name: run_cell(run, c, 0) for c in table.columns if not c.summary and c.keys[0] is not None}
+    return ([name for name, cell in cells.items() if cell.value is not None],
+            [name for name, cell in cells.items() if cell.missing is not None and cell.missing.kind in ("sample", "empty")])
+
+
 def baseline_cell(run: Run, column: Column, part: int) -> float | None:
     """The figure a column shows for the run's majority answer on the same rows (``Baselines.majority``), or None."""
     key = column.keys[part]

@@ -8,9 +8,10 @@ from pathlib import Path
 from physprobe import baselines, registry
 from physprobe.redact import printable
 from physprobe.report.blocks import Heading, Image, Notes, Paragraph, TableBlock
+from physprobe.report.card import card_blocks
 from physprobe.report.cells import Missing, RunCell, baseline_cell, number, run_cell
 from physprobe.report.figures import DRAW
-from physprobe.report.notes import Footnotes, answered, apart_note, exclusion, missing_texts, protocol_warning
+from physprobe.report.notes import Footnotes, answered, apart_note, coverage, exclusion, missing_texts, protocol_warning
 from physprobe.report.runs import Run
 from physprobe.report.tables import Column, PaperTables, Table, paper_tables
 
@@ -18,8 +19,8 @@ BASELINE_ROW = "↳ majority answer, same rows"
 BASELINES = (
     "Below each run, the figures of its majority answer (the commonest gold option given to every question; where a "
     "question has a label per class, each class scored by how often it holds) on the same questions, computed by the "
-    "same metric wiring: a run no higher than this row has learnt nothing the labels' balance does not give. The runs "
-    "table gives the best constant answer and chance too. ⚠ marks a run whose answers are (nearly) all one, or mostly "
+    "same metric wiring: a run no higher than this row has learnt nothing the labels' balance does not give. The "
+    "per-config table gives the best constant answer and chance too. ⚠ marks a run whose answers are (nearly) all one, or mostly "
     "its protocol's fallback rule: its figures say little about the model."
 )
 INTERVALS = (
@@ -47,12 +48,15 @@ def _format_run_cell(cells: list[RunCell], table: Table, notes: Footnotes, texts
     return text
 
 
-def _summary_marks(run: Run, column: Column, notes: Footnotes) -> str:
-    """Footnote marks for an overall cell whose config the run's protocol scored only in part."""
+def _summary_marks(run: Run, column: Column, table: Table, notes: Footnotes) -> str:
+    """Footnote marks for an overall cell whose config the run's protocol scored only in part, or whose groups its
+    ``--limit`` sample held only in part (``notes.coverage``)."""
     if not column.summary:
         return ""
     configs = dict.fromkeys(key.split(".")[0] for key in column.keys if key)
-    return ",".join(notes.mark(f"run {run.id}: {text}") for text in (exclusion(run, c) for c in configs) if text)
+    texts = [f"run {run.id}: {text}" for text in (exclusion(run, c) for c in configs) if text]
+    texts += [text for text in [coverage(run, table)] if text]
+    return ",".join(notes.mark(text) for text in texts)
 
 
 def _configs(table: Table) -> list[str]:
@@ -106,7 +110,7 @@ def table_block(table: Table, runs: list[Run], paper: PaperTables) -> tuple[Tabl
         shown = []
         for column in table.columns:
             text = _format_run_cell(cells[run.id, column.name], table, notes, texts)
-            shown.append(text if text.startswith("—") else text + _summary_marks(run, column, notes))
+            shown.append(text if text.startswith("—") else text + _summary_marks(run, column, table, notes))
         rows.append([label, *shown])
         kinds.append("run")
         baseline = _baseline_row(run, table)
@@ -159,37 +163,53 @@ def _backend(run: Run) -> str:
     return backend["name"] + (f", {backend['gguf_file']}" if backend.get("gguf_file") else "")
 
 
-def _answers(run: Run) -> str:
-    """Per scored config, what its figures rest on (``notes.answered``) and its flags; "all answered" otherwise."""
-    texts = [text for config in run.record.configs if (text := answered(run, config))]
-    texts += [f"⚠ {flag.text.split(';')[0]}" for flag in baselines.flags(run.record)]
-    return "; ".join(texts) or "every question answered"
-
-
-def _baselines(run: Run) -> str:
-    found = run.record.baselines
-    return "; ".join(f"{config}: {baselines.summary(run.record.benchmark, found[config])}" for config in run.metrics
-                     if config in found) or "—"  # fmt: skip
-
-
 def _runs_table(runs: list[Run], paper: PaperTables) -> TableBlock:
+    """One short row per run: what was scored, how, and where it is (its figures: ``_configs_table``)."""
     rows = []
     for run in runs:
-        configs = ", ".join(run.record.configs)
         limit = run.record.limit
-        rows.append([run.id, printable(run.record.model), _backend(run), run.method, run.record.protocol, chat_setting(run),
-                     ", ".join(paper.protocols.get(run.method, ("—",))), configs + (f" (limit {limit})" if limit else ""),
-                     headlines(run.record.benchmark, run.metrics), _answers(run), _baselines(run), str(run.folder)])  # fmt: skip
-    header = ["Run", "Model", "Backend", "Method", "Protocol", "Prompts", "Paper's protocol", "Configs", "Headline",
-              "Answers", "Baselines (headline figure)", "Folder"]  # fmt: skip
-    return TableBlock(header, rows, ["run"] * len(rows))
+        protocol = f"{run.record.protocol} ({run.method})" + (" ⚠" if protocol_warning(run, paper) else "")
+        rows.append([run.id, printable(run.record.model), _backend(run), protocol, chat_setting(run),
+                     f"{len(run.record.configs)}" + (f", limit {limit}" if limit else ", all rows"), str(run.folder)])  # fmt: skip
+    return TableBlock(["Run", "Model", "Backend", "Protocol (method)", "Prompts", "Configs", "Folder"], rows, ["run"] * len(rows))
+
+
+def _share(count: int | None, n: int) -> str:
+    return f"{count} ({100 * count / n:.0f}%)" if count and n else ""
+
+
+def _configs_table(runs: list[Run]) -> TableBlock:
+    """Per run and scored config (and pooled figure): n, the headline figure, what it rests on, the baselines of the
+    same rows by the headline figure, and the flag of one that says little (``baselines.flags``)."""
+    rows = []
+    for run in runs:
+        benchmark, found = run.record.benchmark, run.record.baselines
+        flagged = {}
+        for flag in baselines.flags(run.record):
+            flagged.setdefault(flag.config, []).append(flag.kind)
+        for config in [*run.record.configs, *(c for c in run.metrics if c not in run.record.configs)]:  # pooled figures last
+            values = run.metrics.get(config, {})
+            n = values.get("n") or 0
+            headline = registry.evaluation(benchmark).headline_of(values)
+            same_rows = found.get(config)
+            majority = same_rows and baselines.headline(benchmark, same_rows.majority)
+            constant = same_rows and baselines.best_constant(benchmark, same_rows)
+            chance = same_rows and baselines.headline(benchmark, same_rows.chance)
+            rows.append([run.id, config, str(n), "—" if headline is None else f"{headline[0]} {headline[1]:.3f}",
+                         _share(values.get("unparsed"), n), _share(values.get("undecided"), n),
+                         "" if not majority else f"{majority[1]:.3f} ({baselines.answer_text(same_rows.majority_answer)})",
+                         "" if not constant else f"{constant[1][1]:.3f}", "" if not chance else f"{chance[1]:.3f}",
+                         " ".join(f"⚠ {kind}" for kind in flagged.get(config, []))])  # fmt: skip
+    header = ["Run", "Config", "n", "Headline figure", "Unparsed", "Undecided", "Majority answer", "Best constant", "Chance", "Flag"]
+    return TableBlock(header, rows, ["detail"] * len(rows))
 
 
 def document(runs: list[Run], figures_dir: Path, skipped: list[tuple[Path, str]] = ()) -> list:
     """The report as blocks (headings, tables, notes, images), drawing the figures into ``figures_dir``;
     ``skipped``: the folders given that are not in it, and why (listed at the end)."""
-    blocks: list = [Heading(1, "physprobe report"),
-                    Paragraph("The papers' published tables, transcribed as printed, with your runs below them. "
+    blocks: list = [Heading(1, "physprobe report"), *card_blocks(runs, figures_dir),
+                    Paragraph("Then, per benchmark: the runs, their figures per config beside the baselines of the same "
+                              "rows, and the papers' published tables, transcribed as printed, with your runs below them. "
                               "Cells are placed by column name; — marks a cell a run did not score (see its footnote). "
                               "Run cells read: value (95% interval) n=questions."),
                     Paragraph(BASELINES), Paragraph(INTERVALS)]  # fmt: skip
@@ -202,6 +222,11 @@ def document(runs: list[Run], figures_dir: Path, skipped: list[tuple[Path, str]]
         warnings = [w for w in (protocol_warning(r, paper) for r in group) if w]
         if warnings:
             blocks.append(Notes([f"⚠ {w}" for w in warnings]))
+        blocks += [Paragraph("Their figures per config, beside the baselines of the same rows (by the headline figure):"),
+                   _configs_table(group)]
+        flags = [f"⚠ run {r.id}: {flag.text}" for r in group for flag in baselines.flags(r.record)]
+        if flags:
+            blocks.append(Notes(flags))
         for table in paper.tables:
             block, notes = table_block(table, group, paper)
             source = f"the paper's {table.source}" if table.source else "physprobe; the paper prints no such table"

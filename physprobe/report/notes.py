@@ -3,9 +3,9 @@ compare with the paper, or what its protocol left out."""
 
 from __future__ import annotations
 
-from physprobe.report.cells import Missing
+from physprobe.report.cells import Missing, groups_held
 from physprobe.report.runs import Run, run_protocol
-from physprobe.report.tables import PaperTables
+from physprobe.report.tables import PaperTables, Table
 
 _SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 
@@ -84,6 +84,17 @@ def protocol_warning(run: Run, paper: PaperTables) -> str | None:
         return (f"run {run.id} used protocol `{used}`; the paper's `{run.method}` models used {expected}: "
                 f"its numbers do not compare one to one with the published rows")  # fmt: skip
     return None
+
+
+def coverage(run: Run, table: Table) -> str | None:
+    """A footnote for a run's summary figure of ``table`` that spans fewer of its groups than the paper's because its
+    ``--limit`` sample held no question of some (``cells.groups_held``); None when that left none out."""
+    held, missing = groups_held(run, table)
+    if not missing:
+        return None
+    total = sum(not c.summary and c.keys[0] is not None for c in table.columns)
+    return (f"run {run.id}: over {len(held)} of the paper's {total} {table.groups}; its --limit "
+            f"{run.record.limit} sample held no question of {', '.join(missing)}")  # fmt: skip
 
 
 def apart_note(run: Run) -> str | None:

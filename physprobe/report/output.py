@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 
 from physprobe import paths
-from physprobe.errors import ReportError, RunRecordError
 from physprobe.redact import escaped
 from physprobe.report.document import document
-from physprobe.report.runs import Run, load_run, name_runs
-from physprobe.report.tables import paper_tables
+from physprobe.report.runs import collect
 from physprobe.report.writers import to_html, to_markdown
+
+__all__ = ["collect", "render"]
+
 
 def render(runs: list[Path], out: Path) -> Path:
     """Write the report folder ``out``: report.md, report.html, figures/*.png; return ``out``.
@@ -35,30 +36,3 @@ def render(runs: list[Path], out: Path) -> Path:
     for _, why in skipped:
         print(f"physprobe: skipped: {escaped(why)}", file=sys.stderr)
     return out
-
-
-def collect(runs: list[Path]) -> tuple[list[Run], list[tuple[Path, str]]]:
-    """The finished runs among the folders ``runs``, named as a report names them (``name_runs``), and the folders
-    skipped, each with why: not a finished run, a benchmark without paper tables, a second copy of a run. None
-    finished is a one-line ``ReportError``."""
-    if not runs:
-        raise ReportError("give at least one run folder written by `physprobe score`")
-    loaded, skipped, seen = [], [], {}
-    for folder in runs:
-        try:
-            run = load_run(Path(folder))
-            paper_tables(run.record.benchmark)  # an unknown benchmark is skipped before anything is written
-        except (RunRecordError, ReportError) as error:
-            skipped.append((Path(folder), str(error)))
-            continue
-        if run.content_key in seen:
-            skipped.append((run.folder, f"{run.folder} is the same run as {seen[run.content_key]} (the same figures of the same "
-                                        "protocol on the same rows); reported once"))  # fmt: skip
-            continue
-        seen[run.content_key] = run.folder
-        loaded.append(run)
-    if not loaded:
-        raise ReportError(f"none of the {len(runs)} folder{'s' if len(runs) > 1 else ''} given is a finished physprobe run "
-                          f"({skipped[0][1]}{'; ...' if len(skipped) > 1 else ''})")  # fmt: skip
-    name_runs(loaded)
-    return loaded, skipped

@@ -17,19 +17,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from physprobe import registry, run_record
+from physprobe.errors import ReportError, RunRecordError
 from physprobe.protocols import ProtocolError
 from physprobe.redact import printable
+from physprobe.report.tables import paper_tables
 from physprobe.run_record import RunRecord
 
 
 @dataclass
 class Run:
     """A run in the report: its folder, its record, and its name (``id``), unique among the report's runs of its
-    benchmark (``name_runs``)."""
+    benchmark (``name_runs``); ``parent``: its card run's folder (``run_folders``), if any."""
 
     folder: Path
     record: RunRecord
     id: str = field(init=False)
+    parent: Path | None = None
 
     def __post_init__(self):
         self.id = model_name(self.record)
@@ -105,6 +108,28 @@ def name_runs(runs: list[Run]) -> None:
             run.id = found
 
 
+def run_folders(folders: list[Path]) -> list[tuple[Path, Path | None]]:
+    """The run folders among ``folders`` and in them: a run folder as it is, any other folder as the run folders in
+    it and in its folders (``runs/<model>`` of ``physprobe score --benchmark all``, or ``runs/``), in the benchmarks'
+    order; each with its card run's folder, the folder holding it where it is named after its benchmark
+    (``runs/<model>/<benchmark>``), else None. A folder holding none is kept, to be refused as no run."""
+    order = {name: i for i, name in enumerate(registry.names())}
+    found = []
+    for folder in map(Path, folders):
+        inside = [p for child in _folders(folder) for p in ([child] if run_record.is_run_folder(child) else _folders(child))
+                  if run_record.is_run_folder(p)]  # fmt: skip
+        inside.sort(key=lambda p: (p.parent, order.get(p.name, len(order)), p.name))
+        found += [(p, p.parent if p.name in order else None) for p in inside or [folder]]
+    return found
+
+
+def _folders(folder: Path) -> list[Path]:
+    """The folders in ``folder`` (no links), by name; none when it is no folder or a run folder."""
+    if not folder.is_dir() or folder.is_symlink() or run_record.is_run_folder(folder):
+        return []
+    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink())
+
+
 def load_run(folder: Path) -> Run:
     """A run folder written by ``physprobe score`` (``run_record.load``), named by ``model_name``."""
     return Run(folder, run_record.load(folder))
@@ -116,3 +141,31 @@ def run_protocol(run: Run):
         return registry.evaluation(run.record.benchmark).protocol(run.record.protocol)
     except ProtocolError:
         return None
+
+
+def collect(runs: list[Path]) -> tuple[list[Run], list[tuple[Path, str]]]:
+    """The finished runs among the folders ``runs`` (a card run's parent: its run folders, ``run_folders``), named as
+    a report names them (``name_runs``), and the folders skipped, each with why: not a finished run, a benchmark
+    without paper tables, a second copy of a run. None finished is a one-line ``ReportError``."""
+    if not runs:
+        raise ReportError("give at least one run folder written by `physprobe score`")
+    loaded, skipped, seen = [], [], {}
+    for folder, parent in run_folders(runs):
+        try:
+            run = load_run(Path(folder))
+            run.parent = parent
+            paper_tables(run.record.benchmark)  # an unknown benchmark is skipped before anything is written
+        except (RunRecordError, ReportError) as error:
+            skipped.append((Path(folder), str(error)))
+            continue
+        if run.content_key in seen:
+            skipped.append((run.folder, f"{run.folder} is the same run as {seen[run.content_key]} (the same figures of the same "
+                                        "protocol on the same rows); reported once"))  # fmt: skip
+            continue
+        seen[run.content_key] = run.folder
+        loaded.append(run)
+    if not loaded:
+        raise ReportError(f"none of the {len(runs)} folder{'s' if len(runs) > 1 else ''} given is a finished physprobe run "
+                          f"({skipped[0][1]}{'; ...' if len(skipped) > 1 else ''})")  # fmt: skip
+    name_runs(loaded)
+    return loaded, skipped

@@ -50,9 +50,22 @@ class Table:
     columns: tuple[Column, ...]
     rows: tuple[Row, ...]
     chance_label: str
+    groups: str | None = None  # what its columns other than the summary ones are (concepts, attributes, ...), if groups
 
     def column(self, name: str) -> Column:
         return next(c for c in self.columns if c.name == name)
+
+
+@dataclass(frozen=True)
+class CardRow:
+    """A row of the card (``physprobe.report.card``): a headline ``figure`` of the paper and the ``sources`` it is
+    printed in, (table, column) pairs: a run's value is read through the first whose table reports the run's method
+    (else the first), the paper's best model is the best over all; ``groups``: the table whose other columns are the
+    groups the figure spans (a run holding fewer is footnoted)."""
+
+    figure: str
+    sources: tuple[tuple[Table, Column], ...]
+    groups: Table | None
 
 
 @dataclass(frozen=True)
@@ -72,6 +85,7 @@ class PaperTables:
     protocols: dict[str, tuple[str, ...]]  # run method -> the protocols the paper's models of that method used
     tables: tuple[Table, ...]
     figures: tuple[Figure, ...]
+    card: tuple[CardRow, ...] = ()
 
     def table(self, table_id: str) -> Table:
         return next(t for t in self.tables if t.id == table_id)
@@ -109,7 +123,31 @@ def _table(raw: dict, where: str) -> Table:
     methods = raw.get("methods")
     return Table(raw["id"], raw.get("source"), raw["title"], fmt["scale"], fmt["digits"],
                  None if methods is None else tuple(methods), tuple(raw.get("notes", ())), columns, tuple(rows),
-                 raw.get("chance_label", "chance"))  # fmt: skip
+                 raw.get("chance_label", "chance"), raw.get("groups"))  # fmt: skip
+
+
+def _card(raw: list, ids: dict[str, Table], where: str) -> tuple[CardRow, ...]:
+    """The ``card`` rows of a paper_tables.yaml, each source a column of a declared table."""
+    rows = []
+    for i, entry in enumerate(raw):
+        at = f"{where} card row {i} ({entry.get('figure')!r})"
+        sources = []
+        for source in entry.get("from") or ():
+            table = ids.get(source.get("table"))
+            if table is None or source.get("column") not in {c.name for c in table.columns}:
+                raise DeclarationError(f"{at}: no table {source.get('table')!r} with a column {source.get('column')!r}")
+            column = table.column(source["column"])
+            if column.keys[0] is None:
+                raise DeclarationError(f"{at}: column {column.name!r} of {table.id!r} is one physprobe does not score")
+            sources.append((table, column))
+        if not entry.get("figure") or not sources:
+            raise DeclarationError(f"{at}: a card row needs its figure's name and where the paper prints it (from)")
+        groups = entry.get("groups")
+        if groups is not None and (groups not in ids or ids[groups].groups is None):
+            raise DeclarationError(f"{at}: groups names {groups!r}, not a table that declares its groups")
+        first = sources[0][0]
+        rows.append(CardRow(str(entry["figure"]), tuple(sources), ids[groups] if groups else (first if first.groups else None)))
+    return tuple(rows)
 
 
 def paper_tables(benchmark: str) -> PaperTables:
@@ -146,7 +184,7 @@ def paper_tables(benchmark: str) -> PaperTables:
                 if panel.get("part") and panel["part"] not in table.column(name).parts:
                     raise DeclarationError(f"{where} figure {f['id']!r}: column {name!r} has no part {panel['part']!r}")
         figures.append(Figure(f["id"], f["kind"], f["title"], panels, f.get("columns")))
-    return PaperTables(benchmark, raw["paper"], raw["title"], protocols, tables, tuple(figures))
+    return PaperTables(benchmark, raw["paper"], raw["title"], protocols, tables, tuple(figures), _card(raw.get("card") or [], ids, where))
 
 
 def _check_exclusions(benchmark: str, tables: tuple[Table, ...], where: str) -> None:

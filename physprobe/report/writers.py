@@ -58,7 +58,10 @@ _CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1400px
 table{border-collapse:collapse;margin:.5em 0;font-size:13px}th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}
 th:first-child,td:first-child{text-align:left}th{background:#f2f2f2}tr.section td{background:#fafafa;font-weight:bold;text-align:left}
 tr.run td{background:#fff4dc}tr.baseline td{color:#666;font-style:italic}.scroll{overflow-x:auto}
-ul.notes{font-size:12px;color:#444}img{max-width:100%;border:1px solid #eee;margin:.5em 0}p.note{color:#666;font-style:italic}"""
+ul.notes{font-size:12px;color:#444}img{max-width:100%;border:1px solid #eee;margin:.5em 0}p.note{color:#666;font-style:italic}
+table.card{font-size:14px}table.card td,table.card th{padding:5px 10px}table.card td{white-space:nowrap}
+table.card td:first-child,table.card td:nth-last-child(2){white-space:normal;min-width:14em}
+table.card tr.section td{background:#eef3f8;font-size:13px}"""
 
 
 def to_html(blocks: list) -> str:
@@ -71,7 +74,7 @@ def to_html(blocks: list) -> str:
         elif isinstance(block, Paragraph):
             out.append(f'<p class="{block.css}">{_html_text(block.text)}</p>' if block.css else f"<p>{_html_text(block.text)}</p>")
         elif isinstance(block, TableBlock):
-            out.append('<div class="scroll"><table><thead><tr>')
+            out.append(f'<div class="scroll"><table class="{block.css}"><thead><tr>' if block.css else '<div class="scroll"><table><thead><tr>')
             out.append("".join(f"<th>{_html_text(h)}</th>" for h in block.header) + "</tr></thead><tbody>")
             for row, kind in zip(block.rows, block.kinds):
                 if kind == "section":

@@ -1,0 +1,161 @@
+"""The card run: ``physprobe score --benchmark all`` (or a comma-separated list) scores one model on several
+benchmarks, each with its default protocol for the model's family, the model made and loaded once.
+
+The arguments are checked for every benchmark first (``spec.check``), the model described once (no weights), and
+each benchmark's run resolved from that description (``spec.resolve``). Each benchmark is a run of its own
+(``physprobe.runner``, given the card's ``Models``): its own folder under one parent (``runs/<model>/<benchmark>``),
+its own spec, record and resume cache, so a card killed mid-way and run again re-scores nothing already answered. A
+benchmark that no default protocol of the model's family fits, or whose protocol asks requests the backend cannot
+serve, is named in one line and skipped. Progress counts the whole card
+(``progress.overall``: benchmark i of n, questions, time left). ``physprobe report runs/<model>`` renders the card.
+
+>>> names("newton,prost"), names("all") == tuple(registry.names())
+(('newton', 'prost'), True)
+>>> default_parent("HuggingFaceTB/SmolLM2-135M", None).as_posix(), default_parent("models/smol", "Smol.Q4_1.gguf").as_posix()
+('runs/SmolLM2-135M', 'runs/Smol.Q4_1')
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from physprobe import backends, progress, registry, runner, sampling
+from physprobe import spec as run_spec
+from physprobe.backends.base import Backend
+from physprobe.errors import BackendError, PhysprobeError, ProtocolError
+from physprobe.run_record import RunRecord
+from physprobe.spec import Arguments, RunSpec
+
+ALL = "all"
+
+
+def is_card(benchmark: str) -> bool:
+    """Whether ``--benchmark`` names several benchmarks (``all``, or a comma-separated list).
+
+    >>> is_card("prost"), is_card("all"), is_card("prost,cccons")
+    (False, True, True)
+    """
+    return benchmark == ALL or "," in benchmark
+
+
+def names(benchmark: str) -> tuple[str, ...]:
+    """The benchmarks ``--benchmark`` names: every registered one for ``all``, else each of a comma-separated list
+    (each known, once)."""
+    known = registry.names()
+    if benchmark == ALL:
+        return tuple(known)
+    listed = [name.strip() for name in benchmark.split(",")]
+    if not all(listed):
+        raise ProtocolError(f"--benchmark {benchmark!r} has an empty entry; give names such as {','.join(known[:2])}, or all")
+    for name in listed:
+        if name not in known:
+            raise ProtocolError(f"--benchmark names {name!r}, not a benchmark; known: {', '.join(known)} (or all)")
+    repeated = sorted({name for name in listed if listed.count(name) > 1})
+    if repeated:
+        raise ProtocolError(f"--benchmark names {', '.join(repeated)} more than once; give each benchmark once")
+    return tuple(listed)
+
+
+def default_parent(model: str, gguf_file: str | None) -> Path:
+    """The folder a card's runs go under without ``--out``: ``runs/`` and the GGUF file's or the model's name."""
+    return Path("runs") / (Path(gguf_file).stem if gguf_file else Path(model.rstrip("/")).name)
+
+
+@dataclass(frozen=True)
+class Card:
+    """A card run's arguments, checked (no data read, no model described): one ``spec.Arguments`` per benchmark,
+    each into ``out/<benchmark>``."""
+
+    out: Path
+    arguments: tuple[Arguments, ...]
+
+
+def make(model: str, benchmark: str, *, out: str | os.PathLike | None = None, configs=None, protocol: str | None = None,
+         dataset_repo: str | None = None, processes: int = 1, gguf_file: str | None = None, **options) -> Card:  # fmt: skip
+    """Check a card run's arguments (``options``: those of ``spec.make``) for each benchmark it names.
+
+    ``--config``, ``--protocol`` and ``--dataset-repo`` name one benchmark's configs, protocols and dataset, and
+    ``--num-processes`` launches one benchmark's run: each is refused here with the fix (score that benchmark on its
+    own).
+    """
+    chosen = names(benchmark)
+    for given, option, what in ((configs, "--config", "configs"), (protocol, "--protocol", "protocols"),
+                                (dataset_repo, "--dataset-repo", "Hub dataset")):  # fmt: skip
+        if given is not None:
+            raise ProtocolError(f"{option} names one benchmark's {what}; score several benchmarks with their default "
+                                f"protocols, or that benchmark on its own (--benchmark NAME {option} ...)")  # fmt: skip
+    if processes > 1:
+        raise PhysprobeError("--num-processes splits one benchmark's run over processes; score each benchmark on its own "
+                             "with --num-processes, or the card in one process")  # fmt: skip
+    parent = Path(out) if out is not None else default_parent(model, gguf_file)
+    return Card(parent, tuple(run_spec.check(model, name, out=parent / name, gguf_file=gguf_file, **options) for name in chosen))
+
+
+def resolved(card: Card) -> tuple[list[RunSpec], dict[str, str]]:
+    """Each benchmark's run, resolved from one description of the model (``Backend.describe``, once for the card),
+    and the benchmarks it cannot score, each with why (no default protocol fits the model, the backend cannot serve
+    the protocol's requests)."""
+    first = card.arguments[0]
+    described = backends.describe(first.backend, first.settings())
+    specs, skipped = [], {}
+    for arguments in card.arguments:
+        try:
+            specs.append(run_spec.resolve(arguments, described, arguments.data.source(arguments.benchmark)))
+        except (ProtocolError, BackendError) as error:
+            skipped[arguments.benchmark] = str(error)
+    return specs, skipped
+
+
+class Models:
+    """The backends a card run made, each once per ``Settings``: a benchmark whose spec asks the settings of an
+    earlier one gets its backend back, with its weights loaded (``runner.run``'s ``make_backend``)."""
+
+    def __init__(self):
+        self.made: list[Backend] = []  # settings hold dicts: found by equality, not by hash
+
+    def __call__(self, spec: RunSpec) -> Backend:
+        for model in self.made:
+            if model.settings == spec.settings:
+                return model
+        model = runner.backend_of(spec)
+        self.made.append(model)
+        return model
+
+
+def questions(spec: RunSpec) -> int:
+    """How many questions ``spec``'s run asks: its configs' rows under ``--limit``."""
+    return sum(len(sampling.spread(len(spec.data.load(config)), spec.limit)) for config in spec.configs)
+
+
+@dataclass(frozen=True)
+class CardResult:
+    """A card run's records by benchmark, and the benchmarks it skipped with why."""
+
+    out: Path
+    records: dict[str, RunRecord]
+    skipped: dict[str, str]
+
+
+def run(card: Card) -> CardResult:
+    """Score every benchmark of ``card`` that the model can take, one after the other, with one backend per
+    settings (the model loaded at the first question not cached); each benchmark's run folder is written as its run
+    ends."""
+    specs, skipped = resolved(card)
+    for name, why in skipped.items():
+        print(f"physprobe: skipped {name}: {why}", file=sys.stderr)
+    if not specs:
+        raise ProtocolError(f"none of {', '.join(skipped)} can be scored with this model and backend ({next(iter(skipped.values()))}); "
+                            "see `physprobe protocols`")  # fmt: skip
+    models, asked = Models(), {spec.benchmark: questions(spec) for spec in specs}
+    records = {}
+    with progress.overall("card", sum(asked.values()), "questions") as counter:
+        done = 0
+        for place, spec in enumerate(specs, 1):
+            counter.set_description(f"benchmark {place} of {len(specs)} ({spec.benchmark})")
+            records[spec.benchmark] = runner.run(spec, models)
+            done += asked[spec.benchmark]
+            counter.update(max(0, done - counter.n))  # questions read from the cache, or left out by the protocol
+    return CardResult(card.out, records, skipped)

@@ -283,7 +283,7 @@ def _score_arguments(score_cmd: argparse.ArgumentParser) -> None:
     score_cmd.add_argument("--label", help="the run's name in a report (default: the model's name, and what tells it "
                            "apart from the report's other runs of that model)")
     score_cmd.add_argument("--limit", type=int, help="score N rows of each config: one of each group of the paper's breakdowns "
-                           "(PROST concepts, NEWTON attributes, Text2Afford classes) first, the rest evenly spread")
+                           "(concepts, attributes, classes: the groups the benchmark declares) first, the rest evenly spread")
     score_cmd.add_argument("--device", help="cpu, cuda, cuda:1, mps (default: cuda if available)")
     score_cmd.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"],
                            help="weights' dtype (default: bfloat16 on CUDA, float32 otherwise)")

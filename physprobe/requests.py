@@ -105,7 +105,7 @@ class MeanTokens(Request):
     ['A coin falls.']
     """
 
-    asked_for: ClassVar[str] = "mean log-probabilities of the options' token ids"
+    asked_for: ClassVar[str] = "mean log-probabilities of the options' tokens"
     options: tuple[tuple[str, ...], ...]
     specials: str = "bos_eos"
 

@@ -84,7 +84,7 @@ def test_a_protocol_the_backend_cannot_serve_is_one_line_naming_those_that_can(m
     arguments = spec.Arguments(model="gpt2", benchmark="prost", out="runs/gpt2-prost", data=spec.DataChoice(), backend="generate-only",
                                model_args={})  # fmt: skip
     source = DataSource("prost", "build/prost", None, ("default",))
-    with pytest.raises(BackendError, match="protocol 'released-gpt' asks for mean log-probabilities of the options' token ids, "
+    with pytest.raises(BackendError, match="protocol 'released-gpt' asks for mean log-probabilities of the options' tokens, "
                                            "which --backend generate-only cannot serve; use --backend hf$"):  # fmt: skip
         spec.resolve(arguments, Description("causal", "GPT2LMHeadModel"), source)
     with pytest.raises(BackendError, match="protocol 'sentence-sum' asks for log-likelihoods of options after a shared context, "
@@ -157,7 +157,7 @@ def test_chat_setting_is_recorded_keyed_and_warned(models, built_all, tmp_path, 
     assert info["backend"]["name"] == "hf" and info["chat"] == expected and "chat" not in metrics["ordinary"]
     assert main(["report", str(out), "--out", str(tmp_path / "report")]) == 0  # the papers scored raw text: flagged
     runs_row = next(line for line in (tmp_path / "report" / "report.md").read_text().splitlines() if line.startswith("| **chat"))
-    assert f"| question-generate | ⚠ chat template (default) sha256 {expected['template_sha256'][:12]} |" in runs_row
+    assert f"| question-generate (generate) | ⚠ chat template (default) sha256 {expected['template_sha256'][:12]} |" in runs_row
     warned = [line for line in capsys.readouterr().err.splitlines() if "named no option" in line]
     assert len(warned) == (1 if metrics["ordinary"]["unparsed"] * 2 > 4 else 0)
     if warned:
@@ -217,7 +217,7 @@ def test_a_template_asked_of_token_sequences_is_one_line(models, built_all, tmp_
             "--out", str(tmp_path / "run"), "--apply-chat-template"]  # fmt: skip
     assert main(args) == 2  # PROST's released-gpt scores token sequences: no prompt to template
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and ("this protocol asks for mean log-probabilities of the options' token ids and reads no "
+    assert err.count("\n") == 1 and ("this protocol asks for mean log-probabilities of the options' tokens and reads no "
                                      "prompt: leave them out") in err  # fmt: skip
 
 

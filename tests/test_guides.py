@@ -173,6 +173,6 @@ def test_a_backend_is_one_module_and_one_registry_line(built_all, tmp_path, monk
     capsys.readouterr()
     assert main(["score", *common, "--benchmark", "prost", "--out", str(tmp_path / "refused")]) == 2
     assert capsys.readouterr().err == ("physprobe: error: protocol 'released-gpt' asks for mean log-probabilities of the options' "
-                                       "token ids, which --backend llamacpp cannot serve; use --backend hf, or --protocol "
+                                       "tokens, which --backend llamacpp cannot serve; use --backend hf, or --protocol "
                                        "sentence-sum\n")  # fmt: skip
     assert main(["report", str(run), str(generated), "--out", str(tmp_path / "report")]) == 0

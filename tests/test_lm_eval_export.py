@@ -183,7 +183,7 @@ def test_exported_tasks_follow_the_scorers_defaults_and_say_what_they_replaced(b
             for config in registry.evaluation("prost").configs}  # fmt: skip
     tasks = exported_tasks("prost", rows)
     assert [(c, f, p) for c, f, p, _ in tasks] == [("default", "causal", "sentence-sum"), ("default", "seq2seq", "span-sum")]
-    assert tasks[0][3] == ("default 'released-gpt' asks for mean log-probabilities of the options' token ids (its input depends on "
+    assert tasks[0][3] == ("default 'released-gpt' asks for mean log-probabilities of the options' tokens (its input depends on "
                            "the tokenizer), which lm-eval cannot express; exported 'sentence-sum'")  # fmt: skip
     assert "released-t5" in tasks[1][3] and "Seq2Seq" not in tasks[1][3]
 

@@ -132,7 +132,7 @@ def test_the_papers_protocol_a_server_cannot_serve_is_refused_once_the_server_de
         done = cli("score", "--model", MODEL, "--data", str(built_all), "--limit", "2", "--model-args", f"base_url={server.base_url}",
                    "--benchmark", "prost", "--out", str(tmp_path / "never"))  # fmt: skip
     assert done.returncode == 2 and done.stderr == ("physprobe: error: protocol 'released-gpt' asks for mean log-probabilities of "
-                                                    "the options' token ids, which --backend openai cannot serve; use --backend "
+                                                    "the options' tokens, which --backend openai cannot serve; use --backend "
                                                     "hf, or --protocol sentence-sum\n")  # fmt: skip
     assert (tmp_path / "server.log").read_text().splitlines() == ["/v1/models"] and not (tmp_path / "never").exists()
 

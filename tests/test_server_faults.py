@@ -95,7 +95,7 @@ def test_progress_moves_with_each_answer_and_a_request_is_handed_over_once_all_i
     # Two YES/NO requests of 3 prompts: 6 echoed texts each (" YES" and " NO" per prompt), so each answer is a sixth
     # of its request; a request is committed (answered) once its sixth answer is in, after its six shares.
     from physprobe.backends.base import Settings
-    from physprobe.backends.openai import OpenAIBackend
+    from physprobe.backends.openai.backend import OpenAIBackend
     from physprobe.requests import YesNo
 
     events = []

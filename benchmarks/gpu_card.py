@@ -28,8 +28,8 @@ returns, writing the card first. Models are random (weights do not change throug
 - ``card-8b``: the 8B model saved (to /dev/shm when it has room), then ``physprobe score`` as a user runs it, each
   benchmark's default protocol for a causal model (the folder, ``random-8b``, matches no protocol's model-name pattern:
   a ``/llama/`` name would pick Text2Afford's ``yes-no-llama3-released``, which needs a chat template): whole PROST
-  (18,736 questions), then the others with ``--limit 64`` rows per config (one ``--benchmark all`` command instead
-  where ``physprobe score`` offers it); rows, model load, scoring and wall seconds.
+  (18,736 questions), then the others with ``--limit 64`` rows per config in one ``--benchmark cccons,newton,text2afford``
+  command (the model loaded once for the three); rows, model load, scoring and wall seconds.
 
 Sizes, from FLOPs (H100 here: bf16 matrix products 798 TFLOP/s, copies 3.0 TB/s, KINDS.md) and the figures issue 41
 quotes (physprobe 0.5x lm-eval at 8B, ~15% of the trunk's saturation, generation 0.58x):
@@ -424,14 +424,6 @@ def generate(ctx: Context, figures: dict, size: str) -> None:
         fed.remove()
 
 
-def score_benchmarks() -> list[str]:
-    """The ``--benchmark`` choices of ``physprobe score`` (``all`` among them where it is offered)."""
-    from physprobe import cli
-
-    commands = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return list(next(a for a in commands.choices["score"]._actions if "--benchmark" in a.option_strings).choices)
-
-
 def model_home(size_gb: float) -> Path:
     """Where the card's model is saved: /dev/shm (memory: quick to write and to load) when it has room, else scratch."""
     shm = Path("/dev/shm")
@@ -456,16 +448,15 @@ def card(ctx: Context, figures: dict) -> None:
         model.save_pretrained(folder)
         figures.update(model=f"{ctx.plan.shape_names['8b']}, saved in {home.parent}", save_s=round(time.monotonic() - started, 1))
         ctx.release_model()  # the commands load their own copy
-        offered = score_benchmarks()
-        figures.update(all_offered="all" in offered, commands=[])
-        limited = [["all"]] if "all" in offered else [[b] for b in registry.names() if b != "prost"]
-        plan = [(["prost"], ctx.plan.whole_prost_limit)] + [(b, ctx.plan.card_limit) for b in limited]
+        figures.update(commands=[])
+        others = [b for b in registry.names() if b != "prost"]  # the rest of the card in one --benchmark command
+        plan = [(["prost"], ctx.plan.whole_prost_limit), (others, ctx.plan.card_limit)]
         for index, (benchmarks, limit) in enumerate(plan):
             later = len(plan) - index - 1
             out = ctx.scratch / f"card-{'-'.join(benchmarks)}"
             entry = {"benchmarks": benchmarks, "limit": limit, "runs": []}
             figures["commands"].append(entry)
-            argv = score_command(ctx, folder, benchmarks[0], out, ctx.device, ctx.plan.dtype, limit)
+            argv = score_command(ctx, folder, ",".join(benchmarks), out, ctx.device, ctx.plan.dtype, limit)
             entry.update(run_command(ctx, argv, ctx.scratch / f"card-{index}.log", later))
             for found in sorted(out.rglob(run_record.RUN_JSON)) if entry["status"] == "ok" else []:
                 record = run_record.load(found.parent)

@@ -302,7 +302,7 @@ def _generate_md(s: dict) -> list[str]:
 def _card_md(s: dict) -> list[str]:
     f = s["figures"]
     lines = [f"## The whole card at 8B: `physprobe score`, every benchmark's default protocol ({f.get('model')})", "",
-             f"Model saved in {_num(f.get('save_s'), 1)} s; `--benchmark all` {'offered: used' if f.get('all_offered') else 'not offered: one command per benchmark'}.", "",
+             f"Model saved in {_num(f.get('save_s'), 1)} s; the card's other benchmarks scored by one `--benchmark cccons,newton,text2afford` command.", "",
              "| command | status | rows scored | model load s | scoring s | wall s |", "|---|---|---|---|---|---|"]  # fmt: skip
     total = 0.0
     for c in f.get("commands", []):

@@ -46,14 +46,23 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
     for form in forms:
         text = text.replace(form, HIDDEN)
     text = _SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}{HIDDEN}", text)
-    text = _USERINFO.sub(lambda m: f"{m.group(1)}{HIDDEN}@", text)
+    text = without_url_credentials(text)
     return _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{HIDDEN}", text)
+
+
+def without_url_credentials(text: str) -> str:
+    """``text`` with the credentials of every URL in it replaced by ``***`` (nothing else changed).
+
+    >>> without_url_credentials("base_url=http://me:pw-1@host/v1, mean token loss")
+    'base_url=http://***@host/v1, mean token loss'
+    """
+    return _USERINFO.sub(lambda m: f"{m.group(1)}{HIDDEN}@", text)
 
 
 def each_text(value, change):
     """``value`` (JSON-like: texts, lists, dicts) with ``change`` applied to every text in it.
 
-    >>> each_text({"model_args": {"base_url": "http://me:pw-1@host/v1"}, "n": 3}, scrub)
+    >>> each_text({"model_args": {"base_url": "http://me:pw-1@host/v1"}, "n": 3}, without_url_credentials)
     {'model_args': {'base_url': 'http://***@host/v1'}, 'n': 3}
     """
     if isinstance(value, str):

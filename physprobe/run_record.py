@@ -12,7 +12,7 @@ A run folder (``physprobe.run_folder``) holds::
                          scores, reference, generated text and its token count, and the texts the model read
                          (prompts) with their token counts (``physprobe.samples``)
 
-No text of spec.json or run.json holds a URL's credentials (``physprobe.redact.scrub``). ``write`` swaps the four
+No text of spec.json or run.json holds a URL's credentials (``physprobe.redact.without_url_credentials``). ``write`` swaps the four
 in together (``paths.staged``, the cache and lock kept), so a kill never leaves files of
 two runs side by side; ``load`` returns the ``RunRecord`` and refuses, in one line naming the file and field,
 anything ``write`` would not have written: ``write`` checks the record with the same rules first, so ``physprobe
@@ -31,7 +31,7 @@ from pathlib import Path
 from physprobe import record_schema, typed_json
 from physprobe.errors import RunRecordError
 from physprobe.paths import Owner, staged, vouched
-from physprobe.redact import each_text, scrub
+from physprobe.redact import each_text, without_url_credentials
 from physprobe.spec import RunSpec
 
 SCHEMA_VERSION = 3  # 3: the run's spec embedded, statuses and distinct codes of predictions; 2: label, baselines, prompts
@@ -145,7 +145,7 @@ def write(folder: Path, run_owner: Owner, record: RunRecord, samples: list) -> N
     import pyarrow.parquet as pq
 
     # as written: no credential of a URL (--model-args base_url=http://user:password@...) in any text
-    run_json = each_text(json.loads(json.dumps(record.run_json())), scrub)
+    run_json = each_text(json.loads(json.dumps(record.run_json())), without_url_credentials)
     metrics = json.loads(json.dumps(record.metrics))
     record_schema.check_metrics(metrics, f"the record of {folder / METRICS_JSON}")
     record_schema.check(_parsed(run_json, metrics, f"the record of {folder / RUN_JSON}"), f"the record of {folder / RUN_JSON}")

@@ -33,8 +33,8 @@ def tiny(tmp_path_factory):
 
 
 def planned(tiny_folder, cache):
-    """The tiny model's plan with a GGUF file's cache entries under ``cache`` (as a GGUF model's plan has them)."""
-    plan = hf_model.plan_model(str(tiny_folder), None, "cpu", None, dtype="float32")
+    """The tiny model's facts with a GGUF file's cache entries under ``cache`` (as a GGUF model's facts have them)."""
+    plan = hf_model.describe_model(str(tiny_folder), "cpu", None, dtype="float32")
     return dataclasses.replace(plan, converted=gguf_cache.Converted(cache / "gguf" / ("ab" * 32)))
 
 

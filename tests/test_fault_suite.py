@@ -236,7 +236,7 @@ def test_a_resume_keeps_the_users_folders_files_and_links_in_the_run_folder(inpu
     assert (folder / "run.json").stat().st_ino != written  # the folder was swapped for its next version
     assert users_entries() == before and (folder / "pipe").is_fifo()
     assert (folder / "elsewhere").is_symlink() and (folder / "analysis" / "link").is_symlink()  # links kept as links
-    assert json.loads((folder / MARKER).read_text())["files"].keys() == {"metrics.json", "predictions.parquet", "run.json"}
+    assert json.loads((folder / MARKER).read_text())["files"].keys() == {"metrics.json", "predictions.parquet", "run.json", "spec.json"}
 
 
 def test_a_forged_marker_vouches_for_no_file_it_did_not_hash(inputs, tmp_path, capsys):

@@ -173,7 +173,7 @@ def test_targets_are_read_from_the_card_met_not_met_or_not_measured(gpu_card):
         {"name": "loglik-1b", "status": "ok", "figures": {**_loglik(3.5, 1.0, busy=0.75), "size": "1b"}},
         {"name": "loglik-8b", "status": "timed out at 85 s", "figures": _loglik(4.0, 2.0, busy_error="NVMLError: not supported")},
         {"name": "generate-1b", "status": "ok", "figures": _generate({"newton": 2.5, "cccons": 1.5})},
-        {"name": "card-8b", "status": "ok", "figures": {"save_s": 12.0, "all_offered": False, "model": "m", "commands": [prost]}},
+        {"name": "card-8b", "status": "ok", "figures": {"save_s": 12.0, "model": "m", "commands": [prost]}},
     ]}  # fmt: skip
     found = {t["target"]: (t["figure"], t["status"]) for t in md.targets(card)}
     assert found["log-likelihood (PROST paper format) ≥ 3× lm-eval at 1.1B"] == ("3.50×", "met")

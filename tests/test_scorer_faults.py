@@ -70,7 +70,7 @@ def test_a_second_run_into_the_same_folder_fails_at_once_naming_the_first(causal
     assert results == [0]
     assert json.loads((out / "metrics.json").read_text())["mass"]["n"] == 6
     assert len(pq.read_table(out / "predictions.parquet")) == 6
-    assert sorted(p.name for p in out.iterdir()) == [".physprobe-output.json", "cache.sqlite", "metrics.json", "predictions.parquet", "run.json", "run.lock"]
+    assert sorted(p.name for p in out.iterdir()) == [".physprobe-output.json", "cache.sqlite", "metrics.json", "predictions.parquet", "run.json", "run.lock", "spec.json"]
     FolderLock(out).acquire().release()  # released when the run ended
 
 

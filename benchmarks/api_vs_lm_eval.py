@@ -30,13 +30,14 @@ import datasets
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, for tests/llama_server.py
 
+from score_vs_lm_eval import spread  # noqa: E402  (a sibling script: min/median/max as the others print it)
+
 from physprobe.backends.base import Settings  # noqa: E402
 from physprobe.backends.chat import Chat  # noqa: E402
 from physprobe.backends.openai.backend import OpenAIBackend  # noqa: E402
 from physprobe.dataset_scripts.newton.evaluation import EVALUATION as NEWTON  # noqa: E402
 from physprobe.dataset_scripts.newton.evaluation import match_answer  # noqa: E402
 from physprobe.dataset_scripts.prost.evaluation import EVALUATION as PROST  # noqa: E402
-from score_vs_lm_eval import spread  # noqa: E402  (a sibling script: min/median/max as the others print it)
 
 MAX_TOKENS = 32
 
@@ -61,12 +62,12 @@ def write_tasks(folder: Path, prost: list[dict], newton: list[dict]) -> None:
             handle.write(json.dumps({"prompt": generate.build(row, "track1").prompt, "label": row["label"]}) + "\n")
     (folder / "bench_prost.yaml").write_text(
         f"task: bench_prost\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {folder / 'prost.jsonl'}\n"
-        "output_type: multiple_choice\ntest_split: test\ndoc_to_text: \"{{context}}\"\ndoc_to_target: label\n"
-        "doc_to_choice: \"{{choices}}\"\nmetric_list:\n  - metric: acc\n"
+        'output_type: multiple_choice\ntest_split: test\ndoc_to_text: "{{context}}"\ndoc_to_target: label\n'
+        'doc_to_choice: "{{choices}}"\nmetric_list:\n  - metric: acc\n'
     )
     (folder / "bench_newton.yaml").write_text(
         f"task: bench_newton\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {folder / 'newton.jsonl'}\n"
-        "output_type: generate_until\ntest_split: test\ndoc_to_text: \"{{prompt}}\"\ndoc_to_target: label\n"
+        'output_type: generate_until\ntest_split: test\ndoc_to_text: "{{prompt}}"\ndoc_to_target: label\n'
         f"generation_kwargs:\n  until: []\n  max_gen_toks: {MAX_TOKENS}\n  do_sample: false\n"
         "metric_list:\n  - metric: exact_match\n"
     )
@@ -163,7 +164,9 @@ def main() -> None:
             for run in range(args.runs):
                 for task, requests, chat in (("prost", prost_requests, Chat("off")), ("newton", newton_requests, Chat("on"))):
                     log and log.mark()
-                    theirs, seconds = lm_eval_run(model, base_url, tokenizer, args.num_concurrent, tmp, f"bench_{task}", task == "newton")
+                    theirs, seconds = lm_eval_run(
+                        model, base_url, tokenizer, args.num_concurrent, tmp, f"bench_{task}", task == "newton"
+                    )
                     table[(task, "lm-eval")].append(seconds)
                     sent[(task, "lm-eval")] = log.since() if log else None
                     log and log.mark()
@@ -177,7 +180,10 @@ def main() -> None:
                         mine = [generate.predict(r, q) for r, q in zip(ours, requests)]
                         other = [match_answer(resp[0], list(q.choices)) for resp, q in zip(theirs, requests)]
                     same[task] = sum(a == b for a, b in zip(mine, other))
-                print(f"run {run + 1}/{args.runs}: " + ", ".join(f"{t}/{tool} {v[-1]:.1f} s" for (t, tool), v in table.items()), flush=True)
+                print(
+                    f"run {run + 1}/{args.runs}: " + ", ".join(f"{t}/{tool} {v[-1]:.1f} s" for (t, tool), v in table.items()),
+                    flush=True,
+                )
         finally:
             if server:
                 server.stop()
@@ -190,7 +196,9 @@ def main() -> None:
             times = table[(task, tool)]
             ratio = spread([t / p for t, p in zip(times, peer)])
             n = len(prost_requests if task == "prost" else newton_requests)
-            print(f"{task:<8} {tool:<10} {sent[(task, tool)] or '-':>8} {spread(times):>20} {ratio:>18} {f'{same[task]}/{n}':>20}")
+            print(
+                f"{task:<8} {tool:<10} {sent[(task, tool)] or '-':>8} {spread(times):>20} {ratio:>18} {f'{same[task]}/{n}':>20}"
+            )
 
 
 if __name__ == "__main__":

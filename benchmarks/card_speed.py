@@ -80,7 +80,10 @@ def main() -> None:
             for way, run in ways if round_ % 2 == 0 else ways[::-1]:
                 seconds = run()
                 (card if way == "card" else separate).append(seconds)
-                print(f"round {round_ + 1}: {'--benchmark all' if way == 'card' else 'four commands':<16} {seconds:8.1f} s", flush=True)
+                print(
+                    f"round {round_ + 1}: {'--benchmark all' if way == 'card' else 'four commands':<16} {seconds:8.1f} s",
+                    flush=True,
+                )
         card_loads = loads(root / "card-0")
         four_loads = [s for name in names for s in loads(root / "four-0" / name)]
     print(f"\nmodel {args.model}{' (' + args.gguf_file + ')' if args.gguf_file else ''}, --limit {args.limit}, "
@@ -88,7 +91,9 @@ def main() -> None:
     print(f"--benchmark all : median {statistics.median(card):7.1f} s  {[round(s, 1) for s in card]}")
     print(f"four commands   : median {statistics.median(separate):7.1f} s  {[round(s, 1) for s in separate]}")
     print(f"ratio (four / all): {statistics.median(separate) / statistics.median(card):.2f}")
-    print(f"model load seconds recorded: card {[round(s, 2) for s in card_loads]}, four commands {[round(s, 2) for s in four_loads]}")
+    print(
+        f"model load seconds recorded: card {[round(s, 2) for s in card_loads]}, four commands {[round(s, 2) for s in four_loads]}"
+    )
 
 
 if __name__ == "__main__":

@@ -90,7 +90,9 @@ def wheel(work: Path, log: Path) -> Path:
     """The wheel of the checkout's tracked (and untracked, not ignored) files, built outside the checkout."""
     source = work / "src"
     shutil.rmtree(source, ignore_errors=True)
-    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard"], capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard"], capture_output=True, text=True, check=True
+    )
     for name in listed.stdout.splitlines():
         if (REPO / name).is_file():
             (source / name).parent.mkdir(parents=True, exist_ok=True)
@@ -256,7 +258,9 @@ def predictions_equal(work: Path, names: list[str]) -> dict:
     import pyarrow.parquet as pq
 
     equal = {}
-    for run_name in sorted({p.name for name in names for p in (work / name / "runs").glob("*-*") if not p.name.startswith("gguf")}):
+    for run_name in sorted(
+        {p.name for name in names for p in (work / name / "runs").glob("*-*") if not p.name.startswith("gguf")}
+    ):
         tables = [work / name / "runs" / run_name / "predictions.parquet" for name in names]
         if not all(t.is_file() for t in tables):
             continue
@@ -314,7 +318,9 @@ def main() -> int:
     for name in names:
         shown = report["envs"].get(name, {}).get("versions", {}).get("result", {})
         print(f"\n{name}: " + ", ".join(f"{k} {v}" for k, v in shown.items()))
-    print(f"\npredictions equal across {', '.join(ready)}: {report['predictions_equal']}\nreport: {work / 'floors.json'}, log: {log}")
+    print(
+        f"\npredictions equal across {', '.join(ready)}: {report['predictions_equal']}\nreport: {work / 'floors.json'}, log: {log}"
+    )
     failed = [f"{n}/{s}" for n, steps in report["envs"].items() for s, e in steps.items() if not e["ok"]]
     return 1 if failed or len(ready) < len(names) else 0
 

@@ -42,13 +42,22 @@ from typing import NamedTuple
 import datasets
 import pyarrow.parquet as pq
 import torch
+from score_vs_lm_eval import (  # a sibling script
+    SHAPES,
+    BusySampler,
+    gpu_busy,
+    matrix_rate,
+    non_embedding_parameters,
+    spread,
+    synchronize,
+    trunk_rate,
+)
 from tokenizers import processors
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from physprobe import lm_eval_export, registry
 from physprobe.answers import cut, stopped
 from physprobe.backends.hf import generation
-from score_vs_lm_eval import SHAPES, BusySampler, gpu_busy, matrix_rate, non_embedding_parameters, spread, synchronize, trunk_rate  # a sibling script
 
 SUITE = {"newton": ("released-generate", ["track1", "track2_boolean", "track2_mc", "track3"]),
          "cccons": ("question-generate", ["ordinary", "ccommon"])}  # fmt: skip
@@ -77,7 +86,8 @@ def bos_prepended(tokenizer, folder: Path):
     bos = tokenizer.bos_token or tokenizer.eos_token
     tokenizer.bos_token = bos
     tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
-        single=f"{bos} $A", special_tokens=[(bos, tokenizer.convert_tokens_to_ids(bos))])
+        single=f"{bos} $A", special_tokens=[(bos, tokenizer.convert_tokens_to_ids(bos))]
+    )
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.save_pretrained(folder)
@@ -265,7 +275,9 @@ def suite_requests(data: Path, tokenizer, chat: bool) -> dict[str, Benchmark]:
     return suite
 
 
-def measure_benchmark(model, tokenizer, device: str, benchmark: Benchmark, fed: Fed, measured: dict, run_lm_eval, chat: bool) -> dict:
+def measure_benchmark(
+    model, tokenizer, device: str, benchmark: Benchmark, fed: Fed, measured: dict, run_lm_eval, chat: bool
+) -> dict:
     """One run of each tool (lm-eval first) on ``benchmark``, each measured by its ``measured[tool]``: rows, texts
     identical once cut at the stop strings, tokens needed, the prompts' own tokens, and each tool's ``Fed`` counts."""
     fed.reset()
@@ -275,7 +287,9 @@ def measure_benchmark(model, tokenizer, device: str, benchmark: Benchmark, fed: 
     fed.reset()
     measured["physprobe"].reset()
     with torch.inference_mode():
-        ours = measured["physprobe"](lambda: generation.generate(model, tokenizer, benchmark.requests, torch.device(device), chat=chat))
+        ours = measured["physprobe"](
+            lambda: generation.generate(model, tokenizer, benchmark.requests, torch.device(device), chat=chat)
+        )
     stop = list(benchmark.protocol.stop)
     same = sum(answer.text == cut(their_texts[key], stop) for answer, key in zip(ours, benchmark.keys))
     own = sum(len(tokenizer(r["prompt"], add_special_tokens=not chat)["input_ids"]) for r in benchmark.requests)
@@ -292,8 +306,11 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--model", default="smollm2", choices=["smollm2", *SHAPES])
     parser.add_argument("--lm-eval-batch-size", default="32", help="lm-eval's --batch_size (a number or auto)")
-    parser.add_argument("--chat-template", action="store_true",
-                        help="prompts through the model's chat template (smollm2 only): physprobe's hf backend and lm-eval's --apply_chat_template")
+    parser.add_argument(
+        "--chat-template",
+        action="store_true",
+        help="prompts through the model's chat template (smollm2 only): physprobe's hf backend and lm-eval's --apply_chat_template",
+    )
     args = parser.parse_args()
     if args.chat_template and args.model != "smollm2":
         parser.error("--chat-template needs a model with a chat template: --model smollm2")

@@ -81,15 +81,24 @@ from functools import partial
 from pathlib import Path
 
 import datasets
+import gpu_card_md  # sibling scripts
 import pyarrow.parquet as pq
 import torch
-from transformers import GPT2Config, LlamaConfig
-
-import gpu_card_md  # sibling scripts
 from generate_vs_lm_eval import SUITE, Fed, Measured, bos_prepended, measure_benchmark, small_build, suite_requests
 from generate_vs_lm_eval import lm_eval_runner as generate_runner
-from score_vs_lm_eval import SHAPES, FedTokens, Phase, lm_eval_runner, matrix_rate, non_embedding_parameters, random_model
-from score_vs_lm_eval import train_tokenizer, trunk_rate
+from score_vs_lm_eval import (
+    SHAPES,
+    FedTokens,
+    Phase,
+    lm_eval_runner,
+    matrix_rate,
+    non_embedding_parameters,
+    random_model,
+    train_tokenizer,
+    trunk_rate,
+)
+from transformers import GPT2Config, LlamaConfig
+
 from physprobe import lm_eval_export, provenance, registry, run_record
 from physprobe.backends.hf import score_loaded
 from physprobe.backends.hf.model import Loaded
@@ -210,7 +219,10 @@ class Writer:
         with self.lock:
             self.card.wall_s = round(time.monotonic() - STARTED, 1)
             data = self.card.as_json()
-            for name, text in (("gpu_card.json", json.dumps(data, indent=1, default=str)), ("gpu_card.md", gpu_card_md.render(data))):
+            for name, text in (
+                ("gpu_card.json", json.dumps(data, indent=1, default=str)),
+                ("gpu_card.md", gpu_card_md.render(data)),
+            ):
                 partial_file = self.out / f".{name}.partial"
                 partial_file.write_text(text)
                 os.replace(partial_file, self.out / name)
@@ -342,7 +354,10 @@ def correctness(ctx: Context, figures: dict) -> None:
     for later, tag, device in ((1, "reference", "cpu"), (0, "device", ctx.device)):
         out = ctx.scratch / f"correctness-{tag}"
         argv = score_command(ctx, folder, "prost", out, device, "float32", n, protocol="released-gpt")
-        run = figures["runs"][tag] = {"device": device, **run_command(ctx, argv, ctx.scratch / f"correctness-{tag}.log", later, reserve=12)}
+        run = figures["runs"][tag] = {
+            "device": device,
+            **run_command(ctx, argv, ctx.scratch / f"correctness-{tag}.log", later, reserve=12),
+        }
         finished([(f"physprobe score --device {device}", run)])
         predictions[tag] = {(p["config"], p["row"]): p for p in pq.read_table(out / "predictions.parquet").to_pylist()}
     reference, measured = predictions["reference"], predictions["device"]
@@ -376,7 +391,9 @@ def loglik(ctx: Context, figures: dict, size: str) -> None:
     fed = FedTokens(model)
     try:
         phases = {tool: Phase(ctx.device, fed) for tool in gpu_card_md.TOOLS}
-        run_lm_eval = lm_eval_runner(model, scratch / "model", scratch / "tasks", ctx.device, str(ctx.plan.lm_eval_batch), phases["lm-eval"])
+        run_lm_eval = lm_eval_runner(
+            model, scratch / "model", scratch / "tasks", ctx.device, str(ctx.plan.lm_eval_batch), phases["lm-eval"]
+        )
 
         def one_round() -> dict:
             trunk = trunk_rate(model, ctx.device, *ctx.plan.trunk_shape)
@@ -407,7 +424,9 @@ def generate(ctx: Context, figures: dict, size: str) -> None:
     fed.mark_prompt_passes()
     try:
         measured = {tool: Measured(ctx.device) for tool in gpu_card_md.TOOLS}
-        run_lm_eval = generate_runner(model, scratch / "model", scratch / "tasks", ctx.device, str(ctx.plan.lm_eval_batch), False, measured["lm-eval"])
+        run_lm_eval = generate_runner(
+            model, scratch / "model", scratch / "tasks", ctx.device, str(ctx.plan.lm_eval_batch), False, measured["lm-eval"]
+        )
 
         def one_round() -> dict:
             out = {}
@@ -528,7 +547,10 @@ def hard_stop(writer: Writer) -> None:
 
 
 def versions() -> dict:
-    return {"python": sys.version.split()[0], **provenance.installed(("physprobe", "torch", "transformers", "lm-eval", "datasets", "pyarrow"))}
+    return {
+        "python": sys.version.split()[0],
+        **provenance.installed(("physprobe", "torch", "transformers", "lm-eval", "datasets", "pyarrow")),
+    }
 
 
 def parser() -> argparse.ArgumentParser:
@@ -536,7 +558,9 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--data", required=True, help="the built benchmarks (on the GPU machine: /tmp/build, from on_device.sh)")
     parser.add_argument("--out", required=True, help="folder for gpu_card.json, gpu_card.md and gpu_card.log")
     parser.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: every section's code in seconds")
-    parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated, in order (default: {','.join(SECTIONS)})")
+    parser.add_argument(
+        "--sections", default=",".join(SECTIONS), help=f"comma-separated, in order (default: {','.join(SECTIONS)})"
+    )
     parser.add_argument("--budget", type=float, help="seconds for the whole run, set-up included (default: the plan's sum)")
     return parser
 

@@ -76,10 +76,15 @@ def generate_summary(figures: dict) -> dict:
     MFU, GPU busy, peak GiB, lm-eval's seconds over the tool's; and the texts identical to lm-eval's."""
     rounds = figures.get("rounds", [])
     out = {}
-    for benchmark in (rounds[0] if rounds else {}):
+    for benchmark in rounds[0] if rounds else {}:
         runs = [r[benchmark] for r in rounds if benchmark in r]
         last = runs[-1]
-        out[benchmark] = {"rows": last["rows"], "identical": last["identical"], "needed": last["needed"], "prompt": last["prompt"]}
+        out[benchmark] = {
+            "rows": last["rows"],
+            "identical": last["identical"],
+            "needed": last["needed"],
+            "prompt": last["prompt"],
+        }
         for tool in TOOLS:
             seconds = [r[tool]["seconds"] for r in runs]
             tokens = last[tool]["prompt"] + last[tool]["slots"] - last["rows"]  # slots count each answer's first token
@@ -163,7 +168,9 @@ def whole_prost(card: dict) -> tuple[float | None, str]:
         seconds = sum(r["scoring_s"] for r in command["runs"])
         return seconds, f"{seconds:.1f} s of scoring ({command['wall_s']:.0f} s with start-up and loading)"
     if command["status"].startswith("timed out") and command["wall_s"] > 40 + STARTUP_ALLOWANCE_S:
-        return float("inf"), f"{command['status']}: over 40 s of scoring, even after {STARTUP_ALLOWANCE_S} s of start-up and loading"
+        return float(
+            "inf"
+        ), f"{command['status']}: over 40 s of scoring, even after {STARTUP_ALLOWANCE_S} s of start-up and loading"
     return None, f"whole PROST {command['status']}"
 
 
@@ -233,7 +240,10 @@ def render(card: dict) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in card.get("versions", {}).items())
     lines = ["# physprobe GPU card", ""]
     if card.get("smoke"):
-        lines += ["**Smoke run: tiny random shapes on the CPU. It exercises every section's code; its figures measure nothing.**", ""]
+        lines += [
+            "**Smoke run: tiny random shapes on the CPU. It exercises every section's code; its figures measure nothing.**",
+            "",
+        ]
     lines += [f"- device: {card.get('gpu') or card.get('device')} ({card.get('dtype')}); {versions}",
               f"- started {card.get('started')}; {_num(card.get('wall_s'))} s of a {_num(card.get('budget_s'))} s budget"
               + ("" if card.get("finished") else " — **the run did not finish; the sections below are those written**"),
@@ -243,7 +253,9 @@ def render(card: dict) -> str:
     lines += [f"| {t['target']} | {t['figure']} | {t['status']} |" for t in targets(card)]
     lines += ["", "## Sections", "", "| section | status | seconds | budget (s) | error |", "|---|---|---|---|---|"]
     for s in card.get("sections", []):
-        lines.append(f"| {s['name']} | {s['status']} | {_num(s.get('seconds'), 1)} | {_num(s.get('allowed_s'))} | {s.get('error') or ''} |")
+        lines.append(
+            f"| {s['name']} | {s['status']} | {_num(s.get('seconds'), 1)} | {_num(s.get('allowed_s'))} | {s.get('error') or ''} |"
+        )
     for s in card.get("sections", []):
         section_md = RENDERERS.get(s["name"].split("-")[0])
         if s.get("figures") and section_md is not None:
@@ -256,7 +268,9 @@ def _correctness_md(s: dict) -> list[str]:
     lines = [f"## Correctness: GPT-2-small shape, PROST released-gpt, {f.get('questions')} questions, float32, "
              f"{' vs '.join(f.get('devices', []))}", ""]  # fmt: skip
     for tag, run in f.get("runs", {}).items():
-        lines.append(f"- `physprobe score --device {run['device']} --dtype float32`: {run['status']}, {_num(run.get('wall_s'), 1)} s")
+        lines.append(
+            f"- `physprobe score --device {run['device']} --dtype float32`: {run['status']}, {_num(run.get('wall_s'), 1)} s"
+        )
     if "agree" in f:
         lines.append(f"- decisions agreeing: **{f['agree']}/{f['compared']}**; max |Δ score| {f['max_abs_delta']:.2e}")
     return lines
@@ -316,7 +330,12 @@ def _card_md(s: dict) -> list[str]:
     return lines
 
 
-RENDERERS = {"correctness": _correctness_md, "loglik": _loglik_md, "generate": _generate_md, "card": _card_md}  # by name before "-"
+RENDERERS = {
+    "correctness": _correctness_md,
+    "loglik": _loglik_md,
+    "generate": _generate_md,
+    "card": _card_md,
+}  # by name before "-"
 
 if __name__ == "__main__":
     print(render(json.loads(Path(sys.argv[1]).read_text())), end="")

@@ -131,7 +131,9 @@ def main() -> None:
     proxy = Proxy(url)
     try:
         started = time.perf_counter()
-        subprocess.run(score(model, proxy.base_url, work / "reference", args.data, args.limit, args.concurrent), check=True, cwd=REPO)
+        subprocess.run(
+            score(model, proxy.base_url, work / "reference", args.data, args.limit, args.concurrent), check=True, cwd=REPO
+        )
         reference = proxy.reset(), time.perf_counter() - started
         out = work / "run"
         client = subprocess.Popen(score(model, proxy.base_url, out, args.data, args.limit, args.concurrent), cwd=REPO,
@@ -151,11 +153,16 @@ def main() -> None:
         resumed = proxy.reset(), time.perf_counter() - started
     finally:
         stop(server)
-    same = pq.read_table(out / "predictions.parquet").to_pylist() == pq.read_table(work / "reference" / "predictions.parquet").to_pylist()
+    same = (
+        pq.read_table(out / "predictions.parquet").to_pylist()
+        == pq.read_table(work / "reference" / "predictions.parquet").to_pylist()
+    )
     info = json.loads((out / "run.json").read_text())
     print(f"server {args.server}, {args.limit} NEWTON Track 1 questions, num_concurrent {args.concurrent}, "
           f"{args.kill} SIGKILLed after {args.at} answers were asked")  # fmt: skip
-    print(f"uninterrupted run: {sum(reference[0])} requests ({reference[0][0]} model list, {reference[0][1]} answers incl. the probe), {reference[1]:.1f} s")
+    print(
+        f"uninterrupted run: {sum(reference[0])} requests ({reference[0][0]} model list, {reference[0][1]} answers incl. the probe), {reference[1]:.1f} s"
+    )
     print(f"first run, at the kill: {sum(killed)} requests ({killed[1]} answers incl. the probe); the cache held {held} answers; "
           f"client exit {client.returncode}: {err.strip().splitlines()[-1] if err.strip() else ''}")  # fmt: skip
     print(f"resume: {sum(resumed[0])} requests ({resumed[0][1]} answers incl. the probe; {args.limit - held} were missing), "

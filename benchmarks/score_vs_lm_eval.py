@@ -47,13 +47,11 @@ from pathlib import Path
 import datasets
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, LlamaConfig
-from transformers import PreTrainedTokenizerFast
+from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, LlamaConfig, PreTrainedTokenizerFast
 
 from physprobe.backends.hf import batching, scoring
-from physprobe.tokenized import mean_token_ids
 from physprobe.dataset_scripts.prost.evaluation import released_gpt
-
+from physprobe.tokenized import mean_token_ids
 
 # Random shapes: GPT-2-small, TinyLlama-1.1B, Llama-3-8B (its vocabulary, grouped-query attention and rope base).
 SHAPES = {
@@ -105,7 +103,11 @@ def formats(rows: list[dict], tokenizer) -> dict[str, list]:
     for r in rows:
         before, after = f"{r['context']} {r['question']}".split("[MASK]")
         paper.append((before.rstrip(), [f"{r[k]}{after}" for k in "ABCD"]))
-    return {"paper": paper, "lm-eval prompt": prompt, "released-gpt": [mean_token_ids(released_gpt(r, "default"), tokenizer) for r in rows]}
+    return {
+        "paper": paper,
+        "lm-eval prompt": prompt,
+        "released-gpt": [mean_token_ids(released_gpt(r, "default"), tokenizer) for r in rows],
+    }
 
 
 def write_task(folder: Path, name: str, questions: list[tuple[str, list[str]]], labels: list[int]) -> None:
@@ -115,8 +117,8 @@ def write_task(folder: Path, name: str, questions: list[tuple[str, list[str]]], 
             handle.write(json.dumps({"context": context, "choices": choices, "label": label}) + "\n")
     (folder / f"{name}.yaml").write_text(
         f"task: {name}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {data}\n"
-        "output_type: multiple_choice\ntest_split: test\ndoc_to_text: \"{{context}}\"\n"
-        "doc_to_target: label\ndoc_to_choice: \"{{choices}}\"\nmetric_list:\n  - metric: acc\n"
+        'output_type: multiple_choice\ntest_split: test\ndoc_to_text: "{{context}}"\n'
+        'doc_to_target: label\ndoc_to_choice: "{{choices}}"\nmetric_list:\n  - metric: acc\n'
     )
 
 
@@ -198,7 +200,9 @@ def gpu_busy(run) -> float:
         run()
         torch.cuda.synchronize()
         wall = time.perf_counter() - start
-    spans = sorted((e.start_ns(), e.end_ns()) for e in trace.profiler.kineto_results.events() if e.device_type() == DeviceType.CUDA)
+    spans = sorted(
+        (e.start_ns(), e.end_ns()) for e in trace.profiler.kineto_results.events() if e.device_type() == DeviceType.CUDA
+    )
     busy, reach = 0, None
     for begin, end in spans:  # the union of the intervals
         if reach is None or begin > reach:
@@ -305,7 +309,9 @@ def lm_eval_runner(model, tokenizer_dir: Path, task_dir: Path, device: str, batc
     lm.loglikelihood = lambda requests, *args, **kwargs: phase(lambda: original(requests, *args, **kwargs))
 
     def run(name: str) -> list[int]:
-        manager = TaskManager(include_path=str(task_dir), include_defaults=False)  # the tasks written by then (13 s less: not lm-eval's own)
+        manager = TaskManager(
+            include_path=str(task_dir), include_defaults=False
+        )  # the tasks written by then (13 s less: not lm-eval's own)
         results = lm_eval.simple_evaluate(model=lm, tasks=[name], task_manager=manager, log_samples=True, verbosity="ERROR")
         samples = sorted(results["samples"][name], key=lambda s: s["doc_id"])
         return [max(range(len(s["filtered_resps"])), key=lambda i: s["filtered_resps"][i][0]) for s in samples]
@@ -397,7 +403,11 @@ def main() -> None:
         model, tokenizer = make_model(tmp / "model", texts, args.model_size, args.device, args.dtype)
         fed = FedTokens(model)
         phases = {tool: Phase(args.device, fed) for tool in ("physprobe", "lm-eval")}
-        run_lm_eval = lm_eval_runner(model, tmp / "model", tmp, args.device, args.lm_eval_batch_size, phases["lm-eval"]) if have_lm_eval else None
+        run_lm_eval = (
+            lm_eval_runner(model, tmp / "model", tmp, args.device, args.lm_eval_batch_size, phases["lm-eval"])
+            if have_lm_eval
+            else None
+        )
         every = formats(rows, tokenizer)
         for index, fmt in enumerate(chosen):
             if fmt != "released-gpt":

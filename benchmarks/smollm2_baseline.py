@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from physprobe.report import render
-from physprobe.spec import make
 from physprobe.runner import run
+from physprobe.spec import make
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 

@@ -94,7 +94,7 @@ def induce(context: str, obj1: str, obj2: str, label: int) -> Induced:
     spans = sorted([(m_first, first), (m_second, second)], key=lambda item: item[0].start())
     slot_of = {role: f"s{i + 1}" for i, (_, (_, role)) in enumerate(spans)}
     template, fills, articles, cursor = "", {}, {}, 0
-    for (match, (noun, role)) in spans:
+    for match, (noun, role) in spans:
         template += context[cursor : match.start()] + "{a:%s}" % slot_of[role]
         fills[slot_of[role]] = noun
         articles[noun] = match["article"].lower()

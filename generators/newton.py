@@ -143,7 +143,9 @@ class Spec:
             raise DataError(f"{where}: conditions must list at least one {{attribute, polarity, padding}}")
         for i, condition in enumerate(self.conditions):
             if condition.attribute not in ATTRIBUTES:
-                raise DataError(f"{where}: conditions[{i}].attribute {condition.attribute!r} is unknown (known: {', '.join(ATTRIBUTES)})")
+                raise DataError(
+                    f"{where}: conditions[{i}].attribute {condition.attribute!r} is unknown (known: {', '.join(ATTRIBUTES)})"
+                )
             if condition.polarity not in POLARITIES:
                 raise DataError(f"{where}: conditions[{i}].polarity must be low or high, got {condition.polarity!r}")
             if not isinstance(condition.padding, int) or condition.padding < 1:
@@ -361,12 +363,21 @@ SCENARIOS = (
 def scenario_specs(distractors: str = "all", cap: int = 10_000) -> list[Spec]:
     """The nine Track 3 scenarios as pipeline specs (``scenario`` = Table 1 number, ``tag`` = upstream tag)."""
     return [
-        Spec(f"scenario_{i}", context, question, tuple(Condition(a, p, 3) for a, p in conditions.items()),
-             max_questions=cap, distractors=distractors, extra={"scenario": i, "tag": tag})  # fmt: skip
+        Spec(
+            f"scenario_{i}",
+            context,
+            question,
+            tuple(Condition(a, p, 3) for a, p in conditions.items()),
+            max_questions=cap,
+            distractors=distractors,
+            extra={"scenario": i, "tag": tag},
+        )  # fmt: skip
         for i, (tag, context, question, conditions) in enumerate(SCENARIOS, start=1)
     ]
 
 
 def track3(repository: Repository, seed: int, distractors: str = "all", cap: int = 10_000) -> list[dict]:
     """Questions of all nine scenarios (up to ``cap`` each)."""
-    return [row for spec in scenario_specs(distractors, cap) for row in challenge_set(repository, spec, seed + spec.extra["scenario"])]
+    return [
+        row for spec in scenario_specs(distractors, cap) for row in challenge_set(repository, spec, seed + spec.extra["scenario"])
+    ]

@@ -101,8 +101,10 @@ def aggregate(annotations: Iterable[Mapping], source: str = "annotations") -> li
                 raise DataError(f"{where}: empty {field!r}")
         key = (row["sentence"], row["object"], row["annotator"])
         if key in first_line:
-            raise DataError(f"{where}: annotator {row['annotator']!r} already rated ({row['sentence']!r}, "
-                            f"{row['object']!r}) on line {first_line[key]}; keep one rating per annotator and pair")
+            raise DataError(
+                f"{where}: annotator {row['annotator']!r} already rated ({row['sentence']!r}, "
+                f"{row['object']!r}) on line {first_line[key]}; keep one rating per annotator and pair"
+            )
         first_line[key] = line
         pairs.setdefault((row["sentence"], row["object"]), []).append([_rating(row, c, where) for c in CLASS_NAMES])
     rows = []

@@ -1,18 +1,18 @@
 """The ``physprobe`` command line.
 
-    physprobe build prost --out build --source-dir ../shared/data/upstream
-    physprobe build all --out build
-    physprobe generate cccons --n 1000 --seed 0 --out generated
-    physprobe generate newton --spec my_spec.yaml --out generated
-    physprobe score --model roberta-large --benchmark prost --out runs/roberta-prost
-    physprobe score --model gpt2 --benchmark prost --protocol sentence-sum
-    physprobe score --model HuggingFaceTB/SmolLM2-135M-Instruct --benchmark all --limit 20
-    physprobe report runs/SmolLM2-135M-Instruct
-    physprobe protocols
-    physprobe score --model gpt2 --benchmark newton --model-args revision=main,dtype=bfloat16 --batch-size auto
-    physprobe report runs/roberta-prost runs/gpt2-prost --out report
-    physprobe export lm-eval --out lm_eval_tasks [--data build]
-    physprobe publish --runs runs/my-model --runs-repo my-runs --org ME --push
+physprobe build prost --out build --source-dir ../shared/data/upstream
+physprobe build all --out build
+physprobe generate cccons --n 1000 --seed 0 --out generated
+physprobe generate newton --spec my_spec.yaml --out generated
+physprobe score --model roberta-large --benchmark prost --out runs/roberta-prost
+physprobe score --model gpt2 --benchmark prost --protocol sentence-sum
+physprobe score --model HuggingFaceTB/SmolLM2-135M-Instruct --benchmark all --limit 20
+physprobe report runs/SmolLM2-135M-Instruct
+physprobe protocols
+physprobe score --model gpt2 --benchmark newton --model-args revision=main,dtype=bfloat16 --batch-size auto
+physprobe report runs/roberta-prost runs/gpt2-prost --out report
+physprobe export lm-eval --out lm_eval_tasks [--data build]
+physprobe publish --runs runs/my-model --runs-repo my-runs --org ME --push
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 from physprobe import progress
 from physprobe.errors import PhysprobeError
 from physprobe.protocols import METHODS
-
 
 if TYPE_CHECKING:
     from physprobe.dataset_folder import BuildResult
@@ -62,8 +61,8 @@ def summary(results: list[BuildResult]) -> str:
 def _build(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
-    from physprobe.dataset_scripts import BENCHMARKS as benchmarks
     from physprobe.dataset_folder import build, owner
+    from physprobe.dataset_scripts import BENCHMARKS as benchmarks
     from physprobe.paths import check_disjoint, check_target
     from physprobe.sources import resolve_source_dir
 
@@ -242,22 +241,35 @@ def parser() -> argparse.ArgumentParser:
     generate_cmd.add_argument("--out", default="generated", help="output folder (default: ./generated)")
     generate_cmd.add_argument("--source-dir", help="local mirror of the upstream files")
     generate_cmd.set_defaults(run=_generate)
-    _score_arguments(commands.add_parser("score", help="score a Hugging Face model on a benchmark (from the Hub, or a local build)"))
-    protocols_cmd = commands.add_parser("protocols", help="list each benchmark's protocols and the families they are the default for")
+    _score_arguments(
+        commands.add_parser("score", help="score a Hugging Face model on a benchmark (from the Hub, or a local build)")
+    )
+    protocols_cmd = commands.add_parser(
+        "protocols", help="list each benchmark's protocols and the families they are the default for"
+    )
     protocols_cmd.add_argument("benchmark", nargs="?", choices=_benchmarks())
     protocols_cmd.set_defaults(run=_protocols)
     report_cmd = commands.add_parser("report", help="paper-style tables and plots across score runs")
-    report_cmd.add_argument("runs", nargs="+", help="run folders written by physprobe score (any benchmarks), or the folders "
-                            "of --benchmark all runs (runs/<model>: one column of the card each; runs/: all of them)")
-    report_cmd.add_argument("--out", default="report",
-                            help="report folder to create: report.md, report.html, figures/ (default: ./report); "
-                                 "an existing one must be empty or a report written before, which is replaced")
+    report_cmd.add_argument(
+        "runs",
+        nargs="+",
+        help="run folders written by physprobe score (any benchmarks), or the folders "
+        "of --benchmark all runs (runs/<model>: one column of the card each; runs/: all of them)",
+    )
+    report_cmd.add_argument(
+        "--out",
+        default="report",
+        help="report folder to create: report.md, report.html, figures/ (default: ./report); "
+        "an existing one must be empty or a report written before, which is replaced",
+    )
     report_cmd.set_defaults(run=_report)
     export_cmd = commands.add_parser("export", help="write physprobe's benchmarks as tasks of another evaluation tool")
     export_cmd.add_argument("tool", choices=["lm-eval"], help="lm-eval: an EleutherAI lm-evaluation-harness 0.4 task folder")
     export_cmd.add_argument("--out", required=True, help="task folder to write (pass it to lm_eval --include_path)")
-    export_cmd.add_argument("--data", help="a local build (physprobe build) whose Parquet files the tasks read "
-                            "(default: physprobe/<benchmark> on the Hub)")
+    export_cmd.add_argument(
+        "--data",
+        help="a local build (physprobe build) whose Parquet files the tasks read (default: physprobe/<benchmark> on the Hub)",
+    )
     export_cmd.set_defaults(run=_export)
     from physprobe import publish  # its options only: nothing heavy is imported before it runs
 
@@ -270,38 +282,74 @@ def parser() -> argparse.ArgumentParser:
 def _score_arguments(score_cmd: argparse.ArgumentParser) -> None:
     """The options of ``physprobe score``."""
     score_cmd.add_argument("--model", required=True, help="Hub id or local folder")
-    score_cmd.add_argument("--benchmark", required=True, metavar="BENCHMARK",
-                           help=f"{', '.join(_benchmarks())}; or several, comma-separated, or all: the model loaded once, each "
-                                "benchmark scored with its default protocol into --out/<benchmark> (default --out: runs/<model>)")
+    score_cmd.add_argument(
+        "--benchmark",
+        required=True,
+        metavar="BENCHMARK",
+        help=f"{', '.join(_benchmarks())}; or several, comma-separated, or all: the model loaded once, each "
+        "benchmark scored with its default protocol into --out/<benchmark> (default --out: runs/<model>)",
+    )
     score_cmd.add_argument("--config", help="comma-separated configs (default: those of the paper's tables)")
     score_cmd.add_argument("--method", choices=METHODS, help="default: the protocol's (see `physprobe protocols`)")
     score_cmd.add_argument("--protocol", help="a protocol of the benchmark (default: the paper's for the model's family)")
     score_cmd.add_argument("--data", help="a local folder of built benchmarks (default: read physprobe/<benchmark> from the Hub)")
     score_cmd.add_argument("--revision", help="Hub dataset revision to read (branch, tag or commit; default: main)")
     score_cmd.add_argument("--dataset-repo", help="Hub dataset to read instead of physprobe/<benchmark>, e.g. a fork ORG/NAME")
-    score_cmd.add_argument("--out", help="run folder (default: runs/<model>-<benchmark>; several benchmarks: their parent, runs/<model>)")
-    score_cmd.add_argument("--label", help="the run's name in a report (default: the model's name, and what tells it "
-                           "apart from the report's other runs of that model)")
-    score_cmd.add_argument("--limit", type=int, help="score N rows of each config: one of each group of the paper's breakdowns "
-                           "(concepts, attributes, classes: the groups the benchmark declares) first, the rest evenly spread")
+    score_cmd.add_argument(
+        "--out", help="run folder (default: runs/<model>-<benchmark>; several benchmarks: their parent, runs/<model>)"
+    )
+    score_cmd.add_argument(
+        "--label",
+        help="the run's name in a report (default: the model's name, and what tells it "
+        "apart from the report's other runs of that model)",
+    )
+    score_cmd.add_argument(
+        "--limit",
+        type=int,
+        help="score N rows of each config: one of each group of the paper's breakdowns "
+        "(concepts, attributes, classes: the groups the benchmark declares) first, the rest evenly spread",
+    )
     score_cmd.add_argument("--device", help="cpu, cuda, cuda:1, mps (default: cuda if available)")
-    score_cmd.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"],
-                           help="weights' dtype (default: bfloat16 on CUDA, float32 otherwise)")
-    score_cmd.add_argument("--model-args", help="from_pretrained options KEY=VALUE,... (revision, trust_remote_code, "
-                           "attn_implementation, gguf_file, device_map, max_memory=0:20GiB;cpu:60GiB, load_in_8bit, ...)")
-    score_cmd.add_argument("--batch-size", default="auto", help="sequences per batch, or auto: a token budget halved on out-of-memory")
+    score_cmd.add_argument(
+        "--dtype",
+        choices=["auto", "float32", "bfloat16", "float16"],
+        help="weights' dtype (default: bfloat16 on CUDA, float32 otherwise)",
+    )
+    score_cmd.add_argument(
+        "--model-args",
+        help="from_pretrained options KEY=VALUE,... (revision, trust_remote_code, "
+        "attn_implementation, gguf_file, device_map, max_memory=0:20GiB;cpu:60GiB, load_in_8bit, ...)",
+    )
+    score_cmd.add_argument(
+        "--batch-size", default="auto", help="sequences per batch, or auto: a token budget halved on out-of-memory"
+    )
     score_cmd.add_argument("--gguf-file", help="a GGUF file inside --model's folder")
     score_cmd.add_argument("--truncate", action="store_true", help="keep the last tokens of over-long inputs instead of failing")
     score_cmd.add_argument("--bootstrap-iters", type=int, default=200, help="bootstrap resamples for standard errors (0: none)")
-    score_cmd.add_argument("--backend", help="how the model is reached: hf (transformers in this process; the default) or a "
-                           "server backend (a base_url in --model-args implies openai); see docs/adding_a_backend.md")
-    score_cmd.add_argument("--apply-chat-template", nargs="?", const="", metavar="NAME",
-                           help="read prompts through the model's chat template (or its template NAME; a server: its chat "
-                                "endpoint); default: raw prompts, as the papers' released scripts read them")
-    score_cmd.add_argument("--system-instruction", metavar="TEXT",
-                           help="a system message before each prompt (without a template: the text and a blank line)")
-    score_cmd.add_argument("--num-processes", type=int, help="score in N processes (accelerate launch; data parallel): "
-                           "requests split by token count, rank 0 writes the run folder")
+    score_cmd.add_argument(
+        "--backend",
+        help="how the model is reached: hf (transformers in this process; the default) or a "
+        "server backend (a base_url in --model-args implies openai); see docs/adding_a_backend.md",
+    )
+    score_cmd.add_argument(
+        "--apply-chat-template",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="read prompts through the model's chat template (or its template NAME; a server: its chat "
+        "endpoint); default: raw prompts, as the papers' released scripts read them",
+    )
+    score_cmd.add_argument(
+        "--system-instruction",
+        metavar="TEXT",
+        help="a system message before each prompt (without a template: the text and a blank line)",
+    )
+    score_cmd.add_argument(
+        "--num-processes",
+        type=int,
+        help="score in N processes (accelerate launch; data parallel): "
+        "requests split by token count, rank 0 writes the run folder",
+    )
     score_cmd.set_defaults(run=_score)
 
 

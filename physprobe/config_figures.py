@@ -59,7 +59,9 @@ def config_baselines(evaluation: Evaluation, protocol: Protocol, config: str, sa
                              [s.metric_prediction for s in kept], [list(s.scores) for s in kept], **protocol.metric_options)  # fmt: skip
 
 
-def pooled(evaluation: Evaluation, protocol: Protocol, by_config: dict[str, list[Sample]], config_metrics: dict[str, dict]) -> dict:
+def pooled(
+    evaluation: Evaluation, protocol: Protocol, by_config: dict[str, list[Sample]], config_metrics: dict[str, dict]
+) -> dict:
     """The benchmark's figures over several configs (e.g. CConS's NoCon) where all were scored, with the sum of
     their configs' ``unparsed`` and ``fallback`` counts where each config has one."""
     outcomes = {}

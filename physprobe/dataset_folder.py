@@ -129,8 +129,12 @@ def stream(
                 count += len(batch)
                 counter.update(len(batch))
         data = DatasetCardData(pretty_name=name, size_categories=[size_category(count)])
-        MetadataConfigs({"default": {"data_files": [{"split": "test", "path": data_file("default", "test")}]}}).to_dataset_card_data(data)
-        info = datasets.DatasetInfo(features=features, splits=datasets.SplitDict({"test": datasets.SplitInfo("test", num_examples=count)}))
+        MetadataConfigs(
+            {"default": {"data_files": [{"split": "test", "path": data_file("default", "test")}]}}
+        ).to_dataset_card_data(data)
+        info = datasets.DatasetInfo(
+            features=features, splits=datasets.SplitDict({"test": datasets.SplitInfo("test", num_examples=count)})
+        )
         DatasetInfosDict({"default": info}).to_dataset_card_data(data)
         DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{card}").save(staging / "README.md")
     return BuildResult(name, out_dir / name, {"default": count})

@@ -49,7 +49,9 @@ class DataSource:
             try:
                 dataset = datasets.load_dataset(self.path, config, split="test", revision=self.revision)
             except Exception as error:  # network and file errors of every library below datasets
-                raise DataSourceError(f"cannot read config {config!r} of {self.where()}: {type(error).__name__}: {error}") from None
+                raise DataSourceError(
+                    f"cannot read config {config!r} of {self.where()}: {type(error).__name__}: {error}"
+                ) from None
         self._check_columns(config, dataset.column_names)
         return dataset
 
@@ -114,9 +116,13 @@ def hub(benchmark: str, repo_id: str | None = None, revision: str | None = None)
         commit = HfApi().dataset_info(repo_id, revision=revision or "main").sha
         names = get_dataset_config_names(repo_id, revision=commit)
     except RevisionNotFoundError:
-        raise DataSourceError(f"dataset {repo_id} on the Hub has no revision {revision!r}; leave out --revision for the latest") from None
+        raise DataSourceError(
+            f"dataset {repo_id} on the Hub has no revision {revision!r}; leave out --revision for the latest"
+        ) from None
     except RepositoryNotFoundError:
-        raise DataSourceError(f"there is no dataset {repo_id} on the Hub (or it is private); check --dataset-repo, or {build_hint}") from None
+        raise DataSourceError(
+            f"there is no dataset {repo_id} on the Hub (or it is private); check --dataset-repo, or {build_hint}"
+        ) from None
     except Exception as error:  # connection refused, DNS, timeouts, offline mode: the Hub is out of reach
         from huggingface_hub import constants
 

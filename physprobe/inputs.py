@@ -66,7 +66,9 @@ def usable_tokenizer(tokenizer, model: str) -> None:
     try:
         ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in ("The coin is heavier.", "An egg falls.")]
     except (TypeError, ValueError, KeyError, AttributeError) as error:
-        raise ModelLoadError(f"{model}: its tokenizer cannot encode text ({error}); add the tokenizer files to the model folder") from None
+        raise ModelLoadError(
+            f"{model}: its tokenizer cannot encode text ({error}); add the tokenizer files to the model folder"
+        ) from None
     if not all(ids) or ids[0] == ids[1] or len(set(ids[0])) < 2:
         raise ModelLoadError(f"{model}: its tokenizer encodes every text alike (vocabulary of {len(tokenizer)}); "
                         "add the model's tokenizer files (tokenizer.json or vocab files) to its folder")  # fmt: skip

@@ -28,7 +28,9 @@ def launcher_main(arguments: list[str]) -> int:
         launch_command(parsed)
     except ChildFailedError as error:
         # The first to fail: torchrun ends the other ranks with SIGTERM once one has failed, in the same second.
-        rank, failure = min(error.failures.items(), key=lambda item: (item[1].exitcode == -signal.SIGTERM, item[1].timestamp, item[0]))
+        rank, failure = min(
+            error.failures.items(), key=lambda item: (item[1].exitcode == -signal.SIGTERM, item[1].timestamp, item[0])
+        )
         code = failure.exitcode
         how = f"was killed by signal {-code} ({signal.strsignal(-code)})" if code < 0 else f"ended with exit status {code}"
         print(f"{ERROR}process {rank} of {parsed.num_processes} {how}; score again with the same --out: the run resumes "

@@ -39,9 +39,10 @@ from physprobe.protocols import GENERATIVE
 from physprobe.requests import Choice, Generate, GenerateEach, Seq2Seq, YesNo
 from physprobe.results import Answer, Scores
 
-
-SEQ2SEQ_EOS = ("lm-eval scores each target without the end-of-sequence token a T5 tokenizer appends (physprobe "
-               "scores it with): a close call can be decided otherwise")
+SEQ2SEQ_EOS = (
+    "lm-eval scores each target without the end-of-sequence token a T5 tokenizer appends (physprobe "
+    "scores it with): a close call can be decided otherwise"
+)
 
 
 def _expressible(protocol, family: str, config: str, row: dict) -> bool:
@@ -77,7 +78,11 @@ def exported_tasks(benchmark: str, first_rows: dict[str, dict]) -> list[tuple[st
                     continue
                 chosen = usable[0]
                 request = default.build(row, config)
-                why = "lm-eval generates one answer per document" if isinstance(request, GenerateEach) else "its input depends on the tokenizer"
+                why = (
+                    "lm-eval generates one answer per document"
+                    if isinstance(request, GenerateEach)
+                    else "its input depends on the tokenizer"
+                )
                 note = f"default {default.name!r} asks for {request.asked_for} ({why}), which lm-eval cannot express; exported {chosen.name!r}"
             if (config, chosen.name, _form(chosen, family)) not in seen:
                 seen.add((config, chosen.name, _form(chosen, family)))
@@ -146,7 +151,10 @@ class Task:
             p_yes = yes_probability(yes, no)
             return {"acc": float((p_yes > 0.5) == (doc["gold"] == 0)), "paper": (doc["row"], doc["part"], p_yes)}
         prediction = self.protocol.predict(result, Generate(doc["query"], tuple(doc["choices"])))
-        return {"acc": float(prediction == doc["gold"]), "paper": (doc["row"], prediction, None if self.generate else list(result.values))}
+        return {
+            "acc": float(prediction == doc["gold"]),
+            "paper": (doc["row"], prediction, None if self.generate else list(result.values)),
+        }
 
     def decisions(self, items: list) -> tuple[list[int], list, list]:
         """Row indices, predictions and scores of complete rows, in row order."""
@@ -260,11 +268,15 @@ def _write(out: Path, data: Path | None, benchmarks: list[str] | None) -> list[s
             utils += [f"_{function} = Task({benchmark!r}, {config!r}, {family!r}, {protocol_name!r})",
                       f"{function}_docs = _{function}.process_docs", f"{function}_results = _{function}.process_results",
                       f"{function}_paper = _{function}.paper", ""]  # fmt: skip
-            (folder / f"{name}.yaml").write_text(to_yaml(_task(name, function, config, protocol, family, _dataset(benchmark, config, data))))
+            (folder / f"{name}.yaml").write_text(
+                to_yaml(_task(name, function, config, protocol, family, _dataset(benchmark, config, data)))
+            )
             group = f"physprobe_{benchmark}" + ("_seq2seq" if family == "seq2seq" else "")
             groups.setdefault(group, []).append(name)
             names.append(name)
-            readme.append(f"| {name} | {protocol_name} | {family if _form(protocol, family) != 'any' else 'causal, seq2seq'} | {note} |")
+            readme.append(
+                f"| {name} | {protocol_name} | {family if _form(protocol, family) != 'any' else 'causal, seq2seq'} | {note} |"
+            )
         (folder / "utils.py").write_text("\n".join(utils))
         for group, members in groups.items():
             # The configs' headline figures side by side, unweighted: the papers report each config apart.

@@ -172,12 +172,16 @@ def check_local_model(name: str, gguf_file: str | None) -> None:
     ggufs = sorted(p.name for p in folder.glob("*.gguf"))
     if gguf_file is not None:
         if not (folder / gguf_file).is_file():
-            raise ModelOptionError(f"--gguf-file {gguf_file}: not found in {folder}; files there: {', '.join(ggufs) or 'no .gguf file'}")
+            raise ModelOptionError(
+                f"--gguf-file {gguf_file}: not found in {folder}; files there: {', '.join(ggufs) or 'no .gguf file'}"
+            )
         return
     if (folder / "config.json").is_file():
         return
     if ggufs:
-        raise ModelOptionError(f"--model {name} holds GGUF files ({', '.join(ggufs)}) but no config.json; pass --gguf-file {ggufs[0]}")
+        raise ModelOptionError(
+            f"--model {name} holds GGUF files ({', '.join(ggufs)}) but no config.json; pass --gguf-file {ggufs[0]}"
+        )
     raise ModelOptionError(f"--model {name}: no config.json in the folder; is it a saved Hugging Face model (save_pretrained)?")
 
 
@@ -193,7 +197,9 @@ def hub_commit(name: str, revision: str | None) -> str:
     except GatedRepoError:
         raise ModelOptionError(f"model {name} is gated on the Hub: accept its terms and log in (hf auth login)") from None
     except RepositoryNotFoundError:
-        raise ModelOptionError(f"there is no model {name} on the Hub (or it is private); check --model, or pass a local folder") from None
+        raise ModelOptionError(
+            f"there is no model {name} on the Hub (or it is private); check --model, or pass a local folder"
+        ) from None
     except Exception as error:  # connection refused, DNS, timeouts: the Hub is out of reach
         raise ModelOptionError(f"cannot reach the Hugging Face Hub ({constants.ENDPOINT}) for model {name} ({type(error).__name__}); "
                                "download the model where the Hub is reachable and pass its folder as --model") from None  # fmt: skip

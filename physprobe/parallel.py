@@ -36,7 +36,6 @@ import threading
 from dataclasses import dataclass
 
 
-
 def owners(lengths: list[int], world: int) -> list[int]:
     """The rank of each item (a chunk of requests) from its load in tokens: heaviest first, each to the
     least-loaded rank (lowest rank on ties).

@@ -227,7 +227,9 @@ def check_target(target: str | os.PathLike, owner: Owner, carry: bool = False) -
     """
     target = Path(target)
     if target.is_symlink():
-        raise OutputFolderError(f"{target} is a symlink (to {os.readlink(target)}); physprobe writes no folder through a link: choose another --out")
+        raise OutputFolderError(
+            f"{target} is a symlink (to {os.readlink(target)}); physprobe writes no folder through a link: choose another --out"
+        )
     if not target.exists():
         return
     if not target.is_dir():
@@ -255,7 +257,9 @@ def _expanded(path: str | os.PathLike) -> Path:
     physprobe.errors.OutputFolderError: --out ~/runs starts with '~', which no shell expanded; give the folder's path itself (e.g. $HOME/...)
     """
     if str(path).startswith("~"):
-        raise OutputFolderError(f"--out {path} starts with '~', which no shell expanded; give the folder's path itself (e.g. $HOME/...)")
+        raise OutputFolderError(
+            f"--out {path} starts with '~', which no shell expanded; give the folder's path itself (e.g. $HOME/...)"
+        )
     return Path(path)
 
 
@@ -454,7 +458,9 @@ class FolderLock:
                 handle.seek(0)
                 holder = handle.read().strip() or "another process"
                 handle.close()
-                raise FolderInUse(f"{self.subject} is in use by process {holder}; wait for it to finish or choose another --out") from None
+                raise FolderInUse(
+                    f"{self.subject} is in use by process {holder}; wait for it to finish or choose another --out"
+                ) from None
             if not self.transient or self._current(handle):
                 break
             handle.close()  # a file its holder removed as it let go: lock the one at the path now

@@ -47,11 +47,11 @@ WINDOW = 3  # lines (in a log, 90 s) over which a line's rate and time left are 
 def count(n: float) -> str:
     """A count as the lines write it: whole counts with thousands separators, shares of items with one decimal.
 
-    >>> count(1440), count(3.4), count(2.9999999999)
-    ('1,440', '3.4', '3')
+    >>> count(1440), count(3.4), count(2.9999999999), count(51.96)
+    ('1,440', '3.4', '3', '52')
     """
-    n = round(n, 6)
-    return f"{int(n):,}" if n == int(n) else f"{n:,.1f}"
+    shown = f"{round(n, 1):,.1f}"
+    return shown.removesuffix(".0")
 
 
 def rate(n: float, seconds: float, unit: str) -> str:
@@ -242,6 +242,7 @@ class Adding:
     def __exit__(self, *exc) -> None:
         self.close()
 
+
 # What tells transformers, huggingface_hub, datasets and any other tqdm user (transformers' GGUF conversion calls tqdm
 # itself) that their bars are off: each library reads its variable when imported.
 QUIET = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"}
@@ -275,8 +276,13 @@ def _terminal_bar(desc: str, total: int, unit: str, leave: bool = True):
         def format_dict(self):
             return {**super().format_dict, "count": count(self.n)}
 
-    return Bar(total=total, desc=desc, unit=f" {unit}", leave=leave,
-               bar_format="{l_bar}{bar}| {count}/{total_fmt}{unit} [{elapsed}<{remaining}, {rate_fmt}{postfix}]")
+    return Bar(
+        total=total,
+        desc=desc,
+        unit=f" {unit}",
+        leave=leave,
+        bar_format="{l_bar}{bar}| {count}/{total_fmt}{unit} [{elapsed}<{remaining}, {rate_fmt}{postfix}]",
+    )
 
 
 def bar(desc: str, total: int | None = None, unit: str = "items"):

@@ -131,7 +131,9 @@ class Protocol:
     def __post_init__(self):
         if self.asks not in METHOD_OF:
             known = ", ".join(kind.__name__ for kind in METHOD_OF)
-            raise ValueError(f"protocol {self.name!r}: asks {getattr(self.asks, '__name__', self.asks)!r}, not a request type a protocol declares ({known})")
+            raise ValueError(
+                f"protocol {self.name!r}: asks {getattr(self.asks, '__name__', self.asks)!r}, not a request type a protocol declares ({known})"
+            )
         if not self.families:
             object.__setattr__(self, "families", (self.method,) if self.method in FAMILIES else GENERATIVE)
         if self.asks is Generate and self.match is None:
@@ -183,8 +185,13 @@ class Protocol:
             raise ProtocolError(f"protocol {self.name!r} declares {self.asks.__name__} requests but built a "
                                 f"{type(request).__name__} of a row of {config}; fix its declaration")  # fmt: skip
         if isinstance(request, Generate):
-            request = dataclasses.replace(request, max_new_tokens=self.max_new_tokens, stop=tuple(self.stop),
-                                          max_length=self.max_length, system=self.system(config))
+            request = dataclasses.replace(
+                request,
+                max_new_tokens=self.max_new_tokens,
+                stop=tuple(self.stop),
+                max_length=self.max_length,
+                system=self.system(config),
+            )
         elif isinstance(request, YesNo) and self.generates:
             request = GenerateEach(request.prompts, self.max_new_tokens, tuple(self.stop), system=self.system(config))
         return request

@@ -155,7 +155,10 @@ def bootstrap(compute: Callable[[list[int]], dict], n: int, iterations: int, see
         for key, value in overall_figures(compute(indices)).items():
             samples.setdefault(key, []).append(value)
     return {
-        key: {"stderr": float(np.std(values, ddof=1)), "ci95": [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))]}
+        key: {
+            "stderr": float(np.std(values, ddof=1)),
+            "ci95": [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))],
+        }
         for key, values in samples.items()
         if len(values) > 1
     }

@@ -60,7 +60,9 @@ def check_metrics(metrics, where: str, path: str = "", inherited: str | None = N
     not finite, a fraction outside 0-1 (a difference outside -1..1), a count that is negative, not whole or
     above 1e12, text or a flag, or anything but numbers, null and objects of them."""
     if not isinstance(metrics, dict):
-        raise RunRecordError(f"{where}: {path or 'the file'} is {type(metrics).__name__}, expected an object; score the run again")
+        raise RunRecordError(
+            f"{where}: {path or 'the file'} is {type(metrics).__name__}, expected an object; score the run again"
+        )
     for key, value in metrics.items():
         field = f"{path}.{key}" if path else str(key)
         rule = _rule(str(key), inherited)

@@ -44,7 +44,9 @@ class Cache:
 
     def __init__(self, path: Path):
         if path.is_symlink():
-            raise OutputFolderError(f"{path} is a symlink (to {os.readlink(path)}); physprobe writes no cache through a link: remove it")
+            raise OutputFolderError(
+                f"{path} is a symlink (to {os.readlink(path)}); physprobe writes no cache through a link: remove it"
+            )
         self.path = path
         try:
             self.db = self._open(path)
@@ -124,7 +126,9 @@ class Cache:
         if "measured" not in identity:
             return identity
         values = identity["measured"]
-        scope = hashlib.sha256(json.dumps({k: v for k, v in identity.items() if k != "measured"}, sort_keys=True).encode()).hexdigest()
+        scope = hashlib.sha256(
+            json.dumps({k: v for k, v in identity.items() if k != "measured"}, sort_keys=True).encode()
+        ).hexdigest()
         for (text,) in self.db.execute("SELECT value FROM measured WHERE scope = ? ORDER BY rowid", (scope,)):
             stored = _loads(text)
             if (isinstance(stored, list) and len(stored) == len(values)

@@ -14,13 +14,24 @@ with the texts each row made the model read, and says in one line each which con
 from __future__ import annotations
 
 import dataclasses
-import functools
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from physprobe import backends, baselines, config_figures, inputs, parallel, progress, provenance, registry, run_folder, run_record, sampling
+from physprobe import (
+    backends,
+    baselines,
+    config_figures,
+    inputs,
+    parallel,
+    progress,
+    provenance,
+    registry,
+    run_folder,
+    run_record,
+    sampling,
+)
 from physprobe.backends.base import Backend, BackendError
 from physprobe.errors import RequestError, ServedModelChanged
 from physprobe.paths import FolderLock
@@ -95,7 +106,9 @@ class Scoring:
         metrics = config_figures.metrics(self.evaluation, protocol, config, samples)
         main = self.ranks.main and bool(requests)
         iterations = self.spec.bootstrap_iters
-        spread_ = config_figures.bootstrap(self.evaluation, protocol, config, samples, iterations) if iterations and main else None
+        spread_ = (
+            config_figures.bootstrap(self.evaluation, protocol, config, samples, iterations) if iterations and main else None
+        )
         found = config_figures.config_baselines(self.evaluation, protocol, config, samples) if main else None
         return ScoredConfig(tuple(samples), metrics, spread_, found, fresh, round(time.perf_counter() - started, 3))
 
@@ -131,7 +144,11 @@ class Scoring:
         cuts = parallel.chunks(len(requests), self.spec.chunk)
         known = self.ranks.merged(cache.get(keys, self.protocol.sends.result))
         owner = self.ranks.owners(cuts, requests, self.model.tokenizer if self.ranks.world > 1 else None)
-        todo = [part for c in range(len(cuts)) if owner[c] == self.ranks.rank and (part := [i for i in cuts[c] if keys[i] not in known])]
+        todo = [
+            part
+            for c in range(len(cuts))
+            if owner[c] == self.ranks.rank and (part := [i for i in cuts[c] if keys[i] not in known])
+        ]
         fresh: dict = {}
         with progress.bar(f"{self.spec.benchmark}/{config}", sum(map(len, todo)), "questions") as bar:
             for part in todo:
@@ -236,4 +253,7 @@ def warn_unparsed(metrics: dict, configs: tuple[str, ...], model_name: str, temp
     fix = ("read the answers (`generated` in predictions.parquet) or score a log-likelihood protocol (`physprobe protocols`)"
            if template_tried else "an instruct model answers in its chat format: score with --apply-chat-template, "
            "or a log-likelihood protocol (`physprobe protocols`)")  # fmt: skip
-    print(f"physprobe: warning: {unparsed} of {total} answers of {printable(model_name)} named no option (unparsed); {fix}", file=sys.stderr)
+    print(
+        f"physprobe: warning: {unparsed} of {total} answers of {printable(model_name)} named no option (unparsed); {fix}",
+        file=sys.stderr,
+    )

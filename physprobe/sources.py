@@ -69,7 +69,9 @@ def resolve_source_dir(source_dir: str | os.PathLike | None) -> Path | None:
     physprobe.errors.SourceError: --source-dir is empty; give the mirror's folder, or leave it out to download the pinned upstream files
     """
     if source_dir is not None and not str(source_dir).strip():  # ``--source-dir ''``: never a silent download
-        raise SourceError("--source-dir is empty; give the mirror's folder, or leave it out to download the pinned upstream files")
+        raise SourceError(
+            "--source-dir is empty; give the mirror's folder, or leave it out to download the pinned upstream files"
+        )
     chosen = source_dir if source_dir is not None else os.environ.get(SOURCE_DIR_ENV)
     return Path(chosen) if chosen else None
 
@@ -94,8 +96,7 @@ def fetch(upstream: Upstream, source_dir: str | os.PathLike | None = None) -> di
         actual = file_sha256(paths[item.path])
         if actual != item.sha256:
             raise SourceError(
-                f"{upstream.benchmark}: checksum mismatch for {paths[item.path]}: "
-                f"expected sha256 {item.sha256}, got {actual}"
+                f"{upstream.benchmark}: checksum mismatch for {paths[item.path]}: expected sha256 {item.sha256}, got {actual}"
             )
     return paths
 

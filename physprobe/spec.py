@@ -189,7 +189,9 @@ def check(model: str, benchmark: str, *, out: str | os.PathLike | None = None, d
         raise PhysprobeError(f"--label {label!r}: {label_fault(label)}, or leave it out (the model's name)")
     chosen_configs = _configs(benchmark, evaluation, configs)
     _method_and_protocol(benchmark, evaluation, method, protocol)
-    text = model_args if model_args is None or isinstance(model_args, str) else ",".join(f"{k}={v}" for k, v in model_args.items())
+    text = (
+        model_args if model_args is None or isinstance(model_args, str) else ",".join(f"{k}={v}" for k, v in model_args.items())
+    )
     pairs = model_options.split_model_args(text)
     name = backends.resolve(backend, pairs)
     backends.backend_class(name).parse_model_args(text)  # checked now; the backend types them when it is made

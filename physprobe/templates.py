@@ -123,9 +123,7 @@ def fill(template: Template, mapping: Mapping[str, str], articles: Mapping[str, 
     return [fill(value, mapping, articles) for value in template]
 
 
-def expand(
-    template: Template, lexicons: Mapping[str, Sequence[str]], *, remove_duplicates: bool = True
-) -> list[Expansion]:
+def expand(template: Template, lexicons: Mapping[str, Sequence[str]], *, remove_duplicates: bool = True) -> list[Expansion]:
     """Expand ``template`` over the product of its slots' lexicons.
 
     Slots vary in order of first appearance, the last slot fastest. With

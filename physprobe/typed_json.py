@@ -31,7 +31,6 @@ import typing
 
 from physprobe.errors import PhysprobeError
 
-
 TRANSIENT = "physprobe.transient"  # a field's metadata key: what lives in this process only, never written
 
 

@@ -112,7 +112,11 @@ class FakeHub:
         if status:
             return status, {"error": f"injected failure of {kind} request {self.counts[kind]}"}
         if path == "/api/whoami-v2":
-            return 200, {"type": "user", "name": "maintainer", "auth": {"type": "access_token", "accessToken": {"role": self.role}}}
+            return 200, {
+                "type": "user",
+                "name": "maintainer",
+                "auth": {"type": "access_token", "accessToken": {"role": self.role}},
+            }
         if path == "/api/validate-yaml":
             return 200, {"errors": [], "warnings": []}
         if path == "/api/repos/create" and method == "POST":
@@ -134,7 +138,9 @@ class FakeHub:
             return 200, {"id": repo_id, "sha": repo.head, "private": False, "siblings": [{"rfilename": p} for p in sorted(repo.files)],
                          "tags": [], "downloads": 0, "likes": 0, "disabled": False, "gated": False}  # fmt: skip
         if action == "tree":
-            return 200, [{"type": "file", "path": p, "oid": git_blob_id(d), "size": len(d)} for p, d in sorted(repo.files.items())]
+            return 200, [
+                {"type": "file", "path": p, "oid": git_blob_id(d), "size": len(d)} for p, d in sorted(repo.files.items())
+            ]
         if action == "preupload":
             files = json.loads(body)["files"]
             return 200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False,

@@ -132,7 +132,11 @@ def _answer_quoting_headers(path, answer, headers):
 
 
 FAULTS = {
-    "html_502": lambda p, a, h: (502, "text/html", b"<html><head><title>502 Bad Gateway</title></head><body><h1>502</h1></body></html>"),
+    "html_502": lambda p, a, h: (
+        502,
+        "text/html",
+        b"<html><head><title>502 Bad Gateway</title></head><body><h1>502</h1></body></html>",
+    ),
     "not_json": lambda p, a, h: (200, "application/json", b"this is not JSON"),
     "truncated": lambda p, a, h: (200, "application/json", json.dumps(a).encode()[:40]),
     "not_utf8": lambda p, a, h: (200, "application/json", b'{"choices": "\xff\xfe"}'),
@@ -243,7 +247,10 @@ class FakeServer:
 
     def answer(self, path: str, body: dict) -> dict | None:
         if path == "/v1/models":
-            return {"object": "list", "data": [{"id": self.model, "object": "model", "created": int(time.time()), "owned_by": "fake"}]}
+            return {
+                "object": "list",
+                "data": [{"id": self.model, "object": "model", "created": int(time.time()), "owned_by": "fake"}],
+            }
         if body.get("model") != self.model:
             return None
         if path == "/v1/completions":
@@ -256,7 +263,10 @@ class FakeServer:
                                                   for v in logprobs["token_logprobs"]]  # fmt: skip
                 return {"object": "text_completion", "choices": [{"index": 0, "text": prompt + logprobs["tokens"][-1],
                                                                   "logprobs": logprobs, "finish_reason": "length"}]}  # fmt: skip
-            return {"object": "text_completion", "choices": [{"index": 0, "text": reply(self.seed, prompt) + ".\nMore", "finish_reason": "stop"}]}
+            return {
+                "object": "text_completion",
+                "choices": [{"index": 0, "text": reply(self.seed, prompt) + ".\nMore", "finish_reason": "stop"}],
+            }
         if path == "/v1/chat/completions":
             content = "\n".join(m["content"] for m in body["messages"])
             message = {"role": "assistant", "content": reply(self.seed, content).strip() + "."}
@@ -288,7 +298,13 @@ class FakeServer:
                 if server.delay:
                     time.sleep(server.delay)
                 answer = server.answer(self.path, body)
-                fault = server.models_fault if self.path == "/v1/models" else server.fault if self.path in ANSWER_PATHS and faulty else None
+                fault = (
+                    server.models_fault
+                    if self.path == "/v1/models"
+                    else server.fault
+                    if self.path in ANSWER_PATHS and faulty
+                    else None
+                )
                 if answer is None:
                     sent = _json(404, {"error": {"message": f"no such model or path: {self.path}"}})
                 elif fault == "flaky":  # the first attempt of every other request fails

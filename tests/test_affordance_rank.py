@@ -142,8 +142,16 @@ def test_average_precision_of_tied_scores_worked_by_hand(metric):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.lists(st.sampled_from([0.0, 0.1, 0.25, 0.5, 1.0]), min_size=15, max_size=15),
-                          st.lists(st.sampled_from([0, 1, 1, -1]), min_size=15, max_size=15)), min_size=1, max_size=6))
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.sampled_from([0.0, 0.1, 0.25, 0.5, 1.0]), min_size=15, max_size=15),
+            st.lists(st.sampled_from([0, 1, 1, -1]), min_size=15, max_size=15),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
 def test_each_question_as_the_released_scripts_compute_it(metric, pairs):
     # Scores from a few values (ties everywhere, as <unk> class words and YES/NO answers make them).
     kept = [(s, l) for s, l in pairs if 1 in l and 0 in l]

@@ -55,7 +55,9 @@ def test_backend_resolution(monkeypatch):
         backends.resolve("tpu", {})
     with pytest.raises(BackendError, match="base_url=... names a server, which --backend hf does not use"):
         backends.resolve("hf", {"base_url": "http://127.0.0.1:8080/v1"})
-    monkeypatch.setitem(backends.REGISTRY, "openai", backends.Registered("nowhere:Server", (), False, False))  # a base_url implies the server backend
+    monkeypatch.setitem(
+        backends.REGISTRY, "openai", backends.Registered("nowhere:Server", (), False, False)
+    )  # a base_url implies the server backend
     assert backends.resolve(None, {"base_url": "http://127.0.0.1:8080/v1"}) == "openai"
 
 
@@ -80,7 +82,9 @@ def test_the_score_hint_and_run_json_versions_read_every_backends_libraries():
 
 def test_a_protocol_the_backend_cannot_serve_is_one_line_naming_those_that_can(monkeypatch):
     # Resolved from the registry's line alone, before the backend is made (its class is never imported).
-    monkeypatch.setitem(backends.REGISTRY, "generate-only", backends.Registered("nowhere:GenerateOnly", ("Generate",), False, False))
+    monkeypatch.setitem(
+        backends.REGISTRY, "generate-only", backends.Registered("nowhere:GenerateOnly", ("Generate",), False, False)
+    )
     arguments = spec.Arguments(model="gpt2", benchmark="prost", out="runs/gpt2-prost", data=spec.DataChoice(), backend="generate-only",
                                model_args={})  # fmt: skip
     source = DataSource("prost", "build/prost", None, ("default",))
@@ -124,11 +128,15 @@ def test_templated_prompts_are_fed_as_rendered_without_an_extra_bos(models):
             out.append(int(model(input_ids=torch.tensor([out])).logits[0, -1].argmax()))
             if out[-1] == tokenizer.eos_token_id:
                 break
-    assert generated.text == tokenizer.decode(out[len(ids) :], skip_special_tokens=True) and generated.tokens == len(out) - len(ids)
+    assert generated.text == tokenizer.decode(out[len(ids) :], skip_special_tokens=True) and generated.tokens == len(out) - len(
+        ids
+    )
     # Log-likelihood through the template when asked: context rendered, continuation after it, no BOS.
     request = Choice("Which is bigger?", (" a key", " a key box"))
     (scores,) = [r.values for r in score_loaded(loaded, [request], Chat("on"))]
-    whole = [tokenizer(f"<user>Which is bigger?\n<assistant>{c}", add_special_tokens=False)["input_ids"] for c in request.continuations]
+    whole = [
+        tokenizer(f"<user>Which is bigger?\n<assistant>{c}", add_special_tokens=False)["input_ids"] for c in request.continuations
+    ]
     shared = scoring.common_prefix(whole)
     with torch.inference_mode():
         naive = []
@@ -188,8 +196,13 @@ def test_predictions_hold_each_prompt_as_the_model_read_it(models, built_all, tm
             assert p["prompt_tokens"] == [len(tokenizer(prompt, add_special_tokens=specials)["input_ids"])]
 
 
-@pytest.mark.parametrize("model, fix", [("chat", "score with --apply-chat-template, or a log-likelihood protocol"),
-                                        ("plain", "read the answers (`generated` in predictions.parquet)")])
+@pytest.mark.parametrize(
+    "model, fix",
+    [
+        ("chat", "score with --apply-chat-template, or a log-likelihood protocol"),
+        ("plain", "read the answers (`generated` in predictions.parquet)"),
+    ],
+)
 def test_untemplated_generation_warns_with_the_fix_that_applies(models, built_all, tmp_path, capsys, model, fix):
     out = tmp_path / "run"  # two configs and the figure pooled over them: the warning counts the configs' answers
     assert _score(models[model], built_all, out, configs="ordinary_nocontext,ccommon_nocontext") == 0
@@ -232,8 +245,9 @@ def test_masked_pair_feeds_segment_ids_only_when_the_request_says_so(tmp_path):
     model = AutoModelForMaskedLM.from_pretrained(folder).eval()
     loaded = Loaded(model, tokenizer, "mlm", torch.device("cpu"))
     request = MaskedPair("he rides a horse .", "horse can be used for [MASK] by human", ("horse", "a"))
-    encoded = tokenizer(request.first, request.second.replace("[MASK]", tokenizer.mask_token), return_tensors="pt",
-                        return_token_type_ids=True)
+    encoded = tokenizer(
+        request.first, request.second.replace("[MASK]", tokenizer.mask_token), return_tensors="pt", return_token_type_ids=True
+    )
     assert encoded["token_type_ids"].sum() > 0  # the second segment's ids are 1: feeding them changes the logits
     where = encoded["input_ids"][0].tolist().index(tokenizer.mask_token_id)
     words = tokenizer.convert_tokens_to_ids(list(request.words))
@@ -310,7 +324,9 @@ def test_generation_counts_every_answer_token_as_its_share_of_a_request(models, 
     updates = []
     counter = type("Counter", (), {"update": lambda self, n: updates.append(n)})()
     loaded = _loaded(models["plain"])
-    requests = [Generate(f"Which is bigger, the {thing} or the box?", (), max_new_tokens=12, stop=()) for thing in ("cup", "key", "hat")]
+    requests = [
+        Generate(f"Which is bigger, the {thing} or the box?", (), max_new_tokens=12, stop=()) for thing in ("cup", "key", "hat")
+    ]
     texts = score_loaded(loaded, requests, progress=counter)
     assert len(texts) == 3 and sum(updates) == pytest.approx(3)
     assert len(updates) >= 5 and all(n > 0 for n in updates)
@@ -350,7 +366,9 @@ def test_a_system_instruction_beside_a_protocols_own_message_is_one_line(models,
                  "--limit", "1", "--data", str(built_all), "--out", str(tmp_path / "run"), "--system-instruction", "Be brief."])  # fmt: skip
     err = capsys.readouterr().err.strip().splitlines()
     assert code != 0 and len(err) == 1
-    assert "protocol 'yes-no-llama3-zero-shot' sends its released script's system message; leave out --system-instruction" in err[0]
+    assert (
+        "protocol 'yes-no-llama3-zero-shot' sends its released script's system message; leave out --system-instruction" in err[0]
+    )
     assert not (tmp_path / "run").exists()
 
 

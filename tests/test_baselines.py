@@ -37,7 +37,9 @@ def test_newton_baselines_are_the_label_counts_and_agreements(built_all, config)
     assert found.chance["accuracy"] == pytest.approx(sum(1 / o for o in options) / len(rows))
     if config == "track1":  # Eq. 1: a right answer counts its question's agreement
         agreements = [row["agreement"] for row in rows]
-        assert found.majority["agreement_accuracy"] == pytest.approx(sum(a for a, l in zip(agreements, labels) if l == majority) / len(rows))
+        assert found.majority["agreement_accuracy"] == pytest.approx(
+            sum(a for a, l in zip(agreements, labels) if l == majority) / len(rows)
+        )
         assert found.chance["agreement_accuracy"] == pytest.approx(sum(a / o for a, o in zip(agreements, options)) / len(rows))
     assert (found.answered, found.commonest, found.commonest_answer) == (len(rows), len(rows), 0)
 
@@ -76,7 +78,9 @@ def test_masked_cccons_answers_are_two_objects_not_four_words(built_all):
     rows = rows_of(built_all, "cccons", "ordinary", 20)
     labels = [row["label"] for row in rows]
     protocol = registry.evaluation("cccons").protocol("mask-four")
-    found = baselines.compute(registry.evaluation("cccons"), "ordinary", rows, [protocol.answers] * len(rows), labels, [[]] * len(rows))
+    found = baselines.compute(
+        registry.evaluation("cccons"), "ordinary", rows, [protocol.answers] * len(rows), labels, [[]] * len(rows)
+    )
     assert set(found.constant) == {"0", "1"} and found.chance["accuracy"] == pytest.approx(0.5)
     assert found.constant["1"]["accuracy"] == pytest.approx(labels.count(1) / len(rows))
 
@@ -86,7 +90,9 @@ def flagged(**counts):
     base = Baselines(0, {"agreement_accuracy": 0.8}, {"0": {"agreement_accuracy": 0.8}}, {"agreement_accuracy": 0.27},
                      counts["answered"], counts["commonest"], 0)  # fmt: skip
     metrics = {"track1": {"agreement_accuracy": 0.65, "n": 5, "fallback": counts.get("fallback", 0)}}
-    return baselines.flags(dataclasses.replace(record("newton", "generate", metrics, "released-generate"), baselines={"track1": base}))
+    return baselines.flags(
+        dataclasses.replace(record("newton", "generate", metrics, "released-generate"), baselines={"track1": base})
+    )
 
 
 def test_flags_name_constant_and_fallback_answers_and_nothing_else():
@@ -98,7 +104,8 @@ def test_flags_name_constant_and_fallback_answers_and_nothing_else():
     (fallback,) = flagged(answered=4, commonest=2, fallback=3)
     assert fallback.kind == "fallback" and fallback.text == (
         "track1: 3 of 4 answers were decided by protocol released-generate's fallback rule (the answer names several "
-        "options (as one echoing the question's options does) and the first is taken)")
+        "options (as one echoing the question's options does) and the first is taken)"
+    )
 
 
 def test_declared_fallback_rules_count_echoed_questions():
@@ -110,7 +117,10 @@ def test_declared_fallback_rules_count_echoed_questions():
     assert not cccons.outcome(Answer("Neither."), request).fell_back  # unparsed, not a fallback
     newton = registry.evaluation("newton").protocol("released-generate")
     options = Generate("Which is softer? \\n (a) rock (b) pillow", ("rock", "pillow"))
-    assert newton.outcome(Answer(" (a) rock (b) pillow"), options).fell_back and not newton.outcome(Answer(" (b) pillow"), options).fell_back
+    assert (
+        newton.outcome(Answer(" (a) rock (b) pillow"), options).fell_back
+        and not newton.outcome(Answer(" (b) pillow"), options).fell_back
+    )
     with pytest.raises(ValueError, match="a fallback rule belongs to a Generate protocol, with its fallback_reason"):
         Protocol("p", Generate, lambda row, config: None, "s", "s", match=lambda t, c: 0, fallback=lambda t, c: True)
     assert Counter(p.fallback is not None for p in registry.evaluation("newton").protocols) == Counter({True: 4, False: 4})

@@ -29,7 +29,9 @@ TEXTS = ["A leaf, a coin, an egg and an apple fall.", "Which is heavier, a key o
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny")
-    return tiny_models.causal_lm(folder / "gpt", TEXTS * 20), tiny_models.causal_lm(folder / "other", ["other words"] * 40, seed=1)
+    return tiny_models.causal_lm(folder / "gpt", TEXTS * 20), tiny_models.causal_lm(
+        folder / "other", ["other words"] * 40, seed=1
+    )
 
 
 def planned(tiny_folder, cache):
@@ -109,7 +111,9 @@ def test_a_full_disk_while_writing_the_weights_is_a_warning_and_the_run_goes_on(
     reference = logits(hf_model.load(dataclasses.replace(plan, converted=None)))
 
     def full(*args, **kwargs):  # what safetensors raises when the disk fills under it
-        raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })')
+        raise SafetensorError(
+            'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
+        )
 
     monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", full)
     capsys.readouterr()

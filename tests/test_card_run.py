@@ -117,7 +117,9 @@ def test_a_card_killed_mid_way_rescores_nothing_it_answered(tiny, built_all, tmp
     args = ["score", "--model", str(tiny["causal"]), "--benchmark", "all", "--limit", str(LIMIT), "--data", str(built_all),
             "--out", str(parent)]  # fmt: skip
     first_configs = len(registry.evaluation(registry.names()[0]).configs)
-    env = dict(os.environ, PYTHONPATH=str(REPO), STALL_AT=str(first_configs + 2), STALLED=str(stalled))  # the second benchmark's 2nd call
+    env = dict(
+        os.environ, PYTHONPATH=str(REPO), STALL_AT=str(first_configs + 2), STALLED=str(stalled)
+    )  # the second benchmark's 2nd call
     process = subprocess.Popen([sys.executable, str(script), *args], cwd=tmp_path, env=env, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
     while not stalled.exists():
@@ -162,7 +164,9 @@ def test_a_card_goes_under_runs_and_the_model_name_and_holds_one_run_per_benchma
 def test_a_backend_made_for_one_benchmark_serves_the_next(tiny, built_all, monkeypatch):
     made = []
     real = hf.HFBackend.__init__
-    monkeypatch.setattr(hf.HFBackend, "__init__", lambda self, settings, described=None: made.append(settings) or real(self, settings, described))
+    monkeypatch.setattr(
+        hf.HFBackend, "__init__", lambda self, settings, described=None: made.append(settings) or real(self, settings, described)
+    )
     models = card_run.Models()
     specs, skipped = card_run.resolved(card_run.make(str(tiny["mlm"]), "all", out="unused", data=built_all))
     first, second = (models(spec) for spec in specs[:2])

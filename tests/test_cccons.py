@@ -5,9 +5,9 @@ import csv
 import datasets
 import pytest
 
+from physprobe.dataset_folder import build, write
 from physprobe.dataset_scripts.cccons import cccons as builder
 from physprobe.errors import DataError
-from physprobe.dataset_folder import build, write
 from physprobe.generators import cccons as generator
 from physprobe.sources import fetch
 
@@ -34,7 +34,9 @@ def paths(upstream_dir):
 def test_every_upstream_row_once_in_order(built, upstream_dir, tmp_path, config):
     dataset = datasets.load_dataset(str(built), config, split="test", cache_dir=str(tmp_path))
     assert dataset.num_rows == EXPECTED[config]
-    assert list(zip(dataset["context"], dataset["obj1"], dataset["obj2"], dataset["label"])) == upstream_rows(upstream_dir, config)
+    assert list(zip(dataset["context"], dataset["obj1"], dataset["obj2"], dataset["label"])) == upstream_rows(
+        upstream_dir, config
+    )
     assert dataset.features["label"].names == ["obj1_larger", "obj1_smaller"]
     assert set(dataset["subset"]) == {config.split("_")[0]}
 
@@ -92,7 +94,9 @@ def test_every_released_context_regenerates_byte_for_byte(paths):
 def test_induction_figures(paths):
     induced = builder.induction(paths)
     main = builder.released(paths)
-    main_templates = {induced.template_id(r["context"], r["obj1"], r["obj2"], r["label"]) for r in main["ordinary"] + main["ccommon"]}
+    main_templates = {
+        induced.template_id(r["context"], r["obj1"], r["obj2"], r["label"]) for r in main["ordinary"] + main["ccommon"]
+    }
     assert (len(induced.templates), len(main_templates)) == (137, 136)
     assert induced.articles == {"key": "an"}
     assert induced.conflicting_relations == []
@@ -137,7 +141,9 @@ def test_new_examples_are_new_labelled_and_deterministic(paths, tmp_path):
         assert order.decides(big, small) is (row["subset"] == "ordinary")
     first = write(builder.GENERATED, generated, tmp_path / "a").path
     second = write(builder.GENERATED, builder.generate_new(paths, 1000, seed=7), tmp_path / "b").path
-    assert (first / "default" / "test-00000-of-00001.parquet").read_bytes() == (second / "default" / "test-00000-of-00001.parquet").read_bytes()
+    assert (first / "default" / "test-00000-of-00001.parquet").read_bytes() == (
+        second / "default" / "test-00000-of-00001.parquet"
+    ).read_bytes()
     assert builder.generate_new(paths, 5, seed=8).rows != builder.generate_new(paths, 5, seed=7).rows
 
 

@@ -55,7 +55,8 @@ def test_masked_lm_input_is_the_paper_format(by_config, tiny):
     assert words == ["larger", "bigger", "smaller", "shorter"]
     bare = by_config["ordinary_nocontext"][0]  # the same pair, no context
     assert protocol.build(bare, "ordinary_nocontext").text == (
-        "The size of a curtain is probably much [MASK] than the size of a studio.")
+        "The size of a curtain is probably much [MASK] than the size of a studio."
+    )
     ids = tokenizer(text.replace("[MASK]", tokenizer.mask_token))["input_ids"]
     tokens = tokenizer.convert_ids_to_tokens(ids)
     assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]" and tokens.count("[MASK]") == 1
@@ -150,10 +151,24 @@ def test_tables_2_and_3_constant_predictor_rows(by_config):
     assert f"{results['ordinary_nocontext']['accuracy']:.3f}" == "0.500"
 
 
-@pytest.mark.parametrize("family, protocol", [("mlm", "mask-four"), ("causal", "question-generate"), ("seq2seq", "question-generate")])
+@pytest.mark.parametrize(
+    "family, protocol", [("mlm", "mask-four"), ("causal", "question-generate"), ("seq2seq", "question-generate")]
+)
 def test_score_runs_every_default_protocol(tiny, built_all, tmp_path, family, protocol):
     out = tmp_path / "run"
-    args = ["score", "--model", str(tiny[family]), "--benchmark", "cccons", "--limit", "5", "--data", str(built_all), "--out", str(out)]
+    args = [
+        "score",
+        "--model",
+        str(tiny[family]),
+        "--benchmark",
+        "cccons",
+        "--limit",
+        "5",
+        "--data",
+        str(built_all),
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     assert json.loads((out / "run.json").read_text())["spec"]["protocol"] == protocol
     metrics = json.loads((out / "metrics.json").read_text())
@@ -165,7 +180,9 @@ def test_score_runs_every_default_protocol(tiny, built_all, tmp_path, family, pr
                    for c in metrics)  # fmt: skip
 
 
-@pytest.mark.parametrize("family, protocol", [("mlm", "mask-vocab"), ("causal", "answer-loglik"), ("seq2seq", "answer-loglik-seq2seq")])
+@pytest.mark.parametrize(
+    "family, protocol", [("mlm", "mask-vocab"), ("causal", "answer-loglik"), ("seq2seq", "answer-loglik-seq2seq")]
+)
 def test_named_alternatives_run(tiny, built_all, tmp_path, family, protocol):
     out = tmp_path / "run"
     args = ["score", "--model", str(tiny[family]), "--benchmark", "cccons", "--config", "ordinary", "--protocol", protocol,

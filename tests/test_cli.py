@@ -49,4 +49,5 @@ def test_score_without_the_score_extra_names_the_install(prost_build, tmp_path, 
             "--out", str(tmp_path / "run"), "--limit", "2"]  # fmt: skip
     assert main(args) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
-        "physprobe: error: score needs transformers, which is not installed: pip install 'physprobe[score]'")
+        "physprobe: error: score needs transformers, which is not installed: pip install 'physprobe[score]'"
+    )

@@ -6,10 +6,10 @@ import datasets
 import pytest
 import yaml
 
-from physprobe.dataset_scripts.prost.prost import PROST
 from physprobe.builder import Benchmark, Card, Config, MadeRows
-from physprobe.errors import DataError, OutputFolderError, SourceError, TemplateError
 from physprobe.dataset_folder import build
+from physprobe.dataset_scripts.prost.prost import PROST
+from physprobe.errors import DataError, OutputFolderError, SourceError, TemplateError
 
 
 def front_matter(card_path):
@@ -27,7 +27,19 @@ def front_matter(card_path):
 def test_every_config_loads_with_load_dataset(prost_build, tmp_path, config, n):
     dataset = datasets.load_dataset(str(prost_build), config, split="test", cache_dir=str(tmp_path))
     assert dataset.num_rows == n
-    assert dataset.column_names == ["A", "B", "C", "D", "context", "question", "ex_question", "group", "label", "name", "example_idx"]
+    assert dataset.column_names == [
+        "A",
+        "B",
+        "C",
+        "D",
+        "context",
+        "question",
+        "ex_question",
+        "group",
+        "label",
+        "name",
+        "example_idx",
+    ]
     assert dataset.features["label"].names == ["A", "B", "C", "D"]
     if config != "default":
         assert set(dataset["group"]) == {config}
@@ -73,8 +85,11 @@ def test_rebuild_replaces_the_folder_and_keeps_what_physprobe_did_not_write(upst
     assert {p: p.read_bytes() for p in first.rglob("*") if p.is_file()} == written
     (first / "data").mkdir()
     (first / "data" / "train-00000-of-00001.parquet").write_bytes(b"a file physprobe did not write")
-    with pytest.raises(OutputFolderError, match=r"prost holds data/train-00000-of-00001.parquet, which physprobe did not "
-                                                r"write there .*nothing was changed: move it away or choose another --out"):
+    with pytest.raises(
+        OutputFolderError,
+        match=r"prost holds data/train-00000-of-00001.parquet, which physprobe did not "
+        r"write there .*nothing was changed: move it away or choose another --out",
+    ):
         build(PROST, tmp_path, upstream_dir)
     assert (first / "data" / "train-00000-of-00001.parquet").read_bytes() == b"a file physprobe did not write"
 
@@ -100,8 +115,10 @@ def test_missing_file_names_the_file(upstream_copy, tmp_path):
 
 def unchecked(monkeypatch):
     """Skip checksums, so that tests can feed edited templates through the real builder."""
-    monkeypatch.setattr("physprobe.sources.file_sha256", lambda path: next(
-        f.sha256 for f in PROST.upstream.files if path.as_posix().endswith(f.path)))
+    monkeypatch.setattr(
+        "physprobe.sources.file_sha256",
+        lambda path: next(f.sha256 for f in PROST.upstream.files if path.as_posix().endswith(f.path)),
+    )
 
 
 def test_malformed_yaml_names_the_file(upstream_copy, tmp_path, monkeypatch):
@@ -151,6 +168,8 @@ def test_a_null_fixed_size_list_is_refused_before_anything_is_written(tmp_path):
     features = datasets.Features({"scores": datasets.List(datasets.Value("float32"), length=2)})
     bench = Benchmark("toy", None, features, (Config("default", "all rows"),), Card("Toy", "mit", ("other",), "$configs_table"),
                       make_rows=lambda paths: MadeRows([{"scores": [1.0, 2.0]}, {"scores": None}]))  # fmt: skip
-    with pytest.raises(DataError, match=r"^toy/default: column 'scores' is a fixed-size list holding 1 null, which pyarrow before 26"):
+    with pytest.raises(
+        DataError, match=r"^toy/default: column 'scores' is a fixed-size list holding 1 null, which pyarrow before 26"
+    ):
         build(bench, tmp_path)
     assert list(tmp_path.iterdir()) == []

@@ -8,8 +8,8 @@ import pytest
 import torch
 import transformers
 
-from physprobe.cli import main
 from physprobe.backends.hf.model import input_device
+from physprobe.cli import main
 from tests import tiny_models
 
 # (family, builder, protocol, share of the weights' bytes allowed on cpu). The tiny BERT keeps its embeddings and

@@ -30,16 +30,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from physprobe import run_folder, run_record
 from physprobe.cli import main
 from physprobe.dataset_folder import data_file
 from physprobe.paths import MARKER, STAGING, TEMPORARY, Owner, mark
-
-from physprobe import run_folder, run_record
 from physprobe.samples import Sample
 
 from . import tiny_models
-from .run_folders import record, write_run
 from .conftest import REPO
+from .run_folders import record, write_run
 
 
 def tree_digest(folder: Path) -> str:
@@ -211,7 +210,10 @@ def test_a_file_physprobe_did_not_write_into_its_output_is_kept(command, inputs,
     written = next(p for p in sorted(target.rglob("*")) if p.is_file() and p.name != MARKER)
     written.write_bytes(written.read_bytes() + b"\n")  # a file physprobe wrote, changed since
     assert command.run(inputs, tmp_path / "out") == 2
-    one_error_line(capsys.readouterr().err, f"holds {written.relative_to(target).as_posix()}, which physprobe did not write there (or which changed since)")
+    one_error_line(
+        capsys.readouterr().err,
+        f"holds {written.relative_to(target).as_posix()}, which physprobe did not write there (or which changed since)",
+    )
 
 
 def test_a_resume_keeps_the_users_folders_files_and_links_in_the_run_folder(inputs, tmp_path):
@@ -236,11 +238,18 @@ def test_a_resume_keeps_the_users_folders_files_and_links_in_the_run_folder(inpu
     assert (folder / "run.json").stat().st_ino != written  # the folder was swapped for its next version
     assert users_entries() == before and (folder / "pipe").is_fifo()
     assert (folder / "elsewhere").is_symlink() and (folder / "analysis" / "link").is_symlink()  # links kept as links
-    assert json.loads((folder / MARKER).read_text())["files"].keys() == {"metrics.json", "predictions.parquet", "run.json", "spec.json"}
+    assert json.loads((folder / MARKER).read_text())["files"].keys() == {
+        "metrics.json",
+        "predictions.parquet",
+        "run.json",
+        "spec.json",
+    }
 
 
 def test_a_forged_marker_vouches_for_no_file_it_did_not_hash(inputs, tmp_path, capsys):
-    run = write_run(tmp_path / "run", "prost", "causal", {"mass": {"accuracy": 0.5, "n": 6}}, "released-gpt", model="gpt2", limit=6)
+    run = write_run(
+        tmp_path / "run", "prost", "causal", {"mass": {"accuracy": 0.5, "n": 6}}, "released-gpt", model="gpt2", limit=6
+    )
     out = tmp_path / "report"
     out.mkdir()
     (out / "thesis.tex").write_text("years of work")
@@ -253,7 +262,9 @@ def test_a_forged_marker_vouches_for_no_file_it_did_not_hash(inputs, tmp_path, c
 def test_one_report_writer_at_a_time_and_the_folder_matches_its_marker(inputs, tmp_path, capsys):
     from physprobe.paths import FolderLock
 
-    run = write_run(tmp_path / "run", "prost", "causal", {"mass": {"accuracy": 0.5, "n": 6}}, "released-gpt", model="gpt2", limit=6)
+    run = write_run(
+        tmp_path / "run", "prost", "causal", {"mass": {"accuracy": 0.5, "n": 6}}, "released-gpt", model="gpt2", limit=6
+    )
     out = tmp_path / "report"
     with FolderLock(tmp_path, ".report.lock", out, transient=True):  # another report being written there
         assert main(["report", str(run), "--out", str(out)]) == 2
@@ -524,7 +535,9 @@ BROKEN_RUNS = [  # (what is changed, the field the error names)
 
 @pytest.mark.parametrize("change,field", BROKEN_RUNS, ids=[f for _, f in BROKEN_RUNS])
 def test_report_refuses_broken_run_files_in_one_line_naming_file_and_field(change, field, tmp_path, capsys):
-    run = write_run(tmp_path / "run", "prost", "causal", {"mass": {"accuracy": 0.5, "n": 6}}, "released-gpt", model="gpt2", limit=6)
+    run = write_run(
+        tmp_path / "run", "prost", "causal", {"mass": {"accuracy": 0.5, "n": 6}}, "released-gpt", model="gpt2", limit=6
+    )
     info = json.loads((run / "run.json").read_text()) | change.get("info", {})
     info["spec"] |= change.get("spec", {})
     (run / "run.json").write_text(json.dumps(info))
@@ -680,7 +693,9 @@ def test_spaces_show_bad_input_as_a_gradio_error(name, values, message):
 
 def test_an_out_that_reads_like_a_uri_is_a_local_folder(inputs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(["generate", "newton", "--spec", str(inputs["spec"]), "--out", "s3:x", "--source-dir", str(inputs["upstream"])]) == 0
+    assert (
+        main(["generate", "newton", "--spec", str(inputs["spec"]), "--out", "s3:x", "--source-dir", str(inputs["upstream"])]) == 0
+    )
     assert (tmp_path / "s3:x" / "sharp" / "README.md").is_file()
 
 
@@ -698,7 +713,10 @@ def test_an_unexpanded_tilde_is_one_line_and_writes_nothing(command, inputs, tmp
 def test_a_spec_nested_beyond_recursion_is_one_line(inputs, tmp_path, capsys):
     spec = tmp_path / "deep.yaml"
     spec.write_text("name: deep\nquestion: " + "[" * 20000 + "]" * 20000 + "\n")
-    assert main(["generate", "newton", "--spec", str(spec), "--out", str(tmp_path / "out"), "--source-dir", str(inputs["upstream"])]) == 2
+    assert (
+        main(["generate", "newton", "--spec", str(spec), "--out", str(tmp_path / "out"), "--source-dir", str(inputs["upstream"])])
+        == 2
+    )
     one_error_line(capsys.readouterr().err, f"{spec}: nested too deeply")
 
 
@@ -710,8 +728,13 @@ def test_a_spec_nested_beyond_recursion_is_one_line(inputs, tmp_path, capsys):
 ])  # fmt: skip
 def test_a_spec_whose_padding_and_slots_disagree_is_one_line(question, padding, message, inputs, tmp_path, capsys):
     spec = tmp_path / "spec.yaml"
-    spec.write_text(f"name: sharp\nquestion: '{question}'\nconditions: [{{attribute: Sharpness, polarity: high, padding: {padding}}}]\n")
-    assert main(["generate", "newton", "--spec", str(spec), "--out", str(tmp_path / "out"), "--source-dir", str(inputs["upstream"])]) == 2
+    spec.write_text(
+        f"name: sharp\nquestion: '{question}'\nconditions: [{{attribute: Sharpness, polarity: high, padding: {padding}}}]\n"
+    )
+    assert (
+        main(["generate", "newton", "--spec", str(spec), "--out", str(tmp_path / "out"), "--source-dir", str(inputs["upstream"])])
+        == 2
+    )
     one_error_line(capsys.readouterr().err, f"{spec}: {message}")
     assert not (tmp_path / "out" / "sharp").exists()
 

@@ -12,9 +12,9 @@ import textwrap
 import pytest
 
 from physprobe.cli import main
+from physprobe.dataset_folder import owner, read_built
 from physprobe.dataset_scripts.newton import newton
 from physprobe.errors import DataError, OutputFolderError
-from physprobe.dataset_folder import owner, read_built
 from physprobe.paths import RETIRED, STAGING, check_folder_name, file_hashes, mark, sweep
 
 from .conftest import REPO
@@ -38,8 +38,25 @@ def spec_text(name_yaml):
 
 @pytest.mark.parametrize(
     "name_yaml",
-    ['"."', '""', '".."', '"./../victim"', '"../victim"', "a/b", '"~"', "~/x", "[x]", "5", "true", '"a\\0b"', '"a\\nb"',
-     "x" * 101, "null", '".hidden"', '"C:evil"'],
+    [
+        '"."',
+        '""',
+        '".."',
+        '"./../victim"',
+        '"../victim"',
+        "a/b",
+        '"~"',
+        "~/x",
+        "[x]",
+        "5",
+        "true",
+        '"a\\0b"',
+        '"a\\nb"',
+        "x" * 101,
+        "null",
+        '".hidden"',
+        '"C:evil"',
+    ],
 )
 def test_generate_refuses_spec_names_that_are_not_plain_folder_names(name_yaml, upstream_dir, tmp_path, capsys):
     work = tmp_path / "work"
@@ -100,7 +117,10 @@ def test_a_folder_that_is_not_an_earlier_output_is_never_replaced(upstream_dir, 
     (mine / "mass" / "thesis.tex").write_text("years of work")
     before = tree_digest(tmp_path)
     assert main(["build", "prost", "--out", str(tmp_path), "--source-dir", str(upstream_dir)]) == 2
-    assert f"physprobe: error: {mine} exists and is not a physprobe output (it holds README.md); nothing was changed" in capsys.readouterr().err
+    assert (
+        f"physprobe: error: {mine} exists and is not a physprobe output (it holds README.md); nothing was changed"
+        in capsys.readouterr().err
+    )
     assert tree_digest(tmp_path) == before and sorted(p.name for p in tmp_path.iterdir()) == ["prost"]
 
 
@@ -115,7 +135,10 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(upstream_dir, tmp_path, monk
     monkeypatch.setattr(pq, "write_table", full)
     assert main(["build", "prost", "--out", str(tmp_path / "out"), "--source-dir", str(upstream_dir)]) == 1
     err = capsys.readouterr().err
-    assert err == f"physprobe: error: {tmp_path / 'out' / 'x.parquet'}: No space left on device; free some space or choose another --out\n"
+    assert (
+        err
+        == f"physprobe: error: {tmp_path / 'out' / 'x.parquet'}: No space left on device; free some space or choose another --out\n"
+    )
     assert list((tmp_path / "out").iterdir()) == []
 
 
@@ -235,23 +258,44 @@ def test_built_folders_have_normal_permissions(prost_build):
     "text, message",
     [
         (b"name: x\nquestion: \xff\xfe\n", "not UTF-8 text"),
-        (b"name: x\nquestion: q\nconditions: [{attribute: Softness, polarity: high, padding: true}]\n",
-         r"conditions\[0\]: padding must be an integer, got True"),
-        (b"name: x\nquestion: q\nmax_questions: true\nconditions: [{attribute: Softness, polarity: high}]\n",
-         "max_questions must be an integer, got True"),
-        (b"name: x\nquestion: q\nmax_questions: 1.5\nconditions: [{attribute: Softness, polarity: high}]\n",
-         "max_questions must be an integer, got 1.5"),
+        (
+            b"name: x\nquestion: q\nconditions: [{attribute: Softness, polarity: high, padding: true}]\n",
+            r"conditions\[0\]: padding must be an integer, got True",
+        ),
+        (
+            b"name: x\nquestion: q\nmax_questions: true\nconditions: [{attribute: Softness, polarity: high}]\n",
+            "max_questions must be an integer, got True",
+        ),
+        (
+            b"name: x\nquestion: q\nmax_questions: 1.5\nconditions: [{attribute: Softness, polarity: high}]\n",
+            "max_questions must be an integer, got 1.5",
+        ),
         (b"name: x\nquestion: 7\nconditions: [{attribute: Softness, polarity: high}]\n", "question must be a string, got 7"),
-        (b"name: x\nquestion: q\ncontext: [a]\nconditions: [{attribute: Softness, polarity: high}]\n", "context must be a string"),
-        (b"name: x\nquestion: q\nconditions: [{attribute: [Softness], polarity: high}]\n", r"conditions\[0\]: attribute must be a string"),
+        (
+            b"name: x\nquestion: q\ncontext: [a]\nconditions: [{attribute: Softness, polarity: high}]\n",
+            "context must be a string",
+        ),
+        (
+            b"name: x\nquestion: q\nconditions: [{attribute: [Softness], polarity: high}]\n",
+            r"conditions\[0\]: attribute must be a string",
+        ),
         (b"name: x\nname: y\nquestion: q\nconditions: [{attribute: Softness, polarity: high}]\n", "duplicate key 'name'"),
-        (b"name: x\nquestion: q\nconditions: [{attribute: Softness, polarity: high, polarity: low}]\n", "duplicate key 'polarity'"),
-        (b"name: x\nquestion: 'Which of {object1, {object2}?'\nconditions: [{attribute: Softness, polarity: high}]\n",
-         "question: unbalanced or malformed slot"),
-        (b"name: x\nquestion: q\nconditions: [{attribute: Softness, polarity: high, padding: 1000000000}]\n",
-         r"padding must be between 1 and 100, got 1000000000"),
-        (b"name: x\nquestion: q\nmax_questions: 10000000000000\nconditions: [{attribute: Softness, polarity: high}]\n",
-         "max_questions must be between 1 and"),
+        (
+            b"name: x\nquestion: q\nconditions: [{attribute: Softness, polarity: high, polarity: low}]\n",
+            "duplicate key 'polarity'",
+        ),
+        (
+            b"name: x\nquestion: 'Which of {object1, {object2}?'\nconditions: [{attribute: Softness, polarity: high}]\n",
+            "question: unbalanced or malformed slot",
+        ),
+        (
+            b"name: x\nquestion: q\nconditions: [{attribute: Softness, polarity: high, padding: 1000000000}]\n",
+            r"padding must be between 1 and 100, got 1000000000",
+        ),
+        (
+            b"name: x\nquestion: q\nmax_questions: 10000000000000\nconditions: [{attribute: Softness, polarity: high}]\n",
+            "max_questions must be between 1 and",
+        ),
     ],
 )
 def test_bad_specs_are_one_error_naming_the_file_and_key(text, message, tmp_path):

@@ -52,7 +52,9 @@ def tiny(built_all, tmp_path_factory):
     tokenizer = AutoTokenizer.from_pretrained(causal_dir)
     backend = tokenizer.backend_tokenizer
     backend.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tokenizer.bos_token_id)])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="<s>")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="<s>"
+    )
     causal = AutoModelForCausalLM.from_pretrained(causal_dir).eval()
     newline = tokenizer("\n", add_special_tokens=False)["input_ids"]
     _stops_often(causal, [tokenizer.eos_token_id, *newline], 3.0)
@@ -108,7 +110,9 @@ def test_texts_equal_the_full_budget_path_cut_afterwards(tiny, built_all, benchm
     model, tokenizer = tiny[family]
     requests = _requests(built_all, benchmark, protocol, config, tokenizer)
     with torch.inference_mode():
-        texts = _texts(generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq", max_batch=5))
+        texts = _texts(
+            generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq", max_batch=5)
+        )
         expected = _full_budget_then_cut(model, tokenizer, requests, family == "seq2seq")
         needed = _answer_lengths(model, tokenizer, requests, family == "seq2seq")
     assert len(set(needed)) > 2 and min(needed) < requests[0]["max_new_tokens"]  # answers end at different steps
@@ -301,7 +305,9 @@ def test_seq2seq_prompts_are_right_padded_for_learned_positions():
     prompts = [[rng.randrange(3, 98) for _ in range(n)] for n in (8, 3, 2, 11, 5)]
     assert generation.argmax_decodes(model)
     with torch.inference_mode():
-        answers = generation._greedy_seq2seq(model, prompts, 6, lambda r, t: False, None, config.pad_token_id, torch.device("cpu"))
+        answers = generation._greedy_seq2seq(
+            model, prompts, 6, lambda r, t: False, None, config.pad_token_id, torch.device("cpu")
+        )
         assert answers == _one_at_a_time(model, prompts, 6, seq2seq=True)
 
 
@@ -311,7 +317,9 @@ def test_logits_processors_never_see_padding():
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(1)
-    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=256, initializer_range=0.3)).eval()
+    model = GPT2LMHeadModel(
+        GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=256, initializer_range=0.3)
+    ).eval()
     model.generation_config.no_repeat_ngram_size = 2
 
     class Digits:  # a tokenizer of space-separated ids, without a pad token
@@ -383,7 +391,9 @@ def test_answers_copied_to_the_host_every_few_steps_are_the_same(tiny, built_all
     model, tokenizer = tiny[family]
     requests = _requests(built_all, "newton", "released-generate", "track2_mc", tokenizer, n=12)
     with torch.inference_mode():
-        expected = _texts(generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq", max_batch=12))
+        expected = _texts(
+            generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq", max_batch=12)
+        )
         needed = _answer_lengths(model, tokenizer, requests, seq2seq=family == "seq2seq")
     calls = []  # per decoding step: its rows, and whether the answers were copied to the host after it
     add = generation._Answers.add
@@ -396,7 +406,9 @@ def test_answers_copied_to_the_host_every_few_steps_are_the_same(tiny, built_all
     monkeypatch.setattr(generation, "SYNC_EVERY", {"cpu": every})
     monkeypatch.setattr(generation._Answers, "add", counted)
     with torch.inference_mode():
-        texts = _texts(generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq", max_batch=12))
+        texts = _texts(
+            generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq", max_batch=12)
+        )
     assert texts == expected and len(set(needed)) > 2
     slots = sum(rows for rows, _ in calls)  # tokens generated: a row per step
     assert sum(needed) < slots <= sum(needed) + (every - 1) * len(requests)

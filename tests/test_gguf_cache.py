@@ -70,7 +70,11 @@ def test_an_unwritable_cache_is_a_warning_not_an_error(tmp_path):
     _, status = os.waitpid(child, 0)
     tmp_path.chmod(0o755)
     assert os.waitstatus_to_exitcode(status) == 0, said
-    assert said.count("\n") == 1 and "cannot cache the converted GGUF model in" in said and "the next run converts the file again" in said
+    assert (
+        said.count("\n") == 1
+        and "cannot cache the converted GGUF model in" in said
+        and "the next run converts the file again" in said
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -101,7 +105,9 @@ def test_a_second_run_reads_the_cached_conversion(cache, monkeypatch):
 
         assert entry.name == hashlib.file_digest(handle, "sha256").hexdigest()
     converted = hf_model.load(first)
-    assert (weights / "model.safetensors").is_file() and "quantization_config" not in json.loads((weights / "config.json").read_text())
+    assert (weights / "model.safetensors").is_file() and "quantization_config" not in json.loads(
+        (weights / "config.json").read_text()
+    )
     assert all(has_gguf for spy in spies.values() for _, has_gguf in spy.sources)  # the first run read the file
     for spy in spies.values():
         spy.sources.clear()

@@ -143,8 +143,12 @@ def test_a_failed_command_fails_its_section_and_a_late_one_times_it_out(gpu_card
     ok = {"status": "ok", "error": None}
     gpu_card.finished([("a", ok), ("b", ok)])
     with pytest.raises(gpu_card.CommandFailed, match="^b: failed \\(exit 2\\): physprobe: error: no such protocol$"):
-        gpu_card.finished([("a", {"status": "timed out after 9 s", "error": None}),
-                           ("b", {"status": "failed (exit 2)", "error": "physprobe: error: no such protocol"})])
+        gpu_card.finished(
+            [
+                ("a", {"status": "timed out after 9 s", "error": None}),
+                ("b", {"status": "failed (exit 2)", "error": "physprobe: error: no such protocol"}),
+            ]
+        )
     with pytest.raises(gpu_card.TimedOut):
         gpu_card.finished([("a", ok), ("b", {"status": "skipped: no time left in the section", "error": None})])
 
@@ -160,13 +164,29 @@ def _generate(ratios: dict) -> dict:
     counts = {"prompt": 1000, "slots": 16_000, "attention": 0.0, "busy": None, "peak_gib": None}
     round_ = {b: {"rows": 128, "identical": 128, "needed": 16_000, "prompt": 1000, "physprobe": {**counts, "seconds": 1.0},
                   "lm-eval": {**counts, "seconds": r}} for b, r in ratios.items()}  # fmt: skip
-    return {"size": "1b", "shape": "s", "rows_per_config": 32, "non_embedding": 1e9, "matrix_flops": 8e14, "trunk_tokens_s": 1e5, "rounds": [round_]}
+    return {
+        "size": "1b",
+        "shape": "s",
+        "rows_per_config": 32,
+        "non_embedding": 1e9,
+        "matrix_flops": 8e14,
+        "trunk_tokens_s": 1e5,
+        "rounds": [round_],
+    }
 
 
 def test_targets_are_read_from_the_card_met_not_met_or_not_measured(gpu_card):
     md = importlib.import_module("gpu_card_md")
-    prost = {"benchmarks": ["prost"], "limit": None, "status": "ok", "wall_s": 61.0, "error": None,
-             "runs": [{"benchmark": "prost", "protocol": "released-gpt", "rows": 18736, "load_s": 9.0, "scoring_s": 35.2, "configs": 1}]}
+    prost = {
+        "benchmarks": ["prost"],
+        "limit": None,
+        "status": "ok",
+        "wall_s": 61.0,
+        "error": None,
+        "runs": [
+            {"benchmark": "prost", "protocol": "released-gpt", "rows": 18736, "load_s": 9.0, "scoring_s": 35.2, "configs": 1}
+        ],
+    }
     card = {"sections": [
         {"name": "correctness", "status": "ok", "figures": {"questions": 400, "devices": ["cpu", "cuda"], "runs": {}, "compared": 400,
                                                             "agree": 398, "max_abs_delta": 1e-5}},
@@ -177,9 +197,15 @@ def test_targets_are_read_from_the_card_met_not_met_or_not_measured(gpu_card):
     ]}  # fmt: skip
     found = {t["target"]: (t["figure"], t["status"]) for t in md.targets(card)}
     assert found["log-likelihood (PROST paper format) ≥ 3× lm-eval at 1.1B"] == ("3.50×", "met")
-    assert found["log-likelihood (PROST paper format) ≥ 2.5× lm-eval at 8B"] == ("2.00×", "not met")  # a timed-out section's rounds count
+    assert found["log-likelihood (PROST paper format) ≥ 2.5× lm-eval at 8B"] == (
+        "2.00×",
+        "not met",
+    )  # a timed-out section's rounds count
     # 60,000 tokens / 2 s = 30,000 tokens/s of the trunk's 40,000; MFU 2 x 7e9 x 60,000 / 2 s / 8e14 = 52%
-    assert found["physprobe's fed tokens/s ≥ 80% of the dense trunk's saturation at 8B (≈ 50% MFU)"] == ("75% (MFU 52%)", "not met")
+    assert found["physprobe's fed tokens/s ≥ 80% of the dense trunk's saturation at 8B (≈ 50% MFU)"] == (
+        "75% (MFU 52%)",
+        "not met",
+    )
     assert found["GPU busy ≥ 70% of physprobe's scoring phase at 1.1B"] == ("75%", "met")
     assert found["GPU busy ≥ 70% of physprobe's scoring phase at 8B"] == ("-", "not measured (NVMLError: not supported)")
     assert found["generation (NEWTON, CConS) ≥ 2× lm-eval at 1.1B"] == ("newton 2.50×, cccons 1.50×", "not met")
@@ -191,7 +217,10 @@ def test_targets_are_read_from_the_card_met_not_met_or_not_measured(gpu_card):
     prost.update(status="timed out after 70 s", wall_s=70.0)
     assert md.targets(card)[4]["status"].startswith("not measured")  # cut too soon to tell
     markdown = md.render(card)
-    assert "| whole PROST (released-gpt, 18,736 questions) at 8B ≤ 40 s of scoring | - | not measured (whole PROST timed out after 70 s) |" in markdown
+    assert (
+        "| whole PROST (released-gpt, 18,736 questions) at 8B ≤ 40 s of scoring | - | not measured (whole PROST timed out after 70 s) |"
+        in markdown
+    )
     assert "| physprobe | 2.00/2.00/2.00 | 60,000 | 30,000 | 52% | 75% | 2.00/2.00/2.00 | - | 20.0 |" in markdown
     assert "| newton | physprobe | 1.00/1.00/1.00 | 2.50/2.50/2.50 | 16,872 |" in markdown
 

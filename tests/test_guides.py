@@ -51,7 +51,9 @@ def toy(tmp_path, monkeypatch):
     exec(registration, names)  # the guide's line, e.g. NAMES = (..., "heavier")
     assert names["NAMES"] == (*physprobe.dataset_scripts.NAMES, TOY)
     # The temporary folders join the installed packages' folders, as the new files would in the checkout.
-    monkeypatch.setattr(physprobe.dataset_scripts, "__path__", [*physprobe.dataset_scripts.__path__, str(tmp_path / "src" / "dataset_scripts")])
+    monkeypatch.setattr(
+        physprobe.dataset_scripts, "__path__", [*physprobe.dataset_scripts.__path__, str(tmp_path / "src" / "dataset_scripts")]
+    )
     monkeypatch.setattr(physprobe.generators, "__path__", [*physprobe.generators.__path__, str(tmp_path / "src" / "generators")])
     monkeypatch.setattr(physprobe.dataset_scripts, "NAMES", names["NAMES"])
     cached = vars(physprobe.dataset_scripts).pop("BENCHMARKS", None)  # the builders, imported again with the toy's
@@ -70,7 +72,11 @@ def _rows(build: Path) -> list[dict]:
 def test_a_fifth_benchmark_is_its_own_files_and_one_line(toy, tmp_path):
     src, mirror = toy
     assert TOY in registry.names() and registry.config_names(TOY) == ["default"]
-    for module in (f"physprobe.generators.{TOY}", f"physprobe.dataset_scripts.{TOY}.{TOY}", f"physprobe.dataset_scripts.{TOY}.evaluation"):
+    for module in (
+        f"physprobe.generators.{TOY}",
+        f"physprobe.dataset_scripts.{TOY}.{TOY}",
+        f"physprobe.dataset_scripts.{TOY}.evaluation",
+    ):
         assert doctest.testmod(importlib.import_module(module)).failed == 0, module
     build = tmp_path / "build"
     assert main(["build", TOY, "--out", str(build), "--source-dir", str(mirror)]) == 0
@@ -130,7 +136,11 @@ def test_a_protocol_is_two_edits_to_its_evaluation(toy, tmp_path, capsys):
     # An answer decided names the chosen object; one that names neither is unparsed, never an option.
     for p, r in zip(predictions, _rows(build)):
         assert p["status"] == "unparsed" or (r["obj1"], r["obj2"])[p["prediction"]].lower() in p["generated"].lower(), p
-    assert metrics["unparsed"] == sum(p["prediction"] == -2 for p in predictions) == sum(p["status"] == "unparsed" for p in predictions)
+    assert (
+        metrics["unparsed"]
+        == sum(p["prediction"] == -2 for p in predictions)
+        == sum(p["status"] == "unparsed" for p in predictions)
+    )
 
 
 @pytest.mark.slow
@@ -147,7 +157,7 @@ def test_a_backend_is_one_module_and_one_registry_line(built_all, tmp_path, monk
     (folder / "llamacpp.py").write_text(files["physprobe/backends/llamacpp.py"], encoding="utf-8")
     monkeypatch.setattr(physprobe.backends, "__path__", [*physprobe.backends.__path__, str(folder)])
     monkeypatch.delitem(sys.modules, "physprobe.backends.llamacpp", raising=False)
-    (name, registered), = eval("{" + line + "}", {"Registered": physprobe.backends.Registered}).items()  # the guide's line
+    ((name, registered),) = eval("{" + line + "}", {"Registered": physprobe.backends.Registered}).items()  # the guide's line
     monkeypatch.setitem(physprobe.backends.REGISTRY, name, registered)
     assert physprobe.backends.serving(Choice) == ["hf", "openai", "llamacpp"] and "physprobe.backends.llamacpp" not in sys.modules
     # The seam's own checks hold for it: the registry's strings are its engines' types.
@@ -163,13 +173,18 @@ def test_a_backend_is_one_module_and_one_registry_line(built_all, tmp_path, monk
     assert info["backend"]["name"] == "llamacpp" and info["spec"]["sends"] == "Choice" and info["scored_now"] == 3
     assert info["versions"]["llama-cpp-python"]  # the registry line's library, recorded
     # Each option a log-probability, the decision the highest: what the protocol reads from any backend.
-    assert all(len(p["scores"]) == 4 and max(p["scores"]) < 0 and p["prediction"] == p["scores"].index(max(p["scores"])) for p in predictions)
+    assert all(
+        len(p["scores"]) == 4 and max(p["scores"]) < 0 and p["prediction"] == p["scores"].index(max(p["scores"]))
+        for p in predictions
+    )
     assert main(args) == 0 and json.loads((run / "run.json").read_text())["scored_now"] == 0  # resumed from the cache
 
     generated = tmp_path / "cccons"
     assert main(["score", *common, "--benchmark", "cccons", "--config", "ordinary", "--out", str(generated)]) == 0
     answers = pq.read_table(generated / "predictions.parquet").to_pylist()
-    assert all(isinstance(a["generated"], str) and 0 <= a["generated_tokens"] <= 20 for a in answers)  # question-generate's budget
+    assert all(
+        isinstance(a["generated"], str) and 0 <= a["generated_tokens"] <= 20 for a in answers
+    )  # question-generate's budget
     capsys.readouterr()
     assert main(["score", *common, "--benchmark", "prost", "--out", str(tmp_path / "refused")]) == 2
     assert capsys.readouterr().err == ("physprobe: error: protocol 'released-gpt' asks for mean log-probabilities of the options' "

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from physprobe import registry
-from physprobe.cli import main
 from physprobe.answers import cut
+from physprobe.cli import main
 from physprobe.lm_eval_export import SEQ2SEQ_EOS, exported_tasks
 from tests import tiny_models
 
@@ -39,7 +39,11 @@ def _tiny_gpt2(folder: Path, data: Path) -> Path:
     from tokenizers import processors
     from transformers import AutoTokenizer
 
-    texts = [" ".join(map(str, row.values())) for parquet in sorted(data.rglob("*.parquet")) for row in pq.read_table(parquet).to_pylist()]
+    texts = [
+        " ".join(map(str, row.values()))
+        for parquet in sorted(data.rglob("*.parquet"))
+        for row in pq.read_table(parquet).to_pylist()
+    ]
     tiny_models.causal_lm(folder, texts)
     # lm-eval's add_bos_token=True asks the tokenizer for its special tokens: give it BOS, which physprobe's generation
     # (prompts encoded as the tokenizer encodes them) then reads too.
@@ -116,7 +120,10 @@ def _assert_decided_as_physprobe_score(tasks: dict, results: dict, samples: dict
                 if declared.max_length is None:
                     assert theirs == row["generated"], (task, sample["doc"]["row"])
                 else:  # a released budget that counts the prompt (max_length), which lm-eval's max_gen_toks cannot say:
-                    assert theirs.startswith(row["generated"]), (task, sample["doc"]["row"])  # physprobe's answer is where lm-eval's begins
+                    assert theirs.startswith(row["generated"]), (
+                        task,
+                        sample["doc"]["row"],
+                    )  # physprobe's answer is where lm-eval's begins
                 if theirs == row["generated"]:
                     assert sample["paper"][1] == row["prediction"]  # protocols.UNPARSED (-2) when no option is named
             assert len(logged) == len(ours)
@@ -142,7 +149,6 @@ def _assert_decided_as_physprobe_score(tasks: dict, results: dict, samples: dict
         assert (math.isnan(figure) and math.isnan(expected)) or figure == pytest.approx(expected, abs=1e-9), task
 
 
-
 @pytest.mark.slow
 def test_exported_seq2seq_tasks_in_lm_eval_decide_as_physprobe_score(built_all, tmp_path):
     """lm-eval's seq2seq backend (``backend=seq2seq``: the task's text to the encoder, each choice scored in
@@ -156,7 +162,11 @@ def test_exported_seq2seq_tasks_in_lm_eval_decide_as_physprobe_score(built_all, 
     lm-eval scores (a real T5 tokenizer appends ``</s>``, which lm-eval leaves off: see the export's README).
     """
     data = _small_build(built_all, tmp_path / "data")
-    texts = [" ".join(map(str, row.values())) for parquet in sorted(data.rglob("*.parquet")) for row in pq.read_table(parquet).to_pylist()]
+    texts = [
+        " ".join(map(str, row.values()))
+        for parquet in sorted(data.rglob("*.parquet"))
+        for row in pq.read_table(parquet).to_pylist()
+    ]
     model = tiny_models.seq2seq(tmp_path / "t5", texts)
     tasks_dir = tmp_path / "tasks"
     assert main(["export", "lm-eval", "--out", str(tasks_dir), "--data", str(data)]) == 0
@@ -169,12 +179,17 @@ def test_exported_seq2seq_tasks_in_lm_eval_decide_as_physprobe_score(built_all, 
     protocols = sorted((b, s["metadata"]["physprobe_protocol"], s["output_type"]) for b, _, s in seq2seq.values())
     assert protocols == [("prost", "span-sum", "multiple_choice"), ("text2afford", "yes-no-logprob-flan-t5", "multiple_choice")]
     readme = [line for line in (tasks_dir / "README.md").read_text().splitlines() if line.startswith("| physprobe_")]
-    assert all(SEQ2SEQ_EOS in line for line in readme if "_seq2seq |" in line) and not any(SEQ2SEQ_EOS in line for line in readme if "_seq2seq |" not in line)
+    assert all(SEQ2SEQ_EOS in line for line in readme if "_seq2seq |" in line) and not any(
+        SEQ2SEQ_EOS in line for line in readme if "_seq2seq |" not in line
+    )
 
     results, samples = _lm_eval(model, list(seq2seq), tasks_dir, tmp_path / "lm", "backend=seq2seq")
     assert len(samples["physprobe_prost_default_span_sum_seq2seq"]) == ROWS["prost"]
-    assert len(samples["physprobe_text2afford_default_yes_no_logprob_flan_t5_seq2seq"]) == ROWS["text2afford"] * 15  # a doc per class
+    assert (
+        len(samples["physprobe_text2afford_default_yes_no_logprob_flan_t5_seq2seq"]) == ROWS["text2afford"] * 15
+    )  # a doc per class
     _assert_decided_as_physprobe_score(seq2seq, results, samples, model, data, tmp_path / "runs")
+
 
 def test_exported_tasks_follow_the_scorers_defaults_and_say_what_they_replaced(built_all):
     import datasets
@@ -198,6 +213,7 @@ def test_lm_evals_builtin_prost_task_reads_our_build_as_its_own_data(built_all, 
     """lm-eval's own ``prost`` task (a different prompt from every physprobe protocol) pointed at our build:
     the paper's 18,736 questions, and its gold answers and choices are our reference and options."""
     import lm_eval.tasks
+
     from physprobe.dataset_scripts.prost.evaluation import EVALUATION
 
     builtin = Path(lm_eval.tasks.__file__).parent / "prost" / "corypaik_prost.yaml"
@@ -228,5 +244,7 @@ def test_data_paths_of_any_text_are_written_as_yaml_reads_them(built_all, tmp_pa
     for path in sorted((tmp_path / "tasks" / "prost").glob("physprobe_*.yaml")):
         spec = yaml.load(path.read_text(), Loader=loader)  # noqa: S506 (a SafeLoader)
         config = spec["metadata"]["physprobe_config"]
-        assert spec["dataset_kwargs"]["data_files"]["test"] == [str((data / "prost" / config / "test-00000-of-00001.parquet").resolve())]
+        assert spec["dataset_kwargs"]["data_files"]["test"] == [
+            str((data / "prost" / config / "test-00000-of-00001.parquet").resolve())
+        ]
         assert spec["process_docs"] == ("function", f"utils.{spec['task'].removeprefix('physprobe_')}_docs")

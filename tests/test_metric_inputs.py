@@ -6,8 +6,6 @@ import math
 
 import pytest
 
-
-
 LABEL_CASES = [
     ({"predictions": [0.0, 1.7], "references": [0, 1]}, r"predictions\[0\] = 0.0 is not an integer option index"),
     ({"predictions": [0, 1], "references": [0, 1.5]}, r"references\[1\] = 1.5 is not an integer option index"),
@@ -31,12 +29,23 @@ def test_probe_and_agreement_accuracy_reject_labels_before_the_cast(probe, agree
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"predictions": [0, 1, 2], "references": [0, 1, 1], "num_choices": 2}, r"predictions\[2\] = 2 is out of range for num_choices=2"),
-        ({"predictions": [0, 1], "references": [0, 1], "positions": [1, math.nan], "position_reading": "question_mean"}, r"positions\[1\] = nan is not an integer"),
+        (
+            {"predictions": [0, 1, 2], "references": [0, 1, 1], "num_choices": 2},
+            r"predictions\[2\] = 2 is out of range for num_choices=2",
+        ),
+        (
+            {"predictions": [0, 1], "references": [0, 1], "positions": [1, math.nan], "position_reading": "question_mean"},
+            r"positions\[1\] = nan is not an integer",
+        ),
         ({"predictions": [0, 1], "references": [0, 1], "groups": ["a", None]}, r"groups\[1\] = None"),
-        ({"predictions": [0, 1], "references": [0, 1], "groups": [1, "1"]}, r"groups\[1\] = '1': every groups entry must be a key of the same type"),
-        ({"predictions": [0, 1], "references": [0, 1], "groups": ["a", "b"], "templates": ["t", "t"]},
-         r"templates\[1\] = 't' is in groups 'a' and 'b'"),
+        (
+            {"predictions": [0, 1], "references": [0, 1], "groups": [1, "1"]},
+            r"groups\[1\] = '1': every groups entry must be a key of the same type",
+        ),
+        (
+            {"predictions": [0, 1], "references": [0, 1], "groups": ["a", "b"], "templates": ["t", "t"]},
+            r"templates\[1\] = 't' is in groups 'a' and 'b'",
+        ),
     ],
 )
 def test_probe_accuracy_rejects_bad_breakdown_inputs(probe, kwargs, message):
@@ -55,7 +64,10 @@ def test_template_names_with_separators_stay_apart(probe):
     "kwargs, message",
     [
         ({"predictions": [0, 1], "references": [0, -1]}, r"references\[1\] = -1 is not an option index"),
-        ({"predictions": [0, 1], "references": [0, 1], "agreements": [1.0, math.nan]}, r"agreements\[1\] = nan is outside \[0, 1\]"),
+        (
+            {"predictions": [0, 1], "references": [0, 1], "agreements": [1.0, math.nan]},
+            r"agreements\[1\] = nan is outside \[0, 1\]",
+        ),
         ({"predictions": [0, 1], "references": [0, 1], "agreements": [1.0, math.inf]}, r"agreements\[1\] = inf is outside"),
         ({"predictions": [0, 1], "references": [0, 1], "agreements": [1.0, "x"]}, r"agreements\[1\] = 'x' is not a number"),
         ({"predictions": [0, 1], "references": [0, 1], "agreements": [1.0]}, "agreements has 1 entries but there are 2"),

@@ -5,7 +5,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
@@ -78,13 +77,17 @@ def reference_agreement(predictions, references, agreements, reading):
 @given(agreement_inputs())
 def test_agreement_accuracy_matches_the_definition(agreement, inputs):
     predictions, references, agreements, groups, reading = inputs
-    result = agreement.compute(predictions=predictions, references=references, agreements=agreements, groups=groups, reading=reading)
+    result = agreement.compute(
+        predictions=predictions, references=references, agreements=agreements, groups=groups, reading=reading
+    )
     expected = reference_agreement(predictions, references, agreements, reading)
     assert {k: result[k] for k in expected} == pytest.approx(expected)
     for group in set(groups):
         rows = [i for i, g in enumerate(groups) if g == group]
         pick = lambda values: [values[i] for i in rows]  # noqa: E731
-        assert result["by_group"][group] == pytest.approx(reference_agreement(pick(predictions), pick(references), pick(agreements), reading))
+        assert result["by_group"][group] == pytest.approx(
+            reference_agreement(pick(predictions), pick(references), pick(agreements), reading)
+        )
 
 
 # --- affordance_rank --------------------------------------------------------------------------

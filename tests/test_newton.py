@@ -6,9 +6,9 @@ from collections import Counter
 import datasets
 import pytest
 
+from physprobe.dataset_folder import build
 from physprobe.dataset_scripts.newton import newton as builder
 from physprobe.errors import DataError
-from physprobe.dataset_folder import build
 from physprobe.generators import newton as generator
 from physprobe.sources import fetch
 
@@ -179,7 +179,9 @@ def write_spec(path, text):
 def test_custom_spec_through_the_cli(upstream_dir, tmp_path, capsys):
     from physprobe.cli import main
 
-    spec = write_spec(tmp_path / "spec.yaml", """
+    spec = write_spec(
+        tmp_path / "spec.yaml",
+        """
 name: pierce
 context: I need to make a hole in a leather belt.
 question: Which of {object1}, {object2}, {object3} should I use?
@@ -187,7 +189,8 @@ conditions:
   - {attribute: Sharpness, polarity: high, padding: 2}
 distractors: any
 max_questions: 300
-""")
+""",
+    )
     args = ["generate", "newton", "--spec", str(spec), "--out", str(tmp_path / "out"), "--source-dir", str(upstream_dir)]
     assert main(args) == 0
     rows = datasets.load_dataset(str(tmp_path / "out" / "pierce"), split="test", cache_dir=str(tmp_path / "c"))
@@ -198,12 +201,24 @@ max_questions: 300
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("name: x\nquestion: q\nconditions: [{attribute: Wetness, polarity: high}]\n", r"conditions\[0\].attribute 'Wetness' is unknown"),
-        ("name: x\nquestion: q\nconditions: [{attribute: Softness, polarity: medium}]\n", r"conditions\[0\].polarity must be low or high"),
+        (
+            "name: x\nquestion: q\nconditions: [{attribute: Wetness, polarity: high}]\n",
+            r"conditions\[0\].attribute 'Wetness' is unknown",
+        ),
+        (
+            "name: x\nquestion: q\nconditions: [{attribute: Softness, polarity: medium}]\n",
+            r"conditions\[0\].polarity must be low or high",
+        ),
         ("name: x\nquestion: q\nconditions: []\n", "at least one"),
-        ("name: x\nquestion: q\nconditions: [{attribute: Softness, polarity: high}]\ncolour: red\n", r"unknown field\(s\) \['colour'\]"),
+        (
+            "name: x\nquestion: q\nconditions: [{attribute: Softness, polarity: high}]\ncolour: red\n",
+            r"unknown field\(s\) \['colour'\]",
+        ),
         ("name: x\nconditions: [{attribute: Softness, polarity: high}]\n", "missing field 'question'"),
-        ("name: x\nquestion: 'Which of {object5}?'\nconditions: [{attribute: Softness, polarity: high}]\n", r"slot\(s\) \['object5'\]"),
+        (
+            "name: x\nquestion: 'Which of {object5}?'\nconditions: [{attribute: Softness, polarity: high}]\n",
+            r"slot\(s\) \['object5'\]",
+        ),
     ],
 )
 def test_bad_specs_name_the_field(tmp_path, text, message):

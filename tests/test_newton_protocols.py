@@ -46,7 +46,8 @@ def test_track2_and_track3_prompts_by_hand():
     assert released_prompt(boolean, "track2_boolean") == "pillow is more soft than rock. \\n (a) True (b) False"
     # The Table 1 wording hf_track2.py comments out.
     assert EVALUATION.protocol("table1-generate").build(boolean, "track2_boolean").prompt == (
-        "True/False: pillow is more soft than rock.")
+        "True/False: pillow is more soft than rock."
+    )
     mc = {"question": "Which object is the most soft?", "choices": ["rock", "pillow", "brick", "spoon"]}
     assert released_prompt(mc, "track2_mc") == "Which object is the most soft? \\n (a) rock (b) pillow (c) brick (d) spoon"
     scenario = {"context": "I am packing a backpack.", "choices": ["rock", "pillow", "brick", "spoon"],
@@ -54,7 +55,8 @@ def test_track2_and_track3_prompts_by_hand():
     # hf_track3.py: f'Context: {context} \\n Question: {question} \\n (a) {c1} (b) {c2} (c) {c3} (d) {c4}'
     assert released_prompt(scenario, "track3") == (
         "Context: I am packing a backpack. \\n Question: Which of rock, pillow, brick, spoon should I put at the "
-        "bottom? \\n (a) rock (b) pillow (c) brick (d) spoon")
+        "bottom? \\n (a) rock (b) pillow (c) brick (d) spoon"
+    )
 
 
 def chatbot_messages(system: str, message: str) -> list[dict]:
@@ -73,8 +75,10 @@ def test_gpt_chat_protocol_sends_the_system_message_and_the_bare_question(first_
     sent = [{"role": "system", "content": protocol.system("track1")}, {"role": "user", "content": request.prompt}]
     assert sent == chatbot_messages(system, up["question"])
     # gpt_track2.py:10-11, :39 bot_turbo(question), for both question types.
-    for config, row in (("track2_boolean", {"question": "pillow is more soft than rock.", "choices": ["True", "False"]}),
-                        ("track2_mc", {"question": "Which object is the most soft?", "choices": ["rock", "pillow", "brick", "spoon"]})):
+    for config, row in (
+        ("track2_boolean", {"question": "pillow is more soft than rock.", "choices": ["True", "False"]}),
+        ("track2_mc", {"question": "Which object is the most soft?", "choices": ["rock", "pillow", "brick", "spoon"]}),
+    ):
         assert protocol.build(row, config).prompt == row["question"] and protocol.system(config) == system
     # gpt_track3.py:11-12 another system message; :31,33 the question template is what it sends.
     scenario = {"context": "I am packing a backpack.", "question": "Which of rock, pillow, brick, spoon should I put at the bottom?",
@@ -83,7 +87,8 @@ def test_gpt_chat_protocol_sends_the_system_message_and_the_bare_question(first_
     assert [protocol.system("track3"), request.prompt] == [
         "Select the correct answer, no explanation. One word only.",
         "Context: I am packing a backpack. Question: Which of rock, pillow, brick, spoon should I put at the bottom? "
-        "A) rock B) pillow C) brick D) spoon Answer:"]
+        "A) rock B) pillow C) brick D) spoon Answer:",
+    ]
     # The scripts store response.lower().replace('.', ''); "B." is option (b), "Spoon." the option text.
     assert protocol.predict(Answer("B."), request) == 1 and protocol.predict(Answer("Spoon."), request) == 3
     assert EVALUATION.default("causal", model_name="gpt-3.5-turbo").name == "released-gpt-chat"
@@ -96,7 +101,10 @@ def test_printed_template_variant_keeps_the_scripts_labels():
     boolean = {"question": "pillow is more soft than rock.", "choices": ["True", "False"]}
     mc = {"question": "Which object is the most soft?", "choices": ["rock", "pillow", "brick", "spoon"]}
     assert protocol.build(boolean, "track2_boolean").prompt == "Question: pillow is more soft than rock. A) True B) False Answer:"
-    assert protocol.build(mc, "track2_mc").prompt == "Question: Which object is the most soft? A) rock B) pillow C) brick B) spoon Answer:"
+    assert (
+        protocol.build(mc, "track2_mc").prompt
+        == "Question: Which object is the most soft? A) rock B) pillow C) brick B) spoon Answer:"
+    )
     assert protocol.needs_chat and protocol.system("track2_mc") == EVALUATION.protocol("released-gpt-chat").system("track2_mc")
 
 
@@ -115,8 +123,11 @@ def test_token_ids_of_a_seq2seq_input_worked_by_hand():
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
-    prompt = EVALUATION.protocol("released-generate").build(
-        {"question": "pillow is soft.", "choices": ["True", "False"]}, "track2_boolean").prompt
+    prompt = (
+        EVALUATION.protocol("released-generate")
+        .build({"question": "pillow is soft.", "choices": ["True", "False"]}, "track2_boolean")
+        .prompt
+    )
     assert tokenizer(prompt)["input_ids"] == [3, 4, 5, 6, 7, 8, 9, 10, 1]
 
 
@@ -222,7 +233,9 @@ def test_answer_table_is_large_and_covers_every_outcome():
 def test_answer_matching_finds_a_label_stated_as_the_answer_before_option_text(answer, choices, expected):
     assert match_answer(answer, choices) == expected
     protocol = EVALUATION.protocol("released-generate")
-    assert protocol.predict(Answer(answer), Generate("", tuple(choices))) == (protocols.UNPARSED if expected is None else expected)
+    assert protocol.predict(Answer(answer), Generate("", tuple(choices))) == (
+        protocols.UNPARSED if expected is None else expected
+    )
 
 
 @pytest.mark.parametrize("response", ["B.", "b", "A.", "True.", "False", "Pillow.", "d", "High."])
@@ -279,7 +292,8 @@ def test_generation_reads_the_prompt_as_the_tokenizer_encodes_it(tmp_path, adds_
     model.generation_config.eos_token_id = None  # a random model rarely ends: every answer runs to the budget
     if adds_bos:  # as Llama's and Gemma's tokenizers do
         tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
-            single="<s> $A", special_tokens=[("<s>", tokenizer.bos_token_id)])
+            single="<s> $A", special_tokens=[("<s>", tokenizer.bos_token_id)]
+        )
     protocol = EVALUATION.protocol("released-generate")
     requests = [{"prompt": r.prompt, "max_new_tokens": r.max_new_tokens, "stop": list(r.stop), "max_length": r.max_length}
                 for r in (protocol.build(row, "track2_boolean") for row in rows[:6])]  # fmt: skip

@@ -13,9 +13,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from physprobe import backends, spec
 from physprobe.backends.base import BackendError, Settings
 from physprobe.backends.chat import Chat
-from physprobe import backends, spec
 from physprobe.backends.openai.backend import OpenAIBackend
 from physprobe.backends.openai.client import Client, ServerOptions
 from physprobe.requests import Generate, Masked
@@ -42,7 +42,9 @@ def test_options_a_server_does_not_take_are_refused():
     url = "http://127.0.0.1:1/v1"
     with pytest.raises(BackendError, match="^--dtype does not apply to --backend openai"):
         OpenAIBackend(Settings(ALIAS, {"base_url": url}, dtype="float32"))
-    with pytest.raises(BackendError, match=r"^--model-args gguf_file=\.\.\. does not apply to --backend openai; its keys: base_url, "):
+    with pytest.raises(
+        BackendError, match=r"^--model-args gguf_file=\.\.\. does not apply to --backend openai; its keys: base_url, "
+    ):
         OpenAIBackend(Settings(ALIAS, {"base_url": url, "gguf_file": GGUF}))
     for key, value, expected in [("num_concurrent", "many", "a whole number from 1 to 1024"), ("num_concurrent", "0", "a whole number from 1 to 1024"),
                                  ("max_retries", "-1", "a whole number from 0 to 100"), ("timeout", "nan", "a number from 0.001 to 86400.0"),
@@ -182,7 +184,10 @@ def same_questions(llama_server, built_all, tmp_path_factory):
     out = tmp_path_factory.mktemp("same")
     folder = str(gguf_folder())
     runs = {}
-    for benchmark, config, protocol, limit in (("prost", "default", "sentence-sum", 4), ("newton", "track1", "gpt-chat-printed-template", 10)):
+    for benchmark, config, protocol, limit in (
+        ("prost", "default", "sentence-sum", 4),
+        ("newton", "track1", "gpt-chat-printed-template", 10),
+    ):
         hf, api = out / f"{benchmark}-hf", out / f"{benchmark}-openai"
         common = dict(data=built_all, configs=[config], limit=limit, protocol=protocol, bootstrap_iters=0)
         run(spec.make(folder, benchmark, out=hf, gguf_file=GGUF, dtype="float32", **common))
@@ -244,4 +249,3 @@ def test_killed_server_resumes_from_the_cache(built_all, tmp_path):
     assert predictions(out) == predictions(reference)
     # The model list and the fingerprint's probe, exactly the answers the cache lacked, the probe after the last.
     assert json.loads((out / "run.json").read_text())["backend"]["requests_sent"] == 2 + 6 - kept + 1
-

@@ -24,7 +24,9 @@ def _questions(seed: int = 0, n: int = 30) -> list[list[list[int]]]:
     questions = []
     for _ in range(n):
         prefix = [1] + [rng.randrange(2, VOCAB) for _ in range(rng.randrange(0, 20))]
-        questions.append([prefix + [rng.randrange(2, VOCAB) for _ in range(rng.randrange(1, 9))] for _ in range(rng.randrange(1, 6))])
+        questions.append(
+            [prefix + [rng.randrange(2, VOCAB) for _ in range(rng.randrange(1, 9))] for _ in range(rng.randrange(1, 6))]
+        )
     said = [1, 7, 8, 9]
     questions.append([said, said + [10], said + [10, 11, 12]])  # each a prefix of the next
     questions.append([[5, 6, 7], [8, 9], [4, 3, 2, 1]])  # nothing shared
@@ -40,7 +42,9 @@ def _whole(model, questions, count_prefix: bool) -> list[list[float]]:
             n = packed.shared_length(options)
             row = []
             for s in options:
-                logprobs = torch.log_softmax(model(torch.tensor([s])).logits[0, :-1].float(), -1).gather(-1, torch.tensor(s[1:])[:, None])[:, 0]
+                logprobs = torch.log_softmax(model(torch.tensor([s])).logits[0, :-1].float(), -1).gather(
+                    -1, torch.tensor(s[1:])[:, None]
+                )[:, 0]
                 row.append(logprobs[0 if count_prefix else max(n - 1, 0) :].sum().item())
             totals.append(row)
     return totals
@@ -78,7 +82,9 @@ def _mpt():
     from transformers import MptConfig, MptForCausalLM
 
     torch.manual_seed(0)
-    return MptForCausalLM(MptConfig(vocab_size=VOCAB, d_model=32, n_layers=2, n_heads=2, max_seq_len=128, initializer_range=0.3)).eval()
+    return MptForCausalLM(
+        MptConfig(vocab_size=VOCAB, d_model=32, n_layers=2, n_heads=2, max_seq_len=128, initializer_range=0.3)
+    ).eval()
 
 
 def _bloom():
@@ -146,7 +152,9 @@ def test_packed_plan_equals_every_sequence_whole_in_one_pass_per_batch(name, cou
         seen.update(passes=0, fed=0, head=0)
         with torch.inference_mode():
             fast = packed.totals(model, questions, torch.device("cpu"), batch_tokens, 64, None, count_prefix)
-        batches = packed.tree_batches([len(t.ids) for t in trees], batch_tokens, 64, batching.pass_tokens(model, torch.device("cpu")))
+        batches = packed.tree_batches(
+            [len(t.ids) for t in trees], batch_tokens, 64, batching.pass_tokens(model, torch.device("cpu"))
+        )
         widths = [max(len(trees[i].ids) for i in b) for b in batches]
         rows = [len(packed.pack_rows([len(trees[i].ids) for i in b], w)) for b, w in zip(batches, widths)]
         assert seen == {"passes": len(batches), "fed": sum(r * w for r, w in zip(rows, widths)), "head": heads}
@@ -164,7 +172,9 @@ def test_models_that_cannot_take_a_tree_mask_take_the_cached_plan(make, packs, m
     used = []
     for plan in ("totals", "cached_totals"):
         original = getattr(packed if plan == "totals" else scoring, plan)
-        monkeypatch.setattr(packed if plan == "totals" else scoring, plan, lambda *a, _o=original, _p=plan, **k: used.append(_p) or _o(*a, **k))
+        monkeypatch.setattr(
+            packed if plan == "totals" else scoring, plan, lambda *a, _o=original, _p=plan, **k: used.append(_p) or _o(*a, **k)
+        )
     for count_prefix in (False, True):
         fast = scoring.option_totals(model, questions, torch.device("cpu"), None, None, None, count_prefix)
         whole = _whole(model, questions, count_prefix)
@@ -199,12 +209,16 @@ def test_request_types_through_the_backend_equal_whole_sequences():
     words = {"<unk>": 0, "<s>": 1, **{str(i): i for i in range(2, VOCAB - 2)}, "YES": VOCAB - 2, "NO": VOCAB - 1}
     backend = Tokenizer(models.WordLevel(vocab=words, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="<s>", pad_token="<unk>")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="<s>", pad_token="<unk>"
+    )
     model = _gpt2()
     loaded = Loaded(model, tokenizer, "causal", torch.device("cpu"))
     choices = [Choice("5 6 7", (" 8", " 9 10 11", " 12 13")), Choice("20 21", (" 22", " 23"))]
     got = [r.values for r in score_loaded(loaded, choices)]
-    expected = _whole(model, [scoring.tokenize_options(tokenizer, [r.context + c for c in r.continuations]) for r in choices], False)
+    expected = _whole(
+        model, [scoring.tokenize_options(tokenizer, [r.context + c for c in r.continuations]) for r in choices], False
+    )
     assert max(abs(a - b) for g, e in zip(got, expected) for a, b in zip(g, e)) <= 1e-4
     mean = [MeanTokens(options=(("3 4", " 5"), ("3 4", " 6 7")), specials="bos_eos")]
     ids = [[1, 3, 4, 5, 1], [1, 3, 4, 6, 7, 1]]  # BOS, the segments' ids, EOS
@@ -260,7 +274,11 @@ def test_custom_masks_take_each_implementations_form():
     allowed = torch.tensor([[[True, False], [True, True]]])
     assert attention.custom_mask(allowed, _gpt2()).dtype == torch.bool
     additive = attention.custom_mask(allowed, _gpt2("eager"))
-    assert additive.shape == (1, 1, 2, 2) and additive[0, 0, 1].tolist() == [0.0, 0.0] and additive[0, 0, 0, 1] == torch.finfo(torch.float32).min
+    assert (
+        additive.shape == (1, 1, 2, 2)
+        and additive[0, 0, 1].tolist() == [0.0, 0.0]
+        and additive[0, 0, 0, 1] == torch.finfo(torch.float32).min
+    )
 
 
 def test_flex_attention_takes_the_cached_plan_and_is_refused_on_cpu(tmp_path):
@@ -290,7 +308,11 @@ def test_pass_costs_are_measured_once_per_model_on_an_accelerator(family, monkey
              "mlm": lambda: BertForMaskedLM(bert), "nli": lambda: BertForSequenceClassification(bert)}[family]().eval()  # fmt: skip
     assert batching.pass_tokens(model, torch.device("cpu")) == 32
     measured = []
-    monkeypatch.setattr(batching, "calibrate", lambda m, d, _c=batching.calibrate: measured.append(d) or _c(m, torch.device("cpu"), rows=2, width=8))
+    monkeypatch.setattr(
+        batching,
+        "calibrate",
+        lambda m, d, _c=batching.calibrate: measured.append(d) or _c(m, torch.device("cpu"), rows=2, width=8),
+    )
     monkeypatch.setattr(batching, "PASS_TOKENS", {})  # as on a device without a measured table
     cost = batching.pass_tokens(model, torch.device("cpu"))
     assert cost >= 1 and cost & (cost - 1) == 0

@@ -104,5 +104,13 @@ def test_table_5_combined_is_the_question_weighted_pool_of_its_two_parts(built_a
     assert checked == 90  # ten models, eight attributes and Overall
 
 
-ATTRIBUTES = ["Elasticity", "Stiffness", "Surface smoothness", "Surface Hardness", "Softness", "Brittleness",
-              "Malleability", "Sharpness"]  # the order of Table 5's columns
+ATTRIBUTES = [
+    "Elasticity",
+    "Stiffness",
+    "Surface smoothness",
+    "Surface Hardness",
+    "Softness",
+    "Brittleness",
+    "Malleability",
+    "Sharpness",
+]  # the order of Table 5's columns

@@ -76,7 +76,9 @@ FAMILIES = [  # 600 PROST questions: chunks of 256, 256, 88; 300 Text2Afford row
     pytest.param(tiny_models.causal_lm, "prost", "sentence-sum", 600, id="sentence-sum"),  # the quick tier's two processes
     pytest.param(tiny_models.masked_lm, "prost", "released-mlm", 600, marks=pytest.mark.slow, id="released-mlm"),
     pytest.param(tiny_models.seq2seq, "prost", "released-t5", 600, marks=pytest.mark.slow, id="released-t5"),
-    pytest.param(tiny_models.nli, "text2afford", "nli-zero-shot-multi-label", 300, marks=pytest.mark.slow, id="nli-zero-shot-multi-label"),
+    pytest.param(
+        tiny_models.nli, "text2afford", "nli-zero-shot-multi-label", 300, marks=pytest.mark.slow, id="nli-zero-shot-multi-label"
+    ),
 ]
 
 
@@ -85,8 +87,12 @@ def test_two_processes_write_the_single_process_run_folder(built_all, tmp_path, 
     model = make(tmp_path / "model", _texts(built_all, benchmark))
     single = _score(model, built_all, tmp_path / "single", benchmark, limit, "--protocol", protocol)
     two = _score(model, built_all, tmp_path / "parallel", benchmark, limit, "--protocol", protocol, "--num-processes", "2")
-    assert (tmp_path / "parallel" / "predictions.parquet").read_bytes() == (tmp_path / "single" / "predictions.parquet").read_bytes()
-    assert json.loads((tmp_path / "parallel" / "metrics.json").read_text()) == json.loads((tmp_path / "single" / "metrics.json").read_text())
+    assert (tmp_path / "parallel" / "predictions.parquet").read_bytes() == (
+        tmp_path / "single" / "predictions.parquet"
+    ).read_bytes()
+    assert json.loads((tmp_path / "parallel" / "metrics.json").read_text()) == json.loads(
+        (tmp_path / "single" / "metrics.json").read_text()
+    )
     statuses = pq.read_table(tmp_path / "single" / "predictions.parquet", columns=["status"]).column("status").to_pylist()
     assert two["scored_now"] == single["scored_now"] == sum(status != "excluded" for status in statuses)
     # Both ranks worked, each keeping its own resume cache; rank 0 stores every chunk.

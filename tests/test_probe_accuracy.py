@@ -62,8 +62,16 @@ def test_inverse_gap_readings(metric):
         ({"predictions": [0, 1], "references": [0, 1], "positions": [1, 2]}, "template_mean' needs templates"),
         ({"predictions": [0, 1], "references": [0, 1], "positions": [1, 2], "position_reading": "x"}, "position_reading must be"),
         ({"predictions": [0, 1], "references": [0, 1], "pairs": ["p", "p"]}, "pairs and inverted go together"),
-        ({"predictions": [0, 1], "references": [0, 1], "pairs": ["p", "p"], "inverted": [False, False],
-          "inverse_gap_reading": "per_pair"}, "both sides"),
+        (
+            {
+                "predictions": [0, 1],
+                "references": [0, 1],
+                "pairs": ["p", "p"],
+                "inverted": [False, False],
+                "inverse_gap_reading": "per_pair",
+            },
+            "both sides",
+        ),
     ],
 )
 def test_bad_input_is_a_value_error(metric, kwargs, message):

@@ -14,6 +14,7 @@ from tqdm import tqdm
 from physprobe import progress
 from physprobe.progress import Reporter, Step
 
+
 @pytest.fixture
 def reporter():
     """A reporter whose thread (started by a step) ends with the test, before a fake clock runs out."""
@@ -22,7 +23,9 @@ def reporter():
     made.stop()
 
 
-LINE = re.compile(r"^physprobe: (\S+): ([\d.]+)/(\d+) questions(?:, [\d.]+ (?:questions/s|s/question))?, \d+s elapsed(, ~\d+s left)?$")
+LINE = re.compile(
+    r"^physprobe: (\S+): ([\d.]+)/(\d+) questions(?:, [\d.]+ (?:questions/s|s/question))?, \d+s elapsed(, ~\d+s left)?$"
+)
 
 
 def test_lines_come_at_the_interval_from_the_open_step_then_once_from_the_one_closed_last():
@@ -170,9 +173,14 @@ def test_a_card_counts_the_questions_of_its_steps_and_leads_their_lines(monkeypa
             assert card.n == 4 and isinstance(card, Step) and card.leads
         lines = [line for line in log.getvalue().splitlines() if "newton/track1" in line]
         rate = r", [\d.]+ (?:questions/s|s/question)"  # the recent rate
-        assert lines and all(re.fullmatch(rf"physprobe: benchmark 2 of 3 \(newton\): 4/30 questions{rate}, \d+s elapsed, ~\d+s left \| "
-                                          rf"newton/track1: 4/10 questions(?:{rate}, \d+s elapsed, ~\d+s left| done in \d+s)", line)
-                             for line in lines)  # fmt: skip (the step's finished line, should a line fall between its close and the next open)
+        assert lines and all(
+            re.fullmatch(
+                rf"physprobe: benchmark 2 of 3 \(newton\): 4/30 questions{rate}, \d+s elapsed, ~\d+s left \| "
+                rf"newton/track1: 4/10 questions(?:{rate}, \d+s elapsed, ~\d+s left| done in \d+s)",
+                line,
+            )
+            for line in lines
+        )  # fmt: skip (the step's finished line, should a line fall between its close and the next open)
     finally:
         progress._REPORTER.stop()
     monkeypatch.setattr(sys, "stderr", type("Terminal", (io.StringIO,), {"isatty": lambda self: True})())

@@ -10,11 +10,11 @@ import re
 import datasets
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer, GPT2Config
 from tokenizers import processors
+from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer, GPT2Config
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from physprobe import protocols, registry, runner, sampling, tokenized
+from physprobe import protocols, registry, sampling, tokenized
 from physprobe.backends.hf import masked, scoring, seq2seq
 from physprobe.cli import main
 from physprobe.dataset_scripts.prost import evaluation as prost
@@ -180,7 +180,9 @@ def test_released_mlm_input_and_decision(rows, tiny):
     with torch.inference_mode():
         for row, (text, words), scores in zip(picked, payloads, ours):
             # input_pipeline.py:166-194: BERT keeps the space before the mask; option ids of ' %s'.
-            upstream_text = "{context} {question}".format(context=row["context"], question=re.sub(r"(\[MASK\])", tokenizer.mask_token, row["question"]))
+            upstream_text = "{context} {question}".format(
+                context=row["context"], question=re.sub(r"(\[MASK\])", tokenizer.mask_token, row["question"])
+            )
             encoding = tokenizer(upstream_text, padding="do_not_pad", add_special_tokens=True)
             assert tokenizer(text.replace("[MASK]", tokenizer.mask_token))["input_ids"] == encoding["input_ids"]
             target = encoding.tokens().index(tokenizer.mask_token)
@@ -242,7 +244,9 @@ def test_unifiedqa_input_choices_and_matching(rows, tiny):
     assert protocol.match("book box", choices) == 1  # overlap ties: first (numpy argmax)
     assert protocol.match("a ball", choices) is None  # every score 0: upstream -1, here unparsed
     assert protocol.predict(Answer("a ball"), Generate("", tuple(choices))) == protocols.UNPARSED
-    assert protocol.skip({"name": "sliding_2", "ex_question": "Which?"}) and protocol.skip({"name": "mass_1_a", "ex_question": ""})
+    assert protocol.skip({"name": "sliding_2", "ex_question": "Which?"}) and protocol.skip(
+        {"name": "mass_1_a", "ex_question": ""}
+    )
     assert protocol.reported_apart and EVALUATION.default("seq2seq", model_name=str(tiny["unifiedqa"])) is protocol
 
 
@@ -276,7 +280,9 @@ def test_table_6_and_7_readings_follow_the_released_analysis(rows):
     by_position = {}
     for name, oks in templates.items():
         by_position.setdefault(int(name.split("_")[1]), []).append(sum(oks) / len(oks))
-    assert {p: v["accuracy"] for p, v in out["by_position"].items()} == pytest.approx({p: sum(a) / len(a) for p, a in by_position.items()})
+    assert {p: v["accuracy"] for p, v in out["by_position"].items()} == pytest.approx(
+        {p: sum(a) / len(a) for p, a in by_position.items()}
+    )
     # process_preds_inverse: per concept, mean over all inverted vs all plain questions, absolute difference.
     sides = {}
     for row, ok in zip(picked, correct):
@@ -293,7 +299,9 @@ def test_table_6_and_7_readings_follow_the_released_analysis(rows):
     for row, ok in zip(picked, correct):
         if row["group"] != "directions":
             answer.setdefault(row["label"] + 1, []).append(ok)
-    assert {p: v["accuracy"] for p, v in out["by_answer_position"].items()} == pytest.approx({p: sum(a) / len(a) for p, a in answer.items()})
+    assert {p: v["accuracy"] for p, v in out["by_answer_position"].items()} == pytest.approx(
+        {p: sum(a) / len(a) for p, a in answer.items()}
+    )
 
 
 def released_inverse_gaps(picked, correct):
@@ -342,7 +350,19 @@ def test_paper_section_5_random_guessing_is_25_percent(rows):
                                               ("seq2seq", "released-t5"), ("unifiedqa", "released-unifiedqa")])  # fmt: skip
 def test_score_runs_every_default_protocol(tiny, built_all, tmp_path, family, protocol):
     out = tmp_path / "run"
-    args = ["score", "--model", str(tiny[family]), "--benchmark", "prost", "--limit", "40", "--data", str(built_all), "--out", str(out)]
+    args = [
+        "score",
+        "--model",
+        str(tiny[family]),
+        "--benchmark",
+        "prost",
+        "--limit",
+        "40",
+        "--data",
+        str(built_all),
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     info = json.loads((out / "run.json").read_text())
     metrics = json.loads((out / "metrics.json").read_text())["default"]

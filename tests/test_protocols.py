@@ -8,13 +8,20 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+from transformers import (
+    AutoModelForCausalLM,
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    GPT2Config,
+    GPT2LMHeadModel,
+    PreTrainedTokenizerFast,
+)
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from physprobe import protocols, registry, runner, spec
 from physprobe.backends.hf import generation
-from physprobe.requests import Choice, Generate, Seq2Seq, YesNo
 from physprobe.cli import main
+from physprobe.requests import Choice, Generate, Seq2Seq, YesNo
 
 from . import tiny_models
 
@@ -80,7 +87,17 @@ def test_arguments_are_checked_before_any_model_loads(tmp_path, args, message):
     benchmark, configs, method, protocol = args
     with pytest.raises(protocols.ProtocolError, match=message):
         # The model path does not exist: the error must come first, from the arguments.
-        runner.run(spec.make(str(tmp_path / "no-model"), benchmark, out=tmp_path / "run", data=tmp_path, configs=configs, method=method, protocol=protocol))
+        runner.run(
+            spec.make(
+                str(tmp_path / "no-model"),
+                benchmark,
+                out=tmp_path / "run",
+                data=tmp_path,
+                configs=configs,
+                method=method,
+                protocol=protocol,
+            )
+        )
 
 
 def test_cli_errors_are_one_line(tmp_path, capsys):
@@ -98,7 +115,10 @@ def test_protocols_command_lists_every_default(capsys):
             assert f"  - {protocol.name} [{protocol.method}; " in out and f"      source: {protocol.source}\n" in out
         for family in {f for p in evaluation.protocols for f in p.default_for}:
             assert f"  {family:<8} default {evaluation.default(family).name:<22} alternatives:" in out
-    assert "  seq2seq  default released-t5            alternatives: span-sum, released-unifiedqa (default for names matching /unifiedqa/)" in out
+    assert (
+        "  seq2seq  default released-t5            alternatives: span-sum, released-unifiedqa (default for names matching /unifiedqa/)"
+        in out
+    )
     assert main(["protocols", "prost"]) == 0
     assert "released-unifiedqa" in capsys.readouterr().out
 
@@ -176,7 +196,11 @@ def _greedy_alone(model, tokenizer, prompt, budget, seq2seq):
 def test_batched_left_padded_generation_equals_one_prompt_at_a_time(tiny, family):
     auto = AutoModelForCausalLM if family == "causal" else AutoModelForSeq2SeqLM
     model, tokenizer = auto.from_pretrained(tiny[family]).eval(), AutoTokenizer.from_pretrained(tiny[family])
-    prompts = ["A person drops a glass.", "The ball is moving toward the", "A person is trying to stack books, eggs and balls. The"]
+    prompts = [
+        "A person drops a glass.",
+        "The ball is moving toward the",
+        "A person is trying to stack books, eggs and balls. The",
+    ]
     requests = [{"prompt": p, "choices": [], "max_new_tokens": 5, "stop": []} for p in prompts]
     texts = _texts(generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq"))
     with torch.inference_mode():

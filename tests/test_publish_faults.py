@@ -15,8 +15,8 @@ import pytest
 from physprobe import run_folder, run_record
 from physprobe.cli import main
 from physprobe.dataset_folder import data_file
-from physprobe.paths import MARKER
 from physprobe.hub_data import DataSource
+from physprobe.paths import MARKER
 from physprobe.samples import Sample
 
 from .fake_hub import FakeHub
@@ -28,7 +28,9 @@ PROST = {"mass": {"accuracy": 0.5, "n": 2, "undecided": 0}}
 NEWTON = {"track1": {"accuracy": 0.5, "agreement_accuracy": 0.5, "n": 2, "undecided": 0}}
 
 
-def scored(folder: Path, benchmark: str, metrics: dict, model: str = "openai-community/gpt2", local: bool = False, **fields) -> Path:
+def scored(
+    folder: Path, benchmark: str, metrics: dict, model: str = "openai-community/gpt2", local: bool = False, **fields
+) -> Path:
     """A finished run of ``benchmark`` whose predictions are one row per question ``metrics`` counts."""
     made = record(benchmark, "causal", metrics, model=model, **fields)
     rows = [Sample(config, i, {}, (0,), "decided", 0, (-1.0, -2.0), 2, prompts=(f"question {i}",))
@@ -42,7 +44,9 @@ def publish(*args: str) -> int:
 
 
 def published_files(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MARKER}
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MARKER
+    }
 
 
 def texts_of(folder: Path) -> str:
@@ -151,7 +155,10 @@ def test_a_local_model_is_published_by_its_folder_name_and_digest_or_the_id_give
     assert spec["command"] == ["physprobe", "score", "--model", f"tiny-gpt@sha256:{digest}", "--benchmark", "prost",
                                "--data", "build", "--out=prost"]  # fmt: skip
     assert str(tmp_path) not in texts_of(repo)  # the card and the report included
-    assert publish("--runs", str(run.parent), "--runs-repo", "my-runs", "--out", str(tmp_path / "hub"), "--model-id", "me/tiny-gpt") == 0
+    assert (
+        publish("--runs", str(run.parent), "--runs-repo", "my-runs", "--out", str(tmp_path / "hub"), "--model-id", "me/tiny-gpt")
+        == 0
+    )
     assert json.loads((repo / "runs" / "prost-tiny-gpt" / "run.json").read_text())["spec"]["model"] == "me/tiny-gpt"
     assert "me/tiny-gpt" in (repo / "README.md").read_text() and str(tmp_path) not in texts_of(repo)
     local_run(tmp_path / "other", tmp_path / "models" / "other-gpt", data)
@@ -167,8 +174,12 @@ def test_a_bidi_model_name_is_escaped_in_the_card(tmp_path):
     assert publish("--runs", str(run), "--runs-repo", "my-runs", "--out", str(tmp_path / "hub")) == 0
     card = (tmp_path / "hub" / "runs" / "my-runs" / "README.md").read_text()
     assert "\u202e" not in card and "evil\\\\u202emodel" in card  # shown as its escape (Markdown-escaped backslash)
-    assert json.loads((tmp_path / "hub" / "runs" / "my-runs" / "runs" / "prost-evil-u202emodel" / "run.json").read_text())[
-        "spec"]["model"] == "evil\u202emodel"  # the record keeps the server's id as it is: only what a person reads is escaped
+    assert (
+        json.loads((tmp_path / "hub" / "runs" / "my-runs" / "runs" / "prost-evil-u202emodel" / "run.json").read_text())["spec"][
+            "model"
+        ]
+        == "evil\u202emodel"
+    )  # the record keeps the server's id as it is: only what a person reads is escaped
 
 
 def test_a_runs_repo_name_with_an_escape_sequence_names_the_option_and_shows_it_escaped(runs, tmp_path, capsys):

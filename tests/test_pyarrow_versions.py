@@ -51,7 +51,9 @@ def test_every_config_round_trips_under_the_lowest_and_the_newest_pyarrow(built_
     import pyarrow
 
     source = tmp_path / "src"
-    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard"], capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard"], capture_output=True, text=True, check=True
+    )
     for name in listed.stdout.splitlines():
         if (REPO / name).is_file():
             (source / name).parent.mkdir(parents=True, exist_ok=True)
@@ -82,5 +84,7 @@ def test_every_config_round_trips_under_the_lowest_and_the_newest_pyarrow(built_
     # Both environments read both builds, and the builds hold the same rows: one digest per config, four times.
     assert lowest["digests"] == newest["digests"]
     assert all(len(set(d)) == 1 and len(d) == 2 for d in newest["digests"].values())
-    print(f"\nread back under pyarrow {lowest['pyarrow']} / datasets {lowest['datasets']} and pyarrow {newest['pyarrow']} / "
-          f"datasets {newest['datasets']}: {len(newest['digests'])} configs, each built under both")
+    print(
+        f"\nread back under pyarrow {lowest['pyarrow']} / datasets {lowest['datasets']} and pyarrow {newest['pyarrow']} / "
+        f"datasets {newest['datasets']}: {len(newest['digests'])} configs, each built under both"
+    )

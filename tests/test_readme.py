@@ -14,7 +14,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -66,7 +65,11 @@ def test_the_development_block_is_what_ci_runs():
 
 def test_every_physprobe_command_of_the_readme_parses():
     # The quick sibling of the fresh-clone run: each physprobe command line as the command line's parser reads it.
-    lines = [line.removeprefix("time ").removeprefix(".venv/bin/") for name in (*USER_PATH, *MAINTAINERS) for line in commands(blocks()[name])]
+    lines = [
+        line.removeprefix("time ").removeprefix(".venv/bin/")
+        for name in (*USER_PATH, *MAINTAINERS)
+        for line in commands(blocks()[name])
+    ]
     invocations = [shlex.split(line.replace('"$SMOLLM2"', "smollm2-folder")) for line in lines if line.startswith("physprobe ")]
     assert {argv[1] for argv in invocations} >= {"build", "score", "report", "publish"}
     for argv in invocations:
@@ -117,6 +120,11 @@ def test_a_user_following_the_readme_in_a_fresh_clone(tmp_path):
     assert runs and all((clone / "runs" / run / "metrics.json").is_file() for run in runs)
     html = (clone / "report" / "report.html").read_text(encoding="utf-8")
     assert "SmolLM2" in html or "smollm2" in html
-    assert sorted(p.name for p in (clone / "build" / "hub" / "datasets").iterdir()) == ["cccons", "newton", "prost", "text2afford"]
+    assert sorted(p.name for p in (clone / "build" / "hub" / "datasets").iterdir()) == [
+        "cccons",
+        "newton",
+        "prost",
+        "text2afford",
+    ]
     # Nothing was written outside the clone and the caches given.
     assert {p.name for p in tmp_path.iterdir()} <= {"clone", "venv", "shared", "hf", "physprobe-cache", "constraints.txt"}

@@ -12,11 +12,11 @@ import pytest
 from markdown_it import MarkdownIt
 
 from physprobe import paths, report
-from physprobe.errors import DeclarationError
-from physprobe.report import tables, writers
 from physprobe.cli import main
 from physprobe.dataset_scripts import BENCHMARKS
 from physprobe.dataset_scripts.cccons import evaluation as cccons
+from physprobe.errors import DeclarationError
+from physprobe.report import tables, writers
 
 from . import tiny_models
 from .browser import launch_options
@@ -24,7 +24,12 @@ from .run_folders import record, write_run
 
 SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
 # The text of each paper the tables were transcribed from (../shared/seeds/README.md); development-only, never in a report.
-SEED = {'cccons': '001_563285c1ca1307ef.txt', 'newton': '003_12e75509c0ac8211.txt', 'prost': '004_293bae152b395d3c.txt', 'text2afford': '002_08a0b41d866fc2a1.txt'}
+SEED = {
+    "cccons": "001_563285c1ca1307ef.txt",
+    "newton": "003_12e75509c0ac8211.txt",
+    "prost": "004_293bae152b395d3c.txt",
+    "text2afford": "002_08a0b41d866fc2a1.txt",
+}
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 # (rows, columns) of every declared table, counted by hand in the papers (../shared/seeds).
@@ -151,8 +156,15 @@ def test_exclusions_and_protocols_reported_apart_get_footnotes(tmp_path):
     the Slide cell says which protocol leaves it out and why, the Macro Average says what it is over, the
     UnifiedQA row says the paper keeps it out of its averages; a --limit run's unsampled concept says so."""
     groups = {"mass": {"accuracy": 0.5, "n": 4}, "rolling": {"accuracy": 0.25, "n": 4}}
-    t5 = write_run(tmp_path / "t5", "prost", "seq2seq", {"default": {"by_group": groups, "macro_accuracy": 0.375, "n": 8, "undecided": 0,
-                   "excluded": 2}}, "released-t5", model="t5-small", limit=10)
+    t5 = write_run(
+        tmp_path / "t5",
+        "prost",
+        "seq2seq",
+        {"default": {"by_group": groups, "macro_accuracy": 0.375, "n": 8, "undecided": 0, "excluded": 2}},
+        "released-t5",
+        model="t5-small",
+        limit=10,
+    )
     uqa = write_run(tmp_path / "uqa", "prost", "generate", {"default": {"n": 8, "undecided": 8, "unparsed": 8, "excluded": 2}},
                     "released-unifiedqa", model="unifiedqa-t5-small")  # fmt: skip
     text = (report.render([t5, uqa], tmp_path / "out") / "report.md").read_text()
@@ -163,7 +175,10 @@ def test_exclusions_and_protocols_reported_apart_get_footnotes(tmp_path):
     assert t5_row["Mass"] == "50.0 (15.0–85.0) n=4"  # Wilson for 2 of 4: centre 0.5, half-width 0.350
     slide = notes[t5_row["Slide"].lstrip("—")]
     assert "protocol `released-t5` leaves this column's questions out: sliding: ice and frost are not single T5 tokens" in slide
-    assert "scored no question of this column" in notes[t5_row["Direction"].lstrip("—")] and "--limit 10" in notes[t5_row["Direction"].lstrip("—")]
+    assert (
+        "scored no question of this column" in notes[t5_row["Direction"].lstrip("—")]
+        and "--limit 10" in notes[t5_row["Direction"].lstrip("—")]
+    )
     macro = re.fullmatch(r"37\.5 \(\S+\) n=8([⁰¹²³⁴⁵⁶⁷⁸⁹]+),([⁰¹²³⁴⁵⁶⁷⁸⁹]+)", t5_row["Macro Average"])
     assert macro and "leaves out 2 questions of `default` (sliding: ice and frost" in notes[macro.group(1)]
     assert notes[macro.group(2)] == ("run t5-small: over 2 of the paper's 10 concepts; its --limit 10 sample held no question of "
@@ -171,8 +186,10 @@ def test_exclusions_and_protocols_reported_apart_get_footnotes(tmp_path):
     apart, answers = re.search(r"([⁰¹²³⁴⁵⁶⁷⁸⁹]+),([⁰¹²³⁴⁵⁶⁷⁸⁹]+)\*\*$", uqa_row[0]).groups()
     assert "used `released-unifiedqa`, which the paper reports apart" in notes[apart]
     # what the row rests on: every answer unparsed (metrics.json's counts, 8 of 8)
-    assert notes[answers] == ("run unifiedqa-t5-small, `default`: 8 of 8 (100%) answers named no option (unparsed, counted "
-                              "wrong); 8 of 8 (100%) questions undecided (left out of the figures)")
+    assert notes[answers] == (
+        "run unifiedqa-t5-small, `default`: 8 of 8 (100%) answers named no option (unparsed, counted "
+        "wrong); 8 of 8 (100%) questions undecided (left out of the figures)"
+    )
     assert all(cell.startswith("—") for cell in uqa_row[1:])
     assert "every question of `default` was undecided in run unifiedqa-t5-small" in text
     assert not any("⚠" in row[0] for row in body)  # both used the paper's protocols
@@ -218,7 +235,19 @@ def runs(built_all, tmp_path_factory):
     folders = []
     for benchmark, family, extra in RUNS:
         out = root / f"{benchmark}-{family}"
-        args = ["score", "--model", str(models[family]), "--benchmark", benchmark, "--limit", "24", "--data", str(built_all), "--out", str(out)]
+        args = [
+            "score",
+            "--model",
+            str(models[family]),
+            "--benchmark",
+            benchmark,
+            "--limit",
+            "24",
+            "--data",
+            str(built_all),
+            "--out",
+            str(out),
+        ]
         assert main(args + extra) == 0
         folders.append(out)
     return folders
@@ -328,7 +357,9 @@ def test_report_fills_every_cell_the_runs_scored(rendered, runs):
         next(tables), next(tables)  # the runs and their figures per config
         for table in report.paper_tables(benchmark).tables:
             header, body = next(tables)
-            placed = [r for r in loaded if r.record.benchmark == benchmark and (table.methods is None or r.method in table.methods)]
+            placed = [
+                r for r in loaded if r.record.benchmark == benchmark and (table.methods is None or r.method in table.methods)
+            ]
             filled = set(header[1:])
             for run in placed:
                 row = dict(zip(header, next(r for r in body if r[0].startswith(f"**{report_name(run.id)}"))))
@@ -410,8 +441,14 @@ def test_same_runs_same_bytes_and_a_previous_report_is_replaced(runs, tmp_path):
 @pytest.fixture
 def one_run(tmp_path) -> Path:
     """A run folder as ``physprobe score`` writes it (CConS, taken from the metric on three questions)."""
-    return write_run(tmp_path / "run", "cccons", "mlm", {"ordinary": {"accuracy": 2 / 3, "n": 3, "undecided": 0}}, "mask-four",
-                     model="bert-base-uncased")
+    return write_run(
+        tmp_path / "run",
+        "cccons",
+        "mlm",
+        {"ordinary": {"accuracy": 2 / 3, "n": 3, "undecided": 0}},
+        "mask-four",
+        model="bert-base-uncased",
+    )
 
 
 def fails(args, capsys, *phrases):
@@ -459,8 +496,14 @@ def test_a_failure_while_drawing_leaves_nothing(tmp_path, one_run, monkeypatch):
 
 
 def test_runs_of_several_benchmarks_get_one_section_each(tmp_path, one_run):
-    prost = write_run(tmp_path / "prost", "prost", "causal", {"default": {"by_group": {"mass": {"accuracy": 0.5, "n": 4}}, "n": 4}},
-                      "released-gpt", model="gpt2")
+    prost = write_run(
+        tmp_path / "prost",
+        "prost",
+        "causal",
+        {"default": {"by_group": {"mass": {"accuracy": 0.5, "n": 4}}, "n": 4}},
+        "released-gpt",
+        model="gpt2",
+    )
     out = report.render([one_run, prost], tmp_path / "report")
     text = (out / "report.md").read_text()
     assert text.index("## CConS") < text.index("## PROST")
@@ -492,13 +535,21 @@ def test_a_glob_of_run_folders_reports_the_finished_runs_and_lists_the_rest(tmp_
     assert main(["report", *folders, "--out", str(tmp_path / "report")]) == 0
     out, err = capsys.readouterr()
     lines = err.splitlines()
-    assert out.strip() == f"-> {tmp_path / 'report'}" and len(lines) == 4 and all(line.startswith("physprobe: skipped: ") for line in lines)
+    assert (
+        out.strip() == f"-> {tmp_path / 'report'}"
+        and len(lines) == 4
+        and all(line.startswith("physprobe: skipped: ") for line in lines)
+    )
     assert [line for line in lines if str(runs / "failed") in line] == [
         f"physprobe: skipped: {runs / 'failed'} is not a finished physprobe run (still scoring, or stopped before writing its "
-        f"results): run.json is missing (`physprobe score ... --out {runs / 'failed'}` finishes it, resuming from its cache)"]
+        f"results): run.json is missing (`physprobe score ... --out {runs / 'failed'}` finishes it, resuming from its cache)"
+    ]
     assert any(str(runs / "unfinished") in line and "run.json is missing" in line for line in lines)
-    assert any(f"old/run.json: schema_version is 2: the folder was written by an earlier physprobe, which this one (schema 3) "
-               f"does not read; score the run again into it (`physprobe score ... --out {runs / 'old'}`)" in line for line in lines)
+    assert any(
+        f"old/run.json: schema_version is 2: the folder was written by an earlier physprobe, which this one (schema 3) "
+        f"does not read; score the run again into it (`physprobe score ... --out {runs / 'old'}`)" in line
+        for line in lines
+    )
     assert any("notes.txt is not a folder" in line for line in lines)
     text = (tmp_path / "report" / "report.md").read_text()
     assert [row[0] for row in runs_table(text)] == ["**bert-base-uncased**"]
@@ -513,11 +564,28 @@ def test_a_glob_of_run_folders_reports_the_finished_runs_and_lists_the_rest(tmp_
 def test_runs_are_named_by_label_or_model_and_what_tells_them_apart(tmp_path, capsys):
     figures = {"ordinary": {"accuracy": 0.5, "n": 4, "undecided": 0}}
     a = write_run(tmp_path / "a", "cccons", "mlm", figures, "mask-four", model="google-bert/bert-base-uncased", limit=4)
-    b = write_run(tmp_path / "b", "cccons", "mlm", {"ordinary": {**figures["ordinary"], "accuracy": 0.75}}, "mask-vocab",
-                  model="google-bert/bert-base-uncased", limit=4)
-    c = write_run(tmp_path / "c", "cccons", "mlm", {"ordinary": {**figures["ordinary"], "accuracy": 0.25}}, "mask-four",
-                  model="google-bert/bert-base-uncased", limit=4, label="BERT, my fine-tune")
-    d = write_run(tmp_path / "d", "cccons", "mlm", figures, "mask-four", model="google-bert/bert-base-uncased", limit=4)  # a's copy
+    b = write_run(
+        tmp_path / "b",
+        "cccons",
+        "mlm",
+        {"ordinary": {**figures["ordinary"], "accuracy": 0.75}},
+        "mask-vocab",
+        model="google-bert/bert-base-uncased",
+        limit=4,
+    )
+    c = write_run(
+        tmp_path / "c",
+        "cccons",
+        "mlm",
+        {"ordinary": {**figures["ordinary"], "accuracy": 0.25}},
+        "mask-four",
+        model="google-bert/bert-base-uncased",
+        limit=4,
+        label="BERT, my fine-tune",
+    )
+    d = write_run(
+        tmp_path / "d", "cccons", "mlm", figures, "mask-four", model="google-bert/bert-base-uncased", limit=4
+    )  # a's copy
     e = write_run(tmp_path / "e", "cccons", "mlm", figures, "mask-four", model="distilbert-base-uncased", limit=4)  # a's figures
     assert main(["report", str(a), str(b), str(c), str(d), str(e), "--out", str(tmp_path / "report")]) == 0
     assert capsys.readouterr().err == (f"physprobe: skipped: {d} is the same run as {a} (the same figures of the same protocol on "
@@ -536,15 +604,32 @@ def gemma_like(folder: Path) -> Path:
     by_group = {"Brittleness": {"accuracy": 1.0, "agreement_accuracy": 0.75, "n": 2},
                 "Elasticity": {"accuracy": 0.0, "agreement_accuracy": 0.0, "n": 1},
                 "Malleability": {"accuracy": 1.0, "agreement_accuracy": 0.875, "n": 2}}  # fmt: skip
-    track1 = {"agreement_accuracy": 0.65, "accuracy": 0.8, "by_group": by_group, "n": 5, "undecided": 0, "unparsed": 1, "fallback": 1}
+    track1 = {
+        "agreement_accuracy": 0.65,
+        "accuracy": 0.8,
+        "by_group": by_group,
+        "n": 5,
+        "undecided": 0,
+        "unparsed": 1,
+        "fallback": 1,
+    }
     majority = {"agreement_accuracy": 0.8, "accuracy": 1.0, "n": 5, "undecided": 0,
                 "by_group": {g: {**v, "accuracy": 1.0, "agreement_accuracy": {"Elasticity": 0.75}.get(g, v["agreement_accuracy"])}
                              for g, v in by_group.items()}}  # fmt: skip
     found = Baselines(0, majority, {"0": {"agreement_accuracy": 0.8, "accuracy": 1.0}, "1": {"agreement_accuracy": 0.0, "accuracy": 0.0},
                                     "2": {"agreement_accuracy": 0.0, "accuracy": 0.0}},
                       {"agreement_accuracy": 0.8 / 3, "accuracy": 1 / 3}, 4, 4, 0)  # fmt: skip
-    return write_run(folder, "newton", "generate", {"track1": track1}, "released-generate", model="/models/gemma",
-                     backend={"name": "hf", "gguf_file": "gemma-3-270m-q4_k_m.gguf"}, limit=5, baselines={"track1": found})
+    return write_run(
+        folder,
+        "newton",
+        "generate",
+        {"track1": track1},
+        "released-generate",
+        model="/models/gemma",
+        backend={"name": "hf", "gguf_file": "gemma-3-270m-q4_k_m.gguf"},
+        limit=5,
+        baselines={"track1": found},
+    )
 
 
 def test_a_run_of_constant_answers_is_marked_beside_its_baselines(tmp_path, monkeypatch):
@@ -556,7 +641,8 @@ def test_a_run_of_constant_answers_is_marked_beside_its_baselines(tmp_path, monk
 
     def capture(fig, plt, path):
         drawn[path.name] = [t.get_text() for axis in fig.axes for t in axis.get_yticklabels()] + [
-            t.get_text() for legend in fig.legends for t in legend.get_texts()]
+            t.get_text() for legend in fig.legends for t in legend.get_texts()
+        ]
         save(fig, plt, path)
 
     monkeypatch.setattr(figures, "_save", capture)
@@ -578,8 +664,11 @@ def test_a_run_of_constant_answers_is_marked_beside_its_baselines(tmp_path, monk
                                "wrong); 1 of 5 (20%) answers decided by the protocol's fallback rule")  # fmt: skip
     assert notes[overall.group(1)] == ("run gemma-3-270m-q4\\_k\\_m: over 3 of the paper's 8 attributes; its --limit 5 sample "
                                        "held no question of Stiffness, Surface Smoothness, Surface Hardness, Softness, Sharpness")  # fmt: skip
-    table10 = next(b for h, b in tables_ if h[-1] == "Overall" and b is not body and any("gemma" in r[0] for r in b)
-                   and any(r[-1] == "*100.0*" for r in b))  # Table 10 (accuracy): the majority answer is right on all five
+    table10 = next(
+        b
+        for h, b in tables_
+        if h[-1] == "Overall" and b is not body and any("gemma" in r[0] for r in b) and any(r[-1] == "*100.0*" for r in b)
+    )  # Table 10 (accuracy): the majority answer is right on all five
     assert any(r[0].startswith("**gemma-3-270m-q4\\_k\\_m ⚠") for r in table10)
     runs_row = dict(zip(RUNS_HEADER, runs_table(text)[0]))
     assert runs_row["Backend"] == "hf, gemma-3-270m-q4\\_k\\_m.gguf" and runs_row["Prompts"] == "raw prompts"
@@ -595,13 +684,17 @@ def test_a_run_of_constant_answers_is_marked_beside_its_baselines(tmp_path, monk
 def test_a_cell_with_nothing_to_score_says_so(tmp_path):
     """Text2Afford at --limit 3 can hold no pair with both a positive and a negative class: n = 0, no figure."""
     empty = {"default": {"pairwise": {"n": 0, "skipped": 3}, "strict": {"n": 0, "skipped": 3}}}
-    run = write_run(tmp_path / "t2a", "text2afford", "nli", empty, "nli-released-multi-choice", model="roberta-large-mnli", limit=3)
+    run = write_run(
+        tmp_path / "t2a", "text2afford", "nli", empty, "nli-released-multi-choice", model="roberta-large-mnli", limit=3
+    )
     text = (report.render([run], tmp_path / "report") / "report.md").read_text()
     header, body = next((h, b) for h, b in markdown_tables(text) if h[:3] == ["Model", "Actual Acc", "Actual mAP"])
     row = dict(zip(header, next(r for r in body if r[0].startswith("**roberta-large-mnli"))))
     assert row["Actual Acc"] == row["Actual mAP"] and row["Actual Acc"].startswith("—")
     note = re.search(rf"^- {row['Actual Acc'][1:]} (.*)$", text, flags=re.M).group(1)
-    assert note.startswith("run roberta-large-mnli: no question of `default` could be scored for this figure (`default.pairwise.n` is 0")
+    assert note.startswith(
+        "run roberta-large-mnli: no question of `default` could be scored for this figure (`default.pairwise.n` is 0"
+    )
 
 
 def test_figures_keep_long_names_and_their_legend_inside(tmp_path, monkeypatch):

@@ -67,7 +67,14 @@ def test_the_report_opens_with_the_card_a_column_per_model(parents, tmp_path):
                           "NoCon accuracy (0–1), Table 2", "**PROST (Aroca-Ouellette et al.)**", "macro accuracy (%), Table 5"]  # fmt: skip
     notes = notes_of(text.split("## Card")[1].split("## ")[0])
     # CConS: the paper's best and human rows as printed in Table 2 (GPT-3 0.856, T0++ 0.530, GPT-3 0.764; humans 0.814/0.798/0.791)
-    assert rows["Ordinary accuracy (0–1), Table 2"][1:] == ["0.600 n=10, 20% unparsed", "", "0.500", "0.500", "GPT-3 0.856", "0.814"]
+    assert rows["Ordinary accuracy (0–1), Table 2"][1:] == [
+        "0.600 n=10, 20% unparsed",
+        "",
+        "0.500",
+        "0.500",
+        "GPT-3 0.856",
+        "0.814",
+    ]
     assert rows["CCommon accuracy (0–1), Table 2"][1:] == ["0.400 n=10", "", "0.500", "0.500", "T0++ 0.530", "0.798"]
     assert rows["NoCon accuracy (0–1), Table 2"][1:] == ["0.400 n=10, 50% unparsed", "", "0.500", "0.500", "GPT-3 0.764", "0.791"]
     prost = rows["macro accuracy (%), Table 5"]
@@ -124,8 +131,10 @@ def test_the_card_in_a_real_browser(parents, tmp_path):
         card_table = page.eval_on_selector("table", "t => [t.className, t.getBoundingClientRect().top, t.rows.length]")
         image = page.eval_on_selector("img", "i => [i.complete, i.naturalWidth, i.getBoundingClientRect().top]")
         heights = page.eval_on_selector_all(
-            "table", "ts => ts.filter(t => ['Run', 'Figure'].includes(t.rows[0].cells[0].textContent))"
-                     ".map(t => Math.max(...Array.from(t.rows).map(r => r.getBoundingClientRect().height)))")
+            "table",
+            "ts => ts.filter(t => ['Run', 'Figure'].includes(t.rows[0].cells[0].textContent))"
+            ".map(t => Math.max(...Array.from(t.rows).map(r => r.getBoundingClientRect().height)))",
+        )
         page.screenshot(path=str(tmp_path / "card.png"))
         browser.close()
     assert first == "Card" and card_table[0] == "card" and card_table[2] == 7

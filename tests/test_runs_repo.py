@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from physprobe import run_folder, run_record
-from physprobe.publish import hub as hub_calls
-from physprobe.publish import runs as runs_repo
 from physprobe.cli import main
 from physprobe.paths import MARKER
+from physprobe.publish import hub as hub_calls
+from physprobe.publish import runs as runs_repo
 from physprobe.samples import Sample
 
 from .fake_hub import FakeHub
@@ -47,8 +47,9 @@ def test_a_runs_repository_holds_each_finished_run_and_the_report(runs, tmp_path
     assert "skipped" in capsys.readouterr().err  # the unfinished folder, in one line as the report says it
     files = sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file() and p.name != MARKER)
     configs = ["cccons-bert-base-uncased", "cccons-roberta-base"]
-    assert [f for f in files if f.startswith("runs/")] == [f"runs/{c}/{name}" for c in configs
-                                                            for name in ("metrics.json", "predictions.parquet", "run.json", "spec.json")]
+    assert [f for f in files if f.startswith("runs/")] == [
+        f"runs/{c}/{name}" for c in configs for name in ("metrics.json", "predictions.parquet", "run.json", "spec.json")
+    ]
     for config, source in zip(configs, ("bert", "roberta")):  # the files as `physprobe score` wrote them
         for name in ("metrics.json", "predictions.parquet", "run.json", "spec.json"):
             assert (repo / "runs" / config / name).read_bytes() == (tmp_path / "runs" / source / name).read_bytes()
@@ -57,13 +58,18 @@ def test_a_runs_repository_holds_each_finished_run_and_the_report(runs, tmp_path
     meta = yaml.safe_load(text.split("---\n")[1])
     assert [c["config_name"] for c in meta["configs"]] == configs
     assert meta["configs"][0]["data_files"] == [{"split": "test", "path": f"runs/{configs[0]}/predictions.parquet"}]
-    assert ("| **`cccons-bert-base-uncased`** | bert-base-uncased | google-bert/bert-base-uncased | cccons | mask-four | "
-            "ordinary: accuracy 0.667 |") in text
+    assert (
+        "| **`cccons-bert-base-uncased`** | bert-base-uncased | google-bert/bert-base-uncased | cccons | mask-four | "
+        "ordinary: accuracy 0.667 |"
+    ) in text
     assert "## physprobe report" in text and "figures/" in text  # the report, a level down, its figures beside it
     # Each config loads as the Hub's viewer and `load_dataset` read it: one row per prediction.
     for config, rows in zip(configs, (3, 3)):
         loaded = datasets.load_dataset(str(repo), config, split="test", cache_dir=str(tmp_path / "cache"))
-        assert loaded.num_rows == rows and loaded["prediction"] == pq.read_table(repo / "runs" / config / "predictions.parquet")["prediction"].to_pylist()
+        assert (
+            loaded.num_rows == rows
+            and loaded["prediction"] == pq.read_table(repo / "runs" / config / "predictions.parquet")["prediction"].to_pylist()
+        )
     # Downloaded, the runs are run folders again.
     copy = shutil.copytree(repo / "runs", tmp_path / "downloaded")
     assert main(["report", *map(str, sorted(copy.iterdir())), "--out", str(tmp_path / "report")]) == 0

@@ -103,7 +103,9 @@ def test_unscorable_configs(models, built_all, no_weights, capsys, benchmark, co
 
 
 def test_model_args_reach_from_pretrained(models):
-    facts = hf_model.describe_model(str(models["gpt"]), "cpu", None, model_options.parse_model_args("attn_implementation=eager,dtype=float32"))
+    facts = hf_model.describe_model(
+        str(models["gpt"]), "cpu", None, model_options.parse_model_args("attn_implementation=eager,dtype=float32")
+    )
     assert facts.kwargs == {"attn_implementation": "eager"} and facts.dtype == "float32" and facts.family == "causal"
     loaded = hf_model.load(facts)
     assert loaded.model.config._attn_implementation == "eager" and loaded.model.dtype == torch.float32
@@ -113,7 +115,9 @@ def test_model_args_reach_from_pretrained(models):
 def test_batch_size_gives_the_same_scores(models, prost_build, tmp_path):
     common = dict(configs=["mass"], limit=12, bootstrap_iters=0)
     auto = runner.run(spec.make(str(models["gpt"]), "prost", out=tmp_path / "auto", data=prost_build.parent, **common))
-    two = runner.run(spec.make(str(models["gpt"]), "prost", out=tmp_path / "two", data=prost_build.parent, batch_size=2, **common))
+    two = runner.run(
+        spec.make(str(models["gpt"]), "prost", out=tmp_path / "two", data=prost_build.parent, batch_size=2, **common)
+    )
     assert auto.metrics == two.metrics
     assert json.loads((tmp_path / "two" / "run.json").read_text())["backend"]["batch_size"] == 2
 
@@ -149,7 +153,11 @@ def test_run_json_provenance_and_bootstrap(models, prost_build, tmp_path, capsys
     assert {"physprobe", "torch", "transformers", "datasets"} <= {k for k, v in info["versions"].items() if v}
     assert info["backend"]["model_revision"] == provenance.folder_hash(models["gpt"])
     assert info["spec"]["data"]["revision"] is None and info["config_revisions"]["mass"].startswith("sha256:")
-    assert info["spec"]["method"] == "causal" and info["spec"]["protocol"] == "released-gpt" and info["backend"]["dtype"] == "float32"
+    assert (
+        info["spec"]["method"] == "causal"
+        and info["spec"]["protocol"] == "released-gpt"
+        and info["backend"]["dtype"] == "float32"
+    )
     assert set(info["timings"]) == {"load_model_s", "configs_s", "total_s"}
     bands = info["bootstrap"]["figures"]["mass"]
     assert set(bands) == set(provenance.overall_figures(metrics["mass"])) and "accuracy" in bands
@@ -164,13 +172,26 @@ def test_run_json_provenance_and_bootstrap(models, prost_build, tmp_path, capsys
 # --- Hub-first data, through olah on loopback ---------------------------------------------------
 def score_cli(args, endpoint, home):
     env = {**os.environ, "HF_ENDPOINT": endpoint, "HF_HUB_OFFLINE": "0", "HF_HOME": str(home), "HF_DATASETS_OFFLINE": "0"}
-    return subprocess.run([sys.executable, "-m", "physprobe.cli", "score", *args], env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "physprobe.cli", "score", *args], env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.mark.slow
 def test_score_reads_the_hub_dataset_by_default(models, prost_build, tmp_path):
     with serve(tmp_path, {"physprobe/prost": prost_build, "someone/prost-fork": prost_build}) as endpoint:
-        common = ["--model", str(models["gpt"]), "--benchmark", "prost", "--config", "mass", "--limit", "8", "--bootstrap-iters", "0"]
+        common = [
+            "--model",
+            str(models["gpt"]),
+            "--benchmark",
+            "prost",
+            "--config",
+            "mass",
+            "--limit",
+            "8",
+            "--bootstrap-iters",
+            "0",
+        ]
         hub_run = score_cli([*common, "--out", str(tmp_path / "hub")], endpoint, tmp_path / "hf")
         assert hub_run.returncode == 0, hub_run.stderr[-2000:]
         pinned = score_cli([*common, "--revision", "v1", "--dataset-repo", "someone/prost-fork", "--out", str(tmp_path / "fork")],
@@ -183,7 +204,17 @@ def test_score_reads_the_hub_dataset_by_default(models, prost_build, tmp_path):
     assert (data["path"], data["revision"], info["config_revisions"]) == ("physprobe/prost", head, {"mass": head})
     fork = json.loads((tmp_path / "fork" / "run.json").read_text())["spec"]["data"]
     assert fork["path"] == "someone/prost-fork" and len(fork["revision"]) == 40
-    local = runner.run(spec.make(str(models["gpt"]), "prost", out=tmp_path / "local", data=prost_build.parent, configs=["mass"], limit=8, bootstrap_iters=0))
+    local = runner.run(
+        spec.make(
+            str(models["gpt"]),
+            "prost",
+            out=tmp_path / "local",
+            data=prost_build.parent,
+            configs=["mass"],
+            limit=8,
+            bootstrap_iters=0,
+        )
+    )
     assert json.loads((tmp_path / "hub" / "metrics.json").read_text()) == json.loads(json.dumps(local.metrics))
 
 
@@ -192,7 +223,9 @@ def test_unreachable_hub_is_one_line_with_the_local_way(models, prost_build, tmp
     endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     result = score_cli(["--model", str(models["gpt"]), "--benchmark", "prost"], endpoint, tmp_path / "hf")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-    assert result.stderr.startswith(f"physprobe: error: cannot reach the Hugging Face Hub ({endpoint}) for dataset physprobe/prost")
+    assert result.stderr.startswith(
+        f"physprobe: error: cannot reach the Hugging Face Hub ({endpoint}) for dataset physprobe/prost"
+    )
     assert result.stderr.strip().endswith("build it locally with `physprobe build prost --out build` and pass --data build")
     args = ["--model", "nobody/no-model", "--benchmark", "prost", "--data", str(prost_build.parent)]
     result = score_cli(args, endpoint, tmp_path / "hf")

@@ -11,8 +11,8 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM,
 
 from physprobe import protocols, registry, runner, sampling, spec, tokenized
 from physprobe.backends import hf
-from physprobe.backends.hf import model as hf_model
 from physprobe.backends.hf import batching, masked, nli, packed, scoring, seq2seq
+from physprobe.backends.hf import model as hf_model
 from physprobe.cli import main
 from physprobe.errors import PhysprobeError
 from physprobe.report import paper_tables
@@ -77,7 +77,9 @@ def test_masked_lm_one_pass_per_text_and_mask_position_only(tiny):
     model = AutoModelForMaskedLM.from_pretrained(tiny["mlm"]).eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny["mlm"])
     rows_seen, head_inputs = [], []
-    model.base_model.register_forward_hook(lambda m, args, kwargs, out: rows_seen.append(kwargs["input_ids"].shape[0]), with_kwargs=True)
+    model.base_model.register_forward_hook(
+        lambda m, args, kwargs, out: rows_seen.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
     masked._mlm_head(model).register_forward_hook(lambda m, args, out: head_inputs.append(tuple(args[0].shape)))
     texts = ["A person is trying to stack [MASK].", "The [MASK] is the easiest to roll."]
     words = [["books", "eggs", "zzzqqq"], ["apple", "ball", "egg", "can"]]
@@ -147,7 +149,19 @@ SLOW = pytest.mark.slow  # generation by tiny random models runs to its token bu
                                                pytest.param("text2afford", "causal", marks=SLOW)])  # fmt: skip
 def test_cli_scores_every_benchmark_and_reports(tiny, built_all, tmp_path, benchmark, family, capsys):
     out = tmp_path / "run"
-    args = ["score", "--model", str(tiny[family]), "--benchmark", benchmark, "--limit", "12", "--data", str(built_all), "--out", str(out)]
+    args = [
+        "score",
+        "--model",
+        str(tiny[family]),
+        "--benchmark",
+        benchmark,
+        "--limit",
+        "12",
+        "--data",
+        str(built_all),
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     info = json.loads((out / "run.json").read_text())
@@ -223,7 +237,9 @@ def test_a_trained_tiny_lm_is_scored_right(built_all, tmp_path):
     order = torch.randperm(len(easy), generator=generator).tolist()
     train, held_out = [easy[i] for i in order[:960]], [easy[i] for i in order[960:1060]]
     sentences = [f"{r['context']} {r['question'].replace('[MASK]', r['ABCD'[r['label']]])}" for r in train]
-    folder = tiny_models.causal_lm(tmp_path / "model", sentences + [f"{r['context']} {r['question']}" for r in held_out], layers=2, width=64)
+    folder = tiny_models.causal_lm(
+        tmp_path / "model", sentences + [f"{r['context']} {r['question']}" for r in held_out], layers=2, width=64
+    )
     model = AutoModelForCausalLM.from_pretrained(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     optimiser = torch.optim.AdamW(model.parameters(), lr=3e-3)
@@ -312,7 +328,10 @@ def _mean_token_questions(tokenizer, built_all):
     questions = [tokenized.mean_token_ids(released.build(row, "default"), tokenizer) for row in prost]
     bos = tokenizer.bos_token_id
     said = tokenizer("A person drops an egg, a ball and a glass on the floor. The", add_special_tokens=False)["input_ids"]
-    words = [tokenizer(w, add_special_tokens=False)["input_ids"] for w in (" egg", " ball bounces", " glass is the most likely to break")]
+    words = [
+        tokenizer(w, add_special_tokens=False)["input_ids"]
+        for w in (" egg", " ball bounces", " glass is the most likely to break")
+    ]
     questions.append([[bos, *said, *w, bos] for w in words])  # own tokens of 1..7 ids
     questions.append([[bos, *said], [bos, *said, *words[0]], [bos, *said, *words[0], bos]])  # each a prefix of the next
     questions.append([[bos, *said, *words[2]]])  # one option
@@ -347,7 +366,9 @@ def test_mean_token_logprobs_share_the_prefix_and_equal_whole_sequences(tiny, bu
             costs = [n + sum(len(s) - n - 1 for s in options) for options, n in zip(questions, prefixes)]
             padding = 0
             for batch in scoring._prefix_sorted_batches(prefixes, costs, batch_tokens, 64):
-                groups = batching.length_groups([prefixes[q] for q in batch], batching.pass_tokens(model, torch.device("cpu")) // 2)
+                groups = batching.length_groups(
+                    [prefixes[q] for q in batch], batching.pass_tokens(model, torch.device("cpu")) // 2
+                )
                 extra = sum(len(g) * max(prefixes[batch[i]] for i in g) - sum(prefixes[batch[i]] for i in g) for g in groups)
                 assert extra <= 16 * (len({prefixes[q] for q in batch}) - len(groups))
                 padding += extra
@@ -383,8 +404,12 @@ def test_seq2seq_pads_where_cheaper_than_a_pass_and_equals_one_target_at_a_time(
     targets = [[t if isinstance(t, list) else tokenizer(t)["input_ids"] for t in options] for _, options in questions]
     assert len({len(i) for i in inputs}) > 3 and len({len(t) for ts in targets for t in ts}) > 3
     fed = {"encoder": 0, "decoder": 0, "passes": 0}
-    model.get_encoder().register_forward_pre_hook(lambda m, a, k: fed.update(encoder=fed["encoder"] + k["input_ids"].numel(), passes=fed["passes"] + 1), with_kwargs=True)
-    model.get_decoder().register_forward_pre_hook(lambda m, a, k: fed.update(decoder=fed["decoder"] + k["input_ids"].numel()), with_kwargs=True)
+    model.get_encoder().register_forward_pre_hook(
+        lambda m, a, k: fed.update(encoder=fed["encoder"] + k["input_ids"].numel(), passes=fed["passes"] + 1), with_kwargs=True
+    )
+    model.get_decoder().register_forward_pre_hook(
+        lambda m, a, k: fed.update(decoder=fed["decoder"] + k["input_ids"].numel()), with_kwargs=True
+    )
     fast = seq2seq.seq2seq_logprobs(model, tokenizer, questions, torch.device("cpu"), batch_tokens=60)
     batches = batching.grouped_batches([len(i) for i in inputs], batching.pass_tokens(model, torch.device("cpu")), 60, 64)
     assert fed == {"encoder": sum(len(b) * max(len(inputs[i]) for i in b) for b in batches), "passes": len(batches),
@@ -402,8 +427,15 @@ def test_masked_lm_batches_pad_where_cheaper_than_a_pass_and_equal_one_text_at_a
     model = AutoModelForMaskedLM.from_pretrained(tiny["mlm"]).eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny["mlm"])
     widths = []
-    model.base_model.register_forward_hook(lambda m, args, kwargs, out: widths.append(kwargs["input_ids"].shape[1]), with_kwargs=True)
-    texts = ["A person is trying to stack [MASK].", "The [MASK] is the easiest to roll.", "[MASK] breaks.", "Roll the [MASK] down the hill."]
+    model.base_model.register_forward_hook(
+        lambda m, args, kwargs, out: widths.append(kwargs["input_ids"].shape[1]), with_kwargs=True
+    )
+    texts = [
+        "A person is trying to stack [MASK].",
+        "The [MASK] is the easiest to roll.",
+        "[MASK] breaks.",
+        "Roll the [MASK] down the hill.",
+    ]
     words = [["books", "eggs"], ["apple", "ball"], ["glass", "egg"], ["ball", "can"]]
     together = masked.masked_logprobs(model, tokenizer, texts, words, torch.device("cpu"))
     lengths = [len(ids) for ids in tokenizer(texts)["input_ids"]]
@@ -471,7 +503,9 @@ def test_text2afford_with_nothing_to_rank_gives_n_0():
     evaluation = registry.evaluation("text2afford")
     rows = [{"labels": [1] * 15}, {"labels": [0] * 15}]
     assert evaluation.metrics("default", rows, [None, None], [[0.5] * 15] * 2) == {
-        "strict": {"n": 0, "skipped": 2}, "pairwise": {"n": 0, "skipped": 2}}
+        "strict": {"n": 0, "skipped": 2},
+        "pairwise": {"n": 0, "skipped": 2},
+    }
 
 
 @pytest.mark.slow

@@ -14,8 +14,8 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 from physprobe.backends.hf import HFBackend, batching, masked
 from physprobe.cli import main
-from physprobe.errors import DataError
 from physprobe.dataset_folder import data_file, read_built
+from physprobe.errors import DataError
 from physprobe.paths import FolderInUse, FolderLock
 
 from . import tiny_models
@@ -70,7 +70,15 @@ def test_a_second_run_into_the_same_folder_fails_at_once_naming_the_first(causal
     assert results == [0]
     assert json.loads((out / "metrics.json").read_text())["mass"]["n"] == 6
     assert len(pq.read_table(out / "predictions.parquet")) == 6
-    assert sorted(p.name for p in out.iterdir()) == [".physprobe-output.json", "cache.sqlite", "metrics.json", "predictions.parquet", "run.json", "run.lock", "spec.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".physprobe-output.json",
+        "cache.sqlite",
+        "metrics.json",
+        "predictions.parquet",
+        "run.json",
+        "run.lock",
+        "spec.json",
+    ]
     FolderLock(out).acquire().release()  # released when the run ended
 
 
@@ -174,6 +182,8 @@ def test_masked_lm_length_comes_from_the_model_config_and_truncation_keeps_the_m
     early = masked.masked_logprobs(model, tokenizer, [first], [["the", "block"]], torch.device("cpu"), truncate=True)
     assert all(v is not None for v in truncated[0] + early[0])
     ids = tokenizer(first.replace("[MASK]", tokenizer.mask_token))["input_ids"]
-    window = masked._mask_window(ids, ids.index(tokenizer.mask_token_id), 256, True, set(tokenizer.all_special_ids) - {tokenizer.mask_token_id}, "x")
+    window = masked._mask_window(
+        ids, ids.index(tokenizer.mask_token_id), 256, True, set(tokenizer.all_special_ids) - {tokenizer.mask_token_id}, "x"
+    )
     assert len(window) == 256 and tokenizer.mask_token_id in window
     assert window[0] == tokenizer.cls_token_id and window[-1] == tokenizer.sep_token_id

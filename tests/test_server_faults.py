@@ -23,7 +23,7 @@ import pytest
 from physprobe.cli import main
 
 from .conftest import REPO
-from .fake_openai import FakeServer, spawn, sent
+from .fake_openai import FakeServer, sent, spawn
 from .run_folders import cached
 from .test_fault_suite import one_error_line
 
@@ -80,7 +80,9 @@ MALFORMED = [  # (fault, endpoint, what the line says, transient)
 
 
 @pytest.mark.parametrize("fault, endpoint, what, transient", MALFORMED, ids=[f"{f}-{e[1]}" for f, e, _, _ in MALFORMED])
-def test_a_malformed_answer_is_one_line_naming_server_request_and_fault(fault, endpoint, what, transient, built_all, tmp_path, capsys):
+def test_a_malformed_answer_is_one_line_naming_server_request_and_fault(
+    fault, endpoint, what, transient, built_all, tmp_path, capsys
+):
     with FakeServer(fault=fault, fault_after=1) as server:  # the fingerprint's probe is answered well
         assert score(server, tmp_path / "run", built_all, *endpoint) == 2
     err = capsys.readouterr().err
@@ -146,7 +148,9 @@ def test_a_slow_loris_server_ends_within_the_timeout_per_attempt(fault, built_al
     assert answers(server) == 1 + 2
 
 
-@pytest.mark.parametrize("fault, what", [("flood", "a body of more than 64 MiB"), ("nested", "a body nested too deeply to be an answer")])
+@pytest.mark.parametrize(
+    "fault, what", [("flood", "a body of more than 64 MiB"), ("nested", "a body nested too deeply to be an answer")]
+)
 def test_a_body_too_big_or_too_deep_is_one_line(fault, what, built_all, tmp_path, capsys):
     with FakeServer(fault=fault, fault_after=1) as server:
         assert score(server, tmp_path / "run", built_all, *RAW) == 2
@@ -173,7 +177,9 @@ def test_a_model_the_server_does_not_list_is_one_line_with_its_id_escaped(built_
 # --- secrets --------------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("key", [f"{KEY}\r", "sk-top\nsecret", "sk-topsécret", "sk top secret"], ids=["cr", "newline", "non-ascii", "space"])
+@pytest.mark.parametrize(
+    "key", [f"{KEY}\r", "sk-top\nsecret", "sk-topsécret", "sk top secret"], ids=["cr", "newline", "non-ascii", "space"]
+)
 def test_a_key_no_header_can_carry_is_refused_by_its_variable_before_any_request(key, built_all, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", key)
     with FakeServer() as server:
@@ -330,7 +336,6 @@ def test_an_instruction_with_control_characters_and_a_bidi_model_id_score_and_re
 
 
 # --- kills at random points: what was answered is never asked again ------------------------------------------------------
-
 
 
 def client(base_url: str, out: Path, data: Path, limit: int, retries: int, concurrent: int) -> subprocess.Popen:

@@ -234,7 +234,8 @@ def test_an_optional_number_left_empty_is_not_given_and_zero_is_refused(spaces):
     from gradio_client.exceptions import AppError
 
     accuracy, *_ = client(spaces["probe_accuracy"]).predict(
-        "[0, 1]", "[0, 0]", "", "", "", "", "", "per_pair", "template_mean", "", api_name="/compute")
+        "[0, 1]", "[0, 0]", "", "", "", "", "", "per_pair", "template_mean", "", api_name="/compute"
+    )
     assert accuracy == 0.5
     with pytest.raises(AppError, match="num_choices must be a whole number of at least 1, got 0"):
         client(spaces["probe_accuracy"]).predict("[0, 1]", "[0, 0]", "", "", "", "", "", "per_pair", "template_mean", "0",

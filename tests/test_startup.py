@@ -21,7 +21,9 @@ CONFIG_ERRORS = [["score", "--model", "x", "--benchmark", name, "--config", conf
                                         *((argv, 2) for argv in CONFIG_ERRORS)])  # fmt: skip
 def test_help_and_argument_errors_import_nothing_heavy(argv, code):
     """Argument errors that need a benchmark's config names (unknown, repeated, unscorable, empty) too."""
-    result = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=HEAVY)], capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE.format(argv=argv, heavy=HEAVY)], capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip().splitlines()[-1] == f"LOADED [] {code}", result.stdout + result.stderr
 
 

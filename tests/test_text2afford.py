@@ -8,9 +8,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from physprobe.dataset_folder import build
 from physprobe.dataset_scripts.text2afford.text2afford import TEXT2AFFORD, UPSTREAM, read_tsv
 from physprobe.errors import DataError, SourceError
-from physprobe.dataset_folder import build
 from physprobe.generators import text2afford as generator
 
 from .conftest import REPO
@@ -116,6 +116,7 @@ def test_random_baseline_of_table_6_is_pairwise_accuracy(release_rows):
 
 def annotation_rows():
     """Two pairs rated by three annotators; everything not listed is rated 0."""
+
     def rows(sentence, obj, ratings):
         for annotator, scores in ratings.items():
             yield {"sentence": sentence, "object": obj, "annotator": annotator,
@@ -175,7 +176,10 @@ def test_raw_annotations_replace_the_release(tmp_path):
     ride = datasets.load_dataset(str(path), "ride", split="test", cache_dir=str(tmp_path / "cache"))
     assert ride["label"] == [1, 0] and ride["agreement"] == [1.0, 1.0]
     default = datasets.load_dataset(str(path), "default", split="test", cache_dir=str(tmp_path / "cache"))
-    assert [len(row["agreement"]) for row in default] == [15, 15] and [len(row["likert_agreement"]) for row in default] == [15, 15]
+    assert [len(row["agreement"]) for row in default] == [15, 15] and [len(row["likert_agreement"]) for row in default] == [
+        15,
+        15,
+    ]
     card = (path / "README.md").read_text()
     assert "Built from raw annotations" in card and "Krippendorff's alpha: 0.444" in card
     # The high-agreement table is the pinned one (checksum checked), whatever replaces the majority labels.
@@ -208,7 +212,9 @@ def test_a_bad_high_agreement_cell_names_file_line_and_column(upstream_copy, tmp
     lines[3] = lines[3].replace(b"\t1.0\t", b"\t2.0\t", 1)
     path.write_bytes(b"\r\n".join(lines))
     # (the checksum is pinned: read the edited table directly, as make_rows does)
-    with pytest.raises(DataError, match=r"data_high_agreement\.tsv: line 4: column '\w+' must be 1\.0, 0\.0 or empty, got '2\.0'"):
+    with pytest.raises(
+        DataError, match=r"data_high_agreement\.tsv: line 4: column '\w+' must be 1\.0, 0\.0 or empty, got '2\.0'"
+    ):
         generator.from_high_agreement(read_tsv(path, ["Sentence", "Object", *CLASSES], quoted=True), str(path))
 
 
@@ -291,4 +297,4 @@ def test_missing_agreements_are_null_lists_every_pyarrow_reads(release_build):
     assert table.schema.field("labels").type == pa.list_(pa.int8(), 15) and table.column("labels").null_count == 0
     lift = pq.read_table(release_build / "lift" / "test-00000-of-00001.parquet")
     assert lift.column("agreement").null_count == lift.num_rows == 2368
-    assert "A null (`None` in Python, `null` in Arrow) marks \"no value\"" in (release_build / "README.md").read_text()
+    assert 'A null (`None` in Python, `null` in Arrow) marks "no value"' in (release_build / "README.md").read_text()

@@ -7,16 +7,17 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from physprobe import report, tokenized
+from physprobe.backends.hf import score_loaded
 from physprobe.dataset_scripts.text2afford import evaluation
 from physprobe.dataset_scripts.text2afford.evaluation import EVALUATION, from_yes_set, prompt, yes_set
 from physprobe.generators import text2afford
-from physprobe.backends.hf import score_loaded
 from physprobe.requests import Entailment, GenerateEach, Masked, MaskedPair
 from physprobe.results import Answer, Answers, Scores
 
 
 def _answers(texts: list[str]) -> Answers:
     return Answers(tuple(Answer(text) for text in texts))
+
 
 ROW = {"sentence": "Make sure to have steaks and potatoes .", "object": "steaks",  # first row of the release
        "labels": [1, 1, 1, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0]}  # fmt: skip
@@ -103,7 +104,11 @@ def test_llama3_messages_are_the_released_scripts():
     zero = EVALUATION.protocol("yes-no-llama3-zero-shot")
     assert [p.replace("### Question:", "### Example questions and answers:\n" + SCRIPT_EXAMPLES + "\n\n### Question:")
             for p in zero.build(ROW, "default").prompts] == list(request.prompts)  # fmt: skip
-    assert zero.system("default") == protocol.system("default") and zero.needs_chat and "Example 1" not in zero.build(ROW, "default").prompts[0]
+    assert (
+        zero.system("default") == protocol.system("default")
+        and zero.needs_chat
+        and "Example 1" not in zero.build(ROW, "default").prompts[0]
+    )
 
 
 def test_llama3_runs_are_filed_under_table_6s_columns():
@@ -146,7 +151,9 @@ def test_llama3_pairwise_accuracy_as_the_script_counts_it_with_unlabelled_cells(
     # :157-186 by hand: positives [grasp, lift], negatives [push, fix]; pos > neg: grasp > push (1 > 0) right,
     # grasp > fix (1 > 1) wrong, lift > push (0 > 0) wrong, lift > fix wrong -> 1 of 4. Throw (NaN) is in no pair.
     row = {**ROW, "labels": labels}
-    out = evaluation.metrics("high_agreement", [row], [protocol.predict(_answers(answers), None)], [predicted], **protocol.metric_options)
+    out = evaluation.metrics(
+        "high_agreement", [row], [protocol.predict(_answers(answers), None)], [predicted], **protocol.metric_options
+    )
     assert out["in_context_pairwise"]["accuracy"] == 0.25 and out["in_context_pairwise"]["n"] == 1
     # A pair with no negative (every other cell NaN) is skipped, as :181 does.
     only = {**ROW, "labels": [1] + [-1] * 14}
@@ -193,7 +200,9 @@ def test_yes_no_decision_on_hand_made_scores():
     out = evaluation.metrics("default", [ROW], [mask], [p_yes])
     assert out["pairwise"]["accuracy"] == pytest.approx(24 / 54)
     # The continuous alternative (P(YES) as the score) counts the pairs where the positive has the higher P(YES).
-    continuous = evaluation.metrics("default", [ROW], [EVALUATION.protocol("yes-no-probability-flan-t5").predict(Scores(tuple(p_yes)), ROW)], [p_yes])
+    continuous = evaluation.metrics(
+        "default", [ROW], [EVALUATION.protocol("yes-no-probability-flan-t5").predict(Scores(tuple(p_yes)), ROW)], [p_yes]
+    )
     beaten = sum(p > n for p, lab in zip(p_yes, ROW["labels"]) if lab for n, nl in zip(p_yes, ROW["labels"]) if not nl)
     assert continuous["pairwise"]["accuracy"] == pytest.approx(beaten / 54)
 
@@ -213,7 +222,11 @@ def test_mlm_input_and_class_words_of_the_released_probing_code():
 def test_nli_pairs_use_the_papers_hypothesis():
     request = EVALUATION.protocol("nli-table4").build(ROW, "default")
     pairs = request.pairs
-    assert isinstance(request, Entailment) and request.reading == "three_way" and pairs[0] == ("Make sure to have steaks and potatoes .", "steaks can be used for grasp by human")
+    assert (
+        isinstance(request, Entailment)
+        and request.reading == "three_way"
+        and pairs[0] == ("Make sure to have steaks and potatoes .", "steaks can be used for grasp by human")
+    )
     assert pairs[12][1] == "steaks can be used for looking by human"
 
 
@@ -223,7 +236,8 @@ def _word_tokenizer(words):
     backend = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     backend.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+    )
     return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
                                    sep_token="[SEP]", mask_token="[MASK]"), vocab  # fmt: skip
 
@@ -259,14 +273,19 @@ def test_released_mlm_encoding_and_scores_worked_by_hand():
     ids, mask = torch.tensor([encoded["input_ids"]]), torch.tensor([encoded["attention_mask"]])
     with torch.no_grad():  # probing.py:130: model(input_ids, attention_mask), no token types
         released = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits[0, 12], dim=-1)
-        segments = torch.log_softmax(model(input_ids=ids, token_type_ids=torch.tensor([encoded["token_type_ids"]])).logits[0, 12], dim=-1)
+        segments = torch.log_softmax(
+            model(input_ids=ids, token_type_ids=torch.tensor([encoded["token_type_ids"]])).logits[0, 12], dim=-1
+        )
     assert not torch.allclose(released, segments)  # the token types change the scores
     # probing.py:151: convert_tokens_to_ids of each class word; a word outside the vocabulary converts to [UNK].
     expected = [released[vocab.get(c.mlm_word, vocab["[UNK]"])].item() for c in evaluation.CLASSES]
     assert scores == pytest.approx(expected, abs=1e-5)
     assert scores[2] == scores[14] == pytest.approx(released[vocab["[UNK]"]].item(), abs=1e-5)
     # The alternative passes the segment ids and leaves unknown words unscored (physprobe's earlier reading).
-    (scores,) = [r.values for r in score_loaded(_loaded(model, tokenizer, "mlm"), [EVALUATION.protocol("mlm-pair-segments").build(row, "default")])]
+    (scores,) = [
+        r.values
+        for r in score_loaded(_loaded(model, tokenizer, "mlm"), [EVALUATION.protocol("mlm-pair-segments").build(row, "default")])
+    ]
     assert scores[5] == pytest.approx(segments[vocab["ride"]].item(), abs=1e-5) and scores[2] is None
 
 
@@ -408,7 +427,8 @@ def test_prompts_of_table_4_and_10():
     assert prompt("nli_hypothesis", sentence, obj, pour) == "bangles can be used for pour from by human"
     assert prompt("yes_no_falcon", sentence, obj, pour).endswith("Can human pour from the bangles? \n \u00bbANSWER\u00ab")
     assert prompt("mlm", sentence, obj, sep_token="[SEP]", mask_token="[MASK]") == (
-        "All the women in India wear bangles [SEP] bangles can be used for [MASK] by human")
+        "All the women in India wear bangles [SEP] bangles can be used for [MASK] by human"
+    )
     with pytest.raises(ValueError, match="needs an affordance"):
         prompt("yes_no_flan_t5", sentence, obj)
 
@@ -425,8 +445,18 @@ def test_a_llama_run_scores_the_rows_its_released_script_reads(built_all, tmp_pa
 
     texts = datasets.load_dataset(str(built_all / "text2afford"), "high_agreement", split="test")["sentence"][:50]
     model = tiny_models.causal_lm(tmp_path / "tiny-llama", texts)  # the name picks yes-no-llama3-released
-    base = ["score", "--model", str(model), "--benchmark", "text2afford", "--limit", "8", "--data", str(built_all),
-            "--truncate"]  # the tiny model reads 512 positions; the prompt is 519 tokens
+    base = [
+        "score",
+        "--model",
+        str(model),
+        "--benchmark",
+        "text2afford",
+        "--limit",
+        "8",
+        "--data",
+        str(built_all),
+        "--truncate",
+    ]  # the tiny model reads 512 positions; the prompt is 519 tokens
     # The released script read its prompts through Llama-3-Instruct's chat template: a model without one is refused.
     assert main([*base, "--out", str(tmp_path / "no-template")]) == 2 and not (tmp_path / "no-template").exists()
     tokenizer = AutoTokenizer.from_pretrained(model)
@@ -436,7 +466,9 @@ def test_a_llama_run_scores_the_rows_its_released_script_reads(built_all, tmp_pa
     info = json.loads((tmp_path / "run" / "run.json").read_text())
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert info["spec"]["protocol"] == "yes-no-llama3-released" and info["spec"]["configs"] == ["high_agreement"]
-    assert metrics["high_agreement"]["in_context_pairwise"]["n"] + metrics["high_agreement"]["in_context_pairwise"]["skipped"] == 8
+    assert (
+        metrics["high_agreement"]["in_context_pairwise"]["n"] + metrics["high_agreement"]["in_context_pairwise"]["skipped"] == 8
+    )
     # --config still chooses: the release's rows, figures still filed as in-context.
     assert main([*base, "--config", "default", "--out", str(tmp_path / "release")]) == 0
     assert json.loads((tmp_path / "release" / "run.json").read_text())["spec"]["configs"] == ["default"]

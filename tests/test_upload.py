@@ -14,7 +14,8 @@ import yaml
 
 from physprobe.errors import PublishError
 from physprobe.paths import MARKER
-from physprobe.publish import folders, hub as hub_calls
+from physprobe.publish import folders
+from physprobe.publish import hub as hub_calls
 
 from . import olah_hub
 from .conftest import REPO
@@ -49,12 +50,23 @@ def test_dry_run_writes_seven_validated_repo_folders(hub_dir):
     assert sorted(p.name for p in (hub_dir / "spaces").iterdir()) == ["affordance_rank", "agreement_accuracy", "probe_accuracy"]
     for folder in (hub_dir / "datasets").iterdir():
         meta = front_matter(folder / "README.md")
-        for key in ("configs", "dataset_info", "license", "task_categories", "language", "size_categories", "pretty_name", "source_datasets"):
+        for key in (
+            "configs",
+            "dataset_info",
+            "license",
+            "task_categories",
+            "language",
+            "size_categories",
+            "pretty_name",
+            "source_datasets",
+        ):
             assert key in meta, (folder.name, key)
     for folder in (hub_dir / "spaces").iterdir():
         meta = front_matter(folder / "README.md")
         assert meta["sdk"] == "gradio" and {"evaluate", "metric"} <= set(meta["tags"])
-        assert f'Path(__file__).with_name("{folder.name}.py")' in (folder / "app.py").read_text()  # its own module, not a Hub copy
+        assert (
+            f'Path(__file__).with_name("{folder.name}.py")' in (folder / "app.py").read_text()
+        )  # its own module, not a Hub copy
         assert (folder / "requirements.txt").is_file() and (folder / f"{folder.name}.py").is_file()
 
 
@@ -106,7 +118,11 @@ def api_for(server):
 def test_push_publishes_then_is_a_no_op_and_tags_once(hub_dir, hub):
     lines = []
     first = hub_calls.push(repos(hub_dir), api_for(hub), "physprobe", token="hf_secret_value", tag="v0.1.0", log=lines.append)
-    assert first == {"physprobe/prost": "committed", "physprobe/probe_accuracy": "committed", "physprobe/text2afford": "committed"}
+    assert first == {
+        "physprobe/prost": "committed",
+        "physprobe/probe_accuracy": "committed",
+        "physprobe/text2afford": "committed",
+    }
     for repo in repos(hub_dir):
         remote = hub.repos[(repo.repo_type, repo.repo_id("physprobe"))]
         assert remote.files == {**local_files(repo.folder), ".gitattributes": remote.files[".gitattributes"]}
@@ -154,16 +170,23 @@ def test_a_publish_failing_half_way_is_reported_and_completed_by_rerunning(hub_d
     assert upload.main(args, api=HfApi(endpoint=hub.url)) == 0  # the same command again does exactly what is missing
     out = capsys.readouterr().out.splitlines()
     assert [line for line in out if line.startswith(("committed", "unchanged"))] == [
-        "unchanged  physprobe/prost", "committed  physprobe/text2afford", "unchanged  physprobe/probe_accuracy"]
+        "unchanged  physprobe/prost",
+        "committed  physprobe/text2afford",
+        "unchanged  physprobe/probe_accuracy",
+    ]
     assert out[-1] == "release complete: 3 of 3 repositories published and tagged v0.1.0"
-    assert hub.counts["commit"] == 4 and all(repo.tags == {"v0.1.0": repo.head} for repo in hub.repos.values())  # 3 + the refused one
+    assert hub.counts["commit"] == 4 and all(
+        repo.tags == {"v0.1.0": repo.head} for repo in hub.repos.values()
+    )  # 3 + the refused one
     assert "hf_secret_value" not in "\n".join(out)
 
 
 def test_transient_errors_are_retried_with_backoff(hub_dir, hub):
     hub.faults = {("create", 1): 503, ("create", 2): 502, ("info", 1): 429}
     lines = []
-    assert hub_calls.push(repos(hub_dir, ["prost"]), api_for(hub), "physprobe", token="t", log=lines.append) == {"physprobe/prost": "committed"}
+    assert hub_calls.push(repos(hub_dir, ["prost"]), api_for(hub), "physprobe", token="t", log=lines.append) == {
+        "physprobe/prost": "committed"
+    }
     assert [line.split(" (")[0] for line in lines] == ["retrying  physprobe/prost in 0 s", "retrying  physprobe/prost in 0 s",
                                                       "retrying  physprobe/prost in 0 s", "committed  physprobe/prost"]  # fmt: skip
     hub.faults = {("create", n): 500 for n in range(3, 10)}  # never recovers: four attempts, then failed
@@ -202,7 +225,11 @@ def test_a_dataset_with_an_unknown_license_is_refused_unless_allowed(hub_dir, hu
     shutil.copytree(hub_dir, out)
     card = out / "datasets" / "prost" / "README.md"
     card.write_text(card.read_text().replace(f"license: {front_matter(card)['license']}", "license: unknown", 1))
-    monkeypatch.setattr(folders, "export", lambda out_, source_dir, only: [folders.RepoFolder("prost", "dataset", out / "datasets" / "prost", "x")])
+    monkeypatch.setattr(
+        folders,
+        "export",
+        lambda out_, source_dir, only: [folders.RepoFolder("prost", "dataset", out / "datasets" / "prost", "x")],
+    )
     monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
     message = f"{card.parent}: the card's license is 'unknown'; state it, or pass --allow-unknown-license"
     assert upload.main(["--out", str(out)]) == 0  # the dry run notes it

@@ -24,7 +24,9 @@ INSTALLED_AS = {"physprobe": "physprobe", "generators": "physprobe/generators", 
 
 
 def tracked_files():
-    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard"], capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard"], capture_output=True, text=True, check=True
+    )
     return [line for line in listed.stdout.splitlines() if (REPO / line).is_file()]
 
 
@@ -54,7 +56,12 @@ def test_wheel_holds_every_module_card_and_data_file(wheel):
     # Spaces' files.
     for benchmark in registry.names():
         folder = f"physprobe/dataset_scripts/{benchmark}"
-        assert {f"{folder}/{benchmark}.py", f"{folder}/card.md", f"{folder}/evaluation.py", f"{folder}/paper_tables.yaml"} <= names
+        assert {
+            f"{folder}/{benchmark}.py",
+            f"{folder}/card.md",
+            f"{folder}/evaluation.py",
+            f"{folder}/paper_tables.yaml",
+        } <= names
     for metric in metric_modules.NAMES:
         assert {f"physprobe/metrics/{metric}/{f}" for f in (f"{metric}.py", "README.md", "app.py", "requirements.txt")} <= names
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/", "build/")) or n == "upload.py"]
@@ -70,12 +77,16 @@ def test_wheel_holds_every_module_card_and_data_file(wheel):
 
     score = {plain(line.split(":", 1)[1].split(";")[0]) for line in metadata.splitlines()
              if line.startswith("Requires-Dist:") and 'extra == "score"' in line}  # fmt: skip
-    assert score == {plain(r) for r in ("matplotlib>=3.8", *(r for registered in backends.REGISTRY.values() for r in registered.libraries))}
+    assert score == {
+        plain(r) for r in ("matplotlib>=3.8", *(r for registered in backends.REGISTRY.values() for r in registered.libraries))
+    }
 
 
 def constraints(path: Path) -> Path:
     """The test environment's versions as pip constraints, so the fresh install reuses the same (cached) wheels."""
-    frozen = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"], capture_output=True, text=True, check=True)
+    frozen = subprocess.run(
+        [sys.executable, "-m", "pip", "freeze", "--exclude-editable"], capture_output=True, text=True, check=True
+    )
     path.write_text("\n".join(line for line in frozen.stdout.splitlines() if "==" in line and not line.startswith("physprobe")))
     return path
 
@@ -127,6 +138,10 @@ def test_fresh_venv_builds_and_scores_without_the_checkout(wheel, tmp_path):
     published = "".join(p.read_bytes().decode("utf-8", "replace") for p in repo.rglob("*") if p.is_file())
     assert str(tmp_path) not in published and "tiny-gpt@sha256:" in published  # the local model by name and digest
     space = work / "hub" / "spaces" / "probe_accuracy"
-    assert (space / "probe_accuracy.py").read_bytes() == (metric_modules.folder("probe_accuracy") / "probe_accuracy.py").read_bytes()
-    print(f"\nfresh venv: install {installed - started:.0f} s, build all {built - installed:.0f} s, "
-          f"score {time.perf_counter() - built:.0f} s, total {time.perf_counter() - started:.0f} s")
+    assert (space / "probe_accuracy.py").read_bytes() == (
+        metric_modules.folder("probe_accuracy") / "probe_accuracy.py"
+    ).read_bytes()
+    print(
+        f"\nfresh venv: install {installed - started:.0f} s, build all {built - installed:.0f} s, "
+        f"score {time.perf_counter() - built:.0f} s, total {time.perf_counter() - started:.0f} s"
+    )

@@ -116,9 +116,7 @@ def make_rows(paths: Mapping[str, Path]) -> MadeRows:
     rows = []
     for config, config_rows in by_config.items():
         for row in config_rows:
-            template_id = (
-                induced.template_id(row["context"], row["obj1"], row["obj2"], row["label"]) if row["context"] else None
-            )
+            template_id = induced.template_id(row["context"], row["obj1"], row["obj2"], row["label"]) if row["context"] else None
             fields = (row["context"], row["obj1"], row["obj2"], row["label"], row["subset"], row["difficulty"], template_id)
             rows.append(generator.row(*fields) | {"config": config})
     return MadeRows(rows, card_fields(by_config, induced))
@@ -128,17 +126,19 @@ def card_fields(by_config: Mapping[str, list[dict]], induced: generator.Inductio
     """Figures of the release and of the induction, for the card."""
     main = by_config["ordinary"] + by_config["ccommon"]
     order = generator.partial_order(main)
-    rows_per_template = Counter(
-        induced.template_id(r["context"], r["obj1"], r["obj2"], r["label"]) for r in main
-    )
-    nouns = {noun for t in induced.templates.values() for slot, values in t.lexicons.items() if slot != "agent" for noun in values}
+    rows_per_template = Counter(induced.template_id(r["context"], r["obj1"], r["obj2"], r["label"]) for r in main)
+    nouns = {
+        noun for t in induced.templates.values() for slot, values in t.lexicons.items() if slot != "agent" for noun in values
+    }
     agents = {noun for t in induced.templates.values() for noun in t.lexicons.get("agent", ())}
     uncovered = {s: sum(r["difficulty"] is None for r in by_config[s]) for s in ("ordinary", "ccommon")}
     return {
         "n_main": f"{len(main):,}",
         "n_templates": str(len(induced.templates)),
         "n_templates_main": str(len(rows_per_template)),
-        "template_sizes": ", ".join(f"{count} templates with {size} rows" for size, count in sorted(Counter(rows_per_template.values()).items())),
+        "template_sizes": ", ".join(
+            f"{count} templates with {size} rows" for size, count in sorted(Counter(rows_per_template.values()).items())
+        ),
         "n_nouns": str(len(nouns)),
         "agents": ", ".join(sorted(agents)),
         "article_exceptions": ", ".join(f'"{a} {n}"' for n, a in induced.articles.items()) or "none",

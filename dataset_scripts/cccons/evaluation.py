@@ -97,25 +97,65 @@ QUESTION = f"{FORMATS}, Format for Generative Models (GPT-3, T0)"
 EVALUATION = Evaluation(
     benchmark="cccons",
     # Table 2: Ordinary, CCommon, NoCon (both no-context files pooled); Table 3: the four split files.
-    configs=("ordinary", "ccommon", "ordinary_easy", "ordinary_hard", "ccommon_easy", "ccommon_hard",
-             "ordinary_nocontext", "ccommon_nocontext"),  # fmt: skip
+    configs=(
+        "ordinary",
+        "ccommon",
+        "ordinary_easy",
+        "ordinary_hard",
+        "ccommon_easy",
+        "ccommon_hard",
+        "ordinary_nocontext",
+        "ccommon_nocontext",
+    ),  # fmt: skip
     pooled={"nocontext": ("ordinary_nocontext", "ccommon_nocontext")},
     protocols=(
-        Protocol("mask-four", Masked, _masked, f"{MLM_RULE}; probabilities renormalised over the four candidates",
-                 "larger/bigger/smaller/shorter at the mask; obj1 larger if P(larger)+P(bigger) > 0.5 of the four",
-                 default_for=("mlm",), decide=decide_four, answers=2),
-        Protocol("mask-vocab", Masked, _masked, f"{MLM_RULE}; probabilities over the whole vocabulary",
-                 "obj1 larger if P(larger)+P(bigger) over the whole vocabulary > 0.5", decide=decide_vocabulary, answers=2),
-        Protocol("question-generate", Generate, _question, QUESTION,
-                 "the paper's question answered by greedy generation; the object named first is the answer, "
-                 "an answer naming neither is wrong",
-                 default_for=("causal", "seq2seq"), match=first_mentioned, max_new_tokens=20, stop=("\n",),
-                 fallback=several_mentioned, fallback_reason="the answer names both objects (as an echoed question does) "
-                 "and the one named first is taken"),
-        Protocol("answer-loglik", Choice, _answer_sentences, f"{QUESTION}; ranking by log-likelihood is physprobe's",
-                 "the question, then each object as the answer; highest log-probability"),
-        Protocol("answer-loglik-seq2seq", Seq2Seq, _answer_targets, f"{QUESTION}; ranking by log-likelihood is physprobe's",
-                 "the question as input, each object as target; highest log-probability"),
+        Protocol(
+            "mask-four",
+            Masked,
+            _masked,
+            f"{MLM_RULE}; probabilities renormalised over the four candidates",
+            "larger/bigger/smaller/shorter at the mask; obj1 larger if P(larger)+P(bigger) > 0.5 of the four",
+            default_for=("mlm",),
+            decide=decide_four,
+            answers=2,
+        ),
+        Protocol(
+            "mask-vocab",
+            Masked,
+            _masked,
+            f"{MLM_RULE}; probabilities over the whole vocabulary",
+            "obj1 larger if P(larger)+P(bigger) over the whole vocabulary > 0.5",
+            decide=decide_vocabulary,
+            answers=2,
+        ),
+        Protocol(
+            "question-generate",
+            Generate,
+            _question,
+            QUESTION,
+            "the paper's question answered by greedy generation; the object named first is the answer, "
+            "an answer naming neither is wrong",
+            default_for=("causal", "seq2seq"),
+            match=first_mentioned,
+            max_new_tokens=20,
+            stop=("\n",),
+            fallback=several_mentioned,
+            fallback_reason="the answer names both objects (as an echoed question does) and the one named first is taken",
+        ),
+        Protocol(
+            "answer-loglik",
+            Choice,
+            _answer_sentences,
+            f"{QUESTION}; ranking by log-likelihood is physprobe's",
+            "the question, then each object as the answer; highest log-probability",
+        ),
+        Protocol(
+            "answer-loglik-seq2seq",
+            Seq2Seq,
+            _answer_targets,
+            f"{QUESTION}; ranking by log-likelihood is physprobe's",
+            "the question as input, each object as target; highest log-probability",
+        ),
     ),  # fmt: skip
     metrics=metrics,
 )

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from physprobe.dataset_folder import BuildResult, write
 from physprobe.dataset_scripts.cccons import cccons
 from physprobe.errors import PhysprobeError
-from physprobe.dataset_folder import BuildResult, write
 
 
 def generate(n: int | None, spec: str | None, seed: int, out: str, source_dir: str | None) -> BuildResult:

@@ -108,7 +108,7 @@ _LISTED = re.compile(r"(?<!\w)\(\s*([a-z])\s*\)")
 
 def _article(hit: re.Match, text: str) -> bool:
     """Whether a bare "a" is the article of a following word ("a rock"), not option (a)."""
-    return hit["bare"] == "a" and not hit["close"] and re.match(r"\s+[a-z]", text[hit.end():]) is not None
+    return hit["bare"] == "a" and not hit["close"] and re.match(r"\s+[a-z]", text[hit.end() :]) is not None
 
 
 def stated_label(answer: str, count: int) -> int | None:
@@ -258,14 +258,28 @@ def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> d
 
 SEVERAL = "the answer names several options (as one echoing the question's options does) and the first is taken"
 RELEASED = "NEWTON hf_track1.py, hf_track2.py, hf_track3.py (the `prompt = f'...'` statement of each main loop)"
-GPT = ("NEWTON gpt_track1.py, gpt_track2.py, gpt_track3.py through query_gpt.py's ChatBot (system message, one user "
-       "turn, openai.ChatCompletion top_p=0.5, no token limit: greedy here, at most 128 new tokens)")
+GPT = (
+    "NEWTON gpt_track1.py, gpt_track2.py, gpt_track3.py through query_gpt.py's ChatBot (system message, one user "
+    "turn, openai.ChatCompletion top_p=0.5, no token limit: greedy here, at most 128 new tokens)"
+)
 GPT_MAX_NEW_TOKENS = 128  # the chat call sets none; the system message asks for one word
 # What the generating protocols share: the released pipelines' budget (the prompt counted) or the GPT scripts' chat.
-RELEASED_GENERATION = {"match": match_answer, "max_new_tokens": MAX_LENGTH, "max_length": MAX_LENGTH,
-                       "fallback": several_named, "fallback_reason": SEVERAL}
-GPT_CHAT = {"families": ("causal",), "match": match_answer, "max_new_tokens": GPT_MAX_NEW_TOKENS,
-            "system_message": GPT_SYSTEMS, "needs_chat": True, "fallback": several_named, "fallback_reason": SEVERAL}
+RELEASED_GENERATION = {
+    "match": match_answer,
+    "max_new_tokens": MAX_LENGTH,
+    "max_length": MAX_LENGTH,
+    "fallback": several_named,
+    "fallback_reason": SEVERAL,
+}
+GPT_CHAT = {
+    "families": ("causal",),
+    "match": match_answer,
+    "max_new_tokens": GPT_MAX_NEW_TOKENS,
+    "system_message": GPT_SYSTEMS,
+    "needs_chat": True,
+    "fallback": several_named,
+    "fallback_reason": SEVERAL,
+}
 EVALUATION = Evaluation(
     benchmark="newton",
     headline=("agreement_accuracy", "accuracy"),
@@ -273,39 +287,74 @@ EVALUATION = Evaluation(
     pooled={"track2": ("track2_boolean", "track2_mc")},  # Table 5 Combined: both kinds of question together
     scorable=("track1", "track2_boolean", "track2_mc", "track3"),  # not the attribute table
     protocols=(
-        Protocol("released-generate", Generate, lambda row, config: _generate(released_prompt(row, config), row),
-                 f"{RELEASED}; greedy to max_length={MAX_LENGTH} with the prompt, as the flan/unifiedqa classes "
-                 "(do_sample=False); answer matched as match_answer",
-                 f"released prompt (question, options (a)-(d)); greedy answer ({MAX_LENGTH} tokens with the prompt) "
-                 "matched to a label or option text",
-                 default_for=("causal", "seq2seq"), **RELEASED_GENERATION),
-        Protocol("table1-generate", Generate, lambda row, config: _generate(table1_prompt(row, config), row),
-                 "NEWTON paper Table 1; hf_track2.py `# prompt = f'True/False: {question}'` (commented out)",
-                 "Table 1 wording for Track 2 Boolean, released prompts elsewhere; generated answer matched",
-                 **RELEASED_GENERATION),
-        Protocol("released-gpt-chat", Generate, lambda row, config: _generate(gpt_message(row, config), row),
-                 f"{GPT} (the bare question for Tracks 1-2, the question template for Track 3); answer read as "
-                 "the scripts store it (lower case, full stops removed) and matched as match_answer",
-                 "chat: the GPT scripts' system message, then the bare question (Tracks 1-2) or 'Context: .. "
-                 "Question: .. A) .. Answer:' (Track 3); greedy answer matched to a label or option text",
-                 default_for_models=(r"gpt-(?:3\.5|4)",), **GPT_CHAT),
-        Protocol("gpt-chat-printed-template", Generate, lambda row, config: _generate(gpt_template(row, config), row),
-                 f"{GPT}, with the question_template the scripts build and print for every track (sent only for "
-                 "Track 3; the paper's Track 2 multiple-choice figures need the options the bare question lacks)",
-                 "chat: the GPT scripts' system message, then 'Question: .. A) .. B) .. Answer:'; greedy answer "
-                 "matched to a label or option text", **GPT_CHAT),
-        Protocol("released-loglik-labels", Choice, _loglik_labels,
-                 f"{RELEASED} (prompt); option labels ranked by log-likelihood (physprobe, no upstream equivalent)",
-                 "released prompt + ' Answer: (x)'; the most likely label"),
-        Protocol("released-loglik-texts", Choice, _loglik_texts,
-                 f"{RELEASED} (prompt); option texts ranked by log-likelihood (physprobe; favours short options)",
-                 "released prompt + ' Answer: <option>'; the most likely option text (summed log-probability)"),
-        Protocol("table1-loglik", Choice, lambda row, config: Choice(prompt(row, config), tuple(f" {c}" for c in row["choices"])),
-                 "NEWTON paper Table 1 (prompt wording); options ranked by log-likelihood (physprobe)",
-                 "Table 1 prompt, then each option; highest total log-probability"),
-        Protocol("table1-loglik-seq2seq", Seq2Seq, lambda row, config: Seq2Seq(prompt(row, config), tuple(row["choices"])),
-                 "NEWTON paper Table 1 (prompt wording); options ranked by log-likelihood (physprobe)",
-                 "Table 1 prompt as input, each option as target; highest log-probability"),
+        Protocol(
+            "released-generate",
+            Generate,
+            lambda row, config: _generate(released_prompt(row, config), row),
+            f"{RELEASED}; greedy to max_length={MAX_LENGTH} with the prompt, as the flan/unifiedqa classes "
+            "(do_sample=False); answer matched as match_answer",
+            f"released prompt (question, options (a)-(d)); greedy answer ({MAX_LENGTH} tokens with the prompt) "
+            "matched to a label or option text",
+            default_for=("causal", "seq2seq"),
+            **RELEASED_GENERATION,
+        ),
+        Protocol(
+            "table1-generate",
+            Generate,
+            lambda row, config: _generate(table1_prompt(row, config), row),
+            "NEWTON paper Table 1; hf_track2.py `# prompt = f'True/False: {question}'` (commented out)",
+            "Table 1 wording for Track 2 Boolean, released prompts elsewhere; generated answer matched",
+            **RELEASED_GENERATION,
+        ),
+        Protocol(
+            "released-gpt-chat",
+            Generate,
+            lambda row, config: _generate(gpt_message(row, config), row),
+            f"{GPT} (the bare question for Tracks 1-2, the question template for Track 3); answer read as "
+            "the scripts store it (lower case, full stops removed) and matched as match_answer",
+            "chat: the GPT scripts' system message, then the bare question (Tracks 1-2) or 'Context: .. "
+            "Question: .. A) .. Answer:' (Track 3); greedy answer matched to a label or option text",
+            default_for_models=(r"gpt-(?:3\.5|4)",),
+            **GPT_CHAT,
+        ),
+        Protocol(
+            "gpt-chat-printed-template",
+            Generate,
+            lambda row, config: _generate(gpt_template(row, config), row),
+            f"{GPT}, with the question_template the scripts build and print for every track (sent only for "
+            "Track 3; the paper's Track 2 multiple-choice figures need the options the bare question lacks)",
+            "chat: the GPT scripts' system message, then 'Question: .. A) .. B) .. Answer:'; greedy answer "
+            "matched to a label or option text",
+            **GPT_CHAT,
+        ),
+        Protocol(
+            "released-loglik-labels",
+            Choice,
+            _loglik_labels,
+            f"{RELEASED} (prompt); option labels ranked by log-likelihood (physprobe, no upstream equivalent)",
+            "released prompt + ' Answer: (x)'; the most likely label",
+        ),
+        Protocol(
+            "released-loglik-texts",
+            Choice,
+            _loglik_texts,
+            f"{RELEASED} (prompt); option texts ranked by log-likelihood (physprobe; favours short options)",
+            "released prompt + ' Answer: <option>'; the most likely option text (summed log-probability)",
+        ),
+        Protocol(
+            "table1-loglik",
+            Choice,
+            lambda row, config: Choice(prompt(row, config), tuple(f" {c}" for c in row["choices"])),
+            "NEWTON paper Table 1 (prompt wording); options ranked by log-likelihood (physprobe)",
+            "Table 1 prompt, then each option; highest total log-probability",
+        ),
+        Protocol(
+            "table1-loglik-seq2seq",
+            Seq2Seq,
+            lambda row, config: Seq2Seq(prompt(row, config), tuple(row["choices"])),
+            "NEWTON paper Table 1 (prompt wording); options ranked by log-likelihood (physprobe)",
+            "Table 1 prompt as input, each option as target; highest log-probability",
+        ),
     ),  # fmt: skip
     metrics=metrics,
     groups=lambda row, config: (group(row, config),),

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from physprobe.dataset_folder import BuildResult, stream
 from physprobe.dataset_scripts.newton import newton
 from physprobe.errors import PhysprobeError
-from physprobe.dataset_folder import BuildResult, stream
 from physprobe.generators.newton import challenge_set
 
 

@@ -38,24 +38,56 @@ COLUMNS = ("attribute", "category", "type", "question", "option_1", "option_2", 
 _STR, _STRS = datasets.Value("string"), datasets.List(datasets.Value("string"))
 FEATURES = {
     "track1": datasets.Features(
-        {"object": _STR, "attribute": _STR, "question": _STR, "choices": _STRS, "label": datasets.Value("int8"),
-         "agreement": datasets.Value("float32")}  # fmt: skip
+        {
+            "object": _STR,
+            "attribute": _STR,
+            "question": _STR,
+            "choices": _STRS,
+            "label": datasets.Value("int8"),
+            "agreement": datasets.Value("float32"),
+        }  # fmt: skip
     ),
     "track2_boolean": datasets.Features(
-        {"attribute": _STR, "polarity": _STR, "objects": _STRS, "question": _STR, "choices": _STRS,
-         "label": datasets.Value("int8"), "answer": _STR}  # fmt: skip
+        {
+            "attribute": _STR,
+            "polarity": _STR,
+            "objects": _STRS,
+            "question": _STR,
+            "choices": _STRS,
+            "label": datasets.Value("int8"),
+            "answer": _STR,
+        }  # fmt: skip
     ),
     "track2_mc": datasets.Features(
-        {"attribute": _STR, "polarity": _STR, "question": _STR, "choices": _STRS, "label": datasets.Value("int8"),
-         "answer": _STR}  # fmt: skip
+        {
+            "attribute": _STR,
+            "polarity": _STR,
+            "question": _STR,
+            "choices": _STRS,
+            "label": datasets.Value("int8"),
+            "answer": _STR,
+        }  # fmt: skip
     ),
     "track3": datasets.Features(
-        {"scenario": datasets.Value("int8"), "tag": _STR, "context": _STR, "question": _STR, "choices": _STRS,
-         "label": datasets.Value("int8"), "answer": _STR, "conditions": _STRS, "distractor_rule": _STR}  # fmt: skip
+        {
+            "scenario": datasets.Value("int8"),
+            "tag": _STR,
+            "context": _STR,
+            "question": _STR,
+            "choices": _STRS,
+            "label": datasets.Value("int8"),
+            "answer": _STR,
+            "conditions": _STRS,
+            "distractor_rule": _STR,
+        }  # fmt: skip
     ),
     "repository": datasets.Features(
-        {"object": _STR, "attribute": _STR, "polarity": datasets.ClassLabel(names=list(generator.POLARITIES)),
-         "agreement": datasets.Value("float32")}  # fmt: skip
+        {
+            "object": _STR,
+            "attribute": _STR,
+            "polarity": datasets.ClassLabel(names=list(generator.POLARITIES)),
+            "agreement": datasets.Value("float32"),
+        }  # fmt: skip
     ),
 }
 
@@ -84,14 +116,26 @@ def make_rows(paths: Mapping[str, Path]) -> MadeRows:
     rows = read_rows(paths[FILE])
     repo = generator.read_repository(rows, str(paths[FILE]))
     track1 = [
-        {"object": r["category"], "attribute": r["attribute"], "question": r["question"],
-         "choices": [r["option_1"], r["option_2"], r["option_3"]],
-         "label": 0 if entry.polarity == "low" else 2, "agreement": entry.agreement}  # fmt: skip
+        {
+            "object": r["category"],
+            "attribute": r["attribute"],
+            "question": r["question"],
+            "choices": [r["option_1"], r["option_2"], r["option_3"]],
+            "label": 0 if entry.polarity == "low" else 2,
+            "agreement": entry.agreement,
+        }  # fmt: skip
         for r, entry in zip(rows, repo.entries)
     ]
     configs = {
-        "repository": [{"object": e.object, "attribute": e.attribute, "polarity": generator.POLARITIES.index(e.polarity),
-                        "agreement": e.agreement} for e in repo.entries],  # fmt: skip
+        "repository": [
+            {
+                "object": e.object,
+                "attribute": e.attribute,
+                "polarity": generator.POLARITIES.index(e.polarity),
+                "agreement": e.agreement,
+            }
+            for e in repo.entries
+        ],  # fmt: skip
         "track1": track1,
         "track2_boolean": generator.track2_boolean(repo, SEED),
         "track2_mc": generator.track2_mc(repo, SEED),
@@ -140,7 +184,9 @@ NEWTON = Benchmark(
 )
 
 
-CHALLENGE_FEATURES = datasets.Features({name: feature for name, feature in FEATURES["track3"].items() if name not in ("scenario", "tag")})
+CHALLENGE_FEATURES = datasets.Features(
+    {name: feature for name, feature in FEATURES["track3"].items() if name not in ("scenario", "tag")}
+)
 SPEC_FIELDS = {"name", "context", "question", "conditions", "max_questions", "distractors"}
 
 
@@ -208,7 +254,9 @@ def read_spec(path: Path) -> generator.Spec:
         padding = _typed(condition, "padding", int, where, default=3)
         if not 1 <= padding <= MAX_PADDING:
             raise DataError(f"{where}: padding must be between 1 and {MAX_PADDING}, got {padding}")
-        conditions.append(generator.Condition(_typed(condition, "attribute", str, where), _typed(condition, "polarity", str, where), padding))
+        conditions.append(
+            generator.Condition(_typed(condition, "attribute", str, where), _typed(condition, "polarity", str, where), padding)
+        )
     max_questions = _typed(raw, "max_questions", int, str(path), default=10_000)
     if not 1 <= max_questions <= MAX_QUESTIONS:
         raise DataError(f"{path}: max_questions must be between 1 and {MAX_QUESTIONS:,}, got {max_questions}")

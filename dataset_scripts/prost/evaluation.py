@@ -225,52 +225,74 @@ EVALUATION = Evaluation(
     configs=("default",),
     protocols=(
         Protocol(
-            "released-gpt", MeanTokens, released_gpt, default_for=("causal",),
+            "released-gpt",
+            MeanTokens,
+            released_gpt,
+            default_for=("causal",),
             source=f"PROST §4 'Decoder Models', Table 2; {UPSTREAM}input_pipeline.py:74-116 (create_examples_gpt; "
-                   "BOS/EOS only for tokenizer names starting with 'gpt', :88-89), zs_runner.py:89-103 (mean token "
-                   "loss), results.py to_wide_rankings (lowest loss)",
+            "BOS/EOS only for tokenizer names starting with 'gpt', :88-89), zs_runner.py:89-103 (mean token "
+            "loss), results.py to_wide_rankings (lowest loss)",
             summary="context + question with the option's token, BOS + .. + EOS for 'gpt*' names, else as the "
-                    "tokenizer encodes it; highest mean token log-probability",
+            "tokenizer encodes it; highest mean token log-probability",
         ),
         Protocol(
-            "released-gpt-bos-eos", MeanTokens, bos_eos,
+            "released-gpt-bos-eos",
+            MeanTokens,
+            bos_eos,
             source=f"{UPSTREAM}input_pipeline.py:88-89 (the GPT-2 branch of create_examples_gpt) for every tokenizer, "
-                   "zs_runner.py:89-103; tokenizer-agnostic variant (physprobe's earlier default)",
+            "zs_runner.py:89-103; tokenizer-agnostic variant (physprobe's earlier default)",
             summary="the tokenizer's BOS + context + question with the option's token + EOS, whatever its name; "
-                    "highest mean token log-probability",
+            "highest mean token log-probability",
         ),
         Protocol(
-            "sentence-sum", Choice, _sentences,
+            "sentence-sum",
+            Choice,
+            _sentences,
             source="PROST §4 'we select the sentence with the highest probability' (Warstadt et al., 2020)",
             summary="whole sentence with each option, no EOS; highest summed log-probability (physprobe's earlier default)",
         ),
         Protocol(
-            "released-mlm", Masked, _masked, default_for=("mlm",),
+            "released-mlm",
+            Masked,
+            _masked,
+            default_for=("mlm",),
             source=f"PROST §4 'Encoder Models', Table 2; {UPSTREAM}input_pipeline.py:166-262 (create_examples_bert/"
-                   "roberta/albert), zs_runner.py:117-135 (softmax over the four options at the mask)",
+            "roberta/albert), zs_runner.py:117-135 (softmax over the four options at the mask)",
             summary="the four options' tokens at the mask, highest probability; an option of several tokens is undecided",
         ),
         Protocol(
-            "released-t5", Seq2Seq, _released_t5, default_for=("seq2seq",), skip=_sliding,
+            "released-t5",
+            Seq2Seq,
+            _released_t5,
+            default_for=("seq2seq",),
+            skip=_sliding,
             skip_reason="sliding: ice and frost are not single T5 tokens (PROST §4; Table 5 '*')",
             source=f"PROST §4 'Encoder-decoder Models', Table 2; {UPSTREAM}input_pipeline.py:120-163 (create_examples_t5, "
-                   "dropme sliding), zs_runner.py:107-116 (decoder position 1, options' first tokens)",
+            "dropme sliding), zs_runner.py:107-116 (decoder position 1, options' first tokens)",
             summary="'<extra_id_0>' for the mask; the options' first tokens after <extra_id_0> in the decoder; sliding excluded",
         ),
         Protocol(
-            "span-sum", Seq2Seq, _span_sum,
+            "span-sum",
+            Seq2Seq,
+            _span_sum,
             source="PROST Table 2 (T5 target '<X> option <Y>'); physprobe reading",
             summary="'<extra_id_0> option <extra_id_1>' as target, summed log-probability (physprobe's earlier default)",
         ),
         Protocol(
-            "released-unifiedqa", Generate, _unifiedqa, families=("seq2seq",), default_for_models=(r"unifiedqa",),
-            match=unifiedqa_match, max_new_tokens=19, reported_apart=True,
+            "released-unifiedqa",
+            Generate,
+            _unifiedqa,
+            families=("seq2seq",),
+            default_for_models=(r"unifiedqa",),
+            match=unifiedqa_match,
+            max_new_tokens=19,
+            reported_apart=True,
             skip=lambda row: _sliding(row) or row["ex_question"] == "",
             skip_reason="sliding and questions without ex_question (input_pipeline.py:290)",
             source=f"PROST §4 'Finetuned Conditional LMs', Table 2; {UPSTREAM}input_pipeline.py:265-301 "
-                   "(create_examples_unifiedqa), zs_runner.py:80-83 (generate, default max_length 20), "
-                   "unifiedqa.py:38-90 (answer matching; none matched: wrong, zs_runner.py:160-171, results.py "
-                   "process_preds_base); Table 5: outside the task average",
+            "(create_examples_unifiedqa), zs_runner.py:80-83 (generate, default max_length 20), "
+            "unifiedqa.py:38-90 (answer matching; none matched: wrong, zs_runner.py:160-171, results.py "
+            "process_preds_base); Table 5: outside the task average",
             summary="'ex_question \\n (A) .. (D) .. \\n context', greedy answer matched to an option as UnifiedQA scores it",
         ),
     ),  # fmt: skip

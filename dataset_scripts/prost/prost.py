@@ -64,6 +64,7 @@ FEATURES = datasets.Features(
     }
 )
 
+
 def _concept(concept: str):
     return keep(lambda row: row["group"] == concept)
 
@@ -110,7 +111,9 @@ PROST = Benchmark(
     name="prost",
     upstream=UPSTREAM,
     features=FEATURES,
-    configs=tuple(Config(name, description, None if name == "default" else _concept(name)) for name, description in CONFIGS.items()),
+    configs=tuple(
+        Config(name, description, None if name == "default" else _concept(name)) for name, description in CONFIGS.items()
+    ),
     card=Card(
         pretty_name="PROST: Physical Reasoning about Objects through Space and Time",
         license="apache-2.0",

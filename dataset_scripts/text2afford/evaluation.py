@@ -175,10 +175,12 @@ def _yes_no(family: str):
 
 RELEASED_RULE = "'yes' in answer.lower() is YES=1, else NO=0; pos > neg, ties wrong"
 GREEDY = "greedy decoding (physprobe, every model)"
-LLAMA3 = ("src/LLM/zero_shot_llama-3.py (alpaca_prompt as the user turn after the system message 'You are a chatbot "
-          "who always responds to the query!' through the chat template, :89-101; max_new_tokens=5, :110; "
-          f"{RELEASED_RULE}, :120-123, :184); {GREEDY}: the script samples (do_sample=True, temperature 0.7, "
-          "top_p 0.9, :112-114)")
+LLAMA3 = (
+    "src/LLM/zero_shot_llama-3.py (alpaca_prompt as the user turn after the system message 'You are a chatbot "
+    "who always responds to the query!' through the chat template, :89-101; max_new_tokens=5, :110; "
+    f"{RELEASED_RULE}, :120-123, :184); {GREEDY}: the script samples (do_sample=True, temperature 0.7, "
+    "top_p 0.9, :112-114)"
+)
 LOGPROB_RULE = "YES=1 if P(' YES') > P(' NO'), else NO=0; ties wrong (Appendix G; physprobe's earlier default)"
 TIES_CORRECT = {"ties": "correct"}
 EVALUATION = Evaluation(
@@ -187,91 +189,193 @@ EVALUATION = Evaluation(
     configs=("default",),
     scorable=("default", "released_generative", "high_agreement"),  # the one-class configs are for training classifiers
     protocols=(
-        Protocol("yes-no-flan-t5", YesNo, _yes_no("flan-t5"),
-                 f"Text2Afford Table 10 (FLAN-T5 prompt), class words and answer rule of src/LLM/zero_shot_LLM.py "
-                 f"(generate max_new_tokens=20, :68; {RELEASED_RULE}, :73-76, :132); {GREEDY}, as the script",
-                 "FLAN-T5 prompt per class; greedy answer, YES if it holds 'yes'", default_for=("seq2seq",),
-                 default_for_models=(r"flan",), decide=yes_set, match=released_yes, max_new_tokens=20),
-        Protocol("yes-no-falcon", YesNo, _yes_no("falcon"),
-                 f"Text2Afford Table 10 (Falcon prompt, .strip()); answer rule and 20 new tokens of "
-                 f"src/LLM/zero_shot_LLM.py:68-76 (no Falcon script is released); {RELEASED_RULE}; {GREEDY}",
-                 "Falcon prompt per class; greedy answer, YES if it holds 'yes'", default_for=("causal",),
-                 default_for_models=(r"falcon",), decide=yes_set, match=released_yes, max_new_tokens=20),
-        Protocol("yes-no-llama3-released", YesNo, _yes_no("llama3"),
-                 f"{LLAMA3}; its five examples: Table 6's in-context (ICL) column; data_high_agreement.tsv from row "
-                 "1868, empty cells not scored (:57, :145, :164)",
-                 "the released LLaMA-3 prompt with its five examples per class, under the chat template with the "
-                 "script's system message; greedy answer, YES if it holds 'yes'",
-                 default_for_models=(r"llama",), families=("causal",), decide=yes_set, match=released_yes,
-                 max_new_tokens=5, system_message=LLAMA3_SYSTEM, needs_chat=True, configs=("high_agreement",),
-                 metric_options={"in_context": True}),
-        Protocol("yes-no-llama3-zero-shot", YesNo, _yes_no("llama3-zero-shot"),
-                 f"{LLAMA3}, without its example section (physprobe's zero-shot variant, for Table 6's zero-shot "
-                 "column)",
-                 "the released LLaMA-3 prompt without the examples, under the chat template with the script's "
-                 "system message; greedy answer, YES if it holds 'yes'",
-                 families=("causal",), decide=yes_set, match=released_yes, max_new_tokens=5, system_message=LLAMA3_SYSTEM,
-                 needs_chat=True),
-        Protocol("yes-no-vlm-text", YesNo, _yes_no("vlm"),
-                 "Text2Afford Table 10 (I-BLIP, IDEFICS, LLaVA text prompt, without the image); answer rule of "
-                 f"src/VLM/zero_shot_llava.py (max_new_tokens=5, :92; {RELEASED_RULE}, :132, :195); {GREEDY}",
-                 "VLM text prompt per class; greedy answer, YES if it holds 'yes'", decide=yes_set,
-                 match=released_yes, max_new_tokens=5),
-        Protocol("yes-no-logprob-falcon", YesNo, _yes_no("falcon"),
-                 f"Text2Afford Table 10 (Falcon prompt, .strip()); {LOGPROB_RULE}",
-                 "Falcon prompt per class; YES if the model prefers YES to NO", families=("causal",),
-                 decide=yes_set),
-        Protocol("yes-no-logprob-flan-t5", YesNo, _yes_no("flan-t5"),
-                 f"Text2Afford Table 10 (FLAN-T5 prompt), class words of src/LLM/zero_shot_LLM.py; {LOGPROB_RULE}",
-                 "FLAN-T5 prompt per class; YES if the model prefers YES to NO", decide=yes_set),
-        Protocol("yes-no-logprob-llama3", YesNo, _yes_no("llama3"),
-                 f"src/LLM/zero_shot_llama-3.py (alpaca_prompt, its five examples; no chat template here); {LOGPROB_RULE}",
-                 "the released LLaMA-3 prompt per class; YES if the model prefers YES to NO", decide=yes_set),
-        Protocol("yes-no-logprob-vlm-text", YesNo, _yes_no("vlm"),
-                 f"Text2Afford Table 10 (I-BLIP, IDEFICS, LLaVA text prompt, without the image); {LOGPROB_RULE}",
-                 "VLM text prompt per class; YES if the model prefers YES to NO", decide=yes_set),
-        Protocol("yes-no-probability-flan-t5", YesNo, _yes_no("flan-t5"),
-                 "Text2Afford Table 10 (FLAN-T5 prompt); P(YES) as a continuous score (physprobe, not the paper's)",
-                 "P(YES) / (P(YES) + P(NO)) after the FLAN-T5 prompt", decide=_ranked),
-        Protocol("yes-no-probability-falcon", YesNo, _yes_no("falcon"),
-                 "Text2Afford Table 10 (Falcon prompt); P(YES) as a continuous score (physprobe, not the paper's)",
-                 "P(YES) / (P(YES) + P(NO)) after the Falcon prompt", decide=_ranked),
-        Protocol("mlm-released-probing", MaskedPair, _mlm_released,
-                 "Text2Afford src/probing.py (do_lower_case=True, :38; encode_plus of the sentence pair, :100-106; "
-                 "model(input_ids, attention_mask) without token types, :130; convert_tokens_to_ids of the "
-                 "oov_class_map words, a word outside the vocabulary scored as <unk>, :151; pos >= neg, ties "
-                 "correct, :214); paper Table 4",
-                 "sentence pair '<sentence>' + '<object> can be used for  [MASK] by human', no segment ids; class "
-                 "words at the mask (<unk> for unknown words); ties correct",
-                 default_for=("mlm",), decide=_ranked, metric_options=TIES_CORRECT),
-        Protocol("mlm-pair-segments", MaskedPair, _mlm_pair,
-                 "Text2Afford src/probing.py's input (:93-106) with its segment ids passed (commented out at :128); "
-                 "words outside the vocabulary undecided; ties wrong (physprobe's earlier reading)",
-                 "sentence pair as mlm-released-probing, token type ids given; unknown class words score lowest",
-                 decide=_ranked),
-        Protocol("mlm-table4", Masked, _mlm,
-                 "Text2Afford Table 4 (one string with the separator), class words of src/probing.py",
-                 "class words at the mask after '<sentence> <sep> <object> can be used for'", decide=_ranked),
-        Protocol("nli-released-multi-choice", Entailment, _nli_released,
-                 "Text2Afford src/multi_choice.py at f8593ffc (hypotheses overwritten by the bare class words, :65-66; "
-                 "zero-shot pipeline, default template 'This example is {}.', multi_label=True, :68: entailment "
-                 "against contradiction per class; pos >= neg, ties correct, :132)",
-                 "'This example is <word>.' per class; P(entailment) against contradiction; ties correct",
-                 default_for=("nli",), decide=_ranked, metric_options=TIES_CORRECT),
-        Protocol("nli-zero-shot-multi-label", Entailment, lambda row, config: Entailment(_nli_pairs(row), reading="vs_contradiction"),
-                 "Text2Afford Appendix F (zero-shot-classification pipeline, several labels true) and Table 4 "
-                 "(hypothesis); class words of src/multi_choice.py",
-                 "P(entailment) against contradiction only, of '<object> can be used for <word> by human'",
-                 decide=_ranked),
-        Protocol("nli-released-single-label", Entailment, _nli_single_label,
-                 "Text2Afford src/multi_choice.py at 0463363d, its first revision (whole hypotheses as the "
-                 "pipeline's labels, default template, multi_label=False: softmax across the 15)",
-                 "'This example is <hypothesis>.' per class; softmax of the entailment logits across the 15",
-                 decide=_ranked),
-        Protocol("nli-table4", Entailment, lambda row, config: Entailment(_nli_pairs(row)),
-                 "Text2Afford Table 4 / Appendix B.2.1 (hypothesis), class words of src/multi_choice.py",
-                 "P(entailment) over the model's three labels of '<object> can be used for <word> by human'",
-                 decide=_ranked),
+        Protocol(
+            "yes-no-flan-t5",
+            YesNo,
+            _yes_no("flan-t5"),
+            f"Text2Afford Table 10 (FLAN-T5 prompt), class words and answer rule of src/LLM/zero_shot_LLM.py "
+            f"(generate max_new_tokens=20, :68; {RELEASED_RULE}, :73-76, :132); {GREEDY}, as the script",
+            "FLAN-T5 prompt per class; greedy answer, YES if it holds 'yes'",
+            default_for=("seq2seq",),
+            default_for_models=(r"flan",),
+            decide=yes_set,
+            match=released_yes,
+            max_new_tokens=20,
+        ),
+        Protocol(
+            "yes-no-falcon",
+            YesNo,
+            _yes_no("falcon"),
+            f"Text2Afford Table 10 (Falcon prompt, .strip()); answer rule and 20 new tokens of "
+            f"src/LLM/zero_shot_LLM.py:68-76 (no Falcon script is released); {RELEASED_RULE}; {GREEDY}",
+            "Falcon prompt per class; greedy answer, YES if it holds 'yes'",
+            default_for=("causal",),
+            default_for_models=(r"falcon",),
+            decide=yes_set,
+            match=released_yes,
+            max_new_tokens=20,
+        ),
+        Protocol(
+            "yes-no-llama3-released",
+            YesNo,
+            _yes_no("llama3"),
+            f"{LLAMA3}; its five examples: Table 6's in-context (ICL) column; data_high_agreement.tsv from row "
+            "1868, empty cells not scored (:57, :145, :164)",
+            "the released LLaMA-3 prompt with its five examples per class, under the chat template with the "
+            "script's system message; greedy answer, YES if it holds 'yes'",
+            default_for_models=(r"llama",),
+            families=("causal",),
+            decide=yes_set,
+            match=released_yes,
+            max_new_tokens=5,
+            system_message=LLAMA3_SYSTEM,
+            needs_chat=True,
+            configs=("high_agreement",),
+            metric_options={"in_context": True},
+        ),
+        Protocol(
+            "yes-no-llama3-zero-shot",
+            YesNo,
+            _yes_no("llama3-zero-shot"),
+            f"{LLAMA3}, without its example section (physprobe's zero-shot variant, for Table 6's zero-shot column)",
+            "the released LLaMA-3 prompt without the examples, under the chat template with the script's "
+            "system message; greedy answer, YES if it holds 'yes'",
+            families=("causal",),
+            decide=yes_set,
+            match=released_yes,
+            max_new_tokens=5,
+            system_message=LLAMA3_SYSTEM,
+            needs_chat=True,
+        ),
+        Protocol(
+            "yes-no-vlm-text",
+            YesNo,
+            _yes_no("vlm"),
+            "Text2Afford Table 10 (I-BLIP, IDEFICS, LLaVA text prompt, without the image); answer rule of "
+            f"src/VLM/zero_shot_llava.py (max_new_tokens=5, :92; {RELEASED_RULE}, :132, :195); {GREEDY}",
+            "VLM text prompt per class; greedy answer, YES if it holds 'yes'",
+            decide=yes_set,
+            match=released_yes,
+            max_new_tokens=5,
+        ),
+        Protocol(
+            "yes-no-logprob-falcon",
+            YesNo,
+            _yes_no("falcon"),
+            f"Text2Afford Table 10 (Falcon prompt, .strip()); {LOGPROB_RULE}",
+            "Falcon prompt per class; YES if the model prefers YES to NO",
+            families=("causal",),
+            decide=yes_set,
+        ),
+        Protocol(
+            "yes-no-logprob-flan-t5",
+            YesNo,
+            _yes_no("flan-t5"),
+            f"Text2Afford Table 10 (FLAN-T5 prompt), class words of src/LLM/zero_shot_LLM.py; {LOGPROB_RULE}",
+            "FLAN-T5 prompt per class; YES if the model prefers YES to NO",
+            decide=yes_set,
+        ),
+        Protocol(
+            "yes-no-logprob-llama3",
+            YesNo,
+            _yes_no("llama3"),
+            f"src/LLM/zero_shot_llama-3.py (alpaca_prompt, its five examples; no chat template here); {LOGPROB_RULE}",
+            "the released LLaMA-3 prompt per class; YES if the model prefers YES to NO",
+            decide=yes_set,
+        ),
+        Protocol(
+            "yes-no-logprob-vlm-text",
+            YesNo,
+            _yes_no("vlm"),
+            f"Text2Afford Table 10 (I-BLIP, IDEFICS, LLaVA text prompt, without the image); {LOGPROB_RULE}",
+            "VLM text prompt per class; YES if the model prefers YES to NO",
+            decide=yes_set,
+        ),
+        Protocol(
+            "yes-no-probability-flan-t5",
+            YesNo,
+            _yes_no("flan-t5"),
+            "Text2Afford Table 10 (FLAN-T5 prompt); P(YES) as a continuous score (physprobe, not the paper's)",
+            "P(YES) / (P(YES) + P(NO)) after the FLAN-T5 prompt",
+            decide=_ranked,
+        ),
+        Protocol(
+            "yes-no-probability-falcon",
+            YesNo,
+            _yes_no("falcon"),
+            "Text2Afford Table 10 (Falcon prompt); P(YES) as a continuous score (physprobe, not the paper's)",
+            "P(YES) / (P(YES) + P(NO)) after the Falcon prompt",
+            decide=_ranked,
+        ),
+        Protocol(
+            "mlm-released-probing",
+            MaskedPair,
+            _mlm_released,
+            "Text2Afford src/probing.py (do_lower_case=True, :38; encode_plus of the sentence pair, :100-106; "
+            "model(input_ids, attention_mask) without token types, :130; convert_tokens_to_ids of the "
+            "oov_class_map words, a word outside the vocabulary scored as <unk>, :151; pos >= neg, ties "
+            "correct, :214); paper Table 4",
+            "sentence pair '<sentence>' + '<object> can be used for  [MASK] by human', no segment ids; class "
+            "words at the mask (<unk> for unknown words); ties correct",
+            default_for=("mlm",),
+            decide=_ranked,
+            metric_options=TIES_CORRECT,
+        ),
+        Protocol(
+            "mlm-pair-segments",
+            MaskedPair,
+            _mlm_pair,
+            "Text2Afford src/probing.py's input (:93-106) with its segment ids passed (commented out at :128); "
+            "words outside the vocabulary undecided; ties wrong (physprobe's earlier reading)",
+            "sentence pair as mlm-released-probing, token type ids given; unknown class words score lowest",
+            decide=_ranked,
+        ),
+        Protocol(
+            "mlm-table4",
+            Masked,
+            _mlm,
+            "Text2Afford Table 4 (one string with the separator), class words of src/probing.py",
+            "class words at the mask after '<sentence> <sep> <object> can be used for'",
+            decide=_ranked,
+        ),
+        Protocol(
+            "nli-released-multi-choice",
+            Entailment,
+            _nli_released,
+            "Text2Afford src/multi_choice.py at f8593ffc (hypotheses overwritten by the bare class words, :65-66; "
+            "zero-shot pipeline, default template 'This example is {}.', multi_label=True, :68: entailment "
+            "against contradiction per class; pos >= neg, ties correct, :132)",
+            "'This example is <word>.' per class; P(entailment) against contradiction; ties correct",
+            default_for=("nli",),
+            decide=_ranked,
+            metric_options=TIES_CORRECT,
+        ),
+        Protocol(
+            "nli-zero-shot-multi-label",
+            Entailment,
+            lambda row, config: Entailment(_nli_pairs(row), reading="vs_contradiction"),
+            "Text2Afford Appendix F (zero-shot-classification pipeline, several labels true) and Table 4 "
+            "(hypothesis); class words of src/multi_choice.py",
+            "P(entailment) against contradiction only, of '<object> can be used for <word> by human'",
+            decide=_ranked,
+        ),
+        Protocol(
+            "nli-released-single-label",
+            Entailment,
+            _nli_single_label,
+            "Text2Afford src/multi_choice.py at 0463363d, its first revision (whole hypotheses as the "
+            "pipeline's labels, default template, multi_label=False: softmax across the 15)",
+            "'This example is <hypothesis>.' per class; softmax of the entailment logits across the 15",
+            decide=_ranked,
+        ),
+        Protocol(
+            "nli-table4",
+            Entailment,
+            lambda row, config: Entailment(_nli_pairs(row)),
+            "Text2Afford Table 4 / Appendix B.2.1 (hypothesis), class words of src/multi_choice.py",
+            "P(entailment) over the model's three labels of '<object> can be used for <word> by human'",
+            decide=_ranked,
+        ),
     ),  # fmt: skip
     metrics=metrics,
     reference=lambda row: [i for i, label in enumerate(row["labels"]) if label == 1],  # the positive classes

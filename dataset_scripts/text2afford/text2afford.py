@@ -38,13 +38,16 @@ UPSTREAM = github_release(
     "sayantan11995/Affordance",
     "f8593ffc74c90af775d0282629405a3053f9f11f",
     "data",
-    {RELEASE_FILE: "eaefa0353f145c9bddc59fcf441377eaac90c18f92f19bf8db0b1028f9c26c29",
-     HIGH_AGREEMENT_FILE: "c9be1e77c555e07bd6b24bd3f1e86800228b805389897152ac20de1bb5fcac81"},
+    {
+        RELEASE_FILE: "eaefa0353f145c9bddc59fcf441377eaac90c18f92f19bf8db0b1028f9c26c29",
+        HIGH_AGREEMENT_FILE: "c9be1e77c555e07bd6b24bd3f1e86800228b805389897152ac20de1bb5fcac81",
+    },
 )
 FROM_FILE = "_file"  # which upstream table a row comes from (not a column: the configs select on it)
 # The high-agreement table alone: raw annotations replace the majority labels, not this table.
-HIGH_AGREEMENT = Upstream(UPSTREAM.benchmark, UPSTREAM.repository, UPSTREAM.commit,
-                          tuple(f for f in UPSTREAM.files if f.path == HIGH_AGREEMENT_FILE))
+HIGH_AGREEMENT = Upstream(
+    UPSTREAM.benchmark, UPSTREAM.repository, UPSTREAM.commit, tuple(f for f in UPSTREAM.files if f.path == HIGH_AGREEMENT_FILE)
+)
 
 FEATURES = datasets.Features(
     {
@@ -118,7 +121,8 @@ def make_rows(paths: Mapping[str, Path]) -> MadeRows:
     them, raw annotations; each row marked with the table it comes from (``FROM_FILE``)."""
     high = paths[HIGH_AGREEMENT_FILE]
     high_agreement = generator.from_high_agreement(
-        read_tsv(high, ["Sentence", "Object", *generator.CLASS_NAMES], quoted=True), str(high))
+        read_tsv(high, ["Sentence", "Object", *generator.CLASS_NAMES], quoted=True), str(high)
+    )
     if "annotations" in paths:
         path = paths["annotations"]
         annotations = read_tsv(path, ["sentence", "object", "annotator", *generator.CLASS_NAMES])
@@ -192,7 +196,9 @@ TEXT2AFFORD = Benchmark(
     configs=(
         Config("default", CONFIGS["default"], select=_pairs),
         *(_class_config(i) for i in range(len(generator.CLASSES))),
-        Config("released_generative", CONFIGS["released_generative"], select=lambda rows: _pairs(rows)[RELEASED_GENERATIVE_FROM:]),
+        Config(
+            "released_generative", CONFIGS["released_generative"], select=lambda rows: _pairs(rows)[RELEASED_GENERATIVE_FROM:]
+        ),
         Config("high_agreement", CONFIGS["high_agreement"], select=_high_agreement),
     ),
     card=Card(

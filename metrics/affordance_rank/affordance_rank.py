@@ -132,7 +132,9 @@ def _check_inputs(predictions, references):
                 raise ValueError(f"{name}[{index}] must be a non-empty list with one entry per class, got {row!r}")
             if name == "predictions":
                 if not all(_is_number(v) for v in row) or not np.isfinite(np.asarray(row, dtype=float)).all():
-                    raise ValueError(f"predictions[{index}] contains NaN, inf or a non-number: {list(row)}; scores must be finite numbers")
+                    raise ValueError(
+                        f"predictions[{index}] contains NaN, inf or a non-number: {list(row)}; scores must be finite numbers"
+                    )
             elif not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v in (0, 1, UNLABELLED)
                          for v in row):  # fmt: skip
                 raise ValueError(f"references[{index}] is not binary (0/1 integers, -1 for an unlabelled class): {list(row)}")

@@ -53,8 +53,10 @@ def compute(predictions, references, mode, average, k):
 
 
 with gr.Blocks(title="Affordance Rank") as demo:
-    gr.Markdown("# Affordance Rank\nText2Afford's rank-based accuracy and mAP of per-class affordance scores. One row "
-                "per sentence-object pair: `predictions` scores, `references` 0/1 labels, as JSON lists of lists.")
+    gr.Markdown(
+        "# Affordance Rank\nText2Afford's rank-based accuracy and mAP of per-class affordance scores. One row "
+        "per sentence-object pair: `predictions` scores, `references` 0/1 labels, as JSON lists of lists."
+    )
     with gr.Row():  # the form opens on an example that computes (pairwise accuracy 5/7, mAP 0.792)
         predictions = gr.Textbox(label="predictions", lines=3, value="[[0.5, 0.9, 0.7, 0.1], [0.2, 0.8, 0.3, 0.6]]")
         references = gr.Textbox(label="references", lines=3, value="[[1, 0, 1, 0], [0, 1, 0, 0]]")
@@ -68,8 +70,9 @@ with gr.Blocks(title="Affordance Rank") as demo:
         mean_ap = gr.Number(label="map")
     breakdown = gr.JSON(label="all results")
     button.click(compute, [predictions, references, mode, average, k], [accuracy, mean_ap, breakdown], api_name="compute")
-    demo.load(compute, [predictions, references, mode, average, k], [accuracy, mean_ap, breakdown],
-              api_visibility="undocumented")  # the page opens on the example's figures
+    demo.load(
+        compute, [predictions, references, mode, average, k], [accuracy, mean_ap, breakdown], api_visibility="undocumented"
+    )  # the page opens on the example's figures
 
 if __name__ == "__main__":  # a Space runs `python app.py`; tests import the form's functions
     demo.launch(show_error=True)

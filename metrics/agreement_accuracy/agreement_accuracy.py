@@ -135,8 +135,9 @@ class AgreementAccuracy(evaluate.Metric):
         _check_inputs(None if prediction is None else [prediction], None if reference is None else [reference])
         return super().add(prediction=prediction, reference=reference, **kwargs)
 
-    def _compute(self, predictions, references, agreements=None, groups=None, reading="per_question",
-                 polarities=None, by_position=False):
+    def _compute(
+        self, predictions, references, agreements=None, groups=None, reading="per_question", polarities=None, by_position=False
+    ):
         if not isinstance(by_position, (bool, np.bool_)):
             raise ValueError(f"by_position must be True or False, got {by_position!r}")
         if len(predictions) == 0:

@@ -55,8 +55,10 @@ def compute(predictions, references, agreements, groups, reading):
 
 
 with gr.Blocks(title="Agreement Accuracy") as demo:
-    gr.Markdown("# Agreement Accuracy\nNEWTON's agreement-weighted accuracy (Eq. 1) with plain accuracy and per-group "
-                "figures. Lists as JSON (`[0, 2, 2]`) or comma-separated (`0, 2, 2`).")
+    gr.Markdown(
+        "# Agreement Accuracy\nNEWTON's agreement-weighted accuracy (Eq. 1) with plain accuracy and per-group "
+        "figures. Lists as JSON (`[0, 2, 2]`) or comma-separated (`0, 2, 2`)."
+    )
     with gr.Row():  # the form opens on an example that computes (agreement_accuracy 0.625, accuracy 0.75)
         predictions = gr.Textbox(label="predictions", value="[0, 2, 2, 0]")
         references = gr.Textbox(label="references", value="[0, 2, 0, 0]")
@@ -69,10 +71,18 @@ with gr.Blocks(title="Agreement Accuracy") as demo:
         agreement_accuracy = gr.Number(label="agreement_accuracy")
         accuracy = gr.Number(label="accuracy")
     breakdown = gr.JSON(label="all results")
-    button.click(compute, [predictions, references, agreements, groups, reading], [agreement_accuracy, accuracy, breakdown],
-                 api_name="compute")
-    demo.load(compute, [predictions, references, agreements, groups, reading], [agreement_accuracy, accuracy, breakdown],
-              api_visibility="undocumented")  # the page opens on the example's figures
+    button.click(
+        compute,
+        [predictions, references, agreements, groups, reading],
+        [agreement_accuracy, accuracy, breakdown],
+        api_name="compute",
+    )
+    demo.load(
+        compute,
+        [predictions, references, agreements, groups, reading],
+        [agreement_accuracy, accuracy, breakdown],
+        api_visibility="undocumented",
+    )  # the page opens on the example's figures
 
 if __name__ == "__main__":  # a Space runs `python app.py`; tests import the form's functions
     demo.launch(show_error=True)

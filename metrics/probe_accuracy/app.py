@@ -42,8 +42,9 @@ def whole_number(name, text):
     return int(value) if value.is_integer() else value
 
 
-def compute(predictions, references, groups, templates, positions, pairs, inverted, inverse_gap_reading, position_reading,
-            num_choices):
+def compute(
+    predictions, references, groups, templates, positions, pairs, inverted, inverse_gap_reading, position_reading, num_choices
+):
     kwargs = {
         "predictions": parse_list("predictions", predictions),
         "references": parse_list("references", references),
@@ -67,8 +68,10 @@ def compute(predictions, references, groups, templates, positions, pairs, invert
 
 
 with gr.Blocks(title="Probe Accuracy") as demo:
-    gr.Markdown("# Probe Accuracy\nPROST / CConS accuracy with per-concept macro averages, position accuracy and "
-                "superlative-inverse gaps. Lists as JSON (`[0, 1, 2]`) or comma-separated (`0, 1, 2`).")
+    gr.Markdown(
+        "# Probe Accuracy\nPROST / CConS accuracy with per-concept macro averages, position accuracy and "
+        "superlative-inverse gaps. Lists as JSON (`[0, 1, 2]`) or comma-separated (`0, 1, 2`)."
+    )
     with gr.Row():  # the form opens on an example that computes (accuracy 0.6, macro_accuracy 0.667)
         predictions = gr.Textbox(label="predictions", value="[0, 1, 2, 3, 1]")
         references = gr.Textbox(label="references", value="[0, 1, 3, 3, 0]")
@@ -79,8 +82,12 @@ with gr.Blocks(title="Probe Accuracy") as demo:
     with gr.Row():
         pairs = gr.Textbox(label="pairs (optional, with inverted)", placeholder='["mass_1", "mass_1"]')
         inverted = gr.Textbox(label="inverted (optional, with pairs)", placeholder="[false, true]")
-        inverse_gap_reading = gr.Dropdown(["pooled", "per_pair"], value=DEFAULTS["inverse_gap_reading"], label="inverse_gap_reading")
-        position_reading = gr.Dropdown(["template_mean", "question_mean"], value=DEFAULTS["position_reading"], label="position_reading")
+        inverse_gap_reading = gr.Dropdown(
+            ["pooled", "per_pair"], value=DEFAULTS["inverse_gap_reading"], label="inverse_gap_reading"
+        )
+        position_reading = gr.Dropdown(
+            ["template_mean", "question_mean"], value=DEFAULTS["position_reading"], label="position_reading"
+        )
         num_choices = gr.Textbox(label="num_choices (optional)", placeholder="4")
     button = gr.Button("Compute", variant="primary")
     with gr.Row():
@@ -88,10 +95,22 @@ with gr.Blocks(title="Probe Accuracy") as demo:
         macro_accuracy = gr.Number(label="macro_accuracy")
         inverse_gap = gr.Number(label="inverse_gap")
     breakdown = gr.JSON(label="all results")
-    fields = [predictions, references, groups, templates, positions, pairs, inverted, inverse_gap_reading, position_reading,
-              num_choices]
+    fields = [
+        predictions,
+        references,
+        groups,
+        templates,
+        positions,
+        pairs,
+        inverted,
+        inverse_gap_reading,
+        position_reading,
+        num_choices,
+    ]
     button.click(compute, fields, [accuracy, macro_accuracy, inverse_gap, breakdown], api_name="compute")
-    demo.load(compute, fields, [accuracy, macro_accuracy, inverse_gap, breakdown], api_visibility="undocumented")  # opens computed
+    demo.load(
+        compute, fields, [accuracy, macro_accuracy, inverse_gap, breakdown], api_visibility="undocumented"
+    )  # opens computed
 
 if __name__ == "__main__":  # a Space runs `python app.py`; tests import the form's functions
     demo.launch(show_error=True)

@@ -218,14 +218,16 @@ class ProbeAccuracy(evaluate.Metric):
             if not (isinstance(value, (bool, np.bool_)) or (_is_integer(value) and value in (0, 1))):
                 raise ValueError(f"inverted[{index}] = {value!r} is not a bool (True/False)")
         n = len(predictions)
-        correct = (_labels("predictions", predictions, num_choices) == _labels("references", references, num_choices))
+        correct = _labels("predictions", predictions, num_choices) == _labels("references", references, num_choices)
         correct = correct.astype(float)
         for name, values in (("groups", groups), ("templates", templates)):
             if values is not None:
                 _check_keys(name, values)
         if positions is not None:
             _check_integers("positions", positions)
-        groups, templates, positions = (_aligned(k, v, n) for k, v in (("groups", groups), ("templates", templates), ("positions", positions)))
+        groups, templates, positions = (
+            _aligned(k, v, n) for k, v in (("groups", groups), ("templates", templates), ("positions", positions))
+        )
         pairs, inverted = _aligned("pairs", pairs, n), _aligned("inverted", inverted, n)
 
         result = {"accuracy": float(correct.mean())}
@@ -246,7 +248,9 @@ class ProbeAccuracy(evaluate.Metric):
             owner = {}
             for index, (template, group) in enumerate(zip(templates.tolist(), groups.tolist())):
                 if owner.setdefault(template, group) != group:
-                    raise ValueError(f"templates[{index}] = {template!r} is in groups {owner[template]!r} and {group!r}; a template belongs to one group")
+                    raise ValueError(
+                        f"templates[{index}] = {template!r} is in groups {owner[template]!r} and {group!r}; a template belongs to one group"
+                    )
             t_keys, t_means, t_counts = _mean_by(templates, correct)
             owners = [owner[_key(k)] for k in t_keys]
             out["by_template"] = {_key(k): {"accuracy": float(m), "n": int(c)} for k, m, c in zip(t_keys, t_means, t_counts)}

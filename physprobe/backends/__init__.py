@@ -54,7 +54,11 @@ def libraries() -> tuple[str, ...]:
     >>> libraries()[:2]
     ('torch', 'transformers')
     """
-    names = (re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0] for registered in REGISTRY.values() for requirement in registered.libraries)
+    names = (
+        re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0]
+        for registered in REGISTRY.values()
+        for requirement in registered.libraries
+    )
     return tuple(dict.fromkeys(names))
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from physprobe.backends.chat import Chat, prompt_text
-from physprobe.errors import BackendError
+from physprobe.errors import BackendError as BackendError  # a backend's one error type, imported from here by backends
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,9 @@ class Backend(abc.ABC):
         if not requests:
             return []
         templated = self.chat_applied(type(requests[0]))
-        return [(r.rendered(lambda prompt, r=r: prompt_text(prompt, self.settings.chat, templated, r.system)), None) for r in requests]
+        return [
+            (r.rendered(lambda prompt, r=r: prompt_text(prompt, self.settings.chat, templated, r.system)), None) for r in requests
+        ]
 
     @abc.abstractmethod
     def info(self):

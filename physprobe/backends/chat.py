@@ -68,9 +68,11 @@ class Chat:
         physprobe.errors.BackendError: --apply-chat-template and --system-instruction apply to prompts (generation, log-likelihood of a continuation, YES/NO); this protocol asks for candidate words at a mask and reads no prompt: leave them out
         """
         if request_type not in PROMPTED and (self.mode == "on" or self.system_instruction):
-            raise BackendError("--apply-chat-template and --system-instruction apply to prompts (generation, log-likelihood "
-                               f"of a continuation, YES/NO); this protocol asks for {request_type.asked_for} and reads no prompt: "
-                               "leave them out")
+            raise BackendError(
+                "--apply-chat-template and --system-instruction apply to prompts (generation, log-likelihood "
+                f"of a continuation, YES/NO); this protocol asks for {request_type.asked_for} and reads no prompt: "
+                "leave them out"
+            )
 
 
 def messages(prompt: str, chat: Chat, system: str | None = None) -> list[dict]:
@@ -120,7 +122,9 @@ class Templating:
             named = sorted(templates) if isinstance(templates, dict) else []
             if name not in named:
                 known = f"its named templates: {', '.join(named)}" if named else "give --apply-chat-template without a name"
-                raise BackendError(f"--apply-chat-template {name}: {self.model_name} has no chat template named {name!r}; {known}")
+                raise BackendError(
+                    f"--apply-chat-template {name}: {self.model_name} has no chat template named {name!r}; {known}"
+                )
         try:
             return self.tokenizer.get_chat_template(name)
         except ValueError:  # no template (or several, none of them the default)

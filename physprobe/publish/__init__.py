@@ -47,14 +47,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source-dir", help="local mirror of the upstream files (default: $PHYSPROBE_SOURCE_DIR, else download)")
     parser.add_argument("--push", action="store_true", help="upload to the Hub (without it nothing touches the network)")
     parser.add_argument("--org", default="physprobe")
-    parser.add_argument("--only", help="comma-separated repo names: a benchmark (physprobe protocols lists them) or a metric module")
+    parser.add_argument(
+        "--only", help="comma-separated repo names: a benchmark (physprobe protocols lists them) or a metric module"
+    )
     parser.add_argument("--tag", help="tag every repo once all are published, e.g. v0.1.0")
     parser.add_argument("--allow-unknown-license", action="store_true", help="publish datasets whose card license is unknown")
-    parser.add_argument("--runs", nargs="+", metavar="FOLDER", help="publish these score run folders (or the run folders "
-                        "inside a parent such as runs/MODEL/) as one dataset repo instead")
+    parser.add_argument(
+        "--runs",
+        nargs="+",
+        metavar="FOLDER",
+        help="publish these score run folders (or the run folders "
+        "inside a parent such as runs/MODEL/) as one dataset repo instead",
+    )
     parser.add_argument("--runs-repo", default="physprobe-runs", help="the runs repository's name (default: physprobe-runs)")
-    parser.add_argument("--model-id", metavar="ID", help="with --runs: the name a local model's runs publish it under "
-                        "(default: its folder's name and content digest, never its path)")
+    parser.add_argument(
+        "--model-id",
+        metavar="ID",
+        help="with --runs: the name a local model's runs publish it under "
+        "(default: its folder's name and content digest, never its path)",
+    )
 
 
 def known() -> set[str]:
@@ -73,7 +84,9 @@ def conflict(args: argparse.Namespace) -> str | None:
         return "--runs publishes only the runs repository: leave out --only and --tag"
     if args.model_id is not None and not args.runs:
         return "--model-id names the model of published runs: give it with --runs"
-    if args.model_id is not None and (not args.model_id.strip() or args.model_id.strip() != args.model_id or not args.model_id.isprintable()):
+    if args.model_id is not None and (
+        not args.model_id.strip() or args.model_id.strip() != args.model_id or not args.model_id.isprintable()
+    ):
         return f"--model-id {args.model_id!r}: give the model's name on one printable line, e.g. ORG/NAME"
     return None
 
@@ -99,7 +112,11 @@ def run(args: argparse.Namespace, api=None) -> int:
         raise PublishError("--push needs the network, but HF_HUB_OFFLINE is set; unset it, or leave out --push for a dry run")
     token = hub.resolve_token() if args.push else None
     out = Path(args.out)
-    repos = folders.export_runs(out, args.runs, args.runs_repo, args.model_id) if args.runs else folders.export(out, args.source_dir, only)
+    repos = (
+        folders.export_runs(out, args.runs, args.runs_repo, args.model_id)
+        if args.runs
+        else folders.export(out, args.source_dir, only)
+    )
     datasets.disable_progress_bars()  # one line per validated repo instead
     with tempfile.TemporaryDirectory() as cache:
         for repo in repos:

@@ -18,8 +18,8 @@ import hashlib
 import importlib.metadata
 import os
 import subprocess
-import tempfile
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,13 +57,16 @@ def committed_files(folder: Path) -> dict[str, bytes]:
     """The files of ``folder`` as committed at git's ``HEAD`` (path relative to ``folder`` -> content):
     working-tree edits and untracked files are never published, and a tracked symlink or submodule is a
     ``PublishError`` (its target may lie outside the repository), as is a folder outside a git checkout."""
+
     def git(*args: str) -> bytes:
         return subprocess.run(["git", *args], cwd=folder, capture_output=True, check=True).stdout
 
     try:
         listed = git("ls-tree", "-r", "-z", "HEAD", "--", ".")
     except (OSError, subprocess.CalledProcessError) as error:
-        raise PublishError(f"{folder}: cannot list its committed files ({error}); publish from a git checkout with a commit") from None
+        raise PublishError(
+            f"{folder}: cannot list its committed files ({error}); publish from a git checkout with a commit"
+        ) from None
     files = {}
     for entry in filter(None, listed.decode().split("\0")):
         meta, name = entry.split("\t", 1)
@@ -87,7 +90,9 @@ def installed_files(folder: Path, distribution: importlib.metadata.Distribution 
         if root not in path.parents or "__pycache__" in path.parts:
             continue
         if path.is_symlink() or not path.is_file():
-            raise PublishError(f"{path} is not a regular file; a Space publishes the files physprobe installed: reinstall physprobe")
+            raise PublishError(
+                f"{path} is not a regular file; a Space publishes the files physprobe installed: reinstall physprobe"
+            )
         content = path.read_bytes()
         digest = base64.urlsafe_b64encode(hashlib.sha256(content).digest()).rstrip(b"=").decode()
         if entry.hash is None or entry.hash.mode != "sha256" or entry.hash.value != digest:
@@ -104,7 +109,9 @@ def space_files(folder: Path) -> dict[str, bytes]:
     """The files a metric's Space publishes: ``committed_files`` where ``folder`` is tracked by git, else
     ``installed_files``."""
     try:
-        tracked = subprocess.run(["git", "ls-tree", "--name-only", "HEAD", "--", "."], cwd=folder, capture_output=True, check=True).stdout
+        tracked = subprocess.run(
+            ["git", "ls-tree", "--name-only", "HEAD", "--", "."], cwd=folder, capture_output=True, check=True
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         tracked = b""
     return committed_files(folder) if tracked.strip() else installed_files(folder)

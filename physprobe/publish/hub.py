@@ -107,7 +107,9 @@ def tag_all(repos: list, api, org: str, token: str, tag: str, log=print) -> None
         refs = with_retries(lambda: api.list_repo_refs(repo_id, repo_type=repo.hub_type, token=token), repo_id, log)
         existing = {ref.name: ref.target_commit for ref in refs.tags}
         if tag in existing and existing[tag] != heads[repo_id]:
-            raise PublishError(f"tag {tag} of {repo_id} names commit {existing[tag][:12]}, not the published {heads[repo_id][:12]}; choose a new --tag")
+            raise PublishError(
+                f"tag {tag} of {repo_id} names commit {existing[tag][:12]}, not the published {heads[repo_id][:12]}; choose a new --tag"
+            )
         if tag in existing:
             already.add(repo_id)
     for repo in repos:
@@ -115,7 +117,9 @@ def tag_all(repos: list, api, org: str, token: str, tag: str, log=print) -> None
         if repo_id in already:
             log(f"tagged     {repo_id} (already {tag})")
             continue
-        with_retries(lambda: api.create_tag(repo_id, tag=tag, revision=heads[repo_id], repo_type=repo.hub_type, token=token), repo_id, log)
+        with_retries(
+            lambda: api.create_tag(repo_id, tag=tag, revision=heads[repo_id], repo_type=repo.hub_type, token=token), repo_id, log
+        )
         log(f"tagged     {repo_id} {tag}")
 
 
@@ -135,7 +139,10 @@ def push(repos: list, api, org: str, token: str, tag: str | None = None, log=pri
             states[repo_id] = publish(repo, api, org, token, log)
         except (HfHubHTTPError, httpx2.HTTPError) as error:
             states[repo_id] = f"failed: {describe(error, api.endpoint)}"
-        log(f"{states[repo_id].split(':')[0]:<10} {repo_id}" + (f": {states[repo_id][8:]}" if states[repo_id].startswith("failed") else ""))
+        log(
+            f"{states[repo_id].split(':')[0]:<10} {repo_id}"
+            + (f": {states[repo_id][8:]}" if states[repo_id].startswith("failed") else "")
+        )
     if tag and not any(state.startswith("failed") for state in states.values()):
         try:
             tag_all(repos, api, org, token, tag, log)
@@ -175,7 +182,9 @@ def check_write_access(api, token: str) -> None:
         identity = with_retries(lambda: api.whoami(token=token), "whoami")
     except HfHubHTTPError as error:
         if error.response is not None and error.response.status_code in (401, 403):
-            raise PublishError(f"the Hugging Face token was rejected (HTTP {error.response.status_code}); use a valid write token") from None
+            raise PublishError(
+                f"the Hugging Face token was rejected (HTTP {error.response.status_code}); use a valid write token"
+            ) from None
         raise PublishError(f"cannot check the token: {describe(error, api.endpoint)}") from None
     except httpx2.HTTPError as error:
         raise PublishError(describe(error, api.endpoint)) from None

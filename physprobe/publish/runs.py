@@ -44,10 +44,10 @@ from physprobe.paths import Owner, check_target, staged
 from physprobe.publish import redaction
 from physprobe.publish.verify import check_record, read_verified
 from physprobe.redact import escaped
+from physprobe.report import runs as report_runs
 from physprobe.report.blocks import Heading, Paragraph, TableBlock
 from physprobe.report.document import headlines
 from physprobe.report.output import collect, render
-from physprobe.report import runs as report_runs
 from physprobe.report.runs import load_run, name_runs
 from physprobe.report.writers import to_markdown
 from physprobe.run_record import METRICS_JSON, PREDICTIONS, RUN_JSON, SPEC_JSON
@@ -93,7 +93,9 @@ def write(folders: list[Path], out: Path, name: str, model_id: str | None = None
     target = Path(out) / name
     check_target(target, owner(name))
     candidates = run_folders([Path(f) for f in folders])
-    verified = {folder: read_verified(folder) for folder in candidates if os.path.lexists(folder / RUN_JSON) or folder.is_symlink()}
+    verified = {
+        folder: read_verified(folder) for folder in candidates if os.path.lexists(folder / RUN_JSON) or folder.is_symlink()
+    }
     runs, skipped = collect(candidates)
     for run in runs:
         check_record(verified[run.folder])
@@ -122,7 +124,9 @@ def write(folders: list[Path], out: Path, name: str, model_id: str | None = None
         with contextlib.chdir(staging):  # the report names each run by its folder in the repository: runs/<config>
             report = render([Path("runs") / config for config in folders_of], Path(scratch) / "report")
         shutil.copytree(report / "figures", staging / "figures")
-        card(name, dict(zip(folders_of, published_runs)), (report / "report.md").read_text(encoding="utf-8")).save(staging / "README.md")
+        card(name, dict(zip(folders_of, published_runs)), (report / "report.md").read_text(encoding="utf-8")).save(
+            staging / "README.md"
+        )
         redaction.check_leaks(staging, forbidden)
     for _, why in skipped:
         print(f"physprobe: skipped: {escaped(why)}", file=sys.stderr)

@@ -48,6 +48,25 @@ from physprobe.report.output import render
 from physprobe.report.runs import Run, load_run, name_runs
 from physprobe.report.tables import Column, Figure, PaperTables, Row, Table, paper_tables
 
-__all__ = ["DRAW", "Column", "Figure", "PaperTables", "ReportError", "Row", "Run", "Table", "document",
-           "load_run", "lookup", "missing_texts", "name_runs", "number", "paper_tables", "printed_value", "protocol_warning",
-           "render", "run_cell", "wilson"]
+__all__ = [
+    "DRAW",
+    "Column",
+    "Figure",
+    "PaperTables",
+    "ReportError",
+    "Row",
+    "Run",
+    "Table",
+    "document",
+    "load_run",
+    "lookup",
+    "missing_texts",
+    "name_runs",
+    "number",
+    "paper_tables",
+    "printed_value",
+    "protocol_warning",
+    "render",
+    "run_cell",
+    "wilson",
+]

@@ -118,7 +118,9 @@ def _marks(run: Run, row: CardRow, table: Table, column: Column, paper: PaperTab
     texts = warned + [text for text in (apart_note(run), exclusion(run, config)) if text]
     if row.groups is not None:
         texts += [text for text in [coverage(run, row.groups)] if text]
-    return (" ⚠" if warned else "") + ",".join(notes.mark(text if text.startswith("run ") else f"run {run.id}: {text}") for text in texts)
+    return (" ⚠" if warned else "") + ",".join(
+        notes.mark(text if text.startswith("run ") else f"run {run.id}: {text}") for text in texts
+    )
 
 
 def _cell(run: Run | None, row: CardRow, paper: PaperTables, notes: Footnotes) -> str:
@@ -144,7 +146,9 @@ def _same_rows(values: list[float | None], table: Table) -> str:
 def rows(runs: list[Run]) -> list[tuple[str, PaperTables, CardRow]]:
     """The card's rows: each benchmark among ``runs`` (in the registered order) and its paper's card rows."""
     present = {run.record.benchmark for run in runs}
-    return [(name, paper, row) for name in registry.names() if name in present for paper in [paper_tables(name)] for row in paper.card]
+    return [
+        (name, paper, row) for name in registry.names() if name in present for paper in [paper_tables(name)] for row in paper.card
+    ]
 
 
 def card_block(runs: list[Run]) -> tuple[TableBlock, list[str], list[Model]]:
@@ -208,8 +212,10 @@ def card_figure(runs: list[Run], columns: list[Model], path: Path) -> bool:
     for name, paper, row in rows(runs):
         here = [c.runs.get(name) for c in columns]
         placed = [(run, *source(row, run)) for run in here if run is not None]
-        marks = {"majority": [v for run, _, c in placed if (v := baseline_cell(run, c, 0)) is not None],
-                 "chance": [v for run, _, c in placed if (v := chance(run, c)) is not None]}
+        marks = {
+            "majority": [v for run, _, c in placed if (v := baseline_cell(run, c, 0)) is not None],
+            "chance": [v for run, _, c in placed if (v := chance(run, c)) is not None],
+        }
         panels.setdefault(paper.title, []).append((row, _panel_bars(row, here, colours), marks))
     if not any(bar.run for figures in panels.values() for _, bars, _ in figures for bar in bars):
         return False
@@ -257,7 +263,10 @@ def card_figure(runs: list[Run], columns: list[Model], path: Path) -> bool:
 def _card_legend(fig, plt, columns: list[Model], colours: list[str]):
     from matplotlib.patches import Patch
 
-    handles = [Patch(facecolor=colour, edgecolor="#333333", label=f"{column.name} (95% interval)") for column, colour in zip(columns, colours)]
+    handles = [
+        Patch(facecolor=colour, edgecolor="#333333", label=f"{column.name} (95% interval)")
+        for column, colour in zip(columns, colours)
+    ]
     handles += [Patch(color=PUBLISHED_GREY, label="the paper's best model"), Patch(color=HUMAN_GREEN, label="human (paper)"),
                 plt.Line2D([], [], color="black", linewidth=1.4, label="majority answer, same rows"),
                 plt.Line2D([], [], color="black", linestyle="--", linewidth=1, label="chance, same rows")]  # fmt: skip

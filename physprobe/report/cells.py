@@ -143,8 +143,10 @@ def groups_held(run: Run, table: Table) -> tuple[list[str], list[str]]:
     if table.groups is None:
         return [], []
     cells = {c.name: run_cell(run, c, 0) for c in table.columns if not c.summary and c.keys[0] is not None}
-    return ([name for name, cell in cells.items() if cell.value is not None],
-            [name for name, cell in cells.items() if cell.missing is not None and cell.missing.kind in ("sample", "empty")])
+    return (
+        [name for name, cell in cells.items() if cell.value is not None],
+        [name for name, cell in cells.items() if cell.missing is not None and cell.missing.kind in ("sample", "empty")],
+    )
 
 
 def baseline_cell(run: Run, column: Column, part: int) -> float | None:

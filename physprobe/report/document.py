@@ -120,7 +120,11 @@ def table_block(table: Table, runs: list[Run], paper: PaperTables) -> tuple[Tabl
     left_out = [r for r in runs if r not in placed]
     extra = list(table.notes)
     if left_out:
-        reports = f"this table reports {', '.join(table.methods)} models" if table.methods else "physprobe does not score this table's models"
+        reports = (
+            f"this table reports {', '.join(table.methods)} models"
+            if table.methods
+            else "physprobe does not score this table's models"
+        )
         extra.append(f"Not placed here: {', '.join(f'{r.id} (method {r.method})' for r in left_out)}; {reports}.")
     return TableBlock(header, rows, kinds), extra + notes.items()
 
@@ -200,7 +204,18 @@ def _configs_table(runs: list[Run]) -> TableBlock:
                          "" if not majority else f"{majority[1]:.3f} ({baselines.answer_text(same_rows.majority_answer)})",
                          "" if not constant else f"{constant[1][1]:.3f}", "" if not chance else f"{chance[1]:.3f}",
                          " ".join(f"⚠ {kind}" for kind in flagged.get(config, []))])  # fmt: skip
-    header = ["Run", "Config", "n", "Headline figure", "Unparsed", "Undecided", "Majority answer", "Best constant", "Chance", "Flag"]
+    header = [
+        "Run",
+        "Config",
+        "n",
+        "Headline figure",
+        "Unparsed",
+        "Undecided",
+        "Majority answer",
+        "Best constant",
+        "Chance",
+        "Flag",
+    ]
     return TableBlock(header, rows, ["detail"] * len(rows))
 
 
@@ -222,8 +237,10 @@ def document(runs: list[Run], figures_dir: Path, skipped: list[tuple[Path, str]]
         warnings = [w for w in (protocol_warning(r, paper) for r in group) if w]
         if warnings:
             blocks.append(Notes([f"⚠ {w}" for w in warnings]))
-        blocks += [Paragraph("Their figures per config, beside the baselines of the same rows (by the headline figure):"),
-                   _configs_table(group)]
+        blocks += [
+            Paragraph("Their figures per config, beside the baselines of the same rows (by the headline figure):"),
+            _configs_table(group),
+        ]
         flags = [f"⚠ run {r.id}: {flag.text}" for r in group for flag in baselines.flags(r.record)]
         if flags:
             blocks.append(Notes(flags))

@@ -115,7 +115,7 @@ def bars_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path)
     height = max(len(p[4]) for p in panels) * 0.24 + 1.1
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.0 * ncols + (1.6 if shared else 1.9 * ncols), height * nrows + 1.2),
                              squeeze=False, sharey=shared)  # fmt: skip
-    for axis in axes.flat[len(panels):]:
+    for axis in axes.flat[len(panels) :]:
         axis.set_visible(False)
     lines = {}
     rows = max(len(p[4]) for p in panels)
@@ -140,7 +140,8 @@ def bars_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path)
         axis.set_xlim(0, full)
         if column.chance is not None:
             lines[_reference_label(table.chance_label, column.chance, table)] = axis.axvline(
-                _scaled(column.chance, table), color="black", linestyle="--", linewidth=1)
+                _scaled(column.chance, table), color="black", linestyle="--", linewidth=1
+            )
         human = _reference(table, "human", column, part)
         if human is not None:
             lines["human (paper)"] = axis.axvline(human, color="#009E73", linestyle=":", linewidth=1.6)
@@ -197,8 +198,13 @@ def lines_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path
         axis.plot(x, values, color="black", linestyle="--", linewidth=1.5, label=f"{average.model} (paper)")
     chance = next((c.chance for c in columns if c.chance is not None), None)
     if chance is not None:
-        axis.axhline(_scaled(chance, table), color="black", linestyle=":", linewidth=1,
-                     label=_reference_label(table.chance_label, chance, table))
+        axis.axhline(
+            _scaled(chance, table),
+            color="black",
+            linestyle=":",
+            linewidth=1,
+            label=_reference_label(table.chance_label, chance, table),
+        )
     _label_line_ends(axis, ends, 100 if table.scale == "percent" else 1)
     axis.set_xticks(x)
     axis.set_xticklabels([c.label for c in columns])
@@ -227,7 +233,9 @@ def _fit_labels(fig, axes, ncols: int, labelled: int) -> None:
     """Widen the figure so that every panel keeps its width beside the longest bar name (``labelled``: the
     columns of panels that print their names), so nothing runs past its right edge."""
     renderer = fig.canvas.get_renderer()
-    widths = [label.get_window_extent(renderer).width for axis in axes.flat if axis.get_visible() for label in axis.get_yticklabels()]
+    widths = [
+        label.get_window_extent(renderer).width for axis in axes.flat if axis.get_visible() for label in axis.get_yticklabels()
+    ]
     names = max(widths, default=0) / fig.dpi
     fig.set_size_inches(ncols * 2.9 + labelled * (names + 0.25) + 0.3, fig.get_size_inches()[1])
 
@@ -237,7 +245,9 @@ def _legend(fig, plt, runs, colours, lines):
     from matplotlib.patches import Patch
 
     handles = [Patch(color=PUBLISHED_GREY, label="published (paper)")]
-    handles += [Patch(facecolor=colours[shown_name(r)], edgecolor="#333333", label=f"{shown_name(r)} (95% interval)") for r in runs]
+    handles += [
+        Patch(facecolor=colours[shown_name(r)], edgecolor="#333333", label=f"{shown_name(r)} (95% interval)") for r in runs
+    ]
     for label, line in lines.items():
         handles.append(plt.Line2D([], [], color=line.get_color(), linestyle=line.get_linestyle(), label=label))
     renderer = fig.canvas.get_renderer()

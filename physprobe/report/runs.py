@@ -43,8 +43,16 @@ class Run:
         the same run scored twice has the same key."""
         record = self.record
         chat = None if record.chat is None else dataclasses.asdict(record.chat)
-        measured = [record.model, record.backend.get("gguf_file"), record.benchmark, record.method, record.protocol,
-                    list(record.configs), record.limit, chat]
+        measured = [
+            record.model,
+            record.backend.get("gguf_file"),
+            record.benchmark,
+            record.method,
+            record.protocol,
+            list(record.configs),
+            record.limit,
+            chat,
+        ]
         canonical = json.dumps([measured, record.dataset.revisions, record.metrics], sort_keys=True, default=str).encode()
         return hashlib.sha256(canonical).hexdigest()
 

@@ -184,7 +184,9 @@ def paper_tables(benchmark: str) -> PaperTables:
                 if panel.get("part") and panel["part"] not in table.column(name).parts:
                     raise DeclarationError(f"{where} figure {f['id']!r}: column {name!r} has no part {panel['part']!r}")
         figures.append(Figure(f["id"], f["kind"], f["title"], panels, f.get("columns")))
-    return PaperTables(benchmark, raw["paper"], raw["title"], protocols, tables, tuple(figures), _card(raw.get("card") or [], ids, where))
+    return PaperTables(
+        benchmark, raw["paper"], raw["title"], protocols, tables, tuple(figures), _card(raw.get("card") or [], ids, where)
+    )
 
 
 def _check_exclusions(benchmark: str, tables: tuple[Table, ...], where: str) -> None:

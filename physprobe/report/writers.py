@@ -25,7 +25,9 @@ def _md_escape(text: str) -> str:
 
 def _html_text(text: str) -> str:
     """HTML-escape text, `code` spans as <code>; control and bidirectional characters as their escapes."""
-    return "".join(f"<code>{html.escape(p[1:-1])}</code>" if _CODE.fullmatch(p) else html.escape(p) for p in _CODE.split(escaped(text)))
+    return "".join(
+        f"<code>{html.escape(p[1:-1])}</code>" if _CODE.fullmatch(p) else html.escape(p) for p in _CODE.split(escaped(text))
+    )
 
 
 def to_markdown(blocks: list) -> str:
@@ -72,9 +74,15 @@ def to_html(blocks: list) -> str:
         if isinstance(block, Heading):
             out.append(f"<h{block.level}>{_html_text(block.text)}</h{block.level}>")
         elif isinstance(block, Paragraph):
-            out.append(f'<p class="{block.css}">{_html_text(block.text)}</p>' if block.css else f"<p>{_html_text(block.text)}</p>")
+            out.append(
+                f'<p class="{block.css}">{_html_text(block.text)}</p>' if block.css else f"<p>{_html_text(block.text)}</p>"
+            )
         elif isinstance(block, TableBlock):
-            out.append(f'<div class="scroll"><table class="{block.css}"><thead><tr>' if block.css else '<div class="scroll"><table><thead><tr>')
+            out.append(
+                f'<div class="scroll"><table class="{block.css}"><thead><tr>'
+                if block.css
+                else '<div class="scroll"><table><thead><tr>'
+            )
             out.append("".join(f"<th>{_html_text(h)}</th>" for h in block.header) + "</tr></thead><tbody>")
             for row, kind in zip(block.rows, block.kinds):
                 if kind == "section":

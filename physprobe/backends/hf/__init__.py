@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from physprobe.answers import yes_probability
 from physprobe.backends.base import Backend, Description, Settings
-from physprobe.errors import ProtocolError
 from physprobe.backends.chat import Chat, Templating, template_hash
+from physprobe.errors import ProtocolError
 from physprobe.requests import Choice, Entailment, Generate, GenerateEach, Masked, MaskedPair, MeanTokens, Seq2Seq, YesNo
 from physprobe.results import Answer, Answers, Result, Scores
 from physprobe.tokenized import first_token_choices, lower_cased, mean_token_ids, seq2seq_targets
@@ -31,13 +31,17 @@ from physprobe.tokenized import first_token_choices, lower_cased, mean_token_ids
 READINGS = {"three_way": "three_way", "vs_contradiction": "vs_contradiction", "softmax_across": "logit"}
 
 
-def score_loaded(loaded, requests: list, chat: Chat | Templating | None = None, truncate: bool = False, progress=None) -> list[Result]:
+def score_loaded(
+    loaded, requests: list, chat: Chat | Templating | None = None, truncate: bool = False, progress=None
+) -> list[Result]:
     """Results of requests of one type (``physprobe.requests`` says what each is) from a model already in
     memory (``physprobe.backends.hf.model.Loaded``), under a chat setting (None: ``Chat()``, raw prompts) or the
     ``Templating`` that decided it."""
     templating = chat if isinstance(chat, Templating) else Templating(loaded.tokenizer, chat or Chat())
     with cache_rename_quiet():
-        return ENGINES[type(requests[0])](loaded, requests, templating, {"progress": progress, "truncate": truncate, **loaded.batching})
+        return ENGINES[type(requests[0])](
+            loaded, requests, templating, {"progress": progress, "truncate": truncate, **loaded.batching}
+        )
 
 
 RENAMED_CACHE_WARNING = r"`past_key_values` is deprecated and will be removed in version"  # FutureWarning, per forward
@@ -83,7 +87,11 @@ def _choice(loaded, requests: list[Choice], templating: Templating, options: dic
     from physprobe.backends.hf import scoring
 
     texts = [[templating.render(r.context, Choice) + c for c in r.continuations] for r in requests]
-    return _scores(scoring.sequence_logprobs(loaded.model, loaded.tokenizer, texts, loaded.device, bos=not templating.applied(Choice), **options))
+    return _scores(
+        scoring.sequence_logprobs(
+            loaded.model, loaded.tokenizer, texts, loaded.device, bos=not templating.applied(Choice), **options
+        )
+    )
 
 
 def _mean_tokens(loaded, requests: list[MeanTokens], templating: Templating, options: dict) -> list[Scores]:
@@ -101,7 +109,9 @@ def _masked(loaded, requests: list[Masked], templating: Templating, options: dic
     tokenizer = loaded.tokenizer
     sep = getattr(tokenizer, "sep_token", None) or getattr(tokenizer, "eos_token", None) or "[SEP]"
     texts = [r.text.replace("[SEP]", sep) for r in requests]
-    return _scores(masked.masked_logprobs(loaded.model, tokenizer, texts, [r.candidates for r in requests], loaded.device, **options))
+    return _scores(
+        masked.masked_logprobs(loaded.model, tokenizer, texts, [r.candidates for r in requests], loaded.device, **options)
+    )
 
 
 def _masked_pair(loaded, requests: list[MaskedPair], templating: Templating, options: dict) -> list[Scores]:
@@ -185,7 +195,9 @@ def _yes_no(loaded, requests: list[YesNo], templating: Templating, options: dict
     flat = [templating.render(p, YesNo) for r in requests for p in r.prompts]
     options["progress"] = Shares.of(options["progress"], len(flat), len(requests))
     if loaded.family == "seq2seq":  # the answer is the target
-        pairs = seq2seq.seq2seq_logprobs(loaded.model, loaded.tokenizer, [(p, ["YES", "NO"]) for p in flat], loaded.device, **options)
+        pairs = seq2seq.seq2seq_logprobs(
+            loaded.model, loaded.tokenizer, [(p, ["YES", "NO"]) for p in flat], loaded.device, **options
+        )
     else:  # the answer follows the prompt after a space (BOS first unless a template opens the text)
         pairs = scoring.sequence_logprobs(loaded.model, loaded.tokenizer, [[f"{p} YES", f"{p} NO"] for p in flat], loaded.device,
                                           bos=not templating.applied(YesNo), **options)  # fmt: skip
@@ -291,7 +303,9 @@ class HFBackend(Backend):
         family = settings.family or facts.detected
         if family is None:
             raise ProtocolError(f"cannot tell the family of {settings.model!r} from {facts.kind}; pass --method")
-        if family == "nli":  # every NLI protocol reads the entailment label: a model without one is refused before its weights load
+        if (
+            family == "nli"
+        ):  # every NLI protocol reads the entailment label: a model without one is refused before its weights load
             from physprobe.backends.hf.nli import entailment_label
 
             entailment_label(facts.config)
@@ -331,7 +345,9 @@ class HFBackend(Backend):
         kind = type(requests[0])
         texts = [r.rendered(lambda prompt, r=r: self.templating.render(prompt, kind, r.system)) for r in requests]
         flat = [text for row in texts for text in row]
-        counts = iter(map(len, self.tokenizer(flat, add_special_tokens=not self.templating.applied(kind))["input_ids"]) if flat else [])
+        counts = iter(
+            map(len, self.tokenizer(flat, add_special_tokens=not self.templating.applied(kind))["input_ids"]) if flat else []
+        )
         return [(row, [next(counts) for _ in row]) for row in texts]
 
     def info(self) -> HFInfo:

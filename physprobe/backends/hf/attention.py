@@ -18,7 +18,6 @@ from __future__ import annotations
 import inspect
 
 import torch
-
 from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
 
 from physprobe.errors import ScoringError
@@ -64,8 +63,12 @@ def custom_mask(allowed: torch.Tensor, model):
         return allowed[:, None]
     if implementation == "eager":
         dtype = model.dtype
-        return torch.zeros(allowed[:, None].shape, dtype=dtype, device=allowed.device).masked_fill(~allowed[:, None], torch.finfo(dtype).min)
-    raise ScoringError(f"attention implementation {implementation!r} takes no custom mask (use one of {', '.join(CUSTOM_MASK_ATTENTION)})")
+        return torch.zeros(allowed[:, None].shape, dtype=dtype, device=allowed.device).masked_fill(
+            ~allowed[:, None], torch.finfo(dtype).min
+        )
+    raise ScoringError(
+        f"attention implementation {implementation!r} takes no custom mask (use one of {', '.join(CUSTOM_MASK_ATTENTION)})"
+    )
 
 
 def cache_layers(cache, span: int) -> list[tuple[torch.Tensor, torch.Tensor]] | None:

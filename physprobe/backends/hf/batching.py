@@ -100,7 +100,12 @@ def activation_bytes(model, logits: bool = True) -> int:
     """
     config, element = model.config, model.dtype.itemsize
     hidden = getattr(config, "hidden_size", None) or getattr(config, "d_model", None) or 1024
-    inner = getattr(config, "intermediate_size", None) or getattr(config, "d_ff", None) or getattr(config, "n_inner", None) or 4 * hidden
+    inner = (
+        getattr(config, "intermediate_size", None)
+        or getattr(config, "d_ff", None)
+        or getattr(config, "n_inner", None)
+        or 4 * hidden
+    )
     return element * (6 * hidden + 3 * inner) + ((element + 8) * getattr(config, "vocab_size", 0) if logits else 0)
 
 
@@ -146,7 +151,12 @@ def exact_batches(lengths: Sequence[int], batch_tokens: int, max_batch: int) -> 
     batches: list[list[int]] = []
     for index in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
         last = batches[-1] if batches else None
-        if last and lengths[last[0]] == lengths[index] and len(last) < max_batch and (len(last) + 1) * lengths[index] <= batch_tokens:
+        if (
+            last
+            and lengths[last[0]] == lengths[index]
+            and len(last) < max_batch
+            and (len(last) + 1) * lengths[index] <= batch_tokens
+        ):
             last.append(index)
         else:
             batches.append([index])
@@ -273,7 +283,9 @@ def check_length(ids: Sequence[int], limit: int | None, truncate: bool, what: st
     if limit is None or len(ids) <= limit:
         return list(ids)
     if not truncate:
-        raise ScoringError(f"{what} is {len(ids)} tokens, over the model's maximum of {limit}; pass --truncate to keep the last {limit}")
+        raise ScoringError(
+            f"{what} is {len(ids)} tokens, over the model's maximum of {limit}; pass --truncate to keep the last {limit}"
+        )
     return list(ids)[-limit:]
 
 

@@ -26,12 +26,10 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
-
 from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from physprobe.answers import cut, stopped
-from physprobe.results import Answer
 from physprobe.backends.hf.attention import cache_layers, custom_mask, filled_cache, positions_follow_ids, takes_custom_masks
 from physprobe.backends.hf.batching import (
     batch_limits,
@@ -48,6 +46,7 @@ from physprobe.backends.hf.batching import (
     shared_length,
     token_order_batches,
 )
+from physprobe.results import Answer
 
 
 class _Shares:
@@ -168,11 +167,14 @@ class _PromptPlan(NamedTuple):
         heads = [length for length, _ in self.clusters if length]
         own = [len(prompt) - self.shared[r] for r, prompt in enumerate(prompts)]
         return sum(pass_cost + len(g) * max(heads[i] for i in g) for g in self.prefix_groups) + sum(
-            pass_cost + len(g) * max(own[i] for i in g) for g in self.groups)
+            pass_cost + len(g) * max(own[i] for i in g) for g in self.groups
+        )
 
     def width(self, prompts: list[list[int]]) -> int:
         """The positions a group's cache spans at most: its longest shared prefix, then its longest own tokens."""
-        return max(max(self.shared[r] for r in rows) + max(len(prompts[r]) - self.shared[r] for r in rows) for rows in self.groups)
+        return max(
+            max(self.shared[r] for r in rows) + max(len(prompts[r]) - self.shared[r] for r in rows) for rows in self.groups
+        )
 
 
 def _prompt_caches(model, prompts: list[list[int]], plan: _PromptPlan, device: torch.device, span: int):
@@ -187,7 +189,9 @@ def _prompt_caches(model, prompts: list[list[int]], plan: _PromptPlan, device: t
     with_prefix = [c for c, (length, _) in enumerate(plan.clusters) if length]
     for group in plan.prefix_groups:
         members = [with_prefix[g] for g in group]
-        layers, real, _ = _padded_pass(model, [prompts[plan.clusters[c][1][0]][: plan.clusters[c][0]] for c in members], device, span)
+        layers, real, _ = _padded_pass(
+            model, [prompts[plan.clusters[c][1][0]][: plan.clusters[c][0]] for c in members], device, span
+        )
         if layers is None:
             yield [], None, None, None
             return
@@ -434,7 +438,9 @@ def answer_budget(prompt_tokens: int, max_new_tokens: int, max_length: int | Non
     return min(max_new_tokens, max(1, max_length - (1 if seq2seq else prompt_tokens)))
 
 
-def _encoded(model, tokenizer, requests: Sequence[dict], seq2seq: bool, truncate: bool, chat: bool) -> tuple[list[list[int]], list[int]]:
+def _encoded(
+    model, tokenizer, requests: Sequence[dict], seq2seq: bool, truncate: bool, chat: bool
+) -> tuple[list[list[int]], list[int]]:
     """Each request's prompt as token ids, and its answer budget (``answer_budget``).
 
     Prompts are encoded as the tokenizer encodes them, its special tokens included (a BOS only where the tokenizer
@@ -483,7 +489,8 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
 
             def done(row: int, tokens: list[int]) -> bool:
                 return len(tokens) >= limits[row] or (
-                    bool(stops[row]) and stopped(tokenizer.decode(tokens, skip_special_tokens=True), stops[row]))
+                    bool(stops[row]) and stopped(tokenizer.decode(tokens, skip_special_tokens=True), stops[row])
+                )
 
             prompts = [encoded[i] for i in chosen]
             answers = None

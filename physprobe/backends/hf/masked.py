@@ -95,7 +95,9 @@ def masked_logprobs(model, tokenizer, texts: Sequence[str], candidates: Sequence
         if text.count("[MASK]") != 1:
             raise ScoringError(f"masked-LM input must hold exactly one [MASK]: {text[:80]!r}")
     encoded, masks = [], []
-    for text, ids in zip(texts, tokenizer([t.replace("[MASK]", tokenizer.mask_token) for t in texts])["input_ids"] if texts else []):
+    for text, ids in zip(
+        texts, tokenizer([t.replace("[MASK]", tokenizer.mask_token) for t in texts])["input_ids"] if texts else []
+    ):
         ids = _mask_window(ids, ids.index(tokenizer.mask_token_id), limit, truncate, special, f"input {text[:60]!r}")
         encoded.append(ids)
         masks.append(ids.index(tokenizer.mask_token_id))

@@ -72,8 +72,10 @@ class Loaded:
 
 # Measured with torch 2.13 on this project's CPUs: inductor's C++ code for flex attention under a mask that reads a
 # tensor (any padded batch's, physprobe's tree or transformers' own) does not compile ("cur_kvSplitSize5 was not declared").
-FLEX_ON_CPU = ("--model-args attn_implementation=flex_attention: flex attention does not compile on CPU with a padded "
-               "batch's mask (torch 2.13's inductor); use attn_implementation=sdpa (the default) or eager, or score on a GPU")
+FLEX_ON_CPU = (
+    "--model-args attn_implementation=flex_attention: flex attention does not compile on CPU with a padded "
+    "batch's mask (torch 2.13's inductor); use attn_implementation=sdpa (the default) or eager, or score on a GPU"
+)
 
 
 def describe_model(model_name: str, device: str | None = None, gguf_file: str | None = None, model_args: dict | None = None,
@@ -83,7 +85,9 @@ def describe_model(model_name: str, device: str | None = None, gguf_file: str | 
 
     kwargs = dict(model_args or {})
     if gguf_file and kwargs.get("gguf_file", gguf_file) != gguf_file:
-        raise model_options.ModelOptionError(f"--gguf-file {gguf_file} and --model-args gguf_file={kwargs['gguf_file']} disagree; give one")
+        raise model_options.ModelOptionError(
+            f"--gguf-file {gguf_file} and --model-args gguf_file={kwargs['gguf_file']} disagree; give one"
+        )
     if gguf_file:
         kwargs["gguf_file"] = gguf_file
     chosen = model_options.check_device(device)
@@ -104,7 +108,9 @@ def describe_model(model_name: str, device: str | None = None, gguf_file: str | 
         else:
             config = transformers.AutoConfig.from_pretrained(model_name, **config_kwargs)
     except ImportError as error:  # e.g. gguf files need the gguf package
-        raise model_options.ModelOptionError(f"cannot read {model_name!r}: {error}".splitlines()[0] + " (pip install 'physprobe[score]')") from None
+        raise model_options.ModelOptionError(
+            f"cannot read {model_name!r}: {error}".splitlines()[0] + " (pip install 'physprobe[score]')"
+        ) from None
     except (OSError, ValueError, struct.error) as error:  # struct.error: a GGUF file cut short
         from huggingface_hub import constants
 
@@ -120,8 +126,12 @@ def describe_model(model_name: str, device: str | None = None, gguf_file: str | 
         kind = " ".join(config.architectures or [config.model_type])
     except protocols.ProtocolError:
         detected, kind = None, f"architectures={config.architectures}"
-    revision = commit or provenance.model_revision(model_name, local, kwargs.get("revision"), kwargs.get("gguf_file"), kwargs.get("subfolder"))
-    return ModelFacts(model_name, local, detected, kind, config, detected, revision, chosen, dtype, kwargs, batch_size, converted, tokenizer)
+    revision = commit or provenance.model_revision(
+        model_name, local, kwargs.get("revision"), kwargs.get("gguf_file"), kwargs.get("subfolder")
+    )
+    return ModelFacts(
+        model_name, local, detected, kind, config, detected, revision, chosen, dtype, kwargs, batch_size, converted, tokenizer
+    )
 
 
 def _offline() -> bool:
@@ -134,7 +144,9 @@ def load_tokenizer(facts: ModelFacts):
     """The planned model's tokenizer (enough to build requests and look them up in the cache)."""
     import transformers
 
-    tokenizer_kwargs = {k: facts.kwargs[k] for k in ("gguf_file", "revision", "trust_remote_code", "subfolder") if k in facts.kwargs}
+    tokenizer_kwargs = {
+        k: facts.kwargs[k] for k in ("gguf_file", "revision", "trust_remote_code", "subfolder") if k in facts.kwargs
+    }
     try:
         if facts.tokenizer is not None:  # a GGUF file's, read with its config
             tokenizer = facts.tokenizer
@@ -143,7 +155,9 @@ def load_tokenizer(facts: ModelFacts):
             tokenizer = transformers.AutoTokenizer.from_pretrained(facts.name, **tokenizer_kwargs)
     except (OSError, ValueError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ModelLoadError(f"{facts.name}: cannot load its tokenizer ({reason}); add the tokenizer files to the model folder") from None
+        raise ModelLoadError(
+            f"{facts.name}: cannot load its tokenizer ({reason}); add the tokenizer files to the model folder"
+        ) from None
     if tokenizer.pad_token is None and tokenizer.eos_token is not None:
         tokenizer.pad_token = tokenizer.eos_token
     inputs.usable_tokenizer(tokenizer, facts.name)

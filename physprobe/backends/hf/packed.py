@@ -24,8 +24,8 @@ cached-prefix plan elsewhere.
 from __future__ import annotations
 
 import heapq
-from itertools import chain, repeat
 from collections.abc import Sequence
+from itertools import chain, repeat
 from typing import NamedTuple
 
 import numpy as np
@@ -39,7 +39,9 @@ def fits(model, tokenized: Sequence[Sequence[Sequence[int]]]) -> bool:
     """Whether the tree plan scores these option sequences exactly on ``model``: it takes custom masks and position
     ids, and no sequence is longer than its narrowest attention window."""
     span = window(model)
-    return takes_custom_masks(model) and (span is None or max((len(s) for options in tokenized for s in options), default=0) <= span)
+    return takes_custom_masks(model) and (
+        span is None or max((len(s) for options in tokenized for s in options), default=0) <= span
+    )
 
 
 class Tree(NamedTuple):

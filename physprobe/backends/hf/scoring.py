@@ -155,7 +155,9 @@ def _shared_prefix_batch(model, groups: list[list[list[int]]], prefixes: list[in
         else:
             shared = [0.0] * len(rows)
         for row, q in enumerate(rows):
-            totals[q] = [shared[row] + value for value in first_next[row, [options[prefixes[q]] for options in groups[q]]].tolist()]
+            totals[q] = [
+                shared[row] + value for value in first_next[row, [options[prefixes[q]] for options in groups[q]]].tolist()
+            ]
         if keys is None:
             keys = [k.new_zeros((n_questions, k.shape[1], room, k.shape[3])) for k, _ in layers]
             values = [v.new_zeros((n_questions, v.shape[1], room, v.shape[3])) for _, v in layers]
@@ -210,11 +212,12 @@ def mean_token_logprobs(model, tokenizer, questions: Sequence[Sequence[Sequence[
     the mean is (the prefix's tokens after the first + the option's own tokens) / (n - 1).
     """
     limit = max_positions(model)
-    tokenized = [[check_length(ids, limit, truncate, f"token sequence of {len(ids)} ids") for ids in options] for options in questions]
+    tokenized = [
+        [check_length(ids, limit, truncate, f"token sequence of {len(ids)} ids") for ids in options] for options in questions
+    ]
     for options in tokenized:
         for ids in options:
             if len(ids) < 2:
                 raise ScoringError(f"token sequence {ids} has {len(ids)} id(s): a mean token log-probability needs at least 2")
     totals = option_totals(model, tokenized, device, batch_tokens, max_batch, progress, count_prefix=True)
     return [[total / (len(ids) - 1) for total, ids in zip(row, options)] for row, options in zip(totals, tokenized)]
-

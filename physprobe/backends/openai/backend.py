@@ -129,7 +129,12 @@ class OpenAIBackend(Backend):
     @staticmethod
     def _options(settings: Settings) -> ServerOptions:
         """The server's options; a one-line error for a setting that does not apply to a served model."""
-        for option, flag in (("device", "--device"), ("dtype", "--dtype"), ("batch_size", "--batch-size"), ("gguf_file", "--gguf-file")):
+        for option, flag in (
+            ("device", "--device"),
+            ("dtype", "--dtype"),
+            ("batch_size", "--batch-size"),
+            ("gguf_file", "--gguf-file"),
+        ):
             if getattr(settings, option) is not None:
                 raise BackendError(f"{flag} does not apply to --backend openai: the server decides where and how its model runs")
         if settings.chat.mode == "on" and settings.chat.template is not None:
@@ -278,7 +283,9 @@ class OpenAIBackend(Backend):
         return self._echo_asks([[(prompt_text(p, chat, templated=False), (" YES", " NO")) for p in r.prompts] for r in requests],
                                lambda totals: Scores(tuple(yes_probability(yes, no) for yes, no in totals)))  # fmt: skip
 
-    def _echo_asks(self, questions: list[list[tuple[str, tuple[str, ...]]]], result: Callable) -> tuple[list, list[list[int]], Callable, Callable]:
+    def _echo_asks(
+        self, questions: list[list[tuple[str, tuple[str, ...]]]], result: Callable
+    ) -> tuple[list, list[list[int]], Callable, Callable]:
         """Each request's (context, options) questions, asked as one echo per distinct text; ``result`` makes the
         request's result of its questions' totals (``after_shared_prefix``)."""
         texts = list(dict.fromkeys(context + c for qs in questions for context, options in qs for c in options))  # each once
@@ -309,5 +316,7 @@ class OpenAIBackend(Backend):
         if self.chat_applied(type(request)):
             reply = self.client.chat(messages(request.prompt, chat, request.system), request.max_new_tokens)
         else:
-            reply = self.client.complete(prompt_text(request.prompt, chat, templated=False, system=request.system), request.max_new_tokens)
+            reply = self.client.complete(
+                prompt_text(request.prompt, chat, templated=False, system=request.system), request.max_new_tokens
+            )
         return Answer(cut(reply.text, request.stop), reply.tokens)

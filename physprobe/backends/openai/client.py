@@ -30,16 +30,29 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from physprobe.backends.base import BackendError
-from physprobe.backends.openai.parsing import Malformed, Reply, parse_body, parse_chat, parse_completion, parse_echo, parse_models, prompt_tokens
+from physprobe.backends.openai.parsing import (
+    Malformed,
+    Reply,
+    parse_body,
+    parse_chat,
+    parse_completion,
+    parse_echo,
+    parse_models,
+    prompt_tokens,
+)
 from physprobe.errors import RequestError
 from physprobe.redact import printable, scrub, url_secrets
 from physprobe.retries import TRANSIENT_STATUS, backoff, retried
 
 API_KEY_VARIABLE = "OPENAI_API_KEY"
-COMPLETIONS_UNSUPPORTED = ("this server has no /v1/completions endpoint for raw prompts: score with --apply-chat-template "
-                           "(its chat endpoint, which reads each prompt through the server's chat template)")
-LOGLIKELIHOOD_UNSUPPORTED = ("this server cannot score log-likelihood protocols (they need /v1/completions with echo and "
-                             "logprobs; a chat-only endpoint has none): score a generation protocol, --method generate")
+COMPLETIONS_UNSUPPORTED = (
+    "this server has no /v1/completions endpoint for raw prompts: score with --apply-chat-template "
+    "(its chat endpoint, which reads each prompt through the server's chat template)"
+)
+LOGLIKELIHOOD_UNSUPPORTED = (
+    "this server cannot score log-likelihood protocols (they need /v1/completions with echo and "
+    "logprobs; a chat-only endpoint has none): score a generation protocol, --method generate"
+)
 
 
 def _reason(response, secrets: Sequence[str | None]) -> str:
@@ -212,7 +225,9 @@ class Client:
                               "is busy or stuck: raise --model-args timeout=... (seconds per request) or lower num_concurrent") from None  # fmt: skip
         except httpx.TransportError as error:
             reason = self._shown(str(error)) or type(error).__name__
-            raise self._error(f"{self.base_url}{path} dropped the connection ({reason}) {attempts}; see the server's log") from None
+            raise self._error(
+                f"{self.base_url}{path} dropped the connection ({reason}) {attempts}; see the server's log"
+            ) from None
         except Malformed as error:
             tried = f" {attempts}" if error.transient else ""
             raise self._error(f"{self.base_url}{path} gave an answer physprobe cannot use: {error}{tried}; check that the "
@@ -221,9 +236,13 @@ class Client:
             return answer
         if answer.status_code == 401:
             state = f"${API_KEY_VARIABLE} is set" if self.key else f"${API_KEY_VARIABLE} is not set"
-            raise self._error(f"{self.base_url} refused the API key (HTTP 401; {state}); export {API_KEY_VARIABLE} with a key it accepts")
+            raise self._error(
+                f"{self.base_url} refused the API key (HTTP 401; {state}); export {API_KEY_VARIABLE} with a key it accepts"
+            )
         if answer.status_code in (400, 404, 405, 422) and unsupported:
-            raise self._error(f"{self.base_url}{path} refused the request (HTTP {answer.status_code}: {_reason(answer, self.secrets)}): {unsupported}")
+            raise self._error(
+                f"{self.base_url}{path} refused the request (HTTP {answer.status_code}: {_reason(answer, self.secrets)}): {unsupported}"
+            )
         raise self._error(f"{self.base_url}{path} answered HTTP {answer.status_code}: {_reason(answer, self.secrets)}")
 
     def served_models(self) -> dict[str, dict]:
@@ -360,7 +379,9 @@ class ServerOptions:
                 raise BackendError(f"--model-args {key}=... does not apply to --backend openai; its keys: {', '.join(known)}")
             typed[key] = value if key == "base_url" else cls._number(key, value)
         if "base_url" not in typed:
-            raise BackendError("--backend openai needs --model-args base_url=... (the server's /v1 root, e.g. http://127.0.0.1:8000/v1)")
+            raise BackendError(
+                "--backend openai needs --model-args base_url=... (the server's /v1 root, e.g. http://127.0.0.1:8000/v1)"
+            )
         parts = urlsplit(typed["base_url"])
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise BackendError(f"--model-args base_url={scrub(typed['base_url'], [])!r} is not an http(s) URL; give one such as "

@@ -42,7 +42,9 @@ def parse_body(content: bytes) -> dict:
     except UnicodeDecodeError as error:
         raise Malformed(f"a body that is not UTF-8 (byte {error.start})", transient=True) from None
     except json.JSONDecodeError as error:
-        raise Malformed(f"a body that is not JSON ({error.msg} at character {error.pos} of {len(content)})", transient=True) from None
+        raise Malformed(
+            f"a body that is not JSON ({error.msg} at character {error.pos} of {len(content)})", transient=True
+        ) from None
     except RecursionError:  # e.g. 200,000 nested [: no answer of the API is nested more than a few levels
         raise Malformed(f"a body nested too deeply to be an answer ({len(content)} bytes)") from None
     if not isinstance(body, dict):
@@ -84,7 +86,9 @@ def parse_echo(body: dict) -> list[tuple[str, float | None]]:
     """
     logprobs = _choice(body).get("logprobs")
     if not isinstance(logprobs, dict):
-        raise Malformed(f"choices[0].logprobs is {printable(json.dumps(logprobs), 60)}, not an object of tokens and log-probabilities")
+        raise Malformed(
+            f"choices[0].logprobs is {printable(json.dumps(logprobs), 60)}, not an object of tokens and log-probabilities"
+        )
     tokens, values, offsets = logprobs.get("tokens"), logprobs.get("token_logprobs"), logprobs.get("text_offset")
     if not isinstance(tokens, list) or not tokens or not isinstance(values, list):
         raise Malformed("logprobs without a list of tokens and a list of token_logprobs")
@@ -105,7 +109,9 @@ def parse_echo(body: dict) -> list[tuple[str, float | None]]:
             raise Malformed(f"text_offset is not a list of one offset per token ({len(tokens)} tokens)")
         for i, offset in enumerate(offsets):
             if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0 or (i and offset < offsets[i - 1]):
-                raise Malformed(f"text_offset[{i}] is {printable(json.dumps(offset), 40)}, not a whole number at least the one before")
+                raise Malformed(
+                    f"text_offset[{i}] is {printable(json.dumps(offset), 40)}, not a whole number at least the one before"
+                )
     return list(zip(tokens, values))
 
 
@@ -156,7 +162,7 @@ def parse_models(body: dict) -> dict[str, dict]:
     """
     data = body.get("data")
     if not isinstance(data, list) or not all(isinstance(e, dict) and isinstance(e.get("id"), str) for e in data):
-        raise Malformed("no list of models with ids (data: [{\"id\": ...}, ...])")
+        raise Malformed('no list of models with ids (data: [{"id": ...}, ...])')
     return {entry["id"]: entry for entry in data}
 
 

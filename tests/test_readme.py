@@ -116,8 +116,8 @@ def test_a_user_following_the_readme_in_a_fresh_clone(tmp_path):
     for shown, block in SHOWN.items():
         missing = [line for line in shown_lines(named[shown]) if line not in shown_lines(printed[block])]
         assert not missing, f"the README shows lines {block!r} did not print: {missing}\nit printed:\n{printed[block]}"
-    runs = sorted(p.name for p in (clone / "runs").iterdir())
-    assert runs and all((clone / "runs" / run / "metrics.json").is_file() for run in runs)
+    runs = sorted(p.parent for p in (clone / "runs").rglob("run.json"))  # run folders, a card's among them
+    assert runs and all((run / "metrics.json").is_file() and (run / "spec.json").is_file() for run in runs)
     html = (clone / "report" / "report.html").read_text(encoding="utf-8")
     assert "SmolLM2" in html or "smollm2" in html
     assert sorted(p.name for p in (clone / "build" / "hub" / "datasets").iterdir()) == [

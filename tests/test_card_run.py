@@ -185,7 +185,9 @@ def test_a_benchmark_the_backend_cannot_serve_is_skipped_in_one_line(built_all, 
         asked = sum(path == "/v1/models" for path in server.requests)
     err = capsys.readouterr().err
     skips = [line for line in err.splitlines() if "skipped" in line]
-    assert len(skips) == 1 and skips[0].startswith("physprobe: skipped prost: protocol 'released-gpt' asks MeanTokens "
-                                                   "requests, which --backend openai cannot serve; use --backend hf")  # fmt: skip
+    assert len(skips) == 1 and skips[0].startswith(
+        "physprobe: skipped prost: protocol 'released-gpt' asks for mean log-probabilities of the options' tokens, which "
+        "--backend openai cannot serve; use --backend hf"
+    )
     assert sorted(p.name for p in (tmp_path / "card").iterdir() if not p.name.startswith(".")) == ["cccons"]
     assert asked == 1  # the server's model list read once, by the one backend the card made

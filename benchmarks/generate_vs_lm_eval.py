@@ -57,7 +57,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from physprobe import lm_eval_export, registry
 from physprobe.answers import cut, stopped
-from physprobe.backends.hf import generation
+from physprobe.backends.hf import generation, prefill
 
 SUITE = {"newton": ("released-generate", ["track1", "track2_boolean", "track2_mc", "track3"]),
          "cccons": ("question-generate", ["ordinary", "ccommon"])}  # fmt: skip
@@ -111,7 +111,7 @@ def small_build(data: Path, out: Path, limit: int, benchmarks=tuple(SUITE), spre
 
 class Fed:
     """Counts a model's forward inputs: prompt tokens (every pass but a decoding step: one token per row on a
-    filled cache) and decoding steps. physprobe's prompt passes (``generation._padded_pass``, marked by
+    filled cache) and decoding steps. physprobe's prompt passes (``prefill._padded_pass``, marked by
     ``mark_prompt_passes``) count as prompt tokens even where they feed one token per row on a shared prefix's cache."""
 
     def __init__(self, model):
@@ -128,7 +128,7 @@ class Fed:
         """Stop counting: the hook removed, physprobe's prompt passes unmarked."""
         self.handle.remove()
         if self.unmarked is not None:
-            generation._padded_pass = self.unmarked
+            prefill._padded_pass = self.unmarked
 
     def _hook(self, module, args, kwargs):
         ids = kwargs["input_ids"] if "input_ids" in kwargs else args[0]
@@ -142,8 +142,8 @@ class Fed:
         self.attention_flops += self.per_key * rows * width * (cached + (width + 1) / 2)
 
     def mark_prompt_passes(self) -> None:
-        """Count every pass of physprobe's ``generation._padded_pass`` as prompt tokens."""
-        original = self.unmarked = generation._padded_pass
+        """Count every pass of physprobe's ``prefill._padded_pass`` as prompt tokens."""
+        original = self.unmarked = prefill._padded_pass
 
         def marked(*args, **kwargs):
             self.in_prompt_pass = True
@@ -152,7 +152,7 @@ class Fed:
             finally:
                 self.in_prompt_pass = False
 
-        generation._padded_pass = marked
+        prefill._padded_pass = marked
 
     def reset(self) -> None:
         self.prompt = self.steps = self.attention_flops = 0

@@ -280,7 +280,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _score_arguments(score_cmd: argparse.ArgumentParser) -> None:
-    """The options of ``physprobe score``."""
+    """The options of ``physprobe score``, in the order ``--help`` lists them."""
+    _scored_arguments(score_cmd)
+    _rows_and_output_arguments(score_cmd)
+    _running_arguments(score_cmd)
+    score_cmd.set_defaults(run=_score)
+
+
+def _scored_arguments(score_cmd: argparse.ArgumentParser) -> None:
+    """What ``physprobe score`` scores: the model, the benchmarks and their configs, the method or protocol."""
     score_cmd.add_argument("--model", required=True, help="Hub id or local folder")
     score_cmd.add_argument(
         "--benchmark",
@@ -292,6 +300,11 @@ def _score_arguments(score_cmd: argparse.ArgumentParser) -> None:
     score_cmd.add_argument("--config", help="comma-separated configs (default: those of the paper's tables)")
     score_cmd.add_argument("--method", choices=METHODS, help="default: the protocol's (see `physprobe protocols`)")
     score_cmd.add_argument("--protocol", help="a protocol of the benchmark (default: the paper's for the model's family)")
+
+
+def _rows_and_output_arguments(score_cmd: argparse.ArgumentParser) -> None:
+    """Where ``physprobe score`` reads the rows (a local build or a Hub dataset; ``--limit`` of them) and where the
+    run goes."""
     score_cmd.add_argument("--data", help="a local folder of built benchmarks (default: read physprobe/<benchmark> from the Hub)")
     score_cmd.add_argument("--revision", help="Hub dataset revision to read (branch, tag or commit; default: main)")
     score_cmd.add_argument("--dataset-repo", help="Hub dataset to read instead of physprobe/<benchmark>, e.g. a fork ORG/NAME")
@@ -309,6 +322,11 @@ def _score_arguments(score_cmd: argparse.ArgumentParser) -> None:
         help="score N rows of each config: one of each group of the paper's breakdowns "
         "(concepts, attributes, classes: the groups the benchmark declares) first, the rest evenly spread",
     )
+
+
+def _running_arguments(score_cmd: argparse.ArgumentParser) -> None:
+    """How ``physprobe score`` runs: the model's device, weights, batches and backend, the prompts' chat template,
+    the bootstrap resamples, the processes."""
     score_cmd.add_argument("--device", help="cpu, cuda, cuda:1, mps (default: cuda if available)")
     score_cmd.add_argument(
         "--dtype",
@@ -350,7 +368,6 @@ def _score_arguments(score_cmd: argparse.ArgumentParser) -> None:
         help="score in N processes (accelerate launch; data parallel): "
         "requests split by token count, rank 0 writes the run folder",
     )
-    score_cmd.set_defaults(run=_score)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -194,7 +194,7 @@ def launch(spec) -> int:
     died without one) is raised as this command's one line, so several ranks failing alike say it once.
     """
     from physprobe.errors import PhysprobeError
-    from physprobe.paths import FolderLock
+    from physprobe.folder_lock import FolderLock
     from physprobe.run_folder import lock_name
 
     FolderLock(spec.folder, lock_name(0)).acquire().release()  # a run folder in use: one line, nothing launched

@@ -1,6 +1,6 @@
 """Safe file-system steps shared by every writer: plain output names, folders that never overlap their
 inputs, the one output primitive (``staged``: an owned folder, written beside its target and swapped in
-whole), atomic file writes and a lock on a run folder.
+whole, under ``folder_lock``'s lock) and atomic file writes.
 
 Every folder physprobe writes carries a marker, ``.physprobe-output.json``, naming the kind of output and
 its owner (``Owner``): a build of benchmark X, a challenge set, a run of a model on a benchmark, a report,
@@ -21,18 +21,16 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import fcntl
 import json
 import os
 import secrets
 import shutil
-import socket
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from physprobe.errors import FolderInUse, OutputFolderError
+from physprobe.errors import OutputFolderError
+from physprobe.folder_lock import FolderLock
 from physprobe.sources import file_sha256
 
 STAGING = ".staging-"  # folders this module creates beside a target: .<name>.staging-<pid>-<random>
@@ -417,76 +415,3 @@ def atomic_file(path: str | os.PathLike):
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
-
-
-class FolderLock:
-    """An exclusive lock on a folder (``fcntl.flock`` on ``<folder>/<name>``), held in a ``with`` block: a
-    second holder fails at once naming the first; the lock is released when the block ends, however it ends
-    (an exception inside it included), or when its process dies, so a killed run never leaves it stuck.
-
-    >>> import tempfile
-    >>> with tempfile.TemporaryDirectory() as folder:
-    ...     with FolderLock(Path(folder)):
-    ...         FolderLock(Path(folder)).acquire()
-    Traceback (most recent call last):
-    physprobe.errors.FolderInUse: ... is in use by process ...; wait for it to finish or choose another --out
-    >>> with tempfile.TemporaryDirectory() as folder:
-    ...     with FolderLock(Path(folder)):
-    ...         pass
-    ...     with FolderLock(Path(folder)) as again:  # released: the same process takes it again
-    ...         again.handle is not None
-    True
-    """
-
-    def __init__(self, folder: Path, name: str = "run.lock", subject: Path | None = None, transient: bool = False):
-        self.path = Path(folder) / name
-        self.subject = subject or Path(folder)  # what the lock guards, as its error names it
-        self.transient = transient  # the lock file is removed on release (a lock beside an output, not inside it)
-        self.handle = None
-
-    def acquire(self) -> FolderLock:
-        while True:
-            try:  # O_NOFOLLOW: a lock file that is a symlink is refused, never the linked file written
-                handle = open(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o666), "a+")
-            except OSError as error:
-                if error.errno != errno.ELOOP:
-                    raise
-                raise OutputFolderError(f"{self.path} is a symlink; physprobe writes no lock through a link: remove it") from None
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                holder = handle.read().strip() or "another process"
-                handle.close()
-                raise FolderInUse(
-                    f"{self.subject} is in use by process {holder}; wait for it to finish or choose another --out"
-                ) from None
-            if not self.transient or self._current(handle):
-                break
-            handle.close()  # a file its holder removed as it let go: lock the one at the path now
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-        handle.flush()
-        self.handle = handle
-        return self
-
-    def _current(self, handle) -> bool:
-        try:
-            return os.stat(self.path, follow_symlinks=False).st_ino == os.fstat(handle.fileno()).st_ino
-        except FileNotFoundError:
-            return False
-
-    def release(self) -> None:
-        if self.handle is not None:
-            if self.transient:  # removed while still held: whoever opened it meanwhile sees it is gone and retries
-                self.path.unlink(missing_ok=True)
-            fcntl.flock(self.handle, fcntl.LOCK_UN)
-            self.handle.close()
-            self.handle = None
-
-    def __enter__(self) -> FolderLock:
-        return self.acquire()
-
-    def __exit__(self, *exc_info) -> None:
-        self.release()

@@ -34,7 +34,7 @@ from physprobe import (
 )
 from physprobe.backends.base import Backend, BackendError
 from physprobe.errors import RequestError, ServedModelChanged
-from physprobe.paths import FolderLock
+from physprobe.folder_lock import FolderLock
 from physprobe.redact import printable
 from physprobe.result_cache import Cache
 from physprobe.results import Result

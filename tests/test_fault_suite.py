@@ -260,7 +260,7 @@ def test_a_forged_marker_vouches_for_no_file_it_did_not_hash(inputs, tmp_path, c
 
 
 def test_one_report_writer_at_a_time_and_the_folder_matches_its_marker(inputs, tmp_path, capsys):
-    from physprobe.paths import FolderLock
+    from physprobe.folder_lock import FolderLock
 
     run = write_run(
         tmp_path / "run", "prost", "causal", {"mass": {"accuracy": 0.5, "n": 6}}, "released-gpt", model="gpt2", limit=6
@@ -560,7 +560,7 @@ def test_a_bad_config_with_several_processes_is_one_line_before_any_launch(input
 
 
 def test_a_folder_in_use_with_several_processes_is_one_line_before_any_launch(inputs, tmp_path, capsys):
-    from physprobe.paths import FolderLock
+    from physprobe.folder_lock import FolderLock
     from physprobe.run_folder import open_folder, owner
 
     out = tmp_path / "run"
@@ -886,7 +886,7 @@ def test_a_symlink_committed_in_a_metric_folder_is_refused(tmp_path, monkeypatch
 @pytest.mark.parametrize("how", ["ctrl-c", "kill -9 of the launcher's process group"])
 def test_a_data_parallel_score_ends_whole_with_its_launcher(how, inputs, tmp_path):
     from physprobe.errors import FolderInUse
-    from physprobe.paths import FolderLock
+    from physprobe.folder_lock import FolderLock
 
     out = tmp_path / "run"
     command = [sys.executable, "-m", "physprobe", "score", "--model", str(inputs["model"]), "--benchmark", "prost",

@@ -13,7 +13,7 @@ from tokenizers import processors
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerFast
 
 from physprobe import answers, registry
-from physprobe.backends.hf import batching, generation, scoring
+from physprobe.backends.hf import batching, generation, prefill, scoring
 from tests import tiny_models
 
 # Every generate protocol that reads its prompt raw (a chat protocol's prompt is a user turn, read through a
@@ -143,7 +143,7 @@ def test_causal_decoding_feeds_shared_prefixes_once_little_padding_and_no_finish
         needed = _answer_lengths(model, tokenizer, requests, seq2seq=False)
         assert texts == _full_budget_then_cut(model, tokenizer, requests, seq2seq=False)
     prompts = [tokenizer(r["prompt"])["input_ids"] for r in requests]
-    plan = generation._PromptPlan.of(prompts, batching.pass_tokens(model, torch.device("cpu")))
+    plan = prefill.PromptPlan.of(prompts, batching.pass_tokens(model, torch.device("cpu")))
     heads = [length for length, _ in plan.clusters if length]
     own = [len(p) - plan.shared[r] for r, p in enumerate(prompts)]
     prefix_fed = sum(len(g) * max(heads[i] for i in g) for g in plan.prefix_groups)

@@ -93,18 +93,7 @@ def bars_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path)
     """Small multiples: one panel per (table, column), every published model and run as a horizontal bar,
     the chance level dashed, the paper's human row dotted, 95% intervals on the runs' bars.
     Returns False (and writes nothing) when no panel has a value."""
-    panels = []
-    for spec in figure.panels:
-        table = paper.table(spec["table"])
-        names = spec.get("columns") or [c.name for c in table.columns if not c.summary]
-        for name in names:
-            column = table.column(name)
-            part = spec.get("part")
-            title = column.label
-            if spec.get("title"):  # a panel title, or a prefix when the panel spec spans several columns
-                title = spec["title"] if len(names) == 1 else f"{spec['title']}: {column.label}"
-            series = _panel_series(table, [column], part, runs)
-            panels.append((table, column, part, title, series))
+    panels = _bar_panels(figure, paper, runs)
     if not any(v is not None for *_, series in panels for s in series for v in s.values):
         return False
     plt = _plt()
@@ -120,42 +109,7 @@ def bars_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path)
     lines = {}
     rows = max(len(p[4]) for p in panels)
     for axis, (table, column, part, title, series) in zip(axes.flat, panels):
-        full = 100 if table.scale == "percent" else 1
-        for i, s in enumerate(series):
-            value = s.values[0]
-            if value is None:
-                if s.run:
-                    axis.text(full * 0.01, i, "no value (see table)", va="center", fontsize=7, color="#777777", style="italic")
-                continue
-            colour = colours[s.name] if s.run else PUBLISHED_GREY
-            error = None
-            if s.errors[0] is not None:
-                error = [[value - s.errors[0][0]], [s.errors[0][1] - value]]
-            axis.barh(i, value, color=colour, xerr=error, ecolor="#333333", capsize=2, height=0.75,
-                      edgecolor="#333333" if s.run else "none", linewidth=0.6)  # fmt: skip
-            if s.run:
-                end = s.errors[0][1] if s.errors[0] is not None else value
-                axis.text(min(end + full * 0.02, full * 0.86), i, number(value / full, table), va="center", fontsize=7,
-                          fontweight="bold")  # fmt: skip
-        axis.set_xlim(0, full)
-        if column.chance is not None:
-            lines[_reference_label(table.chance_label, column.chance, table)] = axis.axvline(
-                _scaled(column.chance, table), color="black", linestyle="--", linewidth=1
-            )
-        human = _reference(table, "human", column, part)
-        if human is not None:
-            lines["human (paper)"] = axis.axvline(human, color="#009E73", linestyle=":", linewidth=1.6)
-        axis.set_title(textwrap.fill(title, 34), fontsize=9)
-        axis.set_yticks(range(len(series)))
-        axis.set_yticklabels([s.name for s in series], fontsize=7)
-        for label, s in zip(axis.get_yticklabels(), series):
-            if s.run:
-                label.set_fontweight("bold")
-        axis.set_ylim(rows - 0.5, -0.5)  # the same bar thickness in every panel
-        axis.tick_params(axis="x", labelsize=7)
-        axis.grid(axis="x", color="#EEEEEE", linewidth=0.6)
-        axis.set_axisbelow(True)
-        axis.set_xlabel("%" if table.scale == "percent" else "fraction", fontsize=7)
+        _bar_panel(axis, table, column, part, title, series, colours, lines, rows)
     _fit_labels(fig, axes, ncols, 1 if shared else ncols)
     legend = _legend(fig, plt, runs, colours, lines)
     fig.suptitle(figure.title, fontsize=11)
@@ -164,6 +118,65 @@ def bars_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path)
     fig.tight_layout(rect=(0, below / inches, 1, 1 - 0.45 / inches))
     _save(fig, plt, path)
     return True
+
+
+def _bar_panels(figure: Figure, paper: PaperTables, runs: list[Run]) -> list[tuple]:
+    """``bars_figure``'s panels: per (table, column) of the figure's panel specs, the table, the column, the part of
+    the paper's table it reads, its title and its series (every published model and run)."""
+    panels = []
+    for spec in figure.panels:
+        table = paper.table(spec["table"])
+        names = spec.get("columns") or [c.name for c in table.columns if not c.summary]
+        for name in names:
+            column = table.column(name)
+            part = spec.get("part")
+            title = column.label
+            if spec.get("title"):  # a panel title, or a prefix when the panel spec spans several columns
+                title = spec["title"] if len(names) == 1 else f"{spec['title']}: {column.label}"
+            series = _panel_series(table, [column], part, runs)
+            panels.append((table, column, part, title, series))
+    return panels
+
+
+def _bar_panel(axis, table, column, part, title: str, series, colours: dict[str, str], lines: dict, rows: int) -> None:
+    """One panel of ``bars_figure`` on ``axis``: a bar per series (the runs' with their intervals and values), the
+    chance and human lines (added to ``lines``, by legend label), ``rows`` bars' room whatever the panel holds."""
+    full = 100 if table.scale == "percent" else 1
+    for i, s in enumerate(series):
+        value = s.values[0]
+        if value is None:
+            if s.run:
+                axis.text(full * 0.01, i, "no value (see table)", va="center", fontsize=7, color="#777777", style="italic")
+            continue
+        colour = colours[s.name] if s.run else PUBLISHED_GREY
+        error = None
+        if s.errors[0] is not None:
+            error = [[value - s.errors[0][0]], [s.errors[0][1] - value]]
+        axis.barh(i, value, color=colour, xerr=error, ecolor="#333333", capsize=2, height=0.75,
+                  edgecolor="#333333" if s.run else "none", linewidth=0.6)  # fmt: skip
+        if s.run:
+            end = s.errors[0][1] if s.errors[0] is not None else value
+            axis.text(min(end + full * 0.02, full * 0.86), i, number(value / full, table), va="center", fontsize=7,
+                      fontweight="bold")  # fmt: skip
+    axis.set_xlim(0, full)
+    if column.chance is not None:
+        lines[_reference_label(table.chance_label, column.chance, table)] = axis.axvline(
+            _scaled(column.chance, table), color="black", linestyle="--", linewidth=1
+        )
+    human = _reference(table, "human", column, part)
+    if human is not None:
+        lines["human (paper)"] = axis.axvline(human, color="#009E73", linestyle=":", linewidth=1.6)
+    axis.set_title(textwrap.fill(title, 34), fontsize=9)
+    axis.set_yticks(range(len(series)))
+    axis.set_yticklabels([s.name for s in series], fontsize=7)
+    for label, s in zip(axis.get_yticklabels(), series):
+        if s.run:
+            label.set_fontweight("bold")
+    axis.set_ylim(rows - 0.5, -0.5)  # the same bar thickness in every panel
+    axis.tick_params(axis="x", labelsize=7)
+    axis.grid(axis="x", color="#EEEEEE", linewidth=0.6)
+    axis.set_axisbelow(True)
+    axis.set_xlabel("%" if table.scale == "percent" else "fraction", fontsize=7)
 
 
 def lines_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path) -> bool:

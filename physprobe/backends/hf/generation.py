@@ -2,7 +2,7 @@
 
 A causal model's batch holds prompts in token order; each run of prompts sharing a token prefix (a chat
 template's system turn, NEWTON's attribute question or context) runs that prefix once, then the prompts' own
-tokens run in groups of near-equal length (padded where a pass would cost more than the padding);
+tokens run in groups of near-equal length (padded where a pass would cost more than the padding: ``prefill``);
 their key/value caches join one decoding batch, left-padded (masked), in buffers each step writes in place,
 and each row leaves the batch as soon as its answer is done: its stop string has appeared (after the answer's leading blank lines, as ``answers.cut``
 reads it), or EOS, or its token budget. Those are read on the host: on a CPU after every step; on an accelerator the
@@ -23,29 +23,25 @@ plus its token budget) and completed when its answer ends (``_Shares``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from physprobe.answers import cut, stopped
-from physprobe.backends.hf.attention import cache_layers, custom_mask, filled_cache, positions_follow_ids, takes_custom_masks
+from physprobe.backends.hf.attention import custom_mask, filled_cache, positions_follow_ids, takes_custom_masks
 from physprobe.backends.hf.batching import (
     batch_limits,
     check_length,
     forward,
     left_padded,
-    length_groups,
     max_positions,
     pad_right,
-    padded_positions,
     pass_tokens,
-    prefix_clusters,
     run_batches,
-    shared_length,
     token_order_batches,
 )
+from physprobe.backends.hf.prefill import PromptPlan, prompt_caches
 from physprobe.results import Answer
 
 
@@ -113,118 +109,6 @@ class _StopStrings(StoppingCriteria):
     def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
         texts = self.tokenizer.batch_decode(input_ids[:, self.start :], skip_special_tokens=True)
         return torch.tensor([stopped(t, s) for t, s in zip(texts, self.stops)], device=input_ids.device)
-
-
-def _padded_pass(model, rows: list[list[int]], device: torch.device, span: int, before: tuple | None = None):
-    """One forward pass over token ``rows``, left-padded to the longest, each after its filled cache in ``before``
-    (``(keys, values, mask, lengths)``: per-layer buffers of the rows' earlier positions, real where ``mask`` is 1,
-    ``lengths`` real ones per row). Returns the keys/values per layer of all positions (None when the model's
-    cache is not one ``attention.cache_layers`` takes for a cache of ``span`` positions), their mask, and each row's next token."""
-    ids, real = left_padded(rows, 0, device)
-    positions = padded_positions(real, before[3] if before else 0)
-    mask = torch.cat([before[2], real], dim=1) if before else real
-    cache = filled_cache(before[0], before[1], before[2].shape[1]) if before else None
-    masked = not bool(mask.all())
-    out = forward(model, 1, input_ids=ids, past_key_values=cache, use_cache=True,
-                   position_ids=positions if before or masked else None, attention_mask=mask if masked else None)  # fmt: skip
-    layers = cache_layers(out.past_key_values, span) if cache is None else [(layer.keys, layer.values) for layer in cache.layers]
-    return layers, mask, out.logits[:, -1].argmax(-1)
-
-
-class _PromptPlan(NamedTuple):
-    """How a batch of prompts runs: runs of prompts sharing a token prefix (``prefix_clusters``), each prompt's run
-    and shared length, the groups of run prefixes and of prompts' own tokens that each run as one pass
-    (``length_groups``)."""
-
-    clusters: list[tuple[int, list[int]]]
-    cluster_of: list[int]
-    shared: list[int]
-    prefix_groups: list[list[int]]  # indices into the runs that share
-    groups: list[list[int]]
-
-    @classmethod
-    def of(cls, prompts: list[list[int]], pass_cost: int) -> _PromptPlan:
-        """The cheapest of a few plans (a pass costing ``pass_cost`` tokens more than it feeds): the runs saving the
-        most tokens, those saving more than a pass each, one run of the whole batch, and no sharing."""
-        candidates = [prefix_clusters(prompts), prefix_clusters(prompts, pass_cost), [(0, list(range(len(prompts))))]]
-        if len(prompts) > 1 and shared_length(prompts):
-            candidates.append([(shared_length(prompts), list(range(len(prompts))))])
-        plans = [cls._of(prompts, clusters, pass_cost) for clusters in candidates]
-        return min(plans, key=lambda plan: plan.cost(prompts, pass_cost))
-
-    @classmethod
-    def _of(cls, prompts: list[list[int]], clusters: list[tuple[int, list[int]]], pass_cost: int) -> _PromptPlan:
-        cluster_of, shared = [0] * len(prompts), [0] * len(prompts)
-        for c, (length, rows) in enumerate(clusters):
-            for r in rows:
-                cluster_of[r], shared[r] = c, length
-        heads = [length for length, _ in clusters if length]
-        own = [len(prompt) - shared[r] for r, prompt in enumerate(prompts)]
-        return cls(clusters, cluster_of, shared, length_groups(heads, pass_cost), length_groups(own, pass_cost))
-
-    def cost(self, prompts: list[list[int]], pass_cost: int) -> int:
-        """Passes (``pass_cost`` tokens each) and tokens fed, padding included."""
-        heads = [length for length, _ in self.clusters if length]
-        own = [len(prompt) - self.shared[r] for r, prompt in enumerate(prompts)]
-        return sum(pass_cost + len(g) * max(heads[i] for i in g) for g in self.prefix_groups) + sum(
-            pass_cost + len(g) * max(own[i] for i in g) for g in self.groups
-        )
-
-    def width(self, prompts: list[list[int]]) -> int:
-        """The positions a group's cache spans at most: its longest shared prefix, then its longest own tokens."""
-        return max(
-            max(self.shared[r] for r in rows) + max(len(prompts[r]) - self.shared[r] for r in rows) for rows in self.groups
-        )
-
-
-def _prompt_caches(model, prompts: list[list[int]], plan: _PromptPlan, device: torch.device, span: int):
-    """Yield each group of prompts as its rows, their keys/values per layer, which of those positions are real (1)
-    or padding (0), and each row's first answer token (``span``: the longest cache decoding will build). Each run
-    of ``prefix_clusters`` runs its shared prefix once (the prefixes together, in groups of near-equal length);
-    then each group's own tokens, each row on its run's prefix (prefixes left-padded to the group's longest).
-    Yields ``(rows, None, None, None)`` and stops when ``attention.cache_layers`` refuses the model's cache."""
-    width = max(length for length, _ in plan.clusters)
-    table: list[tuple[torch.Tensor, torch.Tensor]] = []  # per layer, every run's prefix right-aligned (zeros: none)
-    table_mask = torch.zeros((len(plan.clusters), width), dtype=torch.long, device=device)
-    with_prefix = [c for c, (length, _) in enumerate(plan.clusters) if length]
-    for group in plan.prefix_groups:
-        members = [with_prefix[g] for g in group]
-        layers, real, _ = _padded_pass(
-            model, [prompts[plan.clusters[c][1][0]][: plan.clusters[c][0]] for c in members], device, span
-        )
-        if layers is None:
-            yield [], None, None, None
-            return
-        if not table:
-            table = [(k.new_zeros((len(plan.clusters), k.shape[1], width, k.shape[3])),
-                      v.new_zeros((len(plan.clusters), v.shape[1], width, v.shape[3]))) for k, v in layers]  # fmt: skip
-        where = torch.tensor(members, device=device)
-        for (keys, values), (k, v) in zip(table, layers):
-            keys[where, :, width - k.shape[2] :] = k
-            values[where, :, width - v.shape[2] :] = v
-        table_mask[where, width - real.shape[1] :] = real
-    for rows in plan.groups:
-        own = [prompts[r][plan.shared[r] :] for r in rows]
-        longest = max(plan.shared[r] for r in rows)
-        before = None
-        if longest:
-            select = torch.tensor([plan.cluster_of[r] for r in rows], device=device)
-            room = longest + max(map(len, own))
-            keys = [_with_room(k[:, :, width - longest :], select, room) for k, _ in table]
-            values = [_with_room(v[:, :, width - longest :], select, room) for _, v in table]
-            lengths = torch.tensor([plan.shared[r] for r in rows], device=device)
-            before = (keys, values, table_mask[select, width - longest :], lengths)
-        layers, real, first = _padded_pass(model, own, device, span, before)
-        yield rows, layers, real, first
-        if layers is None:
-            return
-
-
-def _with_room(table: torch.Tensor, select: torch.Tensor, room: int) -> torch.Tensor:
-    """A buffer of ``room`` positions per selected row of ``table``, whose first ones are that row's."""
-    buffer = table.new_empty((len(select), table.shape[1], room, table.shape[3]))
-    buffer[:, :, : table.shape[2]] = table[select]
-    return buffer
 
 
 def argmax_decodes(model) -> bool:
@@ -312,7 +196,7 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
     """The greedy answer tokens of causal ``prompts`` (up to EOS); None when ``attention.cache_layers`` refuses
     the model's cache (this layout cannot be built from it).
 
-    Prompts run as ``_prompt_caches`` plans them (shared prefixes once, own tokens in groups of near-equal length);
+    Prompts run as ``prompt_caches`` plans them (shared prefixes once, own tokens in groups of near-equal length);
     their caches go, left-padded, into one table per layer with room for ``budget`` more tokens, where each decoding step
     writes its keys and values in place (``filled_cache``); a token per row per step, rows leaving the batch
     once ``done(row, tokens)`` or EOS or ``budget`` ends them.
@@ -320,14 +204,14 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
     lengths = [len(p) for p in prompts]
     # Padding between a row's prefix and its own tokens is harmless where positions come from position_ids; a model
     # biasing attention by cache slot (ALiBi: MPT, Bloom) gets groups of exact length (padding only before the prefix).
-    plan = _PromptPlan.of(prompts, pass_tokens(model, device) if positions_follow_ids(model) else 0)
+    plan = PromptPlan.of(prompts, pass_tokens(model, device) if positions_follow_ids(model) else 0)
     width, n = plan.width(prompts), len(prompts)
     keys: list[torch.Tensor] = []
     values: list[torch.Tensor] = []
     tokens = torch.zeros(n, dtype=torch.long, device=device)
     mask = torch.ones((n, width + budget), dtype=torch.long, device=device)  # the answer's columns: 1
     mask[:, :width] = 0
-    for rows, layers, real, first in _prompt_caches(model, prompts, plan, device, width + budget):
+    for rows, layers, real, first in prompt_caches(model, prompts, plan, device, width + budget):
         if layers is None:
             return None
         if not keys:
@@ -455,6 +339,38 @@ def _encoded(
     return encoded, budgets
 
 
+def _answer_batch(model, tokenizer, prompts: list[list[int]], stops: list[Sequence[str]], limits: list[int], device: torch.device,
+                  seq2seq: bool, plain: bool, progress) -> list[Answer]:  # fmt: skip
+    """The answers of one decoding batch: ``prompts`` (token ids), each row stopping at its stop strings or its
+    token budget in ``limits``; greedy decoding where ``plain`` (``argmax_decodes``) and the model's cache allows it,
+    else ``model.generate``. Progress moves by each row's share of steps (``_Shares``), taken back on out-of-memory."""
+
+    def done(row: int, tokens: list[int]) -> bool:
+        return len(tokens) >= limits[row] or (
+            bool(stops[row]) and stopped(tokenizer.decode(tokens, skip_special_tokens=True), stops[row])
+        )
+
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    eos = tokenizer.eos_token_id
+    answers = None
+    shares = _Shares(progress, limits)
+    try:
+        if plain:
+            answers = (_greedy_seq2seq(model, prompts, max(limits), done, eos, pad, device, shares) if seq2seq
+                       else _greedy(model, prompts, max(limits), done, eos, device, shares))  # fmt: skip
+        if answers is None:  # model.generate runs every row to the batch's budget: greedy, so cut to each row's
+            shares.rewind()
+            answers = _generated(model, tokenizer, prompts, max(limits), stops, pad, eos, seq2seq, one_length=not plain,
+                                 shares=shares)  # fmt: skip
+    except torch.OutOfMemoryError:
+        shares.rewind()  # the batch runs again, halved
+        raise
+    shares.finish()
+    kept = [a[:limit] for a, limit in zip(answers, limits)]
+    decoded = tokenizer.batch_decode(kept, skip_special_tokens=True)
+    return [Answer(cut(text, stop), len(tokens)) for text, stop, tokens in zip(decoded, stops, kept)]
+
+
 def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, seq2seq: bool = False,
              batch_tokens: int | None = None, max_batch: int | None = None, truncate: bool = False, progress=None,
              chat: bool = False) -> list[Answer]:  # fmt: skip
@@ -468,8 +384,6 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
     CUDA out-of-memory the batch halves.
     """
     encoded, budgets = _encoded(model, tokenizer, requests, seq2seq, truncate, chat)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    eos = tokenizer.eos_token_id
     plain = argmax_decodes(model)
     # Rows of a decoding batch: on CUDA as many as the free memory holds with their caches (hundreds), else 128.
     batch_tokens, max_batch = batch_limits(model, device, batch_tokens, max_batch, (8192, 128), logits=False, cached=True)
@@ -484,32 +398,8 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
 
         def step(batch: list[int], members=members) -> list[Answer]:
             chosen = [members[i] for i in batch]
-            stops = [requests[i]["stop"] for i in chosen]
-            limits = [budgets[i] for i in chosen]
-
-            def done(row: int, tokens: list[int]) -> bool:
-                return len(tokens) >= limits[row] or (
-                    bool(stops[row]) and stopped(tokenizer.decode(tokens, skip_special_tokens=True), stops[row])
-                )
-
-            prompts = [encoded[i] for i in chosen]
-            answers = None
-            shares = _Shares(progress, limits)
-            try:
-                if plain:
-                    answers = (_greedy_seq2seq(model, prompts, max(limits), done, eos, pad, device, shares) if seq2seq
-                               else _greedy(model, prompts, max(limits), done, eos, device, shares))  # fmt: skip
-                if answers is None:  # model.generate runs every row to the batch's budget: greedy, so cut to each row's
-                    shares.rewind()
-                    answers = _generated(model, tokenizer, prompts, max(limits), stops, pad, eos, seq2seq, one_length=not plain,
-                                         shares=shares)  # fmt: skip
-            except torch.OutOfMemoryError:
-                shares.rewind()  # the batch runs again, halved
-                raise
-            shares.finish()
-            kept = [a[:limit] for a, limit in zip(answers, limits)]
-            decoded = tokenizer.batch_decode(kept, skip_special_tokens=True)
-            return [Answer(cut(text, stop), len(tokens)) for text, stop, tokens in zip(decoded, stops, kept)]
+            return _answer_batch(model, tokenizer, [encoded[i] for i in chosen], [requests[i]["stop"] for i in chosen],
+                                 [budgets[i] for i in chosen], device, seq2seq, plain, progress)  # fmt: skip
 
         with torch.inference_mode():
             # A causal batch holds prompts in token order (shared prefixes together); a seq2seq batch similar lengths.

@@ -165,7 +165,16 @@ def _shared_prefix_batch(model, groups: list[list[list[int]]], prefixes: list[in
         for layer, (k, v) in enumerate(layers):
             keys[layer][where, :, width - n : width] = k
             values[layer][where, :, width - n : width] = v
-    # 2. Every option's tokens after its first, grouped by exact count across the batch (no padded queries).
+    # 2. Every option's tokens after its first, on its question's prefix in that table.
+    _add_suffix_scores(model, keys, values, width, groups, prefixes, totals, device, batch_tokens)
+    return totals
+
+
+def _add_suffix_scores(model, keys: list[torch.Tensor], values: list[torch.Tensor], width: int, groups: list[list[list[int]]],
+                       prefixes: list[int], totals: list[list[float]], device: torch.device, batch_tokens: int) -> None:  # fmt: skip
+    """Add to ``totals`` the log-probabilities of every option's tokens after its first, each pass on its questions'
+    prefix keys/values (``keys``/``values``: per layer, each question's prefix right-aligned before column ``width``)."""
+    # Grouped by exact count across the batch (no padded queries).
     suffixes = [(q, o, options[prefixes[q] :]) for q, options in enumerate(groups) for o, options in enumerate(options)]
     longer = [item for item in suffixes if len(item[2]) > 1]
     for rows in exact_batches([len(item[2]) - 1 for item in longer], batch_tokens, len(longer)):
@@ -185,7 +194,6 @@ def _shared_prefix_batch(model, groups: list[list[list[int]]], prefixes: list[in
         extra = token_logprobs(logits, targets).sum(-1).tolist()
         for (q, o, _), value in zip(items, extra):
             totals[q][o] += value
-    return totals
 
 
 def _whole_sequences(model, groups, prefixes, device, batch_tokens, count_prefix) -> list[list[float]]:

@@ -18,7 +18,6 @@ physprobe publish --runs runs/my-model --runs-repo my-runs --org ME --push
 from __future__ import annotations
 
 import argparse
-import errno
 import importlib.util
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from physprobe import progress
 from physprobe.errors import PhysprobeError
+from physprobe.exit_status import handled
 from physprobe.protocols import METHODS
 
 if TYPE_CHECKING:
@@ -378,42 +378,6 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv
     progress.quiet_library_bars()  # before transformers or datasets is imported: their bars would garble a log
     return handled(lambda: args.run(args), args.command)
-
-
-def score_extra() -> set[str]:
-    """The packages of the ``score`` extra (setup.cfg): the report's matplotlib and every registered backend's
-    libraries. A command that needs one a plain install lacks says how to get it."""
-    from physprobe import backends
-
-    return {"matplotlib", *backends.libraries()}
-
-
-def handled(command, name: str, prog: str = "physprobe") -> int:
-    """``command()``'s exit status, with every failure physprobe foresees as its one line on stderr (``prog: error:
-    ...``; control and bidirectional characters of a name or path it quotes shown as their escapes, credentials
-    scrubbed)."""
-    from physprobe.redact import escaped, scrub
-
-    try:
-        return command()
-    except PhysprobeError as error:
-        print(f"{prog}: error: {escaped(scrub(str(error)))}", file=sys.stderr)
-        return 2
-    except ModuleNotFoundError as error:
-        if error.name not in score_extra():
-            raise
-        print(f"{prog}: error: {name} needs {error.name}, which is not installed: "
-              f"pip install 'physprobe[score]'", file=sys.stderr)  # fmt: skip
-        return 2
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted; nothing half-written was left and earlier outputs are intact "
-              "(physprobe score resumes from its cache)", file=sys.stderr)  # fmt: skip
-        return 130
-    except OSError as error:
-        fix = {errno.ENOSPC: "free some space or choose another --out", errno.EACCES: "choose a folder you can write",
-               errno.EROFS: "choose a writable folder"}.get(error.errno, "check the path")  # fmt: skip
-        print(f"{prog}: error: {escaped(str(error.filename or 'a file'))}: {error.strerror or error}; {fix}", file=sys.stderr)
-        return 1
 
 
 if __name__ == "__main__":

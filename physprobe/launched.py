@@ -42,14 +42,15 @@ def launcher_main(arguments: list[str]) -> int:
 def rank_main() -> int:
     """A rank of ``launch``: score the spec it was handed (JSON, ``RunSpec.from_json``), errors as the command line's
     one line."""
-    from physprobe import cli, runner
+    from physprobe import runner
+    from physprobe.exit_status import handled
     from physprobe.spec import RunSpec
 
     def score() -> int:
         runner.run(RunSpec.from_json(os.environ[SPEC], f"${SPEC}"))
         return 0
 
-    return cli.handled(score, "score")
+    return handled(score, "score")
 
 
 if __name__ == "__main__":

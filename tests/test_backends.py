@@ -73,7 +73,7 @@ def test_each_backend_serves_exactly_the_request_types_its_registry_line_names(n
 def test_the_score_hint_and_run_json_versions_read_every_backends_libraries():
     # (the score extra itself: tests/test_wheel.py reads it from the built wheel)
     from physprobe import provenance
-    from physprobe.cli import score_extra
+    from physprobe.exit_status import score_extra
 
     libraries = set(backends.libraries())
     assert {"torch", "transformers", "httpx"} <= libraries and score_extra() == {"matplotlib", *libraries}

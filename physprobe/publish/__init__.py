@@ -141,7 +141,7 @@ def run(args: argparse.Namespace, api=None) -> int:
 
 def main(argv: list[str] | None = None, api=None, prog: str = "upload.py") -> int:
     """``upload.py``'s command line: the options of ``physprobe publish``, its errors as ``prog: error: ...``."""
-    from physprobe.cli import handled
+    from physprobe.exit_status import handled
 
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     add_arguments(parser)

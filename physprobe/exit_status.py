@@ -1,0 +1,54 @@
+"""A command's exit status, with every failure physprobe foresees as its one line on stderr: ``physprobe`` and
+``upload.py`` (``physprobe publish``) both end through ``handled``, so every command reports a fault the same way.
+
+>>> def refused():
+...     raise PhysprobeError("--limit must be at least 1, got 0")
+>>> import contextlib, io
+>>> with contextlib.redirect_stderr(io.StringIO()) as err:
+...     status = handled(refused, "score")
+>>> status, err.getvalue()
+(2, 'physprobe: error: --limit must be at least 1, got 0\\n')
+"""
+
+from __future__ import annotations
+
+import errno
+import sys
+
+from physprobe.errors import PhysprobeError
+
+
+def score_extra() -> set[str]:
+    """The packages of the ``score`` extra (setup.cfg): the report's matplotlib and every registered backend's
+    libraries. A command that needs one a plain install lacks says how to get it."""
+    from physprobe import backends
+
+    return {"matplotlib", *backends.libraries()}
+
+
+def handled(command, name: str, prog: str = "physprobe") -> int:
+    """``command()``'s exit status, with every failure physprobe foresees as its one line on stderr (``prog: error:
+    ...``; control and bidirectional characters of a name or path it quotes shown as their escapes, credentials
+    scrubbed)."""
+    from physprobe.redact import escaped, scrub
+
+    try:
+        return command()
+    except PhysprobeError as error:
+        print(f"{prog}: error: {escaped(scrub(str(error)))}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as error:
+        if error.name not in score_extra():
+            raise
+        print(f"{prog}: error: {name} needs {error.name}, which is not installed: "
+              f"pip install 'physprobe[score]'", file=sys.stderr)  # fmt: skip
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; nothing half-written was left and earlier outputs are intact "
+              "(physprobe score resumes from its cache)", file=sys.stderr)  # fmt: skip
+        return 130
+    except OSError as error:
+        fix = {errno.ENOSPC: "free some space or choose another --out", errno.EACCES: "choose a folder you can write",
+               errno.EROFS: "choose a writable folder"}.get(error.errno, "check the path")  # fmt: skip
+        print(f"{prog}: error: {escaped(str(error.filename or 'a file'))}: {error.strerror or error}; {fix}", file=sys.stderr)
+        return 1

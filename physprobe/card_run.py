@@ -139,7 +139,7 @@ class CardResult:
     skipped: dict[str, str]
 
 
-def run(card: Card) -> CardResult:
+def score_card(card: Card) -> CardResult:
     """Score every benchmark of ``card`` that the model can take, one after the other, with one backend per
     settings (the model loaded at the first question not cached); each benchmark's run folder is written as its run
     ends."""

@@ -104,13 +104,18 @@ def _spec_options(args: argparse.Namespace) -> dict:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from physprobe import card_run, parallel, runner
+    from physprobe import card_run
+
+    return _score_card(args) if card_run.is_card(args.benchmark) else _score_benchmark(args)
+
+
+def _score_benchmark(args: argparse.Namespace) -> int:
+    """``physprobe score --benchmark NAME``: one run folder, in one process or ``--num-processes``."""
+    from physprobe import parallel, runner
     from physprobe import spec as run_spec
 
-    if card_run.is_card(args.benchmark):
-        return _score_card(args)
     spec = run_spec.make(args.model, args.benchmark, **_spec_options(args))
-    record = runner.run(spec) if spec.processes == 1 else parallel.run(spec)
+    record = runner.run(spec) if spec.processes == 1 else parallel.score_in_processes(spec)
     print("\n".join(summary_lines(record)))
     print(f"-> {spec.out}")
     return 0
@@ -122,7 +127,7 @@ def _score_card(args: argparse.Namespace) -> int:
     from physprobe import card_run
     from physprobe.report import card
 
-    result = card_run.run(card_run.make(args.model, args.benchmark, **_spec_options(args)))
+    result = card_run.score_card(card_run.make(args.model, args.benchmark, **_spec_options(args)))
     print(card.card_text([result.out / name for name in result.records]))
     print(f"-> {result.out} (physprobe report {result.out} writes the card with its figure)")
     return 0
@@ -219,7 +224,7 @@ def _export(args: argparse.Namespace) -> int:
 def _publish(args: argparse.Namespace) -> int:
     from physprobe import publish
 
-    return publish.run(args)
+    return publish.export_and_push(args)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -163,7 +163,7 @@ SPEC = "PHYSPROBE_SPEC"  # the RunSpec ``launch`` hands its ranks, as JSON
 ERROR = "physprobe: error: "  # how a rank (or the launcher) states its one-line error on stderr
 
 
-def run(spec):
+def score_in_processes(spec):
     """Score ``spec`` (a ``physprobe.spec.RunSpec``) in ``spec.processes`` processes into its run folder, claimed
     here (``run_folder.claimed``: the ranks score into it; nothing this claim created is left when the launch fails
     before any score was cached); the record rank 0 wrote."""

@@ -91,7 +91,7 @@ def conflict(args: argparse.Namespace) -> str | None:
     return None
 
 
-def run(args: argparse.Namespace, api=None) -> int:
+def export_and_push(args: argparse.Namespace, api=None) -> int:
     """Export, validate and (with ``--push``) publish what ``args`` ask; the exit status (1: a repository failed)."""
     if conflict(args):  # before anything heavy is imported
         raise PublishError(conflict(args))
@@ -148,4 +148,4 @@ def main(argv: list[str] | None = None, api=None, prog: str = "upload.py") -> in
     args = parser.parse_args(argv)
     if conflict(args):
         parser.error(conflict(args))
-    return handled(lambda: run(args, api), "publish", prog)
+    return handled(lambda: export_and_push(args, api), "publish", prog)

@@ -137,16 +137,15 @@ def summary_lines(record) -> list[str]:
     """Per scored config (and pooled figure) of a ``RunRecord``: the headline figure first, then the other
     overall figures and the counts; below it, the baselines of the same rows, and a flag where its figures say
     little (``physprobe.baselines``)."""
-    from physprobe import baselines, provenance, registry
+    from physprobe import baselines, provenance
     from physprobe.protocols import COUNTS
 
-    evaluation = registry.evaluation(record.benchmark)
     flags = {}
     for flag in baselines.flags(record):
         flags.setdefault(flag.config, []).append(flag.kind)
     lines = []
     for config, values in record.metrics.items():
-        headline = evaluation.headline_of(values)
+        headline = record.headline.get(config)
         figures = {**dict([headline] if headline else []), **provenance.overall_figures(values)}
         figures.update({k: v for k, v in values.items() if k in COUNTS})
         lines.append(f"{record.benchmark}/{config}: " + ", ".join(f"{k}={v:.4g}" for k, v in figures.items()))

@@ -34,7 +34,7 @@ from pathlib import Path
 from physprobe import backends, hub_data, model_options, protocols, registry, run_folder, typed_json
 from physprobe.backends.base import Description, Settings
 from physprobe.backends.chat import Chat
-from physprobe.errors import BackendError, ModelOptionError, PhysprobeError, ProtocolError
+from physprobe.errors import ModelOptionError, PhysprobeError, ProtocolError
 from physprobe.paths import Owner, check_folder_name
 
 
@@ -199,7 +199,7 @@ def check(model: str, benchmark: str, *, out: str | os.PathLike | None = None, d
         raise PhysprobeError(f"--num-processes {processes} splits a model's work over processes of this machine; --backend {name} "
                              "sends requests to a server, which runs them at once: drop --num-processes and give --model-args "
                              f"num_concurrent={processes} (or more)")  # fmt: skip
-    _servable_named(benchmark, evaluation, name, method, protocol, chat or Chat())
+    backends.check_named(name, evaluation, method, protocol, chat or Chat())
     folder = Path(out) if out is not None else run_folder.default_folder(model, benchmark)
     check_folder_name(Path(os.path.abspath(folder)).name, "--out")
     if isinstance(batch_size, str) or batch_size is None:
@@ -226,8 +226,7 @@ def resolve(arguments: Arguments, described: Description, source: hub_data.DataS
                                 f"{arguments.model} has none; score a chat model, or name another protocol "
                                 f"(`physprobe protocols {arguments.benchmark}`)")  # fmt: skip
         chat = dataclasses.replace(chat, mode="on")
-    _servable(evaluation, protocol, arguments.backend, family)
-    _templated(arguments.backend, {protocol.sends}, chat)
+    backends.check_protocol(arguments.backend, protocol, [p for p in evaluation.protocols if family in p.families], chat)
     configs = arguments.configs or protocol.configs or tuple(evaluation.configs)
     return RunSpec(model=arguments.model, benchmark=arguments.benchmark, backend=arguments.backend, family=family,
                    protocol=protocol.name, method=protocol.method, sends=protocol.sends.__name__, configs=tuple(configs),
@@ -273,50 +272,6 @@ def _protocol(evaluation: protocols.Evaluation, arguments: Arguments, family: st
         raise ProtocolError(f"protocol {chosen.name!r} sends its released script's system message; leave out "
                             "--system-instruction, or name another protocol (`physprobe protocols`)")  # fmt: skip
     return chosen
-
-
-def _servable(evaluation: protocols.Evaluation, protocol: protocols.Protocol, backend: str, family: str) -> None:
-    """A one-line error when the backend does not serve the protocol's request type, naming the backends that do and
-    the protocols of the model's family whose requests this backend serves."""
-    if backends.serves(backend, protocol.sends):
-        return
-    others = [name for name in backends.serving(protocol.sends) if name != backend]
-    alternatives = [p.name for p in evaluation.protocols if family in p.families and backends.serves(backend, p.sends)]
-    fixes = [f"--backend {' or '.join(others)}"] if others else []
-    if alternatives:
-        fixes.append(f"--protocol {alternatives[0]}" + (f" (or {', '.join(alternatives[1:])})" if alternatives[1:] else ""))
-    hint = f"; use {', or '.join(fixes)}" if fixes else ""
-    raise BackendError(f"protocol {protocol.name!r} asks for {protocol.sends.asked_for}, which --backend {backend} "
-                       f"cannot serve{hint}")  # fmt: skip
-
-
-def _templated(backend: str, asked: set[type], chat: Chat) -> None:
-    """A one-line error when a chat template applies to every request type ``asked`` and the backend can read none of
-    their prompts through one (a server templates chat messages, never a prompt it scores by echo)."""
-    if not all(chat.applies(kind) and not backends.templates(backend, kind) for kind in asked):
-        return
-    others = [name for name in backends.REGISTRY if all(backends.templates(name, kind) for kind in asked)]
-    raise BackendError(f"--apply-chat-template with a log-likelihood protocol needs --backend {' or '.join(others)}: --backend "
-                       f"{backend} applies its chat template to generation only; drop --apply-chat-template or score with "
-                       "--method generate")  # fmt: skip
-
-
-def _servable_named(benchmark: str, evaluation: protocols.Evaluation, backend: str, method: str | None, protocol: str | None,
-                    chat: Chat) -> None:  # fmt: skip
-    """A one-line error, before the model is described, when the named protocol, or every protocol of ``--method``,
-    asks requests the backend does not serve, or reads through a chat template (``chat``) where it cannot."""
-    if protocol is not None:
-        asked, what = {evaluation.protocol(protocol).sends}, f"protocol {protocol!r}"
-    elif method is not None:
-        asked, what = {p.sends for p in evaluation.protocols if p.method == method}, f"--method {method} of {benchmark}"
-    else:
-        return
-    if any(backends.serves(backend, kind) for kind in asked):
-        _templated(backend, asked, chat)
-        return
-    others = sorted({name for kind in asked for name in backends.serving(kind)})
-    raise BackendError(f"{what} asks for {' or '.join(sorted(k.asked_for for k in asked))}, which --backend {backend} "
-                       f"cannot serve; use --backend {' or '.join(others)}")  # fmt: skip
 
 
 def _configs(benchmark: str, evaluation: protocols.Evaluation, configs: Sequence[str] | None) -> tuple[str, ...] | None:

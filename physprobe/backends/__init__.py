@@ -21,9 +21,13 @@ from __future__ import annotations
 
 import importlib
 import re
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from physprobe.backends.base import Backend, BackendError, Description, Settings
+
+if TYPE_CHECKING:
+    from physprobe.backends.chat import Chat
+    from physprobe.protocols import Evaluation, Protocol
 
 
 class Registered(NamedTuple):
@@ -111,3 +115,50 @@ def templates(name: str, request_type: type) -> bool:
 def serving(request_type: type) -> list[str]:
     """The registered backends that serve ``request_type`` (no backend imported)."""
     return [name for name in REGISTRY if serves(name, request_type)]
+
+
+def check_named(name: str, evaluation: Evaluation, method: str | None, protocol: str | None, chat: Chat) -> None:
+    """A one-line error, before the model is described, when the named ``protocol``, or every protocol of ``--method``,
+    asks requests the backend ``name`` does not serve, or reads them through a chat template where it cannot."""
+    if protocol is not None:
+        asked, what = {evaluation.protocol(protocol).sends}, f"protocol {protocol!r}"
+    elif method is not None:
+        asked, what = (
+            {p.sends for p in evaluation.protocols if p.method == method},
+            f"--method {method} of {evaluation.benchmark}",
+        )
+    else:
+        return
+    if any(serves(name, kind) for kind in asked):
+        _check_templated(name, asked, chat)
+        return
+    others = sorted({other for kind in asked for other in serving(kind)})
+    raise BackendError(f"{what} asks for {' or '.join(sorted(k.asked_for for k in asked))}, which --backend {name} "
+                       f"cannot serve; use --backend {' or '.join(others)}")  # fmt: skip
+
+
+def check_protocol(name: str, protocol: Protocol, family_protocols: list[Protocol], chat: Chat) -> None:
+    """A one-line error when the backend ``name`` does not serve the protocol's request type, naming the backends that
+    do and the protocols of the model's family (``family_protocols``) whose requests it serves; or when it cannot read
+    them through the chat template the run applies."""
+    if not serves(name, protocol.sends):
+        others = [other for other in serving(protocol.sends) if other != name]
+        alternatives = [p.name for p in family_protocols if serves(name, p.sends)]
+        fixes = [f"--backend {' or '.join(others)}"] if others else []
+        if alternatives:
+            fixes.append(f"--protocol {alternatives[0]}" + (f" (or {', '.join(alternatives[1:])})" if alternatives[1:] else ""))
+        hint = f"; use {', or '.join(fixes)}" if fixes else ""
+        raise BackendError(f"protocol {protocol.name!r} asks for {protocol.sends.asked_for}, which --backend {name} "
+                           f"cannot serve{hint}")  # fmt: skip
+    _check_templated(name, {protocol.sends}, chat)
+
+
+def _check_templated(name: str, asked: set[type], chat: Chat) -> None:
+    """A one-line error when a chat template applies to every request type ``asked`` and the backend ``name`` can read
+    none of their prompts through one (a server templates chat messages, never a prompt it scores by echo)."""
+    if not all(chat.applies(kind) and not templates(name, kind) for kind in asked):
+        return
+    others = [other for other in REGISTRY if all(templates(other, kind) for kind in asked)]
+    raise BackendError(f"--apply-chat-template with a log-likelihood protocol needs --backend {' or '.join(others)}: --backend "
+                       f"{name} applies its chat template to generation only; drop --apply-chat-template or score with "
+                       "--method generate")  # fmt: skip

@@ -19,10 +19,32 @@ Every function reads samples alone; none glues parallel lists by index.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from physprobe import baselines, provenance
 from physprobe.protocols import Evaluation, Protocol
 from physprobe.run_record import Baselines
 from physprobe.samples import Sample, answered
+
+
+@dataclass(frozen=True)
+class Figures:
+    """A config's figures: its metrics, the seeded bootstrap of each overall figure and the baselines of its rows
+    (None where not computed)."""
+
+    metrics: dict
+    bootstrap: dict | None
+    baselines: Baselines | None
+
+
+def figures(
+    evaluation: Evaluation, protocol: Protocol, config: str, samples: list[Sample], iterations: int, spreads: bool
+) -> Figures:
+    """The figures of one config: its ``metrics``; with ``spreads`` (rank 0, where rows were asked), also its
+    ``bootstrap`` of ``iterations`` resamples (none for 0) and its ``config_baselines``."""
+    found = metrics(evaluation, protocol, config, samples)
+    spread = bootstrap(evaluation, protocol, config, samples, iterations) if iterations and spreads else None
+    return Figures(found, spread, config_baselines(evaluation, protocol, config, samples) if spreads else None)
 
 
 def _wiring(evaluation: Evaluation, protocol: Protocol, config: str, samples: list[Sample]) -> dict:

@@ -14,12 +14,24 @@ physprobe.errors.DataSourceError: no-such-folder/prost is not a built benchmark;
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from physprobe.errors import DataSourceError
+from physprobe import sampling
+from physprobe.errors import DataError, DataSourceError
 
 ORG = "physprobe"
+
+
+@dataclass(frozen=True)
+class ConfigRows:
+    """The rows of one config that a run scores: their indices in the config's test split, the rows, and the
+    revision they were read at (``DataSource.revision_of``)."""
+
+    indices: list[int]
+    rows: list[dict]
+    revision: str
 
 
 @dataclass(frozen=True)
@@ -54,6 +66,17 @@ class DataSource:
                 ) from None
         self._check_columns(config, dataset.column_names)
         return dataset
+
+    def rows(self, config: str, limit: int | None, groups: Callable[[dict, str], Sequence[str]] | None) -> ConfigRows:
+        """The rows of ``config`` a run scores (``sampling.rows_to_score``: ``limit`` of them covering the benchmark's
+        ``groups``, or all); a config without rows is a ``DataError``, as no figure is reported over nothing."""
+        dataset = self.load(config)
+        if len(dataset) == 0:
+            raise DataError(
+                f"config {config} of {self.path} has no rows; rebuild it (physprobe build) or leave it out of --config"
+            )
+        indices = sampling.rows_to_score(dataset, config, limit, groups)
+        return ConfigRows(indices, dataset.select(indices).to_list(), self.revision_of(config))
 
     def _check_columns(self, config: str, columns: list[str]) -> None:
         """Fail, naming the fix, when ``config`` lacks a column this physprobe's builder declares (data built

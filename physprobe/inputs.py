@@ -1,5 +1,5 @@
-"""Checks that stop ``physprobe score`` from turning input that cannot give a number into one: an empty
-config, a tokenizer that encodes nothing, non-finite scores and gold labels that name no option. Each failure is one line naming the config and row (``ScoringError`` for what a
+"""Checks that stop ``physprobe score`` from turning input that cannot give a number into one: a tokenizer that
+encodes nothing, non-finite scores and gold labels that name no option. Each failure is one line naming the config and row (``ScoringError`` for what a
 model gave, ``DataError`` for the data, ``ModelLoadError`` for a tokenizer), or a bool.
 
 >>> from physprobe.results import Answer, Scores
@@ -22,17 +22,6 @@ def finite_scores(results: list, config: str, rows: list[int]) -> None:
         if bad is not None:
             raise ScoringError(f"config {config} row {row}: the model gave a non-finite score ({bad}) (in float16 this is "
                             "usually an overflow); score again with --dtype float32 or bfloat16")  # fmt: skip
-
-
-def not_empty(count: int, config: str, where: str) -> None:
-    """``DataError`` for a config without rows: no figure is reported over nothing.
-
-    >>> not_empty(0, "mass", "build/prost")
-    Traceback (most recent call last):
-    physprobe.errors.DataError: config mass of build/prost has no rows; rebuild it (physprobe build) or leave it out of --config
-    """
-    if count == 0:
-        raise DataError(f"config {config} of {where} has no rows; rebuild it (physprobe build) or leave it out of --config")
 
 
 def references(reference, rows: list[dict], options: list[int], config: str, indices: list[int]) -> None:

@@ -111,15 +111,6 @@ def model_revision(name: str, local: bool, revision: str | None, gguf_file: str 
     raise PhysprobeError(f"cannot tell the commit of model {name!r} from its cached file {path}")
 
 
-def cache_key(**parts) -> str:
-    """The resume cache's key for everything that changes a score besides the request itself.
-
-    >>> cache_key(model="sha256:ab", dtype="float32", device="cpu") == cache_key(device="cpu", dtype="float32", model="sha256:ab")
-    True
-    """
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
-
-
 def overall_figures(metrics: dict, prefix: str = "") -> dict[str, float]:
     """The overall figures of one config's metrics: floats, one level into modes, no ``by_*`` breakdowns or counts."""
     found = {}

@@ -1,7 +1,7 @@
 """The resume cache of ``physprobe score``: every request's result in SQLite, keyed by all that changes it.
 
-A key is the sha256 of the run's key base (``provenance.cache_key`` of the backend's identity, the
-physprobe version, the protocol and the dataset revision) and the request (``Request.key``); a value is the
+A key is the sha256 of the run's key base (``key_base`` of the backend's identity, the physprobe version, the
+protocol and the dataset revision) and the request (``Request.key``); a value is the
 result's cached form (``physprobe.results``: ``to_json``, read back by the request type's result class). Results are committed as the backend hands them over (a server's answers one by one, an
 in-process engine's per engine call; ``synchronous=OFF``: a commit is a write to the operating system, which a
 killed process cannot lose), so an interrupted run (Ctrl-C, SIGKILL, out-of-memory, a server gone) restarts where
@@ -27,6 +27,15 @@ from physprobe import results
 from physprobe.errors import OutputFolderError
 
 MEASURE_TOLERANCE = 0.05  # nats: another model's weights (a fine-tune, a requantisation) differ by more on some token
+
+
+def key_base(**parts) -> str:
+    """The key base of a run's requests: everything that changes a result besides the request itself.
+
+    >>> key_base(model="sha256:ab", dtype="float32", device="cpu") == key_base(device="cpu", dtype="float32", model="sha256:ab")
+    True
+    """
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
 class Cache:
@@ -72,10 +81,11 @@ class Cache:
         return db
 
     @staticmethod
-    def key(base: str, request) -> str:
-        """The cache key of one request (``physprobe.requests``), under ``base`` (``provenance.cache_key``:
-        all that changes a result)."""
-        return hashlib.sha256(json.dumps([base, request.key()]).encode()).hexdigest()
+    def keys(requests: list, **parts) -> list[str]:
+        """The cache key of each request (``physprobe.requests``) under ``parts``, all else that changes its result
+        (``key_base``)."""
+        base = key_base(**parts)
+        return [hashlib.sha256(json.dumps([base, request.key()]).encode()).hexdigest() for request in requests]
 
     def get(self, keys: list[str], result: type) -> dict[str, results.Result]:
         """The results the cache holds of ``keys`` (requests whose results are of class ``result``)."""

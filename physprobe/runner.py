@@ -1,6 +1,6 @@
 """The scoring loop of ``physprobe score``: a ``RunSpec`` in, a ``RunRecord`` out.
 
-Per config: the rows (``--limit`` of them: a row of each of the paper's groups, the rest evenly spread;
+Per config: the rows (``DataSource.rows``: ``--limit`` of them, a row of each of the paper's groups, the rest evenly spread;
 ``physprobe.sampling``), the protocol's requests, their results from the resume cache (``physprobe.result_cache``)
 or from the backend, which loads its weights or opens its connection only when a request is not cached; then one
 ``Sample`` per row (``physprobe.samples``: the request, its typed result, the protocol's decision) and the config's
@@ -30,7 +30,6 @@ from physprobe import (
     registry,
     run_folder,
     run_record,
-    sampling,
 )
 from physprobe.backends.base import Backend, BackendError
 from physprobe.errors import RequestError, ServedModelChanged
@@ -62,9 +61,7 @@ class ScoredConfig:
     baselines), with how many requests were scored now rather than read from a cache (every rank's)."""
 
     samples: tuple[Sample, ...]
-    metrics: dict
-    bootstrap: dict | None
-    baselines: Baselines | None
+    figures: config_figures.Figures
     fresh: int
     seconds: float
 
@@ -92,25 +89,17 @@ class Scoring:
     def score(self, config: str, cache: Cache) -> ScoredConfig:
         """Score ``config``: rows, requests, results (cached or fresh), samples, figures."""
         started, protocol = time.perf_counter(), self.protocol
-        dataset = self.source.load(config)
-        inputs.not_empty(len(dataset), config, self.source.path)
-        self.revisions[config] = self.source.revision_of(config)
-        indices = sampling.rows_to_score(dataset, config, self.spec.limit, self.evaluation.groups)
-        rows = dataset.select(indices).to_list()
+        chosen = self.source.rows(config, self.spec.limit, self.evaluation.groups)
+        indices, rows, self.revisions[config] = chosen.indices, chosen.rows, chosen.revision
         kept = [i for i, row in enumerate(rows) if not (protocol.skip and protocol.skip(row))]
         requests = [protocol.build(rows[i], config) for i in kept]
         if requests and not self.identity:
             self.identity = cache.settled(self.model.identity(protocol.sends))
         results, fresh = self.results(config, requests, [indices[i] for i in kept], cache)
         samples = self.samples(config, indices, rows, dict(zip(kept, zip(requests, results))))
-        metrics = config_figures.metrics(self.evaluation, protocol, config, samples)
-        main = self.ranks.main and bool(requests)
-        iterations = self.spec.bootstrap_iters
-        spread_ = (
-            config_figures.bootstrap(self.evaluation, protocol, config, samples, iterations) if iterations and main else None
-        )
-        found = config_figures.config_baselines(self.evaluation, protocol, config, samples) if main else None
-        return ScoredConfig(tuple(samples), metrics, spread_, found, fresh, round(time.perf_counter() - started, 3))
+        figures = config_figures.figures(self.evaluation, protocol, config, samples, self.spec.bootstrap_iters,
+                                         self.ranks.main and bool(requests))  # fmt: skip
+        return ScoredConfig(tuple(samples), figures, fresh, round(time.perf_counter() - started, 3))
 
     def samples(self, config: str, indices: list[int], rows: list[dict], answered: dict[int, tuple]) -> list[Sample]:
         """One sample per row, in row order: ``answered`` maps a row's place to its request and result; the other
@@ -138,9 +127,8 @@ class Scoring:
         many); each result is committed as the backend hands it over (``ResultHandle.answered``), the rest when the
         call returns. A request any rank's cache holds is never rescored.
         """
-        key_base = provenance.cache_key(**self.identity, physprobe=provenance.versions()["physprobe"], protocol=self.protocol.name,
-                                        dataset=self.revisions[config])  # fmt: skip
-        keys = [Cache.key(key_base, r) for r in requests]
+        keys = Cache.keys(requests, **self.identity, physprobe=provenance.versions()["physprobe"], protocol=self.protocol.name,
+                          dataset=self.revisions[config])  # fmt: skip
         cuts = parallel.chunks(len(requests), self.spec.chunk)
         known = self.ranks.merged(cache.get(keys, self.protocol.sends.result))
         owner = self.ranks.owners(cuts, requests, self.model.tokenizer if self.ranks.world > 1 else None)
@@ -197,9 +185,9 @@ class Scoring:
             started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
             timings=Timings(round(self.model.load_seconds - self.loaded_before, 3), {c: s.seconds for c, s in scored.items()}, round(elapsed, 3)),
             bootstrap=Bootstrap(self.spec.bootstrap_iters, provenance.BOOTSTRAP_SEED,
-                                {c: s.bootstrap for c, s in scored.items() if s.bootstrap is not None}),
+                                {c: s.figures.bootstrap for c, s in scored.items() if s.figures.bootstrap is not None}),
             headline={config: self.evaluation.headline_of(values) for config, values in metrics.items()}, metrics=metrics,
-            baselines={**{c: s.baselines for c, s in scored.items() if s.baselines is not None}, **pooled},
+            baselines={**{c: s.figures.baselines for c, s in scored.items() if s.figures.baselines is not None}, **pooled},
         )  # fmt: skip
 
 
@@ -227,7 +215,7 @@ def _scored_run(this: Scoring, spec: RunSpec, ranks: parallel.Ranks, started_at:
     with FolderLock(spec.folder, run_folder.lock_name(ranks.rank)):
         cache = Cache(run_folder.cache_file(spec.folder, ranks.rank))
         scored = {config: this.score(config, cache) for config in spec.configs}
-        metrics = {config: s.metrics for config, s in scored.items()}
+        metrics = {config: s.figures.metrics for config, s in scored.items()}
         pooled = config_figures.pooled(this.evaluation, this.protocol, {c: list(s.samples) for c, s in scored.items()}, metrics)
         metrics.update(pooled)
         if this.protocol.answer == "text" and ranks.main:

@@ -11,7 +11,6 @@ import sys
 import textwrap
 import time
 
-import datasets
 import pyarrow.parquet as pq
 import pytest
 
@@ -32,11 +31,7 @@ LIMIT = 6
 @pytest.fixture(scope="module")
 def tiny(built_all, tmp_path_factory):
     root = tmp_path_factory.mktemp("card-models")
-    prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test")
-    texts = [f"{r['context']} {r['question']} {r['A']} {r['B']} {r['C']} {r['D']}" for r in prost.select(range(0, 18736, 40))]
-    texts += datasets.load_dataset(str(built_all / "cccons"), "ordinary", split="test")["generative_input"]
-    texts += datasets.load_dataset(str(built_all / "newton"), "track3", split="test").select(range(200))["question"]
-    texts += datasets.load_dataset(str(built_all / "text2afford"), "default", split="test")["sentence"]
+    texts = tiny_models.benchmark_texts(built_all)
     return {"causal": tiny_models.causal_lm(root / "gpt", texts), "mlm": tiny_models.masked_lm(root / "bert", texts),
             "seq2seq": tiny_models.seq2seq(root / "t5", texts), "nli": tiny_models.nli(root / "nli", texts)}  # fmt: skip
 

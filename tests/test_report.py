@@ -7,7 +7,6 @@ import re
 import shutil
 from pathlib import Path
 
-import datasets
 import pytest
 from markdown_it import MarkdownIt
 
@@ -224,11 +223,7 @@ FILLED = {
 def runs(built_all, tmp_path_factory):
     """Eight real run folders: ``physprobe score`` with tiny models (tests/tiny_models.py) and ``--limit``."""
     root = tmp_path_factory.mktemp("report_runs")
-    prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test")
-    texts = [f"{r['context']} {r['question']} {r['A']} {r['B']} {r['C']} {r['D']}" for r in prost.select(range(0, 18736, 40))]
-    texts += datasets.load_dataset(str(built_all / "cccons"), "ordinary", split="test")["generative_input"]
-    texts += datasets.load_dataset(str(built_all / "newton"), "track3", split="test").select(range(200))["question"]
-    texts += datasets.load_dataset(str(built_all / "text2afford"), "default", split="test")["sentence"]
+    texts = tiny_models.benchmark_texts(built_all)
     texts += [" ".join(cccons.MLM_CANDIDATES)] * 100  # whole words in the vocabulary: the masked LM can decide
     models = {"causal": tiny_models.causal_lm(root / "gpt", texts), "mlm": tiny_models.masked_lm(root / "bert", texts),
               "seq2seq": tiny_models.seq2seq(root / "t5", texts), "nli": tiny_models.nli(root / "nli", texts)}  # fmt: skip

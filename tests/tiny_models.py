@@ -94,3 +94,17 @@ def seq2seq(folder: Path, texts, seed=0) -> Path:
     T5ForConditionalGeneration(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def benchmark_texts(built: Path) -> list[str]:
+    """Texts of every benchmark built under ``built`` (PROST's questions with their options, CConS's prompts,
+    NEWTON's track-3 questions, Text2Afford's sentences): what a tiny model's vocabulary is trained on, so the
+    four benchmarks' words are in it."""
+    import datasets
+
+    prost = datasets.load_dataset(str(built / "prost"), "default", split="test")
+    texts = [f"{r['context']} {r['question']} {r['A']} {r['B']} {r['C']} {r['D']}" for r in prost.select(range(0, 18736, 40))]
+    texts += datasets.load_dataset(str(built / "cccons"), "ordinary", split="test")["generative_input"]
+    texts += datasets.load_dataset(str(built / "newton"), "track3", split="test").select(range(200))["question"]
+    texts += datasets.load_dataset(str(built / "text2afford"), "default", split="test")["sentence"]
+    return texts

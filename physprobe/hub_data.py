@@ -75,8 +75,9 @@ class DataSource:
             raise DataError(
                 f"config {config} of {self.path} has no rows; rebuild it (physprobe build) or leave it out of --config"
             )
+        revision = self.revision_of(config)
         indices = sampling.rows_to_score(dataset, config, limit, groups)
-        return ConfigRows(indices, dataset.select(indices).to_list(), self.revision_of(config))
+        return ConfigRows(indices, dataset.select(indices).to_list(), revision)
 
     def _check_columns(self, config: str, columns: list[str]) -> None:
         """Fail, naming the fix, when ``config`` lacks a column this physprobe's builder declares (data built

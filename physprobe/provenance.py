@@ -1,4 +1,4 @@
-"""What a score depends on and how sure it is: revisions, versions, the resume cache's key, bootstrap errors.
+"""What a score depends on and how sure it is: revisions, versions, bootstrap errors.
 
 ``run.json`` records, like lm-evaluation-harness's results file, the versions of the libraries that computed a
 score, the model's and the dataset's revisions, the protocol, the command line and timings; and every overall

@@ -81,7 +81,7 @@ class Cache:
         return db
 
     @staticmethod
-    def keys(requests: list, **parts) -> list[str]:
+    def keys(requests: list, /, **parts) -> list[str]:
         """The cache key of each request (``physprobe.requests``) under ``parts``, all else that changes its result
         (``key_base``)."""
         base = key_base(**parts)

@@ -241,3 +241,23 @@ def test_a_gguf_file_that_is_not_one_names_the_option(tmp_path, prost_build, no_
     err = one_line_error(capsys, ["score", "--model", str(folder), "--gguf-file", "SmolLM2-135M-Q8_0.gguf", "--benchmark", "prost",
                                   "--data", str(prost_build.parent)])  # fmt: skip
     assert "--gguf-file SmolLM2-135M-Q8_0.gguf: cannot read its metadata (" in err and "is it a complete GGUF file?" in err
+
+
+def test_cache_keys_are_the_bytes_earlier_versions_wrote():
+    """A run folder's cache resumes across physprobe versions only while a request's key stays the same: these two keys
+    were computed by the code of 3a13007 (``provenance.cache_key`` and ``Cache.key``), before the keys moved into
+    ``result_cache``."""
+    from physprobe.requests import Choice, Masked
+    from physprobe.result_cache import Cache
+
+    parts = dict(backend="hf", model="sha256:ab", dtype="float32", chat={"applied": False}, physprobe="0.1.0",
+                 protocol="released-gpt", dataset="abc123")  # fmt: skip
+    requests = [Choice("The ball", (" falls.", " rises.")), Masked("A [MASK] one.", ("big", "small"))]
+    assert Cache.keys(requests, **parts) == [
+        "145f42eae070d6d97a4fc0b54df19fae99473105a459eeb26f2f815d6d98a352",
+        "21a9213d0ce5e10f1721a6564deee7776f05b983a92d4c6c78656fc291e1a013",
+    ]
+    assert (
+        Cache.keys(requests, **{**parts, "dataset": "abc124"})[0]
+        != "145f42eae070d6d97a4fc0b54df19fae99473105a459eeb26f2f815d6d98a352"
+    )

@@ -16,7 +16,7 @@ carriage returns into such a log: ``quiet_library_bars`` turns them off there.
 A task made of steps (a card run's benchmarks) opens an ``overall`` counter: every step opened inside it adds its
 items to it, and in a log its line leads the step's::
 
-    physprobe: benchmark 2 of 4 (newton): 130/460 questions, 1.1 questions/s, 2m00s elapsed, ~5m05s left | newton/track1: 30/80 questions, 1.3 s/question, 40s elapsed, ~1m07s left
+    physprobe: benchmark 2 of 4 (newton): 130/460 questions, 1.1 questions/s, 2m00s elapsed, ~5m25s left | newton/track1: 30/80 questions, 1.3 s/question, 40s elapsed, ~1m07s left
 
 Runs under pytest (``PYTEST_CURRENT_TEST``, which pytest sets and subprocesses inherit) write neither.
 
@@ -122,7 +122,8 @@ class Reporter:
             if not newest and self._closed is not None:
                 newest = [self._closed]
             self._closed = None
-            lines = [step.line() for step in leading + newest]
+            inner = [step.line() for step in newest]  # first: a leading step's time left adds the newest's own
+            lines = [step.line(newest[0] if newest else None) for step in leading] + inner
         return " | ".join([lines[0], *(line.removeprefix("physprobe: ") for line in lines[1:])]) if lines else None
 
     def _run(self) -> None:
@@ -147,6 +148,7 @@ class Step:
         self.reporter, self.clock = reporter, clock
         self.started = clock()
         self.ended: float | None = None
+        self.left: float | None = None  # seconds left at the rate of the latest line (None: none to tell)
         # (time, count) at the previous line, and where the latest window in which the count moved began
         self._lines: collections.deque = collections.deque(maxlen=WINDOW)  # (time, count) at the latest lines
         self._lower = (self.started, 0)  # (time, count) at the latest line whose count was below the current one
@@ -170,11 +172,13 @@ class Step:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def line(self) -> str:
+    def line(self, inner: Step | None = None) -> str:
         """The step's line now: items done (of the total), the rate over the last ``WINDOW`` lines (in a log, the last
         90 s; while nothing moves, the last move spread up to now), time elapsed, and the time left at that rate: a
         recent rate, not the average, because a generating batch slows as its short answers end and its long ones go
-        on, one token a step.
+        on, one token a step. An ``overall`` step's time left is that of the step open ``inner`` to it, at the inner
+        step's own rate (its line written just before), and its other items at the overall rate: a card's slow last
+        benchmark does not read as fast as the ones before it.
 
         >>> import io
         >>> with Step("loading smollm2", None, "", Reporter(io.StringIO(), INTERVAL), clock=iter([0.0, 31.0, 40.0]).__next__) as step:
@@ -193,6 +197,7 @@ class Step:
         physprobe: newton/track3: 18.6/20 questions, 150.0 s/question, 2m30s elapsed, ~3m30s left
         >>> step.close()
         """
+        self.left = None
         if self.ended is not None:
             done = f"{count(self.n)}/{count(self.total)} {self.unit} " if self.total is not None else ""
             return f"physprobe: {self.desc}: {done}done in {duration(self.ended - self.started)}"
@@ -215,7 +220,10 @@ class Step:
             parts.append(rate(moved, span, self.unit))
         parts.append(f"{duration(elapsed)} elapsed")
         if self.total is not None and 0 < self.n < self.total and moved > 0 and span > 0:
-            parts.append(f"~{duration(span / moved * (self.total - self.n))} left")
+            self.left = span / moved * (self.total - self.n)
+            if inner is not None and inner.left is not None:  # the inner step at its own rate, the rest at this one's
+                self.left = inner.left + span / moved * max(0.0, self.total - self.n - (inner.total - inner.n))
+            parts.append(f"~{duration(self.left)} left")
         return f"physprobe: {self.desc}: {', '.join(parts)}"
 
 
@@ -299,7 +307,8 @@ def overall(desc: str, total: int, unit: str = "items"):
     block with ``bar`` adds its items to it; in a log, its line leads the step's; on a terminal, its bar stays above
     the step's.
 
-    In a log, two minutes into a card, 40 seconds into its step:
+    In a log, two minutes into a card, 40 seconds into its step; the card's time left is the step's, at the step's
+    own rate, and its 280 later questions at the card's:
 
     >>> import io
     >>> reporter = Reporter(io.StringIO(), INTERVAL)
@@ -308,7 +317,7 @@ def overall(desc: str, total: int, unit: str = "items"):
     >>> step = Adding(Step("newton/track1", 80, "questions", reporter, clock=iter([80.0, 120.0]).__next__), card)
     >>> step.update(30)
     >>> reporter.line()
-    'physprobe: benchmark 2 of 4 (newton): 130/460 questions, 1.1 questions/s, 2m00s elapsed, ~5m05s left | newton/track1: 30/80 questions, 1.3 s/question, 40s elapsed, ~1m07s left'
+    'physprobe: benchmark 2 of 4 (newton): 130/460 questions, 1.1 questions/s, 2m00s elapsed, ~5m25s left | newton/track1: 30/80 questions, 1.3 s/question, 40s elapsed, ~1m07s left'
     """
     counter = _counter(desc, total, unit, nested=False)
     if isinstance(counter, Step):

@@ -12,7 +12,7 @@ import pytest
 from tqdm import tqdm
 
 from physprobe import progress
-from physprobe.progress import Reporter, Step
+from physprobe.progress import Adding, Reporter, Step
 
 
 @pytest.fixture
@@ -137,6 +137,19 @@ def test_while_nothing_moves_the_rate_falls_and_the_estimate_grows(reporter):
                      "physprobe: newton/track1: 10/20 questions, 12.0 s/question, 2m00s elapsed, ~2m00s left"]  # fmt: skip
     step.update(1)  # one question in the last 90 s
     assert step.line() == "physprobe: newton/track1: 11/20 questions, 90.0 s/question, 2m30s elapsed, ~13m30s left"
+
+
+def test_a_cards_time_left_counts_its_slow_last_benchmark_at_that_benchmarks_rate(reporter):
+    """Three fast benchmarks (262 questions in 50 s), then Text2Afford at 5 s a question: at the card's own rate its 18
+    questions left would read as 4 s; read at Text2Afford's rate they are 90 s, the step's own estimate."""
+    card = Step("benchmark 4 of 4 (text2afford)", 280, "questions", reporter, clock=iter([0.0, 60.0]).__next__)
+    card.leads, card.n = True, 260
+    step = Adding(Step("text2afford/default", 20, "questions", reporter, clock=iter([50.0, 60.0]).__next__), card)
+    step.update(2)
+    assert reporter.line() == (
+        "physprobe: benchmark 4 of 4 (text2afford): 262/280 questions, 4.4 questions/s, 1m00s elapsed, ~1m30s left"
+        " | text2afford/default: 2/20 questions, 5.0 s/question, 10s elapsed, ~1m30s left"
+    )
 
 
 @pytest.mark.slow

@@ -177,8 +177,9 @@ class Step:
         90 s; while nothing moves, the last move spread up to now), time elapsed, and the time left at that rate: a
         recent rate, not the average, because a generating batch slows as its short answers end and its long ones go
         on, one token a step. An ``overall`` step's time left is that of the step open ``inner`` to it, at the inner
-        step's own rate (its line written just before), and its other items at the overall rate: a card's slow last
-        benchmark does not read as fast as the ones before it.
+        step's own rate (its line written just before; once it has done a whole item, as its first shares of one say
+        little), and its other items at the overall rate: a card's slow last benchmark does not read as fast as the
+        ones before it.
 
         >>> import io
         >>> with Step("loading smollm2", None, "", Reporter(io.StringIO(), INTERVAL), clock=iter([0.0, 31.0, 40.0]).__next__) as step:
@@ -221,7 +222,9 @@ class Step:
         parts.append(f"{duration(elapsed)} elapsed")
         if self.total is not None and 0 < self.n < self.total and moved > 0 and span > 0:
             self.left = span / moved * (self.total - self.n)
-            if inner is not None and inner.left is not None:  # the inner step at its own rate, the rest at this one's
+            if (
+                inner is not None and inner.left is not None and inner.n >= 1
+            ):  # the inner step at its own rate, the rest at this one's
                 self.left = inner.left + span / moved * max(0.0, self.total - self.n - (inner.total - inner.n))
             parts.append(f"~{duration(self.left)} left")
         return f"physprobe: {self.desc}: {', '.join(parts)}"

@@ -152,6 +152,19 @@ def test_a_cards_time_left_counts_its_slow_last_benchmark_at_that_benchmarks_rat
     )
 
 
+def test_a_cards_time_left_ignores_a_step_that_has_not_done_one_question(reporter):
+    """A generating step's first line tells a share of one question (its prompts' pass): its estimate says little, so
+    the card reads all it has left at its own rate."""
+    card = Step("benchmark 2 of 4 (newton)", 280, "questions", reporter, clock=iter([0.0, 30.0]).__next__)
+    card.leads, card.n = True, 160
+    step = Adding(Step("newton/track1", 20, "questions", reporter, clock=iter([25.0, 30.0]).__next__), card)
+    step.update(0.2)
+    assert reporter.line() == (
+        "physprobe: benchmark 2 of 4 (newton): 160.2/280 questions, 5.3 questions/s, 30s elapsed, ~22s left"
+        " | newton/track1: 0.2/20 questions, 25.0 s/question, 5s elapsed, ~8m15s left"
+    )
+
+
 @pytest.mark.slow
 def test_a_score_logged_to_a_file_holds_physprobes_lines_and_no_librarys_bar(built_all, tmp_path):
     # transformers' "Loading weights" bar and any tqdm bar would write carriage returns into the log.

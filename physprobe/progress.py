@@ -222,9 +222,8 @@ class Step:
         parts.append(f"{duration(elapsed)} elapsed")
         if self.total is not None and 0 < self.n < self.total and moved > 0 and span > 0:
             self.left = span / moved * (self.total - self.n)
-            if (
-                inner is not None and inner.left is not None and inner.n >= 1
-            ):  # the inner step at its own rate, the rest at this one's
+            # the inner step at its own rate, once it has done a whole item; the rest at this one's
+            if inner is not None and inner.left is not None and inner.n >= 1:
                 self.left = inner.left + span / moved * max(0.0, self.total - self.n - (inner.total - inner.n))
             parts.append(f"~{duration(self.left)} left")
         return f"physprobe: {self.desc}: {', '.join(parts)}"

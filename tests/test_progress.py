@@ -139,14 +139,22 @@ def test_while_nothing_moves_the_rate_falls_and_the_estimate_grows(reporter):
     assert step.line() == "physprobe: newton/track1: 11/20 questions, 90.0 s/question, 2m30s elapsed, ~13m30s left"
 
 
+def _card_line(reporter, card: tuple, step: tuple, moved: float) -> str:
+    """The log line of a card (``(desc, total, count so far, started, now)``) while a step of it (``(desc, total,
+    started)``) has moved by ``moved`` items at the card's ``now``."""
+    (card_desc, card_total, before, card_started, now), (step_desc, step_total, step_started) = card, step
+    counter = Step(card_desc, card_total, "questions", reporter, clock=iter([card_started, now]).__next__)
+    counter.leads, counter.n = True, before
+    Adding(Step(step_desc, step_total, "questions", reporter, clock=iter([step_started, now]).__next__), counter).update(moved)
+    return reporter.line()
+
+
 def test_a_cards_time_left_counts_its_slow_last_benchmark_at_that_benchmarks_rate(reporter):
     """Three fast benchmarks (262 questions in 50 s), then Text2Afford at 5 s a question: at the card's own rate its 18
     questions left would read as 4 s; read at Text2Afford's rate they are 90 s, the step's own estimate."""
-    card = Step("benchmark 4 of 4 (text2afford)", 280, "questions", reporter, clock=iter([0.0, 60.0]).__next__)
-    card.leads, card.n = True, 260
-    step = Adding(Step("text2afford/default", 20, "questions", reporter, clock=iter([50.0, 60.0]).__next__), card)
-    step.update(2)
-    assert reporter.line() == (
+    assert _card_line(
+        reporter, ("benchmark 4 of 4 (text2afford)", 280, 260, 0.0, 60.0), ("text2afford/default", 20, 50.0), 2
+    ) == (
         "physprobe: benchmark 4 of 4 (text2afford): 262/280 questions, 4.4 questions/s, 1m00s elapsed, ~1m30s left"
         " | text2afford/default: 2/20 questions, 5.0 s/question, 10s elapsed, ~1m30s left"
     )
@@ -155,11 +163,7 @@ def test_a_cards_time_left_counts_its_slow_last_benchmark_at_that_benchmarks_rat
 def test_a_cards_time_left_ignores_a_step_that_has_not_done_one_question(reporter):
     """A generating step's first line tells a share of one question (its prompts' pass): its estimate says little, so
     the card reads all it has left at its own rate."""
-    card = Step("benchmark 2 of 4 (newton)", 280, "questions", reporter, clock=iter([0.0, 30.0]).__next__)
-    card.leads, card.n = True, 160
-    step = Adding(Step("newton/track1", 20, "questions", reporter, clock=iter([25.0, 30.0]).__next__), card)
-    step.update(0.2)
-    assert reporter.line() == (
+    assert _card_line(reporter, ("benchmark 2 of 4 (newton)", 280, 160, 0.0, 30.0), ("newton/track1", 20, 25.0), 0.2) == (
         "physprobe: benchmark 2 of 4 (newton): 160.2/280 questions, 5.3 questions/s, 30s elapsed, ~22s left"
         " | newton/track1: 0.2/20 questions, 25.0 s/question, 5s elapsed, ~8m15s left"
     )

@@ -169,6 +169,35 @@ def test_a_cards_time_left_ignores_a_step_that_has_not_done_one_question(reporte
     )
 
 
+def _at(counter, started: float, clock: list):
+    """A terminal bar whose time is ``clock[0]``, started at ``started``, its rate the average since (tqdm's smoothing
+    off), so that its figures can be worked by hand."""
+    bar = getattr(counter, "counter", counter)
+    bar._time, bar.start_t, bar.last_print_t, bar.smoothing = (lambda: clock[0]), started, started, 0
+    return counter
+
+
+def test_a_cards_terminal_bar_counts_its_step_at_the_steps_rate(monkeypatch):
+    """On a terminal, as in a log: 2 minutes into a card, its step at 30 of 80 questions in 40 s. tqdm alone reads
+    the card's 330 questions left at its average, 130 in 120 s: 304.6 s (tqdm writes the whole seconds: 05:04). The step's 50 take
+    50 / 0.75 = 66.7 s, and the card's other 280 at its average 280 / (130 / 120) = 258.5 s: 325.1 s, the log line's
+    figure. Once the step closes, the card reads its own rate again."""
+    monkeypatch.delenv("PYTEST_CURRENT_TEST")
+    monkeypatch.setattr(sys, "stderr", type("Terminal", (io.StringIO,), {"isatty": lambda self: True})())
+    clock = [0.0]
+    with progress.overall("card", 460, "questions") as card:
+        _at(card, 0.0, clock)
+        clock[0] = 80.0
+        card.update(100)
+        with _at(progress.bar("newton/track1", 80, "questions"), 80.0, clock) as step:
+            clock[0] = 120.0
+            step.update(30)
+            assert "130/460 questions [02:00<05:25," in str(card)
+            step.update(0.5)  # a share of a question moves both: 49.5 / (30.5 / 40) + 280 / (130.5 / 120) = 322.4 s
+            assert "130.5/460 questions [02:00<05:22," in str(card)
+        assert "130.5/460 questions [02:00<05:02," in str(card)  # 329.5 / (130.5 / 120) = 302.99 s
+
+
 @pytest.mark.slow
 def test_a_score_logged_to_a_file_holds_physprobes_lines_and_no_librarys_bar(built_all, tmp_path):
     # transformers' "Loading weights" bar and any tqdm bar would write carriage returns into the log.

@@ -298,7 +298,8 @@ def _rate(shown: dict) -> float | None:
 @functools.cache
 def _bar_class():
     """tqdm's bar, its counts written as ``count`` writes them (``3.4/20``: a count may move in shares of an item);
-    an ``overall`` bar's time left reads the bar of the step open inside it (``inner``), as ``overall_left`` says."""
+    an ``overall`` bar's time left reads the bar of the step open inside it (``inner``), as ``overall_left`` says.
+    Made at first use, not at import: tqdm reads its ``TQDM_*`` variables when imported, after ``quiet_library_bars``."""
     from tqdm.auto import tqdm
 
     class Bar(tqdm):

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 started = time.perf_counter()
-from physprobe.dataset_folder import build  # noqa: E402
+from physprobe.data.dataset_folder import build  # noqa: E402
 from physprobe.dataset_scripts.prost.prost import PROST  # noqa: E402
 
 imported = time.perf_counter() - started

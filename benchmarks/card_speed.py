@@ -67,7 +67,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.model is None:
         args.model, args.gguf_file = smollm2()
-    from physprobe import registry
+    from physprobe.data import registry
 
     names = registry.names()
     with tempfile.TemporaryDirectory(prefix="card-speed-") as scratch:

@@ -124,7 +124,7 @@ def install(name: str, work: Path, package: Path, log: Path, reuse: bool) -> tup
 
 # --- steps run inside an environment (python floors.py inside STEP ...) ---------------------------------------
 def versions() -> dict:
-    from physprobe.provenance import installed
+    from physprobe.util.provenance import installed
 
     return installed(SHOWN)
 
@@ -184,7 +184,7 @@ def metrics() -> dict:
     """Every metric module loaded with ``evaluate.load`` from the installed package, its examples run as doctests."""
     import doctest
 
-    from physprobe import metric_modules
+    from physprobe.protocols import metric_modules
 
     results = {}
     cwd = os.getcwd()

@@ -55,9 +55,10 @@ from score_vs_lm_eval import (  # a sibling script
 from tokenizers import processors
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from physprobe import lm_eval_export, registry
-from physprobe.answers import cut, stopped
 from physprobe.backends.hf import generation, prefill
+from physprobe.data import registry
+from physprobe.protocols.answers import cut, stopped
+from physprobe.publish import lm_eval_export
 
 SUITE = {"newton": ("released-generate", ["track1", "track2_boolean", "track2_mc", "track3"]),
          "cccons": ("question-generate", ["ordinary", "ccommon"])}  # fmt: skip

@@ -99,9 +99,12 @@ from score_vs_lm_eval import (
 )
 from transformers import GPT2Config, LlamaConfig
 
-from physprobe import lm_eval_export, provenance, registry, run_record
 from physprobe.backends.hf import score_loaded
 from physprobe.backends.hf.model import Loaded
+from physprobe.data import registry
+from physprobe.publish import lm_eval_export
+from physprobe.record import run_record
+from physprobe.util import provenance
 
 SCHEMA = 1
 HARD_STOP_GRACE_S = 10  # past the run's budget, the process ends even if a call never returns

@@ -30,7 +30,7 @@ def _inputs(metric: str, n: int) -> dict:
 
 
 def _one(metric: str, path: str, n: int, queue) -> None:
-    from physprobe import metric_modules
+    from physprobe.protocols import metric_modules
 
     module = metric_modules.load(metric) if path == PATHS[0] else metric_modules.module(metric)
     kwargs = _inputs(metric, n)

@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from physprobe.dataset_folder import stream
+from physprobe.data.dataset_folder import stream
 from physprobe.dataset_scripts.newton import newton
 from physprobe.generators.newton import Condition, Spec, challenge_set
 

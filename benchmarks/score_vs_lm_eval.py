@@ -16,7 +16,7 @@ same PROST questions (evenly spread):
 - ``lm-eval prompt``: lm-eval's own prost task, "{context}\\nQuestion: {ex_question}\\nAnswer:" with the four
   option words as the choices (``doc_to_choice: "{{[A, B, C, D]}}"``), joined with a space;
 - ``released-gpt``: PROST's released GPT code, the mean token log-probability of [BOS] + sentence + EOS, the
-  token ids built by the protocol itself (``released_gpt``, resolved by ``physprobe.tokenized.mean_token_ids``; this tokenizer has no BOS) and scored by
+  token ids built by the protocol itself (``released_gpt``, resolved by ``physprobe.protocols.tokenized.mean_token_ids``; this tokenizer has no BOS) and scored by
   ``scoring.mean_token_logprobs``, each question's shared prefix run once; no lm-eval counterpart.
 
 The limit, measured in the same run: on CPU the token-minimal limit, from the trunk's seconds per token (the model
@@ -51,7 +51,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, LlamaC
 
 from physprobe.backends.hf import batching, scoring
 from physprobe.dataset_scripts.prost.evaluation import released_gpt
-from physprobe.tokenized import mean_token_ids
+from physprobe.protocols.tokenized import mean_token_ids
 
 # Random shapes: GPT-2-small, TinyLlama-1.1B, Llama-3-8B (its vocabulary, grouped-query attention and rope base).
 SHAPES = {

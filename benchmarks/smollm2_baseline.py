@@ -13,9 +13,9 @@ import importlib.util
 import time
 from pathlib import Path
 
+from physprobe.record.spec import make
 from physprobe.report import render
-from physprobe.runner import run
-from physprobe.spec import make
+from physprobe.run.runner import run
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 

@@ -1,5 +1,5 @@
 """Dataset builders, one sub-package per benchmark: ``<name>/<name>.py`` declares the builder ``<NAME>``
-(a ``physprobe.builder.Benchmark``) and ``<name>/configs.py`` its config names, which the argument checks
+(a ``physprobe.data.builder.Benchmark``) and ``<name>/configs.py`` its config names, which the argument checks
 read without importing the builders (they import ``datasets``, about a second).
 
 ``NAMES`` lists the registered benchmarks; ``BENCHMARKS`` maps each to its builder, imported on first use.

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from physprobe.data.templates import article, fill
 from physprobe.errors import DataError
-from physprobe.templates import article, fill
 
 LABELS = ("obj1_larger", "obj1_smaller")  # upstream integers: 0 = obj1 larger, 1 = obj1 smaller
 

@@ -26,8 +26,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from physprobe.data.templates import fill, slots
 from physprobe.errors import DataError
-from physprobe.templates import fill, slots
 
 ATTRIBUTES = {  # upstream attribute name -> phrase in Track 2 questions (paper Table 1)
     "Elasticity": "elastic",

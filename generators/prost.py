@@ -22,8 +22,8 @@ import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
+from physprobe.data.templates import expand, lexicon_name
 from physprobe.errors import DataError, TemplateError
-from physprobe.templates import expand, lexicon_name
 
 OPTIONS = ("A", "B", "C", "D")
 TEMPLATE_FIELDS = ("name", "context", "question", "ex_question", "choices", "expect_fn")

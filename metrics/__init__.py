@@ -1,1 +1,1 @@
-"""The evaluate metric modules, one folder each (also the sources of their Hub Spaces); see ``physprobe.metric_modules``."""
+"""The evaluate metric modules, one folder each (also the sources of their Hub Spaces); see ``physprobe.protocols.metric_modules``."""

@@ -23,13 +23,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from physprobe import progress
 from physprobe.errors import PhysprobeError
 from physprobe.exit_status import handled
 from physprobe.protocols import METHODS
+from physprobe.util import progress
 
 if TYPE_CHECKING:
-    from physprobe.dataset_folder import BuildResult
+    from physprobe.data.dataset_folder import BuildResult
 
 # Start-up: ``physprobe --help`` and argument errors must not import datasets, torch or transformers
 # (about a second), so the parser reads the registered names (``physprobe.dataset_scripts.NAMES``, its
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 def _benchmarks() -> list[str]:
     """The registered benchmarks' names (``registry.names()``)."""
-    from physprobe import registry
+    from physprobe.data import registry
 
     return registry.names()
 
@@ -61,10 +61,10 @@ def summary(results: list[BuildResult]) -> str:
 def _build(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
-    from physprobe.dataset_folder import build, owner
+    from physprobe.data.dataset_folder import build, owner
+    from physprobe.data.sources import resolve_source_dir
     from physprobe.dataset_scripts import BENCHMARKS as benchmarks
-    from physprobe.paths import check_disjoint, check_target
-    from physprobe.sources import resolve_source_dir
+    from physprobe.util.paths import check_disjoint, check_target
 
     names = list(benchmarks) if args.benchmark == "all" else [args.benchmark]
     check_disjoint(args.out, resolve_source_dir(args.source_dir))
@@ -79,9 +79,9 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from physprobe import registry
-    from physprobe.paths import check_disjoint
-    from physprobe.sources import resolve_source_dir
+    from physprobe.data import registry
+    from physprobe.data.sources import resolve_source_dir
+    from physprobe.util.paths import check_disjoint
 
     check_disjoint(args.out, resolve_source_dir(args.source_dir))
     make = registry.new_examples(args.benchmark)
@@ -91,7 +91,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 def _spec_options(args: argparse.Namespace) -> dict:
     """``physprobe score``'s options as ``spec.make`` (and ``card_run.make``) take them, the model and benchmark aside."""
-    from physprobe.redact import scrub  # run.json's command line: no credential of a URL it gives
+    from physprobe.util.redact import scrub  # run.json's command line: no credential of a URL it gives
 
     return dict(
         out=args.out, data=args.data, dataset_repo=args.dataset_repo, revision=args.revision,
@@ -104,15 +104,15 @@ def _spec_options(args: argparse.Namespace) -> dict:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from physprobe import card_run
+    from physprobe.run import card_run
 
     return _score_card(args) if card_run.is_card(args.benchmark) else _score_benchmark(args)
 
 
 def _score_benchmark(args: argparse.Namespace) -> int:
     """``physprobe score --benchmark NAME``: one run folder, in one process or ``--num-processes``."""
-    from physprobe import parallel, runner
-    from physprobe import spec as run_spec
+    from physprobe.record import spec as run_spec
+    from physprobe.run import parallel, runner
 
     spec = run_spec.make(args.model, args.benchmark, **_spec_options(args))
     record = runner.run(spec) if spec.processes == 1 else parallel.score_in_processes(spec)
@@ -124,8 +124,8 @@ def _score_benchmark(args: argparse.Namespace) -> int:
 def _score_card(args: argparse.Namespace) -> int:
     """``physprobe score --benchmark all`` (or a list): the card run, then its card (each benchmark's figures per
     config: ``physprobe report``)."""
-    from physprobe import card_run
     from physprobe.report import card
+    from physprobe.run import card_run
 
     result = card_run.score_card(card_run.make(args.model, args.benchmark, **_spec_options(args)))
     print(card.card_text([result.out / name for name in result.records]))
@@ -136,9 +136,10 @@ def _score_card(args: argparse.Namespace) -> int:
 def summary_lines(record) -> list[str]:
     """Per scored config (and pooled figure) of a ``RunRecord``: the headline figure first, then the other
     overall figures and the counts; below it, the baselines of the same rows, and a flag where its figures say
-    little (``physprobe.baselines``)."""
-    from physprobe import baselines, provenance
+    little (``physprobe.run.baselines``)."""
     from physprobe.protocols import COUNTS
+    from physprobe.run import baselines
+    from physprobe.util import provenance
 
     flags = {}
     for flag in baselines.flags(record):
@@ -175,7 +176,7 @@ def chat_setting(args: argparse.Namespace):
 
 def protocol_table(benchmarks: list[str]) -> str:
     """Per benchmark and model family, the default protocol and the alternatives; then each protocol's source."""
-    from physprobe import registry
+    from physprobe.data import registry
     from physprobe.protocols import FAMILIES
 
     lines = []
@@ -199,7 +200,7 @@ def protocol_table(benchmarks: list[str]) -> str:
 
 
 def _protocols(args: argparse.Namespace) -> int:
-    from physprobe import registry
+    from physprobe.data import registry
 
     print(protocol_table([args.benchmark] if args.benchmark else registry.names()))
     return 0
@@ -213,7 +214,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from physprobe.lm_eval_export import export
+    from physprobe.publish.lm_eval_export import export
 
     names = export(Path(args.out), Path(args.data) if args.data else None)
     print(f"{len(names)} lm-eval tasks -> {args.out} (lm_eval --include_path {args.out} --tasks physprobe_<benchmark> ...)")

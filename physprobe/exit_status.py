@@ -30,7 +30,7 @@ def handled(command, name: str, prog: str = "physprobe") -> int:
     """``command()``'s exit status, with every failure physprobe foresees as its one line on stderr (``prog: error:
     ...``; control and bidirectional characters of a name or path it quotes shown as their escapes, credentials
     scrubbed)."""
-    from physprobe.redact import escaped, scrub
+    from physprobe.util.redact import escaped, scrub
 
     try:
         return command()

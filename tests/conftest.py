@@ -47,7 +47,7 @@ def upstream_copy(upstream_dir, tmp_path) -> Path:
 @pytest.fixture(scope="session")
 def prost_build(upstream_dir, tmp_path_factory) -> Path:
     """PROST built once for the session into a temporary folder; returns ``OUT/prost``."""
-    from physprobe.dataset_folder import build
+    from physprobe.data.dataset_folder import build
     from physprobe.dataset_scripts.prost.prost import PROST
 
     return build(PROST, tmp_path_factory.mktemp("build"), upstream_dir).path
@@ -70,7 +70,7 @@ def run_metric_examples(metric) -> doctest.TestResults:
 @pytest.fixture(scope="session")
 def built_all(upstream_dir, tmp_path_factory) -> Path:
     """Every benchmark built once for the session; returns the folder holding them."""
-    from physprobe.dataset_folder import build
+    from physprobe.data.dataset_folder import build
     from physprobe.dataset_scripts import BENCHMARKS
 
     out = tmp_path_factory.mktemp("built")

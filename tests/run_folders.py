@@ -1,4 +1,4 @@
-"""Run folders for report tests, written through ``physprobe.run_record`` as ``physprobe score`` writes them:
+"""Run folders for report tests, written through ``physprobe.record.run_record`` as ``physprobe score`` writes them:
 every field the schema asks, with plain defaults, and the fields a test is about."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import dataclasses
 import sqlite3
 from pathlib import Path
 
-from physprobe import run_folder, run_record
 from physprobe.backends.base import Settings
-from physprobe.hub_data import DataSource
-from physprobe.run_record import Bootstrap, ChatRecord, RunRecord, Timings
-from physprobe.spec import RunSpec
+from physprobe.data.hub_data import DataSource
+from physprobe.record import run_folder, run_record
+from physprobe.record.run_record import Bootstrap, ChatRecord, RunRecord, Timings
+from physprobe.record.spec import RunSpec
 
 SPEC_FIELDS = {f.name for f in dataclasses.fields(RunSpec)} - {"backend"}  # ``backend``: the record's section (name and info)
 

@@ -13,15 +13,17 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from physprobe import backends, requests, spec
+from physprobe import backends
 from physprobe.backends.base import BackendError, Description
 from physprobe.backends.chat import Chat, Templating
 from physprobe.backends.hf import score_loaded, scoring
 from physprobe.backends.hf.model import Loaded
 from physprobe.cli import main
-from physprobe.hub_data import DataSource
-from physprobe.requests import Choice, Generate, GenerateEach, YesNo
-from physprobe.results import Answer
+from physprobe.data.hub_data import DataSource
+from physprobe.protocols import requests
+from physprobe.protocols.requests import Choice, Generate, GenerateEach, YesNo
+from physprobe.protocols.results import Answer
+from physprobe.record import spec
 
 from . import tiny_models
 
@@ -72,8 +74,8 @@ def test_each_backend_serves_exactly_the_request_types_its_registry_line_names(n
 
 def test_the_score_hint_and_run_json_versions_read_every_backends_libraries():
     # (the score extra itself: tests/test_wheel.py reads it from the built wheel)
-    from physprobe import provenance
     from physprobe.exit_status import score_extra
+    from physprobe.util import provenance
 
     libraries = set(backends.libraries())
     assert {"torch", "transformers", "httpx"} <= libraries and score_extra() == {"matplotlib", *libraries}
@@ -238,7 +240,7 @@ def test_a_template_asked_of_token_sequences_is_one_line(models, built_all, tmp_
 def test_masked_pair_feeds_segment_ids_only_when_the_request_says_so(tmp_path):
     from transformers import AutoModelForMaskedLM
 
-    from physprobe.requests import MaskedPair
+    from physprobe.protocols.requests import MaskedPair
 
     folder = tiny_models.masked_lm(tmp_path / "bert", ["he rides a horse .", "a horse can be used for riding by human"] * 20)
     tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -262,7 +264,7 @@ def test_masked_pair_feeds_segment_ids_only_when_the_request_says_so(tmp_path):
 
 def test_a_separator_placeholder_becomes_the_tokenizers_separator(models, monkeypatch):
     import physprobe.backends.hf
-    from physprobe.requests import Masked
+    from physprobe.protocols.requests import Masked
 
     seen = {}
 

@@ -1,4 +1,4 @@
-"""Baselines and flags (``physprobe.baselines``): the majority, constant and chance figures of real rows, each
+"""Baselines and flags (``physprobe.run.baselines``): the majority, constant and chance figures of real rows, each
 worked out here from the rows alone (label counts, agreements, class frequencies), against what the benchmark's
 metric wiring gives for those answers; the flags of a run of constant or fallback answers; the fallback rules
 the protocols declare."""
@@ -9,11 +9,12 @@ from collections import Counter
 import pyarrow.parquet as pq
 import pytest
 
-from physprobe import baselines, registry
+from physprobe.data import registry
 from physprobe.protocols import Protocol
-from physprobe.requests import Generate
-from physprobe.results import Answer
-from physprobe.run_record import Baselines
+from physprobe.protocols.requests import Generate
+from physprobe.protocols.results import Answer
+from physprobe.record.run_record import Baselines
+from physprobe.run import baselines
 
 from .run_folders import record
 

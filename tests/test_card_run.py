@@ -1,4 +1,4 @@
-"""``physprobe score --benchmark all`` (``physprobe.card_run``): with a tiny model of each family, one call scores
+"""``physprobe score --benchmark all`` (``physprobe.run.card_run``): with a tiny model of each family, one call scores
 every benchmark the family can take, loading the model once, each run folder equal to the single-benchmark run's;
 the others are skipped in one line; a card killed with SIGKILL mid-way re-scores nothing it had answered; arguments
 that name one benchmark's settings are refused in one line."""
@@ -14,12 +14,13 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from physprobe import card_run, registry
 from physprobe.backends import hf
 from physprobe.backends.hf import model as hf_model
 from physprobe.cli import main
+from physprobe.data import registry
 from physprobe.errors import ProtocolError
 from physprobe.report import paper_tables
+from physprobe.run import card_run
 
 from . import tiny_models
 from .conftest import REPO

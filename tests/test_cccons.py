@@ -5,11 +5,11 @@ import csv
 import datasets
 import pytest
 
-from physprobe.dataset_folder import build, write
+from physprobe.data.dataset_folder import build, write
+from physprobe.data.sources import fetch
 from physprobe.dataset_scripts.cccons import cccons as builder
 from physprobe.errors import DataError
 from physprobe.generators import cccons as generator
-from physprobe.sources import fetch
 
 EXPECTED = {"ordinary": 772, "ccommon": 332, "ordinary_easy": 336, "ordinary_hard": 420, "ccommon_easy": 150,
             "ccommon_hard": 179, "ordinary_nocontext": 772, "ccommon_nocontext": 332}  # fmt: skip
@@ -159,7 +159,7 @@ def test_asking_for_too_many_new_examples(paths):
      ('"A box holds a key.",key,cat,1\n', r"line 1: object 'cat' is mentioned with an article 0 times")],
 )  # fmt: skip
 def test_bad_rows_name_file_and_line(upstream_copy, tmp_path, monkeypatch, line, message):
-    monkeypatch.setattr("physprobe.sources.file_sha256", lambda path: next(
+    monkeypatch.setattr("physprobe.data.sources.file_sha256", lambda path: next(
         f.sha256 for f in builder.UPSTREAM.files if path.name == f.path))  # fmt: skip
     (upstream_copy / "cccons" / "adversarial_auto_easy_new.csv").write_text(line)
     with pytest.raises(DataError, match=r"adversarial_auto_easy_new\.csv: " + message):

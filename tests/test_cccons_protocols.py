@@ -12,11 +12,12 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from physprobe import protocols, registry
+from physprobe import protocols
 from physprobe.cli import main
+from physprobe.data import registry
 from physprobe.dataset_scripts.cccons import evaluation as cccons
-from physprobe.requests import Generate
-from physprobe.results import Answer
+from physprobe.protocols.requests import Generate
+from physprobe.protocols.results import Answer
 
 from . import tiny_models
 

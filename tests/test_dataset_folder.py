@@ -6,8 +6,8 @@ import datasets
 import pytest
 import yaml
 
-from physprobe.builder import Benchmark, Card, Config, MadeRows
-from physprobe.dataset_folder import build
+from physprobe.data.builder import Benchmark, Card, Config, MadeRows
+from physprobe.data.dataset_folder import build
 from physprobe.dataset_scripts.prost.prost import PROST
 from physprobe.errors import DataError, OutputFolderError, SourceError, TemplateError
 
@@ -116,7 +116,7 @@ def test_missing_file_names_the_file(upstream_copy, tmp_path):
 def unchecked(monkeypatch):
     """Skip checksums, so that tests can feed edited templates through the real builder."""
     monkeypatch.setattr(
-        "physprobe.sources.file_sha256",
+        "physprobe.data.sources.file_sha256",
         lambda path: next(f.sha256 for f in PROST.upstream.files if path.as_posix().endswith(f.path)),
     )
 
@@ -154,7 +154,7 @@ def test_source_dir_from_environment(upstream_dir, tmp_path, monkeypatch):
 
 
 def test_unreachable_url_is_a_clear_error(tmp_path, monkeypatch):
-    from physprobe.sources import Upstream, UpstreamFile, fetch
+    from physprobe.data.sources import Upstream, UpstreamFile, fetch
 
     monkeypatch.delenv("PHYSPROBE_SOURCE_DIR", raising=False)
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path))

@@ -30,11 +30,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from physprobe import run_folder, run_record
 from physprobe.cli import main
-from physprobe.dataset_folder import data_file
-from physprobe.paths import MARKER, STAGING, TEMPORARY, Owner, mark
-from physprobe.samples import Sample
+from physprobe.data.dataset_folder import data_file
+from physprobe.record import run_folder, run_record
+from physprobe.run.samples import Sample
+from physprobe.util.paths import MARKER, STAGING, TEMPORARY, Owner, mark
 
 from . import tiny_models
 from .conftest import REPO
@@ -260,7 +260,7 @@ def test_a_forged_marker_vouches_for_no_file_it_did_not_hash(inputs, tmp_path, c
 
 
 def test_one_report_writer_at_a_time_and_the_folder_matches_its_marker(inputs, tmp_path, capsys):
-    from physprobe.folder_lock import FolderLock
+    from physprobe.util.folder_lock import FolderLock
 
     run = write_run(
         tmp_path / "run", "prost", "causal", {"mass": {"accuracy": 0.5, "n": 6}}, "released-gpt", model="gpt2", limit=6
@@ -296,7 +296,7 @@ def test_leftovers_of_killed_runs_are_removed_by_the_next_run(command, inputs, t
 
 KILL_SCRIPT = """
 import os, signal, sys
-import physprobe.paths as paths
+import physprobe.util.paths as paths
 
 where = sys.argv[1]
 real = paths._exchange
@@ -337,7 +337,7 @@ def test_a_kill_at_the_swap_leaves_a_complete_version_and_the_next_run_cleans_up
 
 @pytest.mark.parametrize("command", COMMANDS, ids=IDS)
 def test_ctrl_c_at_the_swap_is_one_line_and_keeps_the_previous_output(command, inputs, tmp_path, monkeypatch, capsys):
-    from physprobe import paths
+    from physprobe.util import paths
 
     out = tmp_path / "out"
     target = command.target(out)
@@ -560,8 +560,8 @@ def test_a_bad_config_with_several_processes_is_one_line_before_any_launch(input
 
 
 def test_a_folder_in_use_with_several_processes_is_one_line_before_any_launch(inputs, tmp_path, capsys):
-    from physprobe.folder_lock import FolderLock
-    from physprobe.run_folder import open_folder, owner
+    from physprobe.record.run_folder import open_folder, owner
+    from physprobe.util.folder_lock import FolderLock
 
     out = tmp_path / "run"
     open_folder(out, owner(str(inputs["model"]), "prost", local=True))
@@ -574,7 +574,7 @@ def test_a_folder_in_use_with_several_processes_is_one_line_before_any_launch(in
 
 WATCHED = """
 import sys, time
-from physprobe import parallel
+from physprobe.run import parallel
 parallel.die_with_launcher()
 print("watching", flush=True)
 time.sleep(120)
@@ -606,7 +606,7 @@ def test_a_rank_dies_with_its_launcher(how, tmp_path):
 def test_a_launched_process_dies_with_its_parent(tmp_path):
     parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
         import subprocess, sys, time
-        from physprobe import parallel
+        from physprobe.run import parallel
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], preexec_fn=parallel._kill_me_with_parent,
                                  start_new_session=True)
         print(child.pid, flush=True)
@@ -814,7 +814,7 @@ def test_a_broken_card_in_data_is_one_line(inputs, tmp_path, capsys):
 
 
 def test_a_full_disk_under_the_cache_is_one_line_and_the_results_intact(inputs, tmp_path, monkeypatch, capsys):
-    from physprobe import runner
+    from physprobe.run import runner
 
     out = tmp_path / "run"
     assert _score(inputs, inputs["build"], out, "--limit", "3") == 0
@@ -886,7 +886,7 @@ def test_a_symlink_committed_in_a_metric_folder_is_refused(tmp_path, monkeypatch
 @pytest.mark.parametrize("how", ["ctrl-c", "kill -9 of the launcher's process group"])
 def test_a_data_parallel_score_ends_whole_with_its_launcher(how, inputs, tmp_path):
     from physprobe.errors import FolderInUse
-    from physprobe.folder_lock import FolderLock
+    from physprobe.util.folder_lock import FolderLock
 
     out = tmp_path / "run"
     command = [sys.executable, "-m", "physprobe", "score", "--model", str(inputs["model"]), "--benchmark", "prost",

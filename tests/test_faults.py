@@ -12,10 +12,10 @@ import textwrap
 import pytest
 
 from physprobe.cli import main
-from physprobe.dataset_folder import owner, read_built
+from physprobe.data.dataset_folder import owner, read_built
 from physprobe.dataset_scripts.newton import newton
 from physprobe.errors import DataError, OutputFolderError
-from physprobe.paths import RETIRED, STAGING, check_folder_name, file_hashes, mark, sweep
+from physprobe.util.paths import RETIRED, STAGING, check_folder_name, file_hashes, mark, sweep
 
 from .conftest import REPO
 
@@ -158,7 +158,7 @@ def test_ctrl_c_is_one_line_and_leaves_nothing(upstream_dir, tmp_path, monkeypat
 KILL_SCRIPT = """
 import os, signal, sys
 from pathlib import Path
-import physprobe.paths as paths
+import physprobe.util.paths as paths
 from physprobe.cli import main
 
 where = sys.argv[1]

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from tokenizers import processors
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerFast
 
-from physprobe import answers, registry
 from physprobe.backends.hf import batching, generation, prefill, scoring
+from physprobe.data import registry
+from physprobe.protocols import answers
 from tests import tiny_models
 
 # Every generate protocol that reads its prompt raw (a chat protocol's prompt is a user turn, read through a

@@ -17,8 +17,8 @@ import pytest
 import physprobe.backends
 import physprobe.dataset_scripts
 import physprobe.generators
-from physprobe import registry
 from physprobe.cli import main
+from physprobe.data import registry
 
 from . import tiny_models
 
@@ -145,7 +145,7 @@ def test_a_protocol_is_two_edits_to_its_evaluation(toy, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_backend_is_one_module_and_one_registry_line(built_all, tmp_path, monkeypatch, capsys):
-    from physprobe.requests import Choice
+    from physprobe.protocols.requests import Choice
 
     from .llama_server import GGUF, gguf_folder
 

@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from physprobe import registry
-from physprobe.answers import cut
 from physprobe.cli import main
-from physprobe.lm_eval_export import SEQ2SEQ_EOS, exported_tasks
+from physprobe.data import registry
+from physprobe.protocols.answers import cut
+from physprobe.publish.lm_eval_export import SEQ2SEQ_EOS, exported_tasks
 from tests import tiny_models
 
 ROWS = {"prost": 40, "cccons": 12, "newton": 12, "text2afford": 3}

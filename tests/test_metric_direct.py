@@ -6,7 +6,7 @@ import evaluate
 import numpy as np
 import pytest
 
-from physprobe import metric_modules
+from physprobe.protocols import metric_modules
 
 from .conftest import REPO
 from .test_metric_inputs import LABEL_CASES

@@ -6,11 +6,11 @@ from collections import Counter
 import datasets
 import pytest
 
-from physprobe.dataset_folder import build
+from physprobe.data.dataset_folder import build
+from physprobe.data.sources import fetch
 from physprobe.dataset_scripts.newton import newton as builder
 from physprobe.errors import DataError
 from physprobe.generators import newton as generator
-from physprobe.sources import fetch
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ from physprobe import protocols
 from physprobe.backends.hf import generation
 from physprobe.dataset_scripts.newton import evaluation
 from physprobe.dataset_scripts.newton.evaluation import EVALUATION, match_answer, released_prompt
-from physprobe.requests import Choice, Generate
-from physprobe.results import Answer, Scores
+from physprobe.protocols.requests import Choice, Generate
+from physprobe.protocols.results import Answer, Scores
 
 BS_N = "\\n"  # hf_track*.py write f'... \\n ...': a backslash and an "n", not a newline
 

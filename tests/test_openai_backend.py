@@ -13,13 +13,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from physprobe import backends, spec
+from physprobe import backends
 from physprobe.backends.base import BackendError, Settings
 from physprobe.backends.chat import Chat
 from physprobe.backends.openai.backend import OpenAIBackend
 from physprobe.backends.openai.client import Client, ServerOptions
-from physprobe.requests import Generate, Masked
-from physprobe.runner import run
+from physprobe.protocols.requests import Generate, Masked
+from physprobe.record import spec
+from physprobe.run.runner import run
 from tests.llama_server import ALIAS, GGUF, LlamaServer, free_port, gguf_folder
 from tests.run_folders import cached
 
@@ -153,8 +154,8 @@ def test_both_backends_read_the_same_chat_prompt_ids(built_all):
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
     from transformers import AutoTokenizer
 
-    from physprobe import registry
     from physprobe.backends.chat import Templating
+    from physprobe.data import registry
 
     folder = gguf_folder()
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF)

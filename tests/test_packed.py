@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from physprobe.backends.hf import attention, batching, packed, score_loaded, scoring
 from physprobe.backends.hf.model import Loaded
-from physprobe.requests import Choice, MeanTokens, YesNo
+from physprobe.protocols.requests import Choice, MeanTokens, YesNo
 
 VOCAB = 100
 

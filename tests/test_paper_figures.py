@@ -5,9 +5,10 @@ NEWTON per attribute per polarity (Table 9). Inputs and answers worked by hand."
 import datasets
 import pytest
 
-from physprobe import metric_modules, report
+from physprobe import report
 from physprobe.dataset_scripts.newton import evaluation as newton
 from physprobe.dataset_scripts.text2afford import evaluation as text2afford
+from physprobe.protocols import metric_modules
 
 CLASSES = ["grasp", "lift", "throw", "push"]
 

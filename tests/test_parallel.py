@@ -15,8 +15,8 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 
-from physprobe.parallel import Ranks, chunks, owners, request_load
-from physprobe.requests import Choice, Masked, MeanTokens
+from physprobe.protocols.requests import Choice, Masked, MeanTokens
+from physprobe.run.parallel import Ranks, chunks, owners, request_load
 from tests import tiny_models
 
 
@@ -109,7 +109,7 @@ def _launch(model, data, out):
 def _rank_process(launcher: psutil.Process, rank: int) -> psutil.Process | None:
     for child in launcher.children(recursive=True):
         try:
-            if child.environ().get("RANK") == str(rank) and "physprobe.launched" in child.cmdline():
+            if child.environ().get("RANK") == str(rank) and "physprobe.run.launched" in child.cmdline():
                 return child
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue

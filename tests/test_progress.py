@@ -1,4 +1,4 @@
-"""Progress in logs (``physprobe.progress``): a line at most every interval while a step is open, the step's count,
+"""Progress in logs (``physprobe.util.progress``): a line at most every interval while a step is open, the step's count,
 elapsed and estimated time left; a bar on a terminal; nothing under pytest."""
 
 import io
@@ -11,8 +11,8 @@ import time
 import pytest
 from tqdm import tqdm
 
-from physprobe import progress
-from physprobe.progress import Adding, Reporter, Step
+from physprobe.util import progress
+from physprobe.util.progress import Adding, Reporter, Step
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ from collections import Counter
 
 import pytest
 
+from physprobe.data.sources import fetch
 from physprobe.dataset_scripts.prost import prost as builder
 from physprobe.generators import prost as generator
-from physprobe.sources import fetch
 
 
 @pytest.fixture(scope="module")

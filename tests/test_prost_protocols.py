@@ -14,13 +14,15 @@ from tokenizers import processors
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer, GPT2Config
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from physprobe import protocols, registry, sampling, tokenized
+from physprobe import protocols
 from physprobe.backends.hf import masked, scoring, seq2seq
 from physprobe.cli import main
+from physprobe.data import registry, sampling
 from physprobe.dataset_scripts.prost import evaluation as prost
 from physprobe.generators.prost import superlative_pair
-from physprobe.requests import Generate, MeanTokens
-from physprobe.results import Answer
+from physprobe.protocols import tokenized
+from physprobe.protocols.requests import Generate, MeanTokens
+from physprobe.protocols.results import Answer
 
 from . import tiny_models
 

@@ -18,10 +18,13 @@ from transformers import (
 )
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from physprobe import protocols, registry, runner, spec
+from physprobe import protocols
 from physprobe.backends.hf import generation
 from physprobe.cli import main
-from physprobe.requests import Choice, Generate, Seq2Seq, YesNo
+from physprobe.data import registry
+from physprobe.protocols.requests import Choice, Generate, Seq2Seq, YesNo
+from physprobe.record import spec
+from physprobe.run import runner
 
 from . import tiny_models
 

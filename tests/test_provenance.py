@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from physprobe import provenance
+from physprobe.util import provenance
 
 
 def _by_hand(folder: Path) -> str:

@@ -12,12 +12,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from physprobe import run_folder, run_record
 from physprobe.cli import main
-from physprobe.dataset_folder import data_file
-from physprobe.hub_data import DataSource
-from physprobe.paths import MARKER
-from physprobe.samples import Sample
+from physprobe.data.dataset_folder import data_file
+from physprobe.data.hub_data import DataSource
+from physprobe.record import run_folder, run_record
+from physprobe.run.samples import Sample
+from physprobe.util.paths import MARKER
 
 from .fake_hub import FakeHub
 from .run_folders import record

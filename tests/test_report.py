@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from physprobe import paths, report
+from physprobe import report
 from physprobe.cli import main
 from physprobe.dataset_scripts import BENCHMARKS
 from physprobe.dataset_scripts.cccons import evaluation as cccons
 from physprobe.errors import DeclarationError
 from physprobe.report import tables, writers
+from physprobe.util import paths
 
 from . import tiny_models
 from .browser import launch_options
@@ -123,7 +124,7 @@ def test_protocol_warnings(tmp_path):
 def test_paper_protocols_are_real_protocols_of_their_method():
     """Every benchmark's declared paper protocols are in `physprobe protocols`, listed under their method, and
     are the defaults the scorer gives the paper's model families (issue 10: the paper's protocol by default)."""
-    from physprobe import registry
+    from physprobe.data import registry
     from physprobe.protocols import ProtocolError
 
     expected = {"prost": {"causal": ("released-gpt",), "mlm": ("released-mlm",), "seq2seq": ("released-t5",),
@@ -513,9 +514,9 @@ def test_a_glob_of_run_folders_reports_the_finished_runs_and_lists_the_rest(tmp_
     """`physprobe report runs/*` over a finished run, a failed one (scores cached, no run.json), an unfinished one
     (claimed, nothing written), one of another schema and a stray file: the finished run is reported, each other
     gets one line on stderr after the report is written and is listed at the end of the report."""
-    from physprobe import run_folder
-    from physprobe.result_cache import Cache
-    from physprobe.results import Answer
+    from physprobe.protocols.results import Answer
+    from physprobe.record import run_folder
+    from physprobe.run.result_cache import Cache
 
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -593,8 +594,8 @@ def test_runs_are_named_by_label_or_model_and_what_tells_them_apart(tmp_path, ca
 
 def gemma_like(folder: Path) -> Path:
     """A NEWTON Track 1 run whose parsed answers are all the first option (Gemma-3-270M at --limit 5, as issue 31
-    found it: agreement 0.65, accuracy 0.8), with the baselines physprobe.baselines gives its five rows."""
-    from physprobe.run_record import Baselines
+    found it: agreement 0.65, accuracy 0.8), with the baselines physprobe.run.baselines gives its five rows."""
+    from physprobe.record.run_record import Baselines
 
     by_group = {"Brittleness": {"accuracy": 1.0, "agreement_accuracy": 0.75, "n": 2},
                 "Elasticity": {"accuracy": 0.0, "agreement_accuracy": 0.0, "n": 1},

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from physprobe.cli import main
+from physprobe.record.run_record import Baselines
 from physprobe.report import card
-from physprobe.run_record import Baselines
 
 from .run_folders import write_run
 from .test_report import markdown_tables

@@ -10,12 +10,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from physprobe import run_folder, run_record
 from physprobe.cli import main
-from physprobe.paths import MARKER
 from physprobe.publish import hub as hub_calls
 from physprobe.publish import runs as runs_repo
-from physprobe.samples import Sample
+from physprobe.record import run_folder, run_record
+from physprobe.run.samples import Sample
+from physprobe.util.paths import MARKER
 
 from .fake_hub import FakeHub
 from .run_folders import record

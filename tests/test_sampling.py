@@ -1,4 +1,4 @@
-"""``--limit``'s rows (``physprobe.sampling``): every group of the paper's breakdowns first, the rest evenly spread;
+"""``--limit``'s rows (``physprobe.data.sampling``): every group of the paper's breakdowns first, the rest evenly spread;
 checked on random groupings and on the built benchmarks (PROST's concepts, NEWTON's attributes and scenarios,
 Text2Afford's classes), against the groups counted in the data."""
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from physprobe import registry, sampling
+from physprobe.data import registry, sampling
 
 groupings = st.lists(st.lists(st.sampled_from("abcdefgh"), max_size=3, unique=True).map(tuple), min_size=1, max_size=60)
 

@@ -10,9 +10,12 @@ import sys
 import pytest
 import torch
 
-from physprobe import model_options, provenance, runner, spec
 from physprobe.backends.hf import model as hf_model
 from physprobe.cli import main
+from physprobe.protocols import model_options
+from physprobe.record import spec
+from physprobe.run import runner
+from physprobe.util import provenance
 
 from . import tiny_models
 from .olah_hub import free_port, serve
@@ -247,8 +250,8 @@ def test_cache_keys_are_the_bytes_earlier_versions_wrote():
     """A run folder's cache resumes across physprobe versions only while a request's key stays the same: these two keys
     were computed by the code of 3a13007 (``provenance.cache_key`` and ``Cache.key``), before the keys moved into
     ``result_cache``."""
-    from physprobe.requests import Choice, Masked
-    from physprobe.result_cache import Cache
+    from physprobe.protocols.requests import Choice, Masked
+    from physprobe.run.result_cache import Cache
 
     parts = dict(backend="hf", model="sha256:ab", dtype="float32", chat={"applied": False}, physprobe="0.1.0",
                  protocol="released-gpt", dataset="abc123")  # fmt: skip

@@ -9,13 +9,17 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
-from physprobe import protocols, registry, runner, sampling, spec, tokenized
+from physprobe import protocols
 from physprobe.backends import hf
 from physprobe.backends.hf import batching, masked, nli, packed, scoring, seq2seq
 from physprobe.backends.hf import model as hf_model
 from physprobe.cli import main
+from physprobe.data import registry, sampling
 from physprobe.errors import PhysprobeError
+from physprobe.protocols import tokenized
+from physprobe.record import spec
 from physprobe.report import paper_tables
+from physprobe.run import runner
 
 from . import tiny_models
 

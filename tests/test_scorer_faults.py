@@ -14,9 +14,9 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 from physprobe.backends.hf import HFBackend, batching, masked
 from physprobe.cli import main
-from physprobe.dataset_folder import data_file, read_built
+from physprobe.data.dataset_folder import data_file, read_built
 from physprobe.errors import DataError, FolderInUse
-from physprobe.folder_lock import FolderLock
+from physprobe.util.folder_lock import FolderLock
 
 from . import tiny_models
 
@@ -103,7 +103,7 @@ def test_the_lock_dies_with_its_process(tmp_path):
     import subprocess
     import sys
 
-    holder = subprocess.Popen([sys.executable, "-c", f"from physprobe.folder_lock import FolderLock; from pathlib import Path; "
+    holder = subprocess.Popen([sys.executable, "-c", f"from physprobe.util.folder_lock import FolderLock; from pathlib import Path; "
                                f"l = FolderLock(Path({str(tmp_path)!r})).acquire(); print('held', flush=True); import time; time.sleep(60)"],
                               stdout=subprocess.PIPE, text=True)  # fmt: skip
     assert holder.stdout.readline() == "held\n"

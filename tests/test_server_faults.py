@@ -98,7 +98,7 @@ def test_progress_moves_with_each_answer_and_a_request_is_handed_over_once_all_i
     # of its request; a request is committed (answered) once its sixth answer is in, after its six shares.
     from physprobe.backends.base import Settings
     from physprobe.backends.openai.backend import OpenAIBackend
-    from physprobe.requests import YesNo
+    from physprobe.protocols.requests import YesNo
 
     events = []
     progress = type("Progress", (), {"update": lambda self, n: events.append(("update", n)),

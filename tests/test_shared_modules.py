@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from physprobe import registry
+from physprobe.data import registry
 
 SHARED = Path(__file__).resolve().parents[1] / "physprobe"
 

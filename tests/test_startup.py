@@ -32,7 +32,8 @@ def test_every_benchmark_folder_is_registered():
     import importlib.util
     from pathlib import Path
 
-    from physprobe import cli, registry
+    from physprobe import cli
+    from physprobe.data import registry
 
     folder = Path(importlib.util.find_spec("physprobe.dataset_scripts").submodule_search_locations[0])
     assert registry.names() == sorted(p.parent.name for p in folder.glob("*/evaluation.py"))
@@ -42,6 +43,6 @@ def test_every_benchmark_folder_is_registered():
 
 @pytest.mark.parametrize("name", ["cccons", "newton", "prost", "text2afford"])
 def test_config_names_read_cheaply_are_the_builders(name):
-    from physprobe import registry
+    from physprobe.data import registry
 
     assert registry.config_names(name) == [config.name for config in registry.builder(name).configs]

@@ -3,8 +3,8 @@
 import pytest
 import yaml
 
+from physprobe.data.templates import expand, fill, slots
 from physprobe.errors import TemplateError
-from physprobe.templates import expand, fill, slots
 
 from .conftest import UPSTREAM
 

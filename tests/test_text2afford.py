@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from physprobe.dataset_folder import build
+from physprobe.data.dataset_folder import build
 from physprobe.dataset_scripts.text2afford.text2afford import TEXT2AFFORD, UPSTREAM, read_tsv
 from physprobe.errors import DataError, SourceError
 from physprobe.generators import text2afford as generator

@@ -6,13 +6,14 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from physprobe import report, tokenized
+from physprobe import report
 from physprobe.backends.hf import score_loaded
 from physprobe.dataset_scripts.text2afford import evaluation
 from physprobe.dataset_scripts.text2afford.evaluation import EVALUATION, from_yes_set, prompt, yes_set
 from physprobe.generators import text2afford
-from physprobe.requests import Entailment, GenerateEach, Masked, MaskedPair
-from physprobe.results import Answer, Answers, Scores
+from physprobe.protocols import tokenized
+from physprobe.protocols.requests import Entailment, GenerateEach, Masked, MaskedPair
+from physprobe.protocols.results import Answer, Answers, Scores
 
 
 def _answers(texts: list[str]) -> Answers:

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from physprobe.errors import PublishError
-from physprobe.paths import MARKER
 from physprobe.publish import folders
 from physprobe.publish import hub as hub_calls
+from physprobe.util.paths import MARKER
 
 from . import olah_hub
 from .conftest import REPO

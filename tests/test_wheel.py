@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from physprobe import metric_modules, registry
+from physprobe.data import registry
+from physprobe.protocols import metric_modules
 
 from . import tiny_models
 from .conftest import REPO, UPSTREAM
@@ -111,7 +112,7 @@ def test_fresh_venv_builds_and_scores_without_the_checkout(wheel, tmp_path):
         assert result.returncode == 0, result.stderr[-3000:]
         return result.stdout
 
-    where = subprocess.run([str(python), "-c", "import physprobe, physprobe.metric_modules as m; print(physprobe.__file__); "
+    where = subprocess.run([str(python), "-c", "import physprobe, physprobe.protocols.metric_modules as m; print(physprobe.__file__); "
                             "print(m.folder('probe_accuracy'))"], cwd=work, env=env, capture_output=True, text=True, check=True)  # fmt: skip
     assert all(line.startswith(str(venv)) for line in where.stdout.split()), where.stdout
     summary = physprobe("build", "all", "--out", "built", "--source-dir", str(UPSTREAM))

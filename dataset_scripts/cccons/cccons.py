@@ -14,11 +14,11 @@ from pathlib import Path
 
 import datasets
 
-from physprobe.builder import Benchmark, Card, Config, MadeRows, keep, read_card_body
+from physprobe.data.builder import Benchmark, Card, Config, MadeRows, keep, read_card_body
+from physprobe.data.sources import github_release
 from physprobe.dataset_scripts.cccons.configs import CONFIGS
 from physprobe.errors import DataError
 from physprobe.generators import cccons as generator
-from physprobe.sources import github_release
 
 UPSTREAM = github_release(
     "cccons",

@@ -18,7 +18,7 @@ import numpy as np
 
 from physprobe.generators import cccons
 from physprobe.protocols import Evaluation, Protocol, decided, first_mentioned, load_metric, scored_as_wrong, several_mentioned
-from physprobe.requests import Choice, Generate, Masked, Seq2Seq
+from physprobe.protocols.requests import Choice, Generate, Masked, Seq2Seq
 
 FORMATS = "CConS §4 'Tasks Format Details'"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from physprobe.dataset_folder import BuildResult, write
+from physprobe.data.dataset_folder import BuildResult, write
 from physprobe.dataset_scripts.cccons import cccons
 from physprobe.errors import PhysprobeError
 

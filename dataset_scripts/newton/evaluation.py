@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from physprobe.protocols import Evaluation, Protocol, decided, first_mentioned, load_metric, several_mentioned
-from physprobe.requests import Choice, Generate, Seq2Seq
+from physprobe.protocols.requests import Choice, Generate, Seq2Seq
 
 LABELS = "abcd"
 # The released flan and unifiedqa classes (hf_track*.py, utils/huggingface_models.py) call

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from physprobe.dataset_folder import BuildResult, stream
+from physprobe.data.dataset_folder import BuildResult, stream
 from physprobe.dataset_scripts.newton import newton
 from physprobe.errors import PhysprobeError
 from physprobe.generators.newton import challenge_set

@@ -15,14 +15,14 @@ from pathlib import Path
 import datasets
 import yaml
 
-from physprobe.builder import Benchmark, Card, Config, MadeRows, keep, read_card_body
+from physprobe.data.builder import Benchmark, Card, Config, MadeRows, keep, read_card_body
+from physprobe.data.sources import github_release
+from physprobe.data.templates import slots
 from physprobe.dataset_scripts.newton.configs import CONFIGS
 from physprobe.dataset_scripts.newton.published import TABLE_6_COLUMNS
 from physprobe.errors import DataError, TemplateError
 from physprobe.generators import newton as generator
-from physprobe.paths import check_folder_name
-from physprobe.sources import github_release
-from physprobe.templates import slots
+from physprobe.util.paths import check_folder_name
 
 FILE = "confident_questions.csv"
 SEED = 0  # every random choice of Tracks 2-3 derives from it: same seed, same bytes

@@ -19,7 +19,7 @@ import string
 
 from physprobe.generators.prost import superlative_pair
 from physprobe.protocols import Evaluation, Protocol, decided, load_metric, scored_as_wrong
-from physprobe.requests import Choice, Generate, Masked, MeanTokens, Seq2Seq
+from physprobe.protocols.requests import Choice, Generate, Masked, MeanTokens, Seq2Seq
 
 OPTIONS = "ABCD"
 UPSTREAM = "nala-cub/prost@d6285efa src/baselines/"

@@ -15,11 +15,11 @@ from pathlib import Path
 import datasets
 import yaml
 
-from physprobe.builder import Benchmark, Card, Config, MadeRows, keep, read_card_body
+from physprobe.data.builder import Benchmark, Card, Config, MadeRows, keep, read_card_body
+from physprobe.data.sources import github_release
 from physprobe.dataset_scripts.prost.configs import CONFIGS
 from physprobe.errors import DataError, PhysprobeError
 from physprobe.generators import prost as generator
-from physprobe.sources import github_release
 
 TEMPLATE_FILES = (
     "bouncing.yml", "breaking.yml", "circumference.yml", "directions.yml", "grasping.yml",

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from physprobe.generators import text2afford
 from physprobe.protocols import Evaluation, Protocol, load_metric
-from physprobe.requests import Entailment, Masked, MaskedPair, YesNo
+from physprobe.protocols.requests import Entailment, Masked, MaskedPair, YesNo
 
 CLASSES = text2afford.CLASSES
 # Class words of the released FLAN-T5 script (src/LLM/zero_shot_LLM.py, its oov_class_map); the other

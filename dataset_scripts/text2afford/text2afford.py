@@ -24,11 +24,11 @@ from pathlib import Path
 
 import datasets
 
-from physprobe.builder import Benchmark, Card, Config, MadeRows, read_card_body
+from physprobe.data.builder import Benchmark, Card, Config, MadeRows, read_card_body
+from physprobe.data.sources import Upstream, fetch, github_release
 from physprobe.dataset_scripts.text2afford.configs import CONFIGS, RELEASED_GENERATIVE_FROM
 from physprobe.errors import DataError
 from physprobe.generators import text2afford as generator
-from physprobe.sources import Upstream, fetch, github_release
 
 RELEASE_FILE = "final_normal_dataset.tsv"
 HIGH_AGREEMENT_FILE = "data_high_agreement.tsv"  # read by src/LLM/zero_shot_llama-3.py (its last filename, :57)

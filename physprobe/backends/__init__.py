@@ -7,12 +7,16 @@ them without importing any backend; the class's ``ENGINES`` serve the same, whic
 runs in this process and whether ``--num-processes`` may split its work, and the libraries it needs (``pip install
 'physprobe[score]'`` names them, and run.json records their versions). ``docs/adding_a_backend.md`` walks through one.
 
+May import: ``physprobe.protocols``, ``physprobe.util``, ``physprobe.errors``; never ``record``, ``run``,
+``report`` or ``publish`` (the import contracts in pyproject.toml). Imported by: ``record`` (a spec resolves its
+backend), ``run``, ``exit_status``, ``cli``.
+
 >>> resolve(None, {}), resolve("hf", {"revision": "main"})
 ('hf', 'hf')
 >>> resolve("tpu", {})
 Traceback (most recent call last):
 physprobe.errors.BackendError: unknown --backend 'tpu'; known: hf, openai
->>> from physprobe.requests import Masked
+>>> from physprobe.protocols.requests import Masked
 >>> serving(Masked)
 ['hf']
 """
@@ -32,7 +36,7 @@ if TYPE_CHECKING:
 
 class Registered(NamedTuple):
     target: str  # "module:Class"
-    serves: tuple[str, ...]  # the names of the request types (physprobe.requests) it answers: its class's ENGINES
+    serves: tuple[str, ...]  # the names of the request types (physprobe.protocols.requests) it answers: its class's ENGINES
     in_process: bool  # the model runs in this process (weights, device and dtype are the backend's to load)
     data_parallel: bool  # --num-processes may split its work over processes (a server's: num_concurrent)
     libraries: tuple[str, ...] = ()  # what it needs, as pip requirements: setup.py's score extra, and run.json's versions
@@ -104,7 +108,7 @@ def serves(name: str, request_type: type) -> bool:
 def templates(name: str, request_type: type) -> bool:
     """Whether the backend registered as ``name`` can read ``request_type``'s prompts through a chat template.
 
-    >>> from physprobe.requests import Choice, Generate
+    >>> from physprobe.protocols.requests import Choice, Generate
     >>> templates("hf", Choice), templates("openai", Choice), templates("openai", Generate)
     (True, False, True)
     """

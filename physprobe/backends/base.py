@@ -1,16 +1,16 @@
 """The backend seam: what a model backend is given, what it says of a model before loading it, how it scores
 requests, and how it names itself. ``docs/adding_a_backend.md`` walks through every member below.
 
-A backend answers ``physprobe.requests`` objects. The runner uses these members, and no other:
+A backend answers ``physprobe.protocols.requests`` objects. The runner uses these members, and no other:
 
 - ``describe(settings)`` (a class method): what the model is, read without its weights (``Description``: the family
-  its config names, whether it has a chat template, what identifies it); ``physprobe.spec.make`` resolves the run
+  its config names, whether it has a chat template, what identifies it); ``physprobe.record.spec.make`` resolves the run
   from it (family, protocol, request type, chat setting) before the backend is made;
 - ``parse_model_args(text)`` (a static method): ``--model-args`` checked, one line for a bad one;
 - ``Backend(settings, described)``: made once, with the run's final ``Settings`` (and the description, which it may
   reuse); it loads nothing heavy;
 - ``score(requests, handle)``: one result per request (all of ONE type, one chunk of a protocol's requests), in
-  order, of the type's result class (``physprobe.results``); ``handle.update(n)`` advances progress and
+  order, of the type's result class (``physprobe.protocols.results``); ``handle.update(n)`` advances progress and
   ``handle.answered(i, result)`` hands a result over at once (the runner commits it to the resume cache);
 - ``identity(request_type)``: a JSON-ready dict of all that changes a result besides the request (model revision,
   dtype, device type, a server's URL and served model, the chat setting applied and its template's sha256): the
@@ -24,7 +24,7 @@ A backend answers ``physprobe.requests`` objects. The runner uses these members,
   characters instead of tokens).
 
 The request types a backend serves are its ``ENGINES`` keys, and its ``REGISTRY`` line (``physprobe.backends``)
-names the same types (a test holds them equal); for a type it does not serve, ``physprobe.spec`` stops the run
+names the same types (a test holds them equal); for a type it does not serve, ``physprobe.record.spec`` stops the run
 before anything loads, naming the backends that serve it.
 
 Chat templates. ``Settings.chat`` (``physprobe.backends.chat.Chat``) reaches the backend when it is made; the
@@ -91,7 +91,7 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def parse_model_args(text: str | None) -> dict:
         """``--model-args`` (``KEY=VALUE,...``) as this backend takes them: its keys checked and typed, a
-        one-line error for any other (``physprobe.model_options.split_model_args`` does the syntax)."""
+        one-line error for any other (``physprobe.protocols.model_options.split_model_args`` does the syntax)."""
 
     @classmethod
     @abc.abstractmethod
@@ -117,7 +117,7 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def score(self, requests: list, handle=None) -> list:
         """One result per request (all of one type), in order, of the type's result class. ``handle``
-        (``physprobe.runner.ResultHandle``, or None) advances per request (``update(n)``, as a tqdm bar); a backend
+        (``physprobe.run.runner.ResultHandle``, or None) advances per request (``update(n)``, as a tqdm bar); a backend
         whose results arrive one by one (a server's) also hands each over at once (``answered(i, result)``), and the
         runner commits it to the resume cache."""
 

@@ -14,7 +14,7 @@ is an error.
 A backend with the model's tokenizer renders templates with ``Templating``; a server backend sends ``messages`` to
 its chat endpoint (the server's template) or ``prompt_text`` to its completions endpoint.
 
->>> from physprobe.requests import Generate
+>>> from physprobe.protocols.requests import Generate
 >>> chat = Chat(system_instruction="Answer briefly.")
 >>> chat.applies(Generate), Chat("on").applies(Generate)
 (False, True)
@@ -31,7 +31,7 @@ import hashlib
 from dataclasses import dataclass
 
 from physprobe.errors import BackendError
-from physprobe.requests import Choice, Generate, GenerateEach, YesNo
+from physprobe.protocols.requests import Choice, Generate, GenerateEach, YesNo
 
 CHAT_MODES = ("off", "on")
 PROMPTED = (Generate, GenerateEach, Choice, YesNo)  # the request types a chat template applies to
@@ -62,7 +62,7 @@ class Chat:
         """A one-line error when the setting asks a chat template or an instruction of a request type that
         reads no prompt (masked LM, NLI, seq2seq targets, token sequences).
 
-        >>> from physprobe.requests import Masked
+        >>> from physprobe.protocols.requests import Masked
         >>> Chat("on").check(Masked)
         Traceback (most recent call last):
         physprobe.errors.BackendError: --apply-chat-template and --system-instruction apply to prompts (generation, log-likelihood of a continuation, YES/NO); this protocol asks for candidate words at a mask and reads no prompt: leave them out

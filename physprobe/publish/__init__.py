@@ -25,6 +25,10 @@ repository only after all of them were published, so re-running the same command
 missing. The last line says what state the release is in. The token comes from ``HF_TOKEN`` or the
 huggingface_hub login and is never printed.
 
+This subpackage also holds ``lm_eval_export`` (``physprobe export lm-eval``: the benchmarks as
+lm-evaluation-harness tasks). May import every stage below it (``report``, ``run``, ``record``, ``data``,
+``protocols``, ``util``) and ``exit_status``; imported only by ``cli`` and ``upload.py``.
+
 >>> parser = argparse.ArgumentParser(prog="physprobe publish")
 >>> add_arguments(parser)
 >>> args = parser.parse_args(["--runs", "runs/gpt2-prost", "--only", "prost"])
@@ -70,7 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def known() -> set[str]:
     """The repo names ``--only`` may give: the benchmarks and the metrics."""
-    from physprobe import metric_modules, registry
+    from physprobe.data import registry
+    from physprobe.protocols import metric_modules
 
     return set(registry.names()) | set(metric_modules.NAMES)
 
@@ -98,9 +103,9 @@ def export_and_push(args: argparse.Namespace, api=None) -> int:
     import datasets
     from huggingface_hub import constants
 
-    from physprobe.paths import check_disjoint
+    from physprobe.data.sources import resolve_source_dir
     from physprobe.publish import folders, hub
-    from physprobe.sources import resolve_source_dir
+    from physprobe.util.paths import check_disjoint
 
     only = set(args.only.split(",")) if args.only else None
     if args.runs:

@@ -23,9 +23,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from physprobe import metric_modules
 from physprobe.errors import PhysprobeError, PublishError
-from physprobe.paths import Owner, check_target, staged
+from physprobe.protocols import metric_modules
+from physprobe.util.paths import Owner, check_target, staged
 
 METRICS = metric_modules.NAMES
 
@@ -120,7 +120,7 @@ def space_files(folder: Path) -> dict[str, bytes]:
 def export(out: Path, source_dir: str | None, only: set[str] | None = None) -> list[RepoFolder]:
     """Build the selected datasets and write the selected metric folders' committed files under ``out``
     (every target folder checked before any is changed)."""
-    from physprobe.dataset_folder import build, owner
+    from physprobe.data.dataset_folder import build, owner
     from physprobe.dataset_scripts import BENCHMARKS
 
     selected = [name for name in (*BENCHMARKS, *METRICS) if not only or name in only]
@@ -208,7 +208,7 @@ def _validate_runs(folder: Path, cache_dir: Path) -> None:
     import pyarrow.parquet as pq
     from huggingface_hub import DatasetCard
 
-    from physprobe import run_record
+    from physprobe.record import run_record
 
     for config in DatasetCard.load(folder / "README.md").data.configs:
         name = config["config_name"]

@@ -12,9 +12,9 @@ import os
 
 import physprobe
 from physprobe.errors import PublishError
-from physprobe.paths import MARKER
-from physprobe.redact import escaped
-from physprobe.retries import TRANSIENT_STATUS, retried
+from physprobe.util.paths import MARKER
+from physprobe.util.redact import escaped
+from physprobe.util.retries import TRANSIENT_STATUS, retried
 
 RETRY_DELAYS = (2.0, 8.0, 30.0)  # seconds before each retry of a transient error
 
@@ -71,7 +71,7 @@ def describe(error: BaseException, endpoint: str | None = None) -> str:
 
 
 def with_retries(call, what: str, log=print):
-    """``call()``, retried after ``RETRY_DELAYS`` while it fails with a transient error (``physprobe.retries``)."""
+    """``call()``, retried after ``RETRY_DELAYS`` while it fails with a transient error (``physprobe.util.retries``)."""
 
     def note(attempt: int, delay: float, error: BaseException) -> None:
         log(f"retrying  {what} in {delay:g} s (attempt {attempt} failed: {describe(error)})")

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from physprobe.errors import PublishError
-from physprobe.paths import MARKER
 from physprobe.publish.verify import RunFiles
-from physprobe.redact import each_text, escaped, scrub
-from physprobe.run_record import RUN_JSON, SPEC_JSON
+from physprobe.record.run_record import RUN_JSON, SPEC_JSON
+from physprobe.util.paths import MARKER
+from physprobe.util.redact import each_text, escaped, scrub
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def published_model(files: RunFiles, model_id: str | None) -> str | None:
     """What a run's local model is published as: ``model_id`` where given, else its folder name and the digest of its
     content the run recorded (``backend.model_revision``); None for a model that is not local (a Hub id, a served id).
 
-    >>> from physprobe.paths import Owner
+    >>> from physprobe.util.paths import Owner
     >>> files = RunFiles(Path("run"), Owner("run", {"model": "/home/me/tiny", "benchmark": "prost"}),
     ...                  {"run.json": b'{"backend": {"model_revision": "sha256:0123456789abcdef0123"}}'})
     >>> published_model(files, None), published_model(files, "me/tiny-gpt")

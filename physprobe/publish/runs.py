@@ -40,17 +40,17 @@ from pathlib import Path
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from physprobe.errors import PublishError
-from physprobe.paths import Owner, check_target, staged
 from physprobe.publish import redaction
 from physprobe.publish.verify import check_record, read_verified
-from physprobe.redact import escaped
+from physprobe.record.run_record import METRICS_JSON, PREDICTIONS, RUN_JSON, SPEC_JSON
 from physprobe.report import runs as report_runs
 from physprobe.report.blocks import Heading, Paragraph, TableBlock
 from physprobe.report.document import headlines
 from physprobe.report.output import collect, render
 from physprobe.report.runs import load_run, name_runs
 from physprobe.report.writers import to_markdown
-from physprobe.run_record import METRICS_JSON, PREDICTIONS, RUN_JSON, SPEC_JSON
+from physprobe.util.paths import Owner, check_target, staged
+from physprobe.util.redact import escaped
 
 NAME_LENGTH = 80  # characters of a config name
 
@@ -77,7 +77,7 @@ def run_folders(folders: list[Path]) -> list[Path]:
     holding none is kept as it is (the report's skip line says why it is no run).
 
     >>> import tempfile
-    >>> from physprobe import run_folder
+    >>> from physprobe.record import run_folder
     >>> parent = Path(tempfile.mkdtemp()) / "gpt2"
     >>> for benchmark in ("prost", "newton"):
     ...     _ = run_folder.open_folder(parent / benchmark, run_folder.owner("gpt2", benchmark, local=False))

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from physprobe.errors import PublishError
-from physprobe.paths import MARKER, Owner, vouched
-from physprobe.redact import escaped
-from physprobe.run_record import METRICS_JSON, PREDICTIONS, RUN_JSON, SPEC_JSON
+from physprobe.record.run_record import METRICS_JSON, PREDICTIONS, RUN_JSON, SPEC_JSON
+from physprobe.util.paths import MARKER, Owner, vouched
+from physprobe.util.redact import escaped
 
 PUBLISHED = (SPEC_JSON, RUN_JSON, METRICS_JSON, PREDICTIONS)  # the allow-list: all a run folder publishes
 

@@ -13,7 +13,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from physprobe import baselines, registry
+from physprobe.data import registry
 from physprobe.report.blocks import Heading, Image, Notes, Paragraph, TableBlock
 from physprobe.report.cells import baseline_cell, number, printed_value, run_cell
 from physprobe.report.figures import OKABE_ITO, PUBLISHED_GREY, _plt, _save
@@ -21,6 +21,7 @@ from physprobe.report.notes import Footnotes, apart_note, coverage, exclusion, m
 from physprobe.report.runs import Run, collect, model_name
 from physprobe.report.tables import CardRow, Column, PaperTables, Table, paper_tables
 from physprobe.report.writers import to_markdown
+from physprobe.run import baselines
 
 HUMAN_GREEN = "#009E73"
 INTRO = ("Each benchmark's headline figures as its paper prints them, your models beside the paper's best model and "

@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from physprobe import registry
+from physprobe.data import registry
 from physprobe.protocols import COUNTS
 from physprobe.report.runs import Run, run_protocol
 from physprobe.report.tables import Column, Table

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from physprobe import baselines, registry
-from physprobe.redact import printable
+from physprobe.data import registry
 from physprobe.report.blocks import Heading, Image, Notes, Paragraph, TableBlock
 from physprobe.report.card import card_blocks
 from physprobe.report.cells import Missing, RunCell, baseline_cell, number, run_cell
@@ -14,6 +13,8 @@ from physprobe.report.figures import DRAW
 from physprobe.report.notes import Footnotes, answered, apart_note, coverage, exclusion, missing_texts, protocol_warning
 from physprobe.report.runs import Run
 from physprobe.report.tables import Column, PaperTables, Table, paper_tables
+from physprobe.run import baselines
+from physprobe.util.redact import printable
 
 BASELINE_ROW = "↳ majority answer, same rows"
 BASELINES = (

@@ -10,11 +10,11 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from physprobe import baselines
 from physprobe.errors import ReportError
 from physprobe.report.cells import number, printed_value, run_cell
 from physprobe.report.runs import Run
 from physprobe.report.tables import Column, Figure, PaperTables, Table
+from physprobe.run import baselines
 
 # Okabe & Ito (2008), a palette told apart with every common colour-vision deficiency; runs get these colours.
 OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#0072B2", "#D55E00", "#CC79A7", "#F0E442", "#000000")

@@ -7,11 +7,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from physprobe import paths
-from physprobe.redact import escaped
 from physprobe.report.document import document
 from physprobe.report.runs import collect
 from physprobe.report.writers import to_html, to_markdown
+from physprobe.util import paths
+from physprobe.util.redact import escaped
 
 __all__ = ["collect", "render"]
 

@@ -1,4 +1,4 @@
-"""Run folders written by ``physprobe score``, as the report reads them (through ``physprobe.run_record``), and
+"""Run folders written by ``physprobe score``, as the report reads them (through ``physprobe.record.run_record``), and
 the names the report gives them: a run's ``--label``, else its model's name, with what tells it apart from the
 report's other runs of that name on the same benchmark.
 
@@ -16,12 +16,13 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from physprobe import registry, run_record
+from physprobe.data import registry
 from physprobe.errors import ReportError, RunRecordError
 from physprobe.protocols import ProtocolError
-from physprobe.redact import printable
+from physprobe.record import run_record
+from physprobe.record.run_record import RunRecord
 from physprobe.report.tables import paper_tables
-from physprobe.run_record import RunRecord
+from physprobe.util.redact import printable
 
 
 @dataclass

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from physprobe import registry
+from physprobe.data import registry
 from physprobe.errors import DeclarationError, ReportError
 
 

@@ -6,8 +6,8 @@ import base64
 import html
 import re
 
-from physprobe.redact import escaped
 from physprobe.report.blocks import Heading, Image, Notes, Paragraph, TableBlock
+from physprobe.util.redact import escaped
 
 _CODE = re.compile(r"(`[^`]+`)")
 

@@ -3,7 +3,7 @@
 It serves every request type with physprobe's exact engines (``scoring``: causal log-likelihoods, each question's
 shared prefix once, on the packed tree plan of ``packed`` or the cached plan; ``masked``, ``seq2seq``, ``nli``; and
 ``generation``: batched greedy decoding; their batching in ``batching``, what a model's attention takes in
-``attention``), resolving what a request leaves to the tokenizer with ``physprobe.tokenized``. A chat template is applied here, and only here
+``attention``), resolving what a request leaves to the tokenizer with ``physprobe.protocols.tokenized``. A chat template is applied here, and only here
 (``physprobe.backends.chat.Templating``).
 
 >>> HFBackend.name
@@ -19,13 +19,23 @@ import time
 import warnings
 from dataclasses import dataclass
 
-from physprobe.answers import yes_probability
 from physprobe.backends.base import Backend, Description, Settings
 from physprobe.backends.chat import Chat, Templating, template_hash
 from physprobe.errors import ProtocolError
-from physprobe.requests import Choice, Entailment, Generate, GenerateEach, Masked, MaskedPair, MeanTokens, Seq2Seq, YesNo
-from physprobe.results import Answer, Answers, Result, Scores
-from physprobe.tokenized import first_token_choices, lower_cased, mean_token_ids, seq2seq_targets
+from physprobe.protocols.answers import yes_probability
+from physprobe.protocols.requests import (
+    Choice,
+    Entailment,
+    Generate,
+    GenerateEach,
+    Masked,
+    MaskedPair,
+    MeanTokens,
+    Seq2Seq,
+    YesNo,
+)
+from physprobe.protocols.results import Answer, Answers, Result, Scores
+from physprobe.protocols.tokenized import first_token_choices, lower_cased, mean_token_ids, seq2seq_targets
 
 # Entailment readings -> the engine's (softmax_across: raw logits, softmaxed across the request's pairs).
 READINGS = {"three_way": "three_way", "vs_contradiction": "vs_contradiction", "softmax_across": "logit"}
@@ -34,7 +44,7 @@ READINGS = {"three_way": "three_way", "vs_contradiction": "vs_contradiction", "s
 def score_loaded(
     loaded, requests: list, chat: Chat | Templating | None = None, truncate: bool = False, progress=None
 ) -> list[Result]:
-    """Results of requests of one type (``physprobe.requests`` says what each is) from a model already in
+    """Results of requests of one type (``physprobe.protocols.requests`` says what each is) from a model already in
     memory (``physprobe.backends.hf.model.Loaded``), under a chat setting (None: ``Chat()``, raw prompts) or the
     ``Templating`` that decided it."""
     templating = chat if isinstance(chat, Templating) else Templating(loaded.tokenizer, chat or Chat())
@@ -279,7 +289,7 @@ class HFBackend(Backend):
 
     @staticmethod
     def parse_model_args(text: str | None) -> dict:
-        from physprobe import model_options
+        from physprobe.protocols import model_options
 
         return model_options.parse_model_args(text)
 
@@ -287,8 +297,8 @@ class HFBackend(Backend):
     def describe(cls, settings: Settings) -> Description:
         """The model's config and tokenizer read (its weights not): the family its architectures name, whether the
         tokenizer has a chat template, its revision (a Hub commit, or a hash of the local folder's files)."""
-        from physprobe import model_options
         from physprobe.backends.hf import model
+        from physprobe.protocols import model_options
 
         facts = model.describe_model(settings.model, settings.device, settings.gguf_file, model_options.typed_model_args(settings.model_args),
                                  settings.dtype, settings.batch_size)  # fmt: skip

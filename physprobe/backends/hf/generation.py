@@ -28,7 +28,6 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-from physprobe.answers import cut, stopped
 from physprobe.backends.hf.attention import custom_mask, filled_cache, positions_follow_ids, takes_custom_masks
 from physprobe.backends.hf.batching import (
     batch_limits,
@@ -42,7 +41,8 @@ from physprobe.backends.hf.batching import (
     token_order_batches,
 )
 from physprobe.backends.hf.prefill import PromptPlan, prompt_caches
-from physprobe.results import Answer
+from physprobe.protocols.answers import cut, stopped
+from physprobe.protocols.results import Answer
 
 
 class _Shares:

@@ -7,9 +7,11 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from physprobe import inputs, model_options, progress, protocols, provenance
+from physprobe import protocols
 from physprobe.backends.hf import gguf_cache
 from physprobe.errors import ModelLoadError
+from physprobe.protocols import inputs, model_options
+from physprobe.util import progress, provenance
 
 FAMILY_CLASSES = {
     "causal": "AutoModelForCausalLM",
@@ -49,7 +51,7 @@ class ModelFacts:
     name: str
     local: bool
     detected: str | None
-    kind: str  # what the family was read from: the architectures (physprobe.spec's error lines)
+    kind: str  # what the family was read from: the architectures (physprobe.record.spec's error lines)
     config: object
     family: str | None
     revision: str  # Hub commit, or sha256 of the local folder's files
@@ -169,7 +171,7 @@ def load(facts: ModelFacts, tokenizer=None) -> Loaded:
 
     A GGUF file's weights come from its cached conversion in the planned dtype where there is one; else they are
     converted from the file and stored there (not when ``device_map`` or quantization places them: those weights
-    are not the whole model in one dtype). Progress shows while the weights load (``physprobe.progress``).
+    are not the whole model in one dtype). Progress shows while the weights load (``physprobe.util.progress``).
     """
     import torch
 

@@ -13,7 +13,7 @@ naming the server, the request and what was wrong. The served model is fingerpri
 the cache key, and probed again every ``PROBE_EVERY`` answers and after the last: other weights behind the same name
 stop the run in one line (``ServedModelChanged``), the answers before the last matching probe kept. The API key is
 read from ``OPENAI_API_KEY``, checked, and never printed or stored: every error line, and every answer before it is
-cached or written, passes through ``physprobe.redact.scrub`` (with the credentials a ``base_url`` carries, which
+cached or written, passes through ``physprobe.util.redact.scrub`` (with the credentials a ``base_url`` carries, which
 run.json and the cache key never hold either).
 
 >>> OpenAIBackend.name
@@ -29,15 +29,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from physprobe.answers import cut, yes_probability
 from physprobe.backends.base import Backend, BackendError, Description, Settings
 from physprobe.backends.chat import messages, prompt_text
 from physprobe.backends.openai.client import MODEL_FIELDS, Client, ItemFailed, ServerOptions
 from physprobe.errors import RequestError, ServedModelChanged
-from physprobe.redact import printable, scrub
-from physprobe.requests import Choice, Generate, GenerateEach, YesNo
-from physprobe.result_cache import MEASURE_TOLERANCE
-from physprobe.results import Answer, Answers, Result, Scores
+from physprobe.protocols.answers import cut, yes_probability
+from physprobe.protocols.requests import Choice, Generate, GenerateEach, YesNo
+from physprobe.protocols.results import MEASURE_TOLERANCE, Answer, Answers, Result, Scores
+from physprobe.util.redact import printable, scrub
 
 PROBE_EVERY = 100  # answers between two fingerprint probes during a run (1% more requests; one more after the last)
 
@@ -122,7 +121,7 @@ class OpenAIBackend(Backend):
         >>> OpenAIBackend.parse_model_args("base_url=http://127.0.0.1:8000/v1,num_concurrent=4,timeout=60")
         {'base_url': 'http://127.0.0.1:8000/v1', 'num_concurrent': 4, 'max_retries': 5, 'timeout': 60.0}
         """
-        from physprobe.model_options import split_model_args
+        from physprobe.protocols.model_options import split_model_args
 
         return dataclasses.asdict(ServerOptions.parse(split_model_args(text)))
 

@@ -7,7 +7,7 @@ request (connecting, the headers and the body, as the OpenAI SDK's does), so a s
 ends the run within ``timeout`` x (``max_retries`` + 1) seconds and the backoff. Requests run in a bounded pool of
 ``num_concurrent`` threads (``Client.map``), each result handed over as it arrives. The served model is fingerprinted
 (``Client.fingerprint``). The API key is read from ``OPENAI_API_KEY``, checked, and never printed or stored: every
-error line, and every answer before it is cached or written, passes through ``physprobe.redact.scrub`` (with the
+error line, and every answer before it is cached or written, passes through ``physprobe.util.redact.scrub`` (with the
 credentials a ``base_url`` carries).
 
 >>> Client(ServerOptions("http://127.0.0.1:8000/v1", num_concurrent=4), "my-model").base_url
@@ -41,8 +41,8 @@ from physprobe.backends.openai.parsing import (
     prompt_tokens,
 )
 from physprobe.errors import RequestError
-from physprobe.redact import printable, scrub, url_secrets
-from physprobe.retries import TRANSIENT_STATUS, backoff, retried
+from physprobe.util.redact import printable, scrub, url_secrets
+from physprobe.util.retries import TRANSIENT_STATUS, backoff, retried
 
 API_KEY_VARIABLE = "OPENAI_API_KEY"
 COMPLETIONS_UNSUPPORTED = (
@@ -134,7 +134,7 @@ class Client:
     5xx, timeouts, dropped connections, a body cut short or not JSON) ``max_retries`` times with exponential backoff
     (1 s, 2 s, 4 s, ... at most 30 s); ``map`` runs a function over items in a pool of ``num_concurrent`` threads
     sharing one connection pool, each result handed over as it arrives. Every error line passes through
-    ``physprobe.redact.scrub``: the key, and any credential a server quotes back, is never shown; an answer quoting
+    ``physprobe.util.redact.scrub``: the key, and any credential a server quotes back, is never shown; an answer quoting
     one gets it scrubbed before it is returned (so before it is cached or written).
     """
 

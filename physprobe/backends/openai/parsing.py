@@ -13,7 +13,7 @@ import json
 import math
 from typing import NamedTuple
 
-from physprobe.redact import printable
+from physprobe.util.redact import printable
 
 
 def _ascii(text: str) -> str:

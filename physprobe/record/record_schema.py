@@ -1,5 +1,5 @@
-"""The rules of a run folder's record that its types cannot say (the types are ``physprobe.run_record``'s
-dataclasses, loaded by ``physprobe.typed_json``): metrics.json's numbers read by their keys (a fraction within 0-1,
+"""The rules of a run folder's record that its types cannot say (the types are ``physprobe.record.run_record``'s
+dataclasses, loaded by ``physprobe.util.typed_json``): metrics.json's numbers read by their keys (a fraction within 0-1,
 a count whole and at most ``n``), and run.json's texts, counts, times, intervals and hashes in range. Each failure is
 one ``RunRecordError`` line naming the file and the field.
 
@@ -16,7 +16,7 @@ import re
 
 from physprobe.errors import RunRecordError
 from physprobe.protocols import COUNTS, METHODS
-from physprobe.spec import label_fault
+from physprobe.record.spec import label_fault
 
 FRACTIONS = {"accuracy", "map", "agreement"}  # words of a key naming a fraction (0-1)
 PARTS_OF_N = ("undecided", "unparsed")  # counts of scored questions, so at most ``n``

@@ -31,11 +31,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from physprobe import backends, hub_data, model_options, protocols, registry, run_folder, typed_json
+from physprobe import backends, protocols
 from physprobe.backends.base import Description, Settings
 from physprobe.backends.chat import Chat
+from physprobe.data import hub_data, registry
 from physprobe.errors import ModelOptionError, PhysprobeError, ProtocolError
-from physprobe.paths import Owner, check_folder_name
+from physprobe.protocols import model_options
+from physprobe.record import run_folder
+from physprobe.util import typed_json
+from physprobe.util.paths import Owner, check_folder_name
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,11 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from physprobe import provenance, registry
+from physprobe.data import registry
 from physprobe.errors import ProtocolError
 from physprobe.protocols import UNPARSED, Evaluation
-from physprobe.run_record import Baselines, RunRecord
+from physprobe.record.run_record import Baselines, RunRecord
+from physprobe.util import provenance
 
 CONSTANT_SHARE = 0.9  # answers this alike (of at least MIN_ANSWERS) flag a config
 MIN_ANSWERS = 3

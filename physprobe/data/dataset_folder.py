@@ -27,10 +27,10 @@ from datasets.info import DatasetInfosDict
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
-from physprobe import progress
-from physprobe.builder import Benchmark, MadeRows
+from physprobe.data.builder import Benchmark, MadeRows
 from physprobe.errors import DataError
-from physprobe.paths import Owner, check_folder_name, staged
+from physprobe.util import progress
+from physprobe.util.paths import Owner, check_folder_name, staged
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,14 @@
 
 A protocol (``physprobe.protocols``) turns a row into one request; a backend (``physprobe.backends``)
 answers a list of requests of one type with one result per request, of the type's ``result`` class
-(``physprobe.results``: ``Scores``, ``Answer`` or ``Answers``). Each type below says what it asks and what its
+(``physprobe.protocols.results``: ``Scores``, ``Answer`` or ``Answers``). Each type below says what it asks and what its
 result holds; the types hold plain data
 (strings, tuples of strings, a few flags), so a request is its own cache key (``key``) and reads the same to
 every backend.
 
 Where a protocol's input depends on the model's tokenizer (PROST's released GPT and T5 code works on
 token ids), the request says so declaratively (``MeanTokens.specials``, ``Seq2Seq.first_token_after``,
-``Generate.first_token_choices``) and the backend resolves it (``physprobe.tokenized``).
+``Generate.first_token_choices``) and the backend resolves it (``physprobe.protocols.tokenized``).
 
 Adding a type is a class here (its fields, ``result`` and ``texts``) and an engine in each backend that serves it
 (the backend's ``ENGINES``, which ``physprobe.backends.REGISTRY`` names).
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from physprobe.results import Answer, Answers, Scores
+from physprobe.protocols.results import Answer, Answers, Scores
 
 
 class Request:
@@ -36,7 +36,7 @@ class Request:
 
     system: str | None = None  # the system turn sent with the prompts (``Generate``'s); None: the run's instruction, if any
     asked_for: ClassVar[str]  # what the model is asked for, as a user-facing message names it (never the class's name)
-    result: ClassVar[type] = Scores  # what a backend returns for one request (``physprobe.results``)
+    result: ClassVar[type] = Scores  # what a backend returns for one request (``physprobe.protocols.results``)
 
     def key(self) -> list:
         """The request as JSON-ready data: its type's name and the fields that differ from their defaults
@@ -199,7 +199,7 @@ class YesNo(Request):
     """One YES/NO question per prompt; the score of each is P(YES) / (P(YES) + P(NO)) of the answer
     right after the prompt (``" YES"`` / ``" NO"`` for a causal model, the target for a seq2seq one).
 
-    Result: ``Scores``, one per prompt, P(YES) / (P(YES) + P(NO)) (``physprobe.answers.yes_probability``)."""
+    Result: ``Scores``, one per prompt, P(YES) / (P(YES) + P(NO)) (``physprobe.protocols.answers.yes_probability``)."""
 
     asked_for: ClassVar[str] = "YES/NO probabilities"
     prompts: tuple[str, ...]
@@ -223,7 +223,7 @@ class Generate(Request):
     turn the released script sent with the prompt (a protocol's ``system_message``), read through the chat
     template or chat API; None: the run's ``--system-instruction``, if any.
 
-    Result: an ``Answer``, the greedy answer cut before the first stop string (``physprobe.answers.cut``), its
+    Result: an ``Answer``, the greedy answer cut before the first stop string (``physprobe.protocols.answers.cut``), its
     token count and, with ``first_token_choices``, the choices as the backend resolved them."""
 
     asked_for: ClassVar[str] = "a generated answer"

@@ -1,7 +1,7 @@
-"""The processes ``physprobe.parallel.launch`` starts: ``python -m physprobe.launched --launch ARGS`` runs
+"""The processes ``physprobe.run.parallel.launch`` starts: ``python -m physprobe.run.launched --launch ARGS`` runs
 ``accelerate launch`` with ARGS (``launcher_main``: a rank's failure stated in one line), and every rank it
-starts runs ``python -m physprobe.launched`` (``rank_main``: the spec it was handed, scored, its errors as the
-command line's one line). Apart from ``physprobe.parallel`` so that the helpers the runner uses import neither
+starts runs ``python -m physprobe.run.launched`` (``rank_main``: the spec it was handed, scored, its errors as the
+command line's one line). Apart from ``physprobe.run.parallel`` so that the helpers the runner uses import neither
 the runner nor the command line.
 """
 
@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 
-from physprobe.parallel import ERROR, SPEC
+from physprobe.run.parallel import ERROR, SPEC
 
 
 def launcher_main(arguments: list[str]) -> int:
@@ -42,9 +42,9 @@ def launcher_main(arguments: list[str]) -> int:
 def rank_main() -> int:
     """A rank of ``launch``: score the spec it was handed (JSON, ``RunSpec.from_json``), errors as the command line's
     one line."""
-    from physprobe import runner
     from physprobe.exit_status import handled
-    from physprobe.spec import RunSpec
+    from physprobe.record.spec import RunSpec
+    from physprobe.run import runner
 
     def score() -> int:
         runner.run(RunSpec.from_json(os.environ[SPEC], f"${SPEC}"))

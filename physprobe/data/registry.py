@@ -3,7 +3,7 @@ registers a benchmark (one word), its folder's ``<name>.py`` declares the builde
 names, ``evaluation.py`` its ``EVALUATION``, and an optional ``new_examples.py`` offers
 ``generate(n, spec, seed, out, source_dir)`` for ``physprobe generate``.
 
->>> from physprobe import registry
+>>> from physprobe.data import registry
 >>> all(registry.evaluation(name).benchmark == name for name in registry.names())
 True
 """
@@ -23,7 +23,7 @@ def names() -> list[str]:
 
 
 def builder(name: str):
-    """The dataset builder (``physprobe.builder.Benchmark``) of a registered benchmark."""
+    """The dataset builder (``physprobe.data.builder.Benchmark``) of a registered benchmark."""
     from physprobe.dataset_scripts import BENCHMARKS
 
     _known(name)

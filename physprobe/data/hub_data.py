@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from physprobe import sampling
+from physprobe.data import sampling
 from physprobe.errors import DataError, DataSourceError
 
 ORG = "physprobe"
@@ -54,7 +54,7 @@ class DataSource:
         if config not in self.config_names:
             raise DataSourceError(f"{self.path} has no config {config!r}; it has {', '.join(self.config_names)}")
         if not self.on_hub:  # straight from the Parquet file on disk, never a cached copy of an older one
-            from physprobe.dataset_folder import read_built
+            from physprobe.data.dataset_folder import read_built
 
             dataset = read_built(self.path, config)
         else:
@@ -82,7 +82,7 @@ class DataSource:
     def _check_columns(self, config: str, columns: list[str]) -> None:
         """Fail, naming the fix, when ``config`` lacks a column this physprobe's builder declares (data built
         or published by another version)."""
-        from physprobe import registry
+        from physprobe.data import registry
 
         builder = registry.builder(self.benchmark)
         missing = [name for name in (builder.config(config).features or builder.features) if name not in columns]
@@ -96,7 +96,7 @@ class DataSource:
         """The revision of ``config``'s rows: the Hub commit, or a hash of the local config folder's files."""
         if self.on_hub:
             return self.revision
-        from physprobe.provenance import folder_hash
+        from physprobe.util.provenance import folder_hash
 
         return folder_hash(Path(self.path) / config)
 

@@ -85,7 +85,7 @@ def file_digests(paths: list[Path]) -> list[bytes]:
             known[key], changed = entry, True
         found.append(bytes.fromhex(entry["sha256"]))
     if changed:
-        from physprobe.paths import atomic_file
+        from physprobe.util.paths import atomic_file
 
         known = {key: entry for key, entry in known.items() if Path(key).is_file()}  # files gone since are forgotten
         try:

@@ -1,12 +1,12 @@
 """The scoring loop of ``physprobe score``: a ``RunSpec`` in, a ``RunRecord`` out.
 
 Per config: the rows (``DataSource.rows``: ``--limit`` of them, a row of each of the paper's groups, the rest evenly spread;
-``physprobe.sampling``), the protocol's requests, their results from the resume cache (``physprobe.result_cache``)
+``physprobe.data.sampling``), the protocol's requests, their results from the resume cache (``physprobe.run.result_cache``)
 or from the backend, which loads its weights or opens its connection only when a request is not cached; then one
-``Sample`` per row (``physprobe.samples``: the request, its typed result, the protocol's decision) and the config's
-figures from the samples (``physprobe.config_figures``): the benchmark's metrics, a seeded bootstrap of every
+``Sample`` per row (``physprobe.run.samples``: the request, its typed result, the protocol's decision) and the config's
+figures from the samples (``physprobe.run.config_figures``): the benchmark's metrics, a seeded bootstrap of every
 overall figure and the baselines of the same rows. Data-parallel
-ranks (``physprobe.parallel``) each score their share; rank 0 writes the run folder (``physprobe.run_record``),
+ranks (``physprobe.run.parallel``) each score their share; rank 0 writes the run folder (``physprobe.record.run_record``),
 with the texts each row made the model read, and says in one line each which configs' figures say little
 (``baselines.flags``). A run that fails before any score reached its cache leaves no folder it created.
 """
@@ -19,27 +19,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from physprobe import (
-    backends,
-    baselines,
-    config_figures,
-    inputs,
-    parallel,
-    progress,
-    provenance,
-    registry,
-    run_folder,
-    run_record,
-)
+from physprobe import backends
 from physprobe.backends.base import Backend, BackendError
+from physprobe.data import registry
 from physprobe.errors import RequestError, ServedModelChanged
-from physprobe.folder_lock import FolderLock
-from physprobe.redact import printable
-from physprobe.result_cache import Cache
-from physprobe.results import Result
-from physprobe.run_record import Baselines, Bootstrap, ChatRecord, RunRecord, Timings
-from physprobe.samples import Sample
-from physprobe.spec import RunSpec
+from physprobe.protocols import inputs
+from physprobe.protocols.results import Result
+from physprobe.record import run_folder, run_record
+from physprobe.record.run_record import Baselines, Bootstrap, ChatRecord, RunRecord, Timings
+from physprobe.record.spec import RunSpec
+from physprobe.run import baselines, config_figures, parallel
+from physprobe.run.result_cache import Cache
+from physprobe.run.samples import Sample
+from physprobe.util import progress, provenance
+from physprobe.util.folder_lock import FolderLock
+from physprobe.util.redact import printable
 
 
 @dataclass(frozen=True)
@@ -74,7 +68,7 @@ def backend_of(spec: RunSpec) -> Backend:
 class Scoring:
     """A spec being scored: its model (made once, not loaded), protocol, data source, cache and ranks.
     ``make_backend(spec)`` makes the model (default: ``backend_of``); a caller scoring one model on several
-    benchmarks (``physprobe.card_run``) passes one that hands back the backend it made before, loaded once."""
+    benchmarks (``physprobe.run.card_run``) passes one that hands back the backend it made before, loaded once."""
 
     def __init__(self, spec: RunSpec, ranks: parallel.Ranks, make_backend: Callable[[RunSpec], Backend] | None = None):
         self.spec, self.ranks = spec, ranks
@@ -201,7 +195,7 @@ def run(spec: RunSpec, make_backend: Callable[[RunSpec], Backend] | None = None)
     loads the weights. ``make_backend``: see ``Scoring``.
     """
     started_at, started = time.time(), time.perf_counter()
-    ranks = parallel.current()  # processes of `accelerate launch`: each scores its share (physprobe.parallel)
+    ranks = parallel.current()  # processes of `accelerate launch`: each scores its share (physprobe.run.parallel)
     this = Scoring(spec, ranks, make_backend)
     if ranks.world > 1:
         return _scored_run(this, spec, ranks, started_at, started)

@@ -2,10 +2,10 @@
 
 A benchmark declares, in ``dataset_scripts/<bench>/evaluation.py``, one ``Evaluation``: the configs
 scored by default, its ``Protocol`` s and the metric wiring that turns predictions into the paper's
-figures. The scorer (``physprobe.runner``) reads only these declarations and names no benchmark.
+figures. The scorer (``physprobe.run.runner``) reads only these declarations and names no benchmark.
 
-A protocol declares the request type it asks (``asks``, ``physprobe.requests``) and builds one such request per
-row from the row alone (``request(row, config)``); a backend returns that type's result (``physprobe.results``),
+A protocol declares the request type it asks (``asks``, ``physprobe.protocols.requests``) and builds one such request per
+row from the row alone (``request(row, config)``); a backend returns that type's result (``physprobe.protocols.results``),
 which the protocol reads into an outcome (``Protocol.outcome``). The request type fixes the rest: the model families that can answer
 it and the protocol's ``method``, the word the papers' tables and ``--method`` group protocols by:
 
@@ -22,7 +22,13 @@ it and the protocol's ``method``, the word the papers' tables and ``--method`` g
 The first four are a model family's own way of scoring options; the last two ask a generative model (causal
 or seq2seq) an answer of another format (``answer``: ``"scores"``, ``"yes_no"``, ``"text"``).
 
->>> from physprobe.requests import Choice
+The subpackage holds, beside these declarations, ``requests`` and ``results`` (the typed requests a protocol
+builds and the typed results a backend returns), ``answers`` (reading generated answers), ``tokenized`` (what a
+request leaves to the tokenizer), ``model_options`` (``--model-args`` and friends), ``metric_modules`` (the evaluate
+metrics, loaded by path) and ``inputs`` (checks on what can give no number). May import: ``physprobe.util``,
+``physprobe.errors``. Imported by: every stage from ``data`` up (the benchmarks' ``evaluation.py`` declare protocols).
+
+>>> from physprobe.protocols.requests import Choice
 >>> p = Protocol("demo", Choice, lambda row, config: Choice(row["q"], tuple(f" {o}" for o in row["options"])),
 ...              source="demo paper §1", summary="whole sentences", default_for=("causal",))
 >>> p.build({"q": "Ice is", "options": ["cold", "hot"]}, "default")
@@ -40,8 +46,18 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from physprobe.errors import ProtocolError
-from physprobe.requests import Choice, Entailment, Generate, GenerateEach, Masked, MaskedPair, MeanTokens, Seq2Seq, YesNo
-from physprobe.results import Answer, Answers, Scores
+from physprobe.protocols.requests import (
+    Choice,
+    Entailment,
+    Generate,
+    GenerateEach,
+    Masked,
+    MaskedPair,
+    MeanTokens,
+    Seq2Seq,
+    YesNo,
+)
+from physprobe.protocols.results import Answer, Answers, Scores
 
 FAMILIES = ("causal", "mlm", "seq2seq", "nli")
 # The method of each request type a protocol may declare: the family whose own scores it reads, else the format
@@ -84,7 +100,7 @@ def argmax(scores: Sequence[float | None]) -> int | None:
 class Protocol:
     """One way of evaluating a benchmark with a model family, named after the paper or code it follows.
 
-    ``asks``: the request type (``physprobe.requests``) that ``request(row, config)`` returns for a row;
+    ``asks``: the request type (``physprobe.protocols.requests``) that ``request(row, config)`` returns for a row;
     ``decide(scores)`` the predicted option (None: undecided). A ``Generate`` protocol's request gets the protocol's
     ``max_new_tokens``, ``stop`` and ``max_length``, and ``match(text, choices)`` gives the
     option the generated text names (None: unparsed); ``fallback(text, choices)`` is True where ``match``
@@ -248,7 +264,7 @@ class Evaluation:
     ``classes``: where a row's gold is a set of classes rather than one option, how many classes there are;
     ``groups(row, config)``: the groups of the paper's breakdowns a row counts in (PROST's concept, NEWTON's
     attribute or scenario, Text2Afford's positive classes), so that a ``--limit`` run holds a row of each before it
-    spreads the rest (``physprobe.sampling``); None: the benchmark's figures have no such groups.
+    spreads the rest (``physprobe.data.sampling``); None: the benchmark's figures have no such groups.
     """
 
     benchmark: str
@@ -341,8 +357,8 @@ def scored_as_wrong(predictions: Sequence[int], references: Sequence[int], num_c
 
 
 def load_metric(name: str):
-    """An evaluate module of physprobe, loaded from the installed package (see ``physprobe.metric_modules``)."""
-    from physprobe import metric_modules
+    """An evaluate module of physprobe, loaded from the installed package (see ``physprobe.protocols.metric_modules``)."""
+    from physprobe.protocols import metric_modules
 
     return metric_modules.load(name)
 

@@ -7,8 +7,8 @@ leaves out, ``Protocol.skip``: no request, in no figure). predictions.parquet ho
 (``Sample.line``), with distinct codes for the three kinds of non-answer.
 
 >>> from physprobe.protocols import Protocol, Outcome
->>> from physprobe.requests import Choice
->>> from physprobe.results import Scores
+>>> from physprobe.protocols.requests import Choice
+>>> from physprobe.protocols.results import Scores
 >>> request, result = Choice("Ice is", (" cold", " hot")), Scores((-1.0, -4.0))
 >>> sample = Sample.scored("default", 7, {"label": 0}, (0,), request, result, Outcome([-1.0, -4.0], 0, 2))
 >>> sample.status, sample.prediction, sample.line()["prediction"]
@@ -23,8 +23,8 @@ import math
 from dataclasses import dataclass
 
 from physprobe.protocols import UNDECIDED, UNPARSED, Outcome
-from physprobe.requests import Request
-from physprobe.results import Result
+from physprobe.protocols.requests import Request
+from physprobe.protocols.results import Result
 
 EXCLUDED = -3  # predictions.parquet's code for a row the protocol leaves out (UNDECIDED -1, UNPARSED -2)
 STATUSES = ("decided", "undecided", "unparsed", "excluded")

@@ -2,7 +2,7 @@
 encodes nothing, non-finite scores and gold labels that name no option. Each failure is one line naming the config and row (``ScoringError`` for what a
 model gave, ``DataError`` for the data, ``ModelLoadError`` for a tokenizer), or a bool.
 
->>> from physprobe.results import Answer, Scores
+>>> from physprobe.protocols.results import Answer, Scores
 >>> finite_scores([Scores((0.5, -1.0)), Answer("a text")], "mass", [3, 9])
 >>> finite_scores([Scores((0.5, float("nan")))], "mass", [3])
 Traceback (most recent call last):
@@ -15,7 +15,7 @@ from physprobe.errors import DataError, ModelLoadError, ScoringError
 
 
 def finite_scores(results: list, config: str, rows: list[int]) -> None:
-    """``ScoringError`` naming the first row whose result (``physprobe.results``) holds NaN or infinity (never
+    """``ScoringError`` naming the first row whose result (``physprobe.protocols.results``) holds NaN or infinity (never
     scored as an option)."""
     for result, row in zip(results, rows):
         bad = result.not_finite()

@@ -1,6 +1,6 @@
 """What a benchmark builder declares: typed features, configs (subsets), card facts and a row generator.
 
-Each ``dataset_scripts/<benchmark>/`` module exposes one ``Benchmark``; ``physprobe.dataset_folder``
+Each ``dataset_scripts/<benchmark>/`` module exposes one ``Benchmark``; ``physprobe.data.dataset_folder``
 turns it into Parquet files and a dataset card, the same way for every benchmark.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import datasets
 
-from physprobe.sources import Upstream, fetch, resolve_source_dir
+from physprobe.data.sources import Upstream, fetch, resolve_source_dir
 
 Row = dict
 

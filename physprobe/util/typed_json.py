@@ -19,7 +19,7 @@ the dataclasses either way.
 Point(x=1.5, label=None)
 >>> load(Point, {"x": "1.5", "label": None}, "point.json")
 Traceback (most recent call last):
-physprobe.typed_json.TypedJSONError: point.json: x is '1.5', expected a number
+physprobe.util.typed_json.TypedJSONError: point.json: x is '1.5', expected a number
 """
 
 from __future__ import annotations

@@ -9,12 +9,12 @@ variable; without either, files are downloaded from their pinned URLs and cached
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from physprobe.errors import SourceError
+from physprobe.util.paths import file_sha256
 
 SOURCE_DIR_ENV = "PHYSPROBE_SOURCE_DIR"
 
@@ -50,15 +50,6 @@ def github_release(benchmark: str, repository: str, commit: str, remote_dir: str
         for path, digest in sha256.items()
     )
     return Upstream(benchmark, repository, commit, files)
-
-
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def resolve_source_dir(source_dir: str | os.PathLike | None) -> Path | None:

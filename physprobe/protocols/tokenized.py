@@ -6,7 +6,7 @@ T5 first-token targets and UnifiedQA's first-token choices, Text2Afford's lower-
 ...     bos_token_id, eos_token_id = 1, 2
 ...     def __call__(self, text, add_special_tokens=False):
 ...         return {"input_ids": [ord(w[0]) for w in text.split()]}
->>> from physprobe.requests import MeanTokens
+>>> from physprobe.protocols.requests import MeanTokens
 >>> mean_token_ids(MeanTokens(options=(("A", " coin", " falls."),)), Words())
 [[1, 65, 99, 102, 2]]
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import unicodedata
 
 from physprobe.errors import BackendError
-from physprobe.requests import Generate, MeanTokens, Seq2Seq
+from physprobe.protocols.requests import Generate, MeanTokens, Seq2Seq
 
 
 def ids(tokenizer, text: str) -> list[int]:

@@ -24,6 +24,9 @@ def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+MEASURE_TOLERANCE = 0.05  # nats: another model's weights (a fine-tune, a requantisation) differ by more on some token
+
+
 @dataclass(frozen=True)
 class Scores:
     """A number per option (a log-probability, P(entailment), P(YES), ...), in the request's order; None where the

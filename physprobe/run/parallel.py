@@ -1,5 +1,5 @@
 """Data-parallel scoring: ``physprobe score --num-processes N`` runs its ``RunSpec`` in N processes
-(``run``: the run folder claimed, then ``launch``: ``accelerate launch`` of ``physprobe.launched``, each rank handed
+(``run``: the run folder claimed, then ``launch``: ``accelerate launch`` of ``physprobe.run.launched``, each rank handed
 the spec as JSON, never the command line).
 
 A config's requests are cut, in row order, into chunks of a fixed size that does not depend on the number
@@ -57,10 +57,10 @@ def chunks(count: int, size: int) -> list[range]:
 
 
 def request_load(request, tokenizer) -> int:
-    """What a request (``physprobe.requests``) makes the model read: the tokens of its texts, or without a
+    """What a request (``physprobe.protocols.requests``) makes the model read: the tokens of its texts, or without a
     tokenizer their characters.
 
-    >>> from physprobe.requests import Choice
+    >>> from physprobe.protocols.requests import Choice
     >>> request_load(Choice("Ice is", (" cold", " hot")), None)
     21
     """
@@ -164,11 +164,11 @@ ERROR = "physprobe: error: "  # how a rank (or the launcher) states its one-line
 
 
 def score_in_processes(spec):
-    """Score ``spec`` (a ``physprobe.spec.RunSpec``) in ``spec.processes`` processes into its run folder, claimed
+    """Score ``spec`` (a ``physprobe.record.spec.RunSpec``) in ``spec.processes`` processes into its run folder, claimed
     here (``run_folder.claimed``: the ranks score into it; nothing this claim created is left when the launch fails
     before any score was cached); the record rank 0 wrote."""
-    from physprobe import run_folder, run_record
     from physprobe.errors import PhysprobeError
+    from physprobe.record import run_folder, run_record
 
     with run_folder.claimed(spec.out, spec.owner):
         status = launch(spec)
@@ -179,7 +179,7 @@ def score_in_processes(spec):
 
 
 def launch(spec) -> int:
-    """Run ``spec`` (a ``physprobe.spec.RunSpec``) in ``spec.processes`` processes through ``accelerate launch``;
+    """Run ``spec`` (a ``physprobe.record.spec.RunSpec``) in ``spec.processes`` processes through ``accelerate launch``;
     its exit status. Each rank reads the spec from the environment (``launched.rank_main``): nothing is resolved
     twice.
 
@@ -194,12 +194,12 @@ def launch(spec) -> int:
     died without one) is raised as this command's one line, so several ranks failing alike say it once.
     """
     from physprobe.errors import PhysprobeError
-    from physprobe.folder_lock import FolderLock
-    from physprobe.run_folder import lock_name
+    from physprobe.record.run_folder import lock_name
+    from physprobe.util.folder_lock import FolderLock
 
     FolderLock(spec.folder, lock_name(0)).acquire().release()  # a run folder in use: one line, nothing launched
-    command = [sys.executable, "-m", "physprobe.launched", "--launch", "--multi_gpu", "--num_processes", str(spec.processes),
-               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "physprobe.launched"]  # fmt: skip
+    command = [sys.executable, "-m", "physprobe.run.launched", "--launch", "--multi_gpu", "--num_processes", str(spec.processes),
+               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "physprobe.run.launched"]  # fmt: skip
     env = dict(os.environ, **{LAUNCHER: str(os.getpid()), SPEC: spec.to_json()},
                **({"ACCELERATE_USE_CPU": "true"} if spec.settings.device == "cpu" else {}))  # fmt: skip
     child = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_kill_me_with_parent)

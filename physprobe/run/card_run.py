@@ -3,7 +3,7 @@ benchmarks, each with its default protocol for the model's family, the model mad
 
 The arguments are checked for every benchmark first (``spec.check``), the model described once (no weights), and
 each benchmark's run resolved from that description (``spec.resolve``). Each benchmark is a run of its own
-(``physprobe.runner``, given the card's ``Models``): its own folder under one parent (``runs/<model>/<benchmark>``),
+(``physprobe.run.runner``, given the card's ``Models``): its own folder under one parent (``runs/<model>/<benchmark>``),
 its own spec, record and resume cache, so a card killed mid-way and run again re-scores nothing already answered. A
 benchmark that no default protocol of the model's family fits, or whose protocol asks requests the backend cannot
 serve, is named in one line and skipped. Progress counts the whole card
@@ -22,12 +22,15 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from physprobe import backends, progress, registry, runner, sampling
-from physprobe import spec as run_spec
+from physprobe import backends
 from physprobe.backends.base import Backend
+from physprobe.data import registry, sampling
 from physprobe.errors import BackendError, PhysprobeError, ProtocolError
-from physprobe.run_record import RunRecord
-from physprobe.spec import Arguments, RunSpec
+from physprobe.record import spec as run_spec
+from physprobe.record.run_record import RunRecord
+from physprobe.record.spec import Arguments, RunSpec
+from physprobe.run import runner
+from physprobe.util import progress
 
 ALL = "all"
 

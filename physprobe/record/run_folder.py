@@ -3,12 +3,12 @@ owner of its life for a run in one process or many.
 
 A run folder belongs to one model (its name, or a local folder's absolute path) on one benchmark (``owner``): a
 second model whose default folder has the same name (``--model A/gpt2`` then ``B/gpt2``: ``runs/gpt2-prost``) is
-refused with a one-line error suggesting ``--out``. Besides the results ``physprobe.run_record`` writes, it holds
+refused with a one-line error suggesting ``--out``. Besides the results ``physprobe.record.run_record`` writes, it holds
 ``cache.sqlite`` (the resume cache; ``cache.rank<r>.sqlite`` for data-parallel rank r) and ``run.lock`` (a rank's
 ``run.rank<r>.lock``) while a run scores.
 
-``claimed(folder, owner)`` is how a run takes its folder, whether it scores in this process (``physprobe.runner``)
-or launches ranks that do (``physprobe.parallel``): the folder (and its missing parents) is created and marked, and
+``claimed(folder, owner)`` is how a run takes its folder, whether it scores in this process (``physprobe.run.runner``)
+or launches ranks that do (``physprobe.run.parallel``): the folder (and its missing parents) is created and marked, and
 a run that fails before any score reached a cache leaves nothing it created.
 
 >>> default_folder("HuggingFaceTB/SmolLM2-135M", "prost").as_posix()
@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from physprobe.errors import FolderInUse
-from physprobe.paths import MARKER, Owner, check_folder_name, claim
+from physprobe.util.paths import MARKER, Owner, check_folder_name, claim
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import hashlib
 import json
 import os
 import secrets
@@ -30,14 +31,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from physprobe.errors import OutputFolderError
-from physprobe.folder_lock import FolderLock
-from physprobe.sources import file_sha256
+from physprobe.util.folder_lock import FolderLock
 
 STAGING = ".staging-"  # folders this module creates beside a target: .<name>.staging-<pid>-<random>
 RETIRED = ".retired-"  # the old version, renamed aside while the new one moves in
 TEMPORARY = ".tmp-"  # files ``atomic_file`` writes beside their target: .<name>.tmp-<pid>-<random>
 MARKER = ".physprobe-output.json"  # the owner of a folder physprobe wrote
 _MAX_NAME = 100
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def check_folder_name(name: object, where: str) -> str:

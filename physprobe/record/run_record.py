@@ -1,18 +1,18 @@
 """``RunRecord``, what a ``physprobe score`` run folder holds, written and read through one schema: the record's own
-dataclasses, loaded by ``physprobe.typed_json`` and held to the few rules a type cannot say
-(``physprobe.record_schema``).
+dataclasses, loaded by ``physprobe.util.typed_json`` and held to the few rules a type cannot say
+(``physprobe.record.record_schema``).
 
-A run folder (``physprobe.run_folder``) holds::
+A run folder (``physprobe.record.run_folder``) holds::
 
-    spec.json            the run as resolved before it scored (``physprobe.spec.RunSpec``)
+    spec.json            the run as resolved before it scored (``physprobe.record.spec.RunSpec``)
     run.json             the record: schema_version, the spec, and what the run found of itself (backend, chat
                          setting, data revisions, versions, timings, bootstrap, headline figures, baselines)
     metrics.json         per config, the figures of the benchmark's metric wiring (and its counts)
     predictions.parquet  per row: config, row, status, prediction (-1 undecided, -2 unparsed, -3 excluded),
                          scores, reference, generated text and its token count, and the texts the model read
-                         (prompts) with their token counts (``physprobe.samples``)
+                         (prompts) with their token counts (``physprobe.run.samples``)
 
-No text of spec.json or run.json holds a URL's credentials (``physprobe.redact.without_url_credentials``). ``write`` swaps the four
+No text of spec.json or run.json holds a URL's credentials (``physprobe.util.redact.without_url_credentials``). ``write`` swaps the four
 in together (``paths.staged``, the cache and lock kept), so a kill never leaves files of
 two runs side by side; ``load`` returns the ``RunRecord`` and refuses, in one line naming the file and field,
 anything ``write`` would not have written: ``write`` checks the record with the same rules first, so ``physprobe
@@ -28,11 +28,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from physprobe import record_schema, typed_json
 from physprobe.errors import RunRecordError
-from physprobe.paths import Owner, staged, vouched
-from physprobe.redact import each_text, without_url_credentials
-from physprobe.spec import RunSpec
+from physprobe.record import record_schema
+from physprobe.record.spec import RunSpec
+from physprobe.util import typed_json
+from physprobe.util.paths import Owner, staged, vouched
+from physprobe.util.redact import each_text, without_url_credentials
 
 SCHEMA_VERSION = 3  # 3: the run's spec embedded, statuses and distinct codes of predictions; 2: label, baselines, prompts
 SPEC_JSON, RUN_JSON, METRICS_JSON, PREDICTIONS = "spec.json", "run.json", "metrics.json", "predictions.parquet"
@@ -79,7 +80,7 @@ class Bootstrap:
 @dataclass(frozen=True)
 class Baselines:
     """One config's figures for answers that read no question, on the rows the run scored
-    (``physprobe.baselines``), and how alike the run's own answers were."""
+    (``physprobe.run.baselines``), and how alike the run's own answers were."""
 
     majority_answer: int | None  # the commonest gold option; None: a 0/1 label per class, each class by its frequency
     majority: dict  # the metric wiring's figures (the config's whole set) when every row gets the majority answer
@@ -140,7 +141,7 @@ class RunRecord:
 
 def write(folder: Path, run_owner: Owner, record: RunRecord, samples: list) -> None:
     """Check ``record`` as ``load`` would, then replace the run folder's results as one: spec.json, predictions.parquet
-    (a line per sample, ``physprobe.samples.Sample.line``), metrics.json and run.json (the cache and lock stay)."""
+    (a line per sample, ``physprobe.run.samples.Sample.line``), metrics.json and run.json (the cache and lock stay)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -183,7 +184,7 @@ def load(folder: Path) -> RunRecord:
 
 
 def _parsed(info: dict, metrics, where: str) -> RunRecord:
-    """The record of run.json's ``info`` and metrics.json's ``metrics``, typed (``physprobe.typed_json``)."""
+    """The record of run.json's ``info`` and metrics.json's ``metrics``, typed (``physprobe.util.typed_json``)."""
     try:
         return typed_json.load(RunRecord, {**info, "metrics": metrics}, where)
     except typed_json.TypedJSONError as error:

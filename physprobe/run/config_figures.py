@@ -1,13 +1,13 @@
-"""The figures of a scored config, from its samples (``physprobe.samples``): the benchmark's metric wiring with the
+"""The figures of a scored config, from its samples (``physprobe.run.samples``): the benchmark's metric wiring with the
 counts beside it (unparsed, fallback, excluded), a seeded bootstrap of each overall figure, the baselines of the same
 rows, and the pooled figures the paper computes over several configs.
 
 Every function reads samples alone; none glues parallel lists by index.
 
 >>> from physprobe.protocols import Evaluation, Protocol, Outcome
->>> from physprobe.requests import Choice
->>> from physprobe.results import Scores
->>> from physprobe.samples import Sample
+>>> from physprobe.protocols.requests import Choice
+>>> from physprobe.protocols.results import Scores
+>>> from physprobe.run.samples import Sample
 >>> def accuracy(config, rows, predictions, scores):
 ...     return {"n": len(rows), "accuracy": sum(p == r["label"] for p, r in zip(predictions, rows)) / len(rows)}
 >>> demo = Evaluation("demo", ("default",), (), metrics=accuracy)
@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from physprobe import baselines, provenance
 from physprobe.protocols import Evaluation, Protocol
-from physprobe.run_record import Baselines
-from physprobe.samples import Sample, answered
+from physprobe.record.run_record import Baselines
+from physprobe.run import baselines
+from physprobe.run.samples import Sample, answered
+from physprobe.util import provenance
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 A key is the sha256 of the run's key base (``key_base`` of the backend's identity, the physprobe version, the
 protocol and the dataset revision) and the request (``Request.key``); a value is the
-result's cached form (``physprobe.results``: ``to_json``, read back by the request type's result class). Results are committed as the backend hands them over (a server's answers one by one, an
+result's cached form (``physprobe.protocols.results``: ``to_json``, read back by the request type's result class). Results are committed as the backend hands them over (a server's answers one by one, an
 in-process engine's per engine call; ``synchronous=OFF``: a commit is a write to the operating system, which a
 killed process cannot lose), so an interrupted run (Ctrl-C, SIGKILL, out-of-memory, a server gone) restarts where
 it stopped and a changed model, dataset or chat setting is never served stale results.
@@ -23,10 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-from physprobe import results
 from physprobe.errors import OutputFolderError
-
-MEASURE_TOLERANCE = 0.05  # nats: another model's weights (a fine-tune, a requantisation) differ by more on some token
+from physprobe.protocols import results
+from physprobe.protocols.results import MEASURE_TOLERANCE
 
 
 def key_base(**parts) -> str:
@@ -82,7 +81,7 @@ class Cache:
 
     @staticmethod
     def keys(requests: list, /, **parts) -> list[str]:
-        """The cache key of each request (``physprobe.requests``) under ``parts``, all else that changes its result
+        """The cache key of each request (``physprobe.protocols.requests``) under ``parts``, all else that changes its result
         (``key_base``)."""
         base = key_base(**parts)
         return [hashlib.sha256(json.dumps([base, request.key()]).encode()).hexdigest() for request in requests]

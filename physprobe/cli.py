@@ -209,7 +209,7 @@ def _protocols(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from physprobe.report import render
 
-    print(f"-> {render([Path(r) for r in args.runs], Path(args.out))}")
+    print(f"-> {render([Path(r) for r in args.runs], Path(args.out), args.reference, args.resamples, args.compare_across)}")
     return 0
 
 
@@ -266,6 +266,19 @@ def parser() -> argparse.ArgumentParser:
         default="report",
         help="report folder to create: report.md, report.html, figures/ (default: ./report); "
         "an existing one must be empty or a report written before, which is replaced",
+    )
+    report_cmd.add_argument(
+        "--reference",
+        help="the run the Differences sections compare the others with: its name in the report or its folder "
+        "(default: each benchmark's first run given)",
+    )
+    report_cmd.add_argument(
+        "--resamples", type=int, default=1000, help="paired bootstrap resamples of the Differences sections (default: 1000)"
+    )
+    report_cmd.add_argument(
+        "--compare-across",
+        action="store_true",
+        help="compare runs of different protocols or data revisions too, on the questions they share (refused by default)",
     )
     report_cmd.set_defaults(run=_report)
     export_cmd = commands.add_parser("export", help="write physprobe's benchmarks as tasks of another evaluation tool")

@@ -95,5 +95,10 @@ class ReportError(PhysprobeError):
     """Runs that cannot go in one report (none, the same run twice, an unknown benchmark)."""
 
 
+class ComparisonError(PhysprobeError):
+    """Two runs not compared question by question: other protocols or data revisions (unless asked for), no question
+    in common, or predictions that cannot be matched (no row contents, several answers to a question)."""
+
+
 class PublishError(PhysprobeError):
     """A repo folder failed validation, or the Hub refused an operation."""

@@ -9,8 +9,9 @@ A run folder (``physprobe.record.run_folder``) holds::
                          setting, data revisions, versions, timings, bootstrap, headline figures, baselines)
     metrics.json         per config, the figures of the benchmark's metric wiring (and its counts)
     predictions.parquet  per row: config, row, status, prediction (-1 undecided, -2 unparsed, -3 excluded),
-                         scores, reference, generated text and its token count, and the texts the model read
-                         (prompts) with their token counts (``physprobe.run.samples``)
+                         scores, reference, generated text and its token count, the texts the model read
+                         (prompts) with their token counts, and the row as read with its sha256 (``row_json``,
+                         ``row_sha256``: absent from folders written before them) (``physprobe.run.samples``)
 
 No text of spec.json or run.json holds a URL's credentials (``physprobe.util.redact.without_url_credentials``). ``write`` swaps the four
 in together (``paths.staged``, the cache and lock kept), so a kill never leaves files of
@@ -181,6 +182,28 @@ def load(folder: Path) -> RunRecord:
     record = _parsed(info, metrics, where)
     record_schema.check(record, where)
     return record
+
+
+def predictions(folder: Path) -> list[dict]:
+    """predictions.parquet's lines (``physprobe.run.samples.Sample.line``); one ``RunRecordError`` line naming the file
+    where it is missing or not Parquet."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = folder / PREDICTIONS
+    try:
+        return pq.read_table(path).to_pylist()
+    except (OSError, pa.ArrowException) as error:
+        raise RunRecordError(f"{path} cannot be read ({error}); score the run again with `physprobe score`") from None
+
+
+def row_data(line: dict) -> dict:
+    """The row a line of predictions.parquet was scored on, as read (``row_json``).
+
+    >>> row_data({"row_json": '{"label":1,"name":"mass_1"}'})
+    {'label': 1, 'name': 'mass_1'}
+    """
+    return json.loads(line["row_json"])
 
 
 def _parsed(info: dict, metrics, where: str) -> RunRecord:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from physprobe.data import registry
+from physprobe.report import differences
 from physprobe.report.blocks import Heading, Image, Notes, Paragraph, TableBlock
 from physprobe.report.cells import baseline_cell, number, printed_value, run_cell
 from physprobe.report.figures import OKABE_ITO, PUBLISHED_GREY, _plt, _save
@@ -119,6 +120,7 @@ def _marks(run: Run, row: CardRow, table: Table, column: Column, paper: PaperTab
     texts = warned + [text for text in (apart_note(run), exclusion(run, config)) if text]
     if row.groups is not None:
         texts += [text for text in [coverage(run, row.groups)] if text]
+    texts += [text for text in [differences.card_note(run, column.keys[0])] if text]
     return (" ⚠" if warned else "") + ",".join(
         notes.mark(text if text.startswith("run ") else f"run {run.id}: {text}") for text in texts
     )

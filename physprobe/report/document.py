@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from physprobe.data import registry
+from physprobe.report import differences
 from physprobe.report.blocks import Heading, Image, Notes, Paragraph, TableBlock
 from physprobe.report.card import card_blocks
 from physprobe.report.cells import Missing, RunCell, baseline_cell, number, run_cell
@@ -220,9 +221,10 @@ def _configs_table(runs: list[Run]) -> TableBlock:
     return TableBlock(header, rows, ["detail"] * len(rows))
 
 
-def document(runs: list[Run], figures_dir: Path, skipped: list[tuple[Path, str]] = ()) -> list:
+def document(runs: list[Run], figures_dir: Path, skipped: list[tuple[Path, str]] = (), compared: list = ()) -> list:
     """The report as blocks (headings, tables, notes, images), drawing the figures into ``figures_dir``;
-    ``skipped``: the folders given that are not in it, and why (listed at the end)."""
+    ``skipped``: the folders given that are not in it, and why (listed at the end); ``compared``: the Differences
+    sections (``differences.sections``), each after its benchmark's runs."""
     blocks: list = [Heading(1, "physprobe report"), *card_blocks(runs, figures_dir),
                     Paragraph("Then, per benchmark: the runs, their figures per config beside the baselines of the same "
                               "rows, and the papers' published tables, transcribed as printed, with your runs below them. "
@@ -245,6 +247,9 @@ def document(runs: list[Run], figures_dir: Path, skipped: list[tuple[Path, str]]
         flags = [f"⚠ run {r.id}: {flag.text}" for r in group for flag in baselines.flags(r.record)]
         if flags:
             blocks.append(Notes(flags))
+        total = sum(len(c.differences) for s in compared for c in s.comparisons)
+        for section in (s for s in compared if s.benchmark == benchmark):
+            blocks += differences.blocks(section, figures_dir, total)
         for table in paper.tables:
             block, notes = table_block(table, group, paper)
             source = f"the paper's {table.source}" if table.source else "physprobe; the paper prints no such table"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from physprobe.report import differences, paired
 from physprobe.report.document import document
 from physprobe.report.runs import collect
 from physprobe.report.writers import to_html, to_markdown
@@ -16,8 +17,13 @@ from physprobe.util.redact import escaped
 __all__ = ["collect", "render"]
 
 
-def render(runs: list[Path], out: Path) -> Path:
+def render(runs: list[Path], out: Path, reference: str | None = None, resamples: int = paired.RESAMPLES,
+           across: bool = False) -> Path:  # fmt: skip
     """Write the report folder ``out``: report.md, report.html, figures/*.png; return ``out``.
+
+    Two runs or more of a benchmark add its Differences section (``differences.sections``): each against
+    ``reference`` (a run's name or folder; default: the benchmark's first run) over ``resamples`` paired bootstrap
+    resamples, runs of different protocols or data revisions only with ``across``; its numbers in differences.json.
 
     A folder that is not a finished run (``run_record.load`` refuses it: run.json missing, a failed or
     unfinished run, another schema), a run of an unknown benchmark or a second copy of a run is skipped: one
@@ -28,11 +34,14 @@ def render(runs: list[Path], out: Path) -> Path:
     leaves nothing behind. Runs of several benchmarks give one section per benchmark.
     """
     loaded, skipped = collect(runs)
+    compared = differences.sections(loaded, reference, resamples, across)
     with paths.staged(out, paths.Owner("report", {})) as staging:
         (staging / "figures").mkdir()
-        blocks = document(loaded, staging / "figures", skipped)
+        blocks = document(loaded, staging / "figures", skipped, compared)
         (staging / "report.md").write_text(to_markdown(blocks), encoding="utf-8")
         (staging / "report.html").write_text(to_html(blocks), encoding="utf-8")
+        if compared:
+            (staging / differences.JSON).write_text(differences.to_json(compared), encoding="utf-8")
     for _, why in skipped:
         print(f"physprobe: skipped: {escaped(why)}", file=sys.stderr)
     return out

@@ -28,12 +28,15 @@ from physprobe.util.redact import printable
 @dataclass
 class Run:
     """A run in the report: its folder, its record, and its name (``id``), unique among the report's runs of its
-    benchmark (``name_runs``); ``parent``: its card run's folder (``run_folders``), if any."""
+    benchmark (``name_runs``); ``parent``: its card run's folder (``run_folders``), if any; ``differences``: where the
+    report compares it with its benchmark's reference run, per metrics.json key the reference's name and the
+    ``compare.Difference`` (``differences.sections``)."""
 
     folder: Path
     record: RunRecord
     id: str = field(init=False)
     parent: Path | None = None
+    differences: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self.id = model_name(self.record)

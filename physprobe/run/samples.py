@@ -15,10 +15,14 @@ leaves out, ``Protocol.skip``: no request, in no figure). predictions.parquet ho
 ('decided', 0, 0)
 >>> Sample.left_out("default", 8, {"label": 1}, (1,)).line()["prediction"]
 -3
+>>> sample.line()["row_json"], sample.line()["row_sha256"][:12]
+('{"label":0}', '4e28556b9c92')
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass
 
@@ -82,13 +86,16 @@ class Sample:
 
     def line(self) -> dict:
         """The sample's line of predictions.parquet: ``prediction`` the option, or ``UNDECIDED`` (-1), ``UNPARSED``
-        (-2), ``EXCLUDED`` (-3) as ``status`` says; ``scores`` NaN where the model gave none."""
+        (-2), ``EXCLUDED`` (-3) as ``status`` says; ``scores`` NaN where the model gave none; ``row_json`` the row as
+        read (canonical JSON) and ``row_sha256`` its sha256, the question's identity when runs are compared."""
         code = {"decided": self.prediction, "undecided": UNDECIDED, "unparsed": UNPARSED, "excluded": EXCLUDED}[self.status]
+        content = json.dumps(self.data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return {"config": self.config, "row": self.row, "status": self.status, "prediction": code,
                 "scores": [math.nan if v is None else v for v in self.scores], "reference": list(self.reference),
                 "generated": list(self.generated) if isinstance(self.generated, tuple) else self.generated,
                 "generated_tokens": list(self.generated_tokens) if isinstance(self.generated_tokens, tuple) else self.generated_tokens,
-                "prompts": list(self.prompts), "prompt_tokens": None if self.prompt_tokens is None else list(self.prompt_tokens)}  # fmt: skip
+                "prompts": list(self.prompts), "prompt_tokens": None if self.prompt_tokens is None else list(self.prompt_tokens),
+                "row_json": content, "row_sha256": hashlib.sha256(content.encode()).hexdigest()}  # fmt: skip
 
 
 def answered(samples) -> list[Sample]:

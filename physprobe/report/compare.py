@@ -1,0 +1,318 @@
+"""Two runs of one benchmark compared question by question: for each figure of the benchmark's card and each group
+figure behind it (PROST's concepts, NEWTON's attributes and scenarios, Text2Afford's classes, CConS's subsets), the
+difference B - A on the questions both answered, its paired bootstrap 95% interval and a p-value
+(``physprobe.report.paired``).
+
+Questions are matched by identity, not position: config, row and the sha256 of the row's content (predictions.parquet's
+``row_sha256``); a row one run holds and the other does not (another ``--limit`` sample), or holds with other content
+(another data revision), or that a protocol left out, is dropped and counted with its reason. Runs of different
+protocols or data revisions are refused in one line unless ``across`` is given.
+
+Every figure is computed by the benchmark's own metric wiring (``Evaluation.metrics``, with each run's protocol's
+options), as the run's metrics.json was: on the matched questions, on each resample of them (so a macro figure is
+resampled with its groups and averaged as the figure itself is), and on each question alone. Where a figure is the
+plain mean of its questions' values (checked on the whole set and on a few resamples of the wiring's own figures),
+the resamples are averaged with numpy instead of calling the wiring again; where those values are 0/1 for the same
+questions in both runs (an accuracy), the p-value is McNemar's exact test, else the paired bootstrap's.
+
+>>> figure = Figure("default.by_group.mass.accuracy", "Table 5: Mass")
+>>> figure.config, figure.path
+('default', 'by_group.mass.accuracy')
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+from physprobe.data import registry
+from physprobe.errors import ComparisonError
+from physprobe.protocols import UNDECIDED, Evaluation
+from physprobe.record import run_record
+from physprobe.report import paired
+from physprobe.report.runs import Run
+from physprobe.report.tables import paper_tables
+
+CHECKS = 3  # resamples on which a figure read as a mean of its questions' values is checked against the wiring
+TOLERANCE = 1e-9
+CHUNK = 64  # resamples averaged at once (a chunk of draws times questions in memory)
+DROPPED = {
+    "reference": "only in the reference's rows (another --limit sample or config)",
+    "other": "only in the other run's rows",
+    "content": "content differs (another data revision)",
+    "excluded": "left out by a protocol (its skip rule)",
+}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure compared: its metrics.json ``key`` (config, then a dot path) and its ``name`` in the report (the
+    paper's table and column)."""
+
+    key: str
+    name: str
+
+    @property
+    def config(self) -> str:
+        return self.key.split(".", 1)[0]
+
+    @property
+    def path(self) -> str:
+        return self.key.split(".", 1)[1]
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One figure of two runs on the same ``questions``: the reference's value ``a``, the other's ``b``, ``delta``
+    = b - a, its paired bootstrap 95% interval [``low``, ``high``] over ``resamples`` resamples that held a value for
+    both, the ``p``-value of ``test`` (``discordant``: McNemar's questions right for A alone and for B alone) and
+    ``holm``, the p-value adjusted over the report's differences."""
+
+    figure: Figure
+    a: float
+    b: float
+    delta: float
+    low: float | None  # None: no resample held a value for both runs
+    high: float | None
+    p: float
+    test: str
+    questions: int
+    resamples: int
+    discordant: tuple[int, int] | None = None
+    holm: float | None = None
+
+    @property
+    def excludes_zero(self) -> bool:
+        """Whether the 95% interval excludes a difference of zero."""
+        return self.low is not None and (self.low > 0 or self.high < 0)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A run against the reference run of its benchmark: the ``differences``, the questions matched per config and
+    the rows dropped per config and reason (``DROPPED``'s keys), with the ``seed`` and number of ``resamples``."""
+
+    benchmark: str
+    reference: str
+    other: str
+    differences: tuple[Difference, ...]
+    matched: dict[str, int]
+    dropped: dict[str, dict[str, int]]
+    seed: int
+    resamples: int
+    notes: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A question as a run answered it (a line of predictions.parquet)."""
+
+    sha256: str
+    data: dict
+    status: str
+    prediction: int | None  # as the metric wiring takes it: the option, None (undecided), UNPARSED
+    scores: list
+
+
+def figures(run: Run) -> list[Figure]:
+    """The figures compared for ``run``'s benchmark: each card row's figure as ``run``'s method reads it, then the
+    groups it spans (the columns of its groups table other than the summary ones)."""
+    paper = paper_tables(run.record.benchmark)
+    found: dict[str, Figure] = {}
+    for row in paper.card:
+        table, column = next(((t, c) for t, c in row.sources if t.methods is None or run.method in t.methods), row.sources[0])
+        for key in column.keys:
+            if key:
+                found.setdefault(key, Figure(key, f"{table.source or table.title}: {column.name}"))
+        groups = row.groups
+        for group in groups.columns if groups is not None else ():
+            for key in group.keys:
+                if key and not group.summary:
+                    found.setdefault(key, Figure(key, f"{groups.source or groups.title}: {group.name}"))
+    return list(found.values())
+
+
+def answers(run: Run) -> dict[str, dict[int, _Answer]]:
+    """Per config and row, how ``run`` answered (predictions.parquet); a ``ComparisonError`` line where the file holds
+    no row contents or several answers to a question."""
+    found: dict[str, dict[int, _Answer]] = {}
+    for line in run_record.predictions(run.folder):
+        if line.get("row_sha256") is None:
+            raise ComparisonError(f"{run.folder / run_record.PREDICTIONS} holds no row contents (written by an earlier physprobe), "
+                                  f"so its questions cannot be matched; score run {run.id} again with its command "
+                                  "(it resumes from its cache)")  # fmt: skip
+        rows = found.setdefault(line["config"], {})
+        if line["row"] in rows:
+            raise ComparisonError(f"{run.folder / run_record.PREDICTIONS} holds several answers to {line['config']} row "
+                                  f"{line['row']}; a comparison reads one answer per question")  # fmt: skip
+        code = line["prediction"]
+        prediction = None if code == UNDECIDED else code  # UNPARSED stays: the wiring counts it wrong
+        scores = [None if isinstance(s, float) and math.isnan(s) else s for s in line["scores"]]
+        rows[line["row"]] = _Answer(line["row_sha256"], run_record.row_data(line), line["status"], prediction, scores)
+    return found
+
+
+def refusal(a: Run, b: Run) -> str | None:
+    """Why runs ``a`` and ``b`` are not compared without ``across``: other protocols, or other data revisions of a
+    config both scored (None: nothing)."""
+    if a.record.protocol != b.record.protocol:
+        return f"their protocols differ ({a.record.protocol}, {b.record.protocol})"
+    for config in a.record.configs:
+        ours, theirs = a.record.config_revisions.get(config), b.record.config_revisions.get(config)
+        if config in b.record.configs and ours != theirs:
+            return f"their data revisions of {config} differ ({ours}, {theirs})"
+    return None
+
+
+def compare(a: Run, b: Run, resamples: int = paired.RESAMPLES, seed: int = paired.SEED, across: bool = False) -> Comparison:
+    """Run ``b`` against the reference run ``a`` (same benchmark) on the questions both answered; a
+    ``ComparisonError`` line for runs of other protocols or data revisions (unless ``across``), or with no question
+    in common."""
+    why = refusal(a, b)
+    if why and not across:
+        raise ComparisonError(f"runs {a.id} and {b.id} are not compared: {why}; pass --compare-across to compare them "
+                              "on the questions they share")  # fmt: skip
+    evaluation = registry.evaluation(a.record.benchmark)
+    options = [evaluation.protocol(r.record.protocol).metric_options for r in (a, b)]
+    ours, theirs = answers(a), answers(b)
+    matched, dropped, differences = {}, {}, []
+    shown = figures(a)
+    for config in dict.fromkeys(f.config for f in shown):
+        members = evaluation.pooled.get(config, (config,))
+        if not all(m in ours and m in theirs for m in members):
+            continue
+        pairs: list[tuple[_Answer, _Answer]] = []
+        for member in members:
+            kept, reasons = _matched(ours[member], theirs[member])
+            pairs += kept
+            if reasons and member not in dropped:
+                dropped[member] = dict(reasons)
+        if not pairs:
+            continue
+        matched[config] = len(pairs)
+        keys = [f for f in shown if f.config == config]
+        differences += _differences(evaluation, config, keys, pairs, options, resamples, seed)
+    if not matched:
+        raise ComparisonError(f"runs {a.id} and {b.id} share no question of a figure to compare "
+                              f"({', '.join(f'{c}: {sum(r.values())} rows dropped' for c, r in dropped.items()) or 'no config in common'})")  # fmt: skip
+    return Comparison(a.record.benchmark, a.id, b.id, tuple(differences), matched, dropped, seed, resamples,
+                      (f"compared across: {why}",) if why else ())  # fmt: skip
+
+
+def _matched(ours: dict[int, _Answer], theirs: dict[int, _Answer]) -> tuple[list[tuple[_Answer, _Answer]], Counter]:
+    """The questions of one config both runs answered with the same content, in row order, and the rest counted by
+    reason."""
+    kept, reasons = [], Counter()
+    for row in sorted(ours.keys() | theirs.keys()):
+        x, y = ours.get(row), theirs.get(row)
+        if x is None or y is None:
+            reasons["other" if x is None else "reference"] += 1
+        elif x.sha256 != y.sha256:
+            reasons["content"] += 1
+        elif "excluded" in (x.status, y.status):
+            reasons["excluded"] += 1
+        else:
+            kept.append((x, y))
+    return kept, reasons
+
+
+def _value(figures: dict, path: str) -> float | None:
+    node = figures
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+
+
+class _Side:
+    """One run's answers on the matched questions, through the benchmark's metric wiring."""
+
+    def __init__(self, evaluation: Evaluation, config: str, rows: list[dict], answers: list[_Answer], options: dict):
+        self.evaluation, self.config, self.rows, self.options = evaluation, config, rows, options
+        self.predictions = [x.prediction for x in answers]
+        self.scores = [x.scores for x in answers]
+
+    def figures(self, indices) -> dict:
+        """The wiring's figures of the questions at ``indices`` (with repeats)."""
+        return self.evaluation.metrics(self.config, [self.rows[i] for i in indices], [self.predictions[i] for i in indices],
+                                       [self.scores[i] for i in indices], **self.options)  # fmt: skip
+
+    def values(self, paths: list[str]):
+        """Each question's own value of each figure (NaN where the figure does not count it): a (figures, questions)
+        array, the wiring run on each question alone."""
+        import numpy as np
+
+        alone = [self.figures([i]) for i in range(len(self.rows))]
+        return np.array([[math.nan if (v := _value(f, path)) is None else v for f in alone] for path in paths])
+
+
+def _mean(values, draws):
+    """Per resample (rows of ``draws``), the mean of each figure's values over the drawn questions it counts (NaN
+    where it counts none): a (figures, resamples) array."""
+    import numpy as np
+
+    out = []
+    for start in range(0, len(draws), CHUNK):
+        drawn = values[:, draws[start : start + CHUNK]]  # figures x resamples x questions
+        counted = ~np.isnan(drawn)
+        total = np.where(counted, drawn, 0.0).sum(axis=2)
+        count = counted.sum(axis=2)
+        out.append(np.divide(total, count, out=np.full(total.shape, math.nan), where=count > 0))
+    return np.concatenate(out, axis=1)
+
+
+def _is_mean(side: _Side, values, paths: list[str], whole: dict, draws) -> bool:
+    """Whether every figure of ``paths`` is the mean of its questions' ``values``: on the whole set (``whole``) and
+    on the first ``CHECKS`` resamples, as the wiring computes them."""
+    import numpy as np
+
+    checks = [(whole, np.arange(values.shape[1]))] + [(side.figures(d), d) for d in draws[:CHECKS]]
+    for found, indices in checks:
+        means = _mean(values, indices[None, :])[:, 0]
+        for path, mean in zip(paths, means):
+            value = _value(found, path)
+            if (value is None) != bool(np.isnan(mean)) or (value is not None and abs(value - mean) > TOLERANCE):
+                return False
+    return True
+
+
+def _differences(evaluation: Evaluation, config: str, shown: list[Figure], pairs, options, resamples: int, seed: int):
+    """The differences of one config's (or pooled figure's) ``shown`` figures on the matched ``pairs``."""
+    import numpy as np
+
+    rows = [x.data for x, _ in pairs]
+    sides = [_Side(evaluation, config, rows, [p[k] for p in pairs], options[k]) for k in (0, 1)]
+    whole = [side.figures(range(len(rows))) for side in sides]
+    shown = [f for f in shown if all(_value(w, f.path) is not None for w in whole)]
+    if not shown:
+        return []
+    paths = [f.path for f in shown]
+    draws = paired.draws(len(rows), resamples, seed)
+    values = [side.values(paths) for side in sides]
+    fast = all(_is_mean(s, v, paths, w, draws) for s, v, w in zip(sides, values, whole))
+    if fast:
+        resampled = [_mean(v, draws) for v in values]
+    else:
+        found = [[side.figures(d) for d in draws] for side in sides]
+        resampled = [np.array([[math.nan if (x := _value(f, p)) is None else x for f in runs] for p in paths]) for runs in found]
+    out = []
+    for i, figure in enumerate(shown):
+        a, b = (_value(w, figure.path) for w in whole)
+        deltas = resampled[1][i] - resampled[0][i]
+        deltas = deltas[~np.isnan(deltas)]
+        low, high = paired.interval(deltas) if len(deltas) else (None, None)
+        va, vb = values[0][i], values[1][i]
+        counted = ~np.isnan(va)
+        binary = (
+            fast
+            and np.array_equal(counted, ~np.isnan(vb))
+            and np.isin(va[counted], (0, 1)).all()
+            and np.isin(vb[counted], (0, 1)).all()
+        )
+        if binary:
+            discordant = (int(np.sum((va == 1) & (vb == 0))), int(np.sum((va == 0) & (vb == 1))))
+            p, test = paired.mcnemar(*discordant), "McNemar exact"
+        else:
+            discordant, p, test = None, paired.bootstrap_p(deltas, b - a), "paired bootstrap"
+        out.append(Difference(figure, a, b, b - a, low, high, p, test, len(rows), len(deltas), discordant))
+    return out

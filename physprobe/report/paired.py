@@ -1,0 +1,82 @@
+"""Paired tests of two runs on the same questions: McNemar's exact test for an accuracy, the paired bootstrap's
+interval and p-value for any figure, and Holm's correction over several tests.
+
+Both runs answered the same questions, so their outcomes are correlated (a hard question is hard for both) and the
+variance of the difference is Var(A) + Var(B) - 2 Cov(A, B): a paired test resamples or swaps whole questions, never
+one run's answers apart from the other's.
+
+McNemar's exact test reads only the discordant questions: ``only_a`` right for A alone, ``only_b`` right for B
+alone; under no difference each is B's with probability 1/2, so the two-sided p-value is the binomial tail of the
+smaller count, doubled (at most 1). 30 discordant questions all one way:
+
+>>> mcnemar(30, 0) == 2 / 2**30, mcnemar(0, 0), mcnemar(5, 5)
+(True, 1.0, 1.0)
+
+The bootstrap draws ``resamples`` sets of question indices (with repeats) from a seeded generator; the interval is
+the 2.5th and 97.5th percentiles of the resampled differences, and the p-value how often a resampled difference lies
+at least as far from the observed one as the observed one lies from zero (the bootstrap distribution shifted to the
+null), counted with the observed draw: (1 + hits) / (1 + resamples).
+
+>>> round(bootstrap_p([0.1, 0.2, 0.3, 0.2, 0.0], 0.2), 3), bootstrap_p([0.0] * 4, 0.0), interval([0.0] * 4)
+(0.333, 1.0, (0.0, 0.0))
+>>> holm([0.01, 0.04, 0.03])
+[0.03, 0.06, 0.06]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+SEED = 1234  # the comparison's resamples, as every run's own bootstrap (provenance.BOOTSTRAP_SEED)
+RESAMPLES = 1000
+
+
+def mcnemar(only_a: int, only_b: int) -> float:
+    """McNemar's exact two-sided p-value: the binomial(only_a + only_b, 1/2) probability of a split at least as
+    uneven as the one seen, computed exactly in integers (``math.comb``); 1 where no question is discordant."""
+    n = only_a + only_b
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(only_a, only_b) + 1))
+    return min(1.0, 2 * tail / 2**n)
+
+
+def draws(n: int, resamples: int, seed: int = SEED):
+    """The bootstrap's question indices: a (``resamples``, ``n``) array, each row ``n`` draws with repeats.
+
+    >>> draws(3, 2, seed=0).shape
+    (2, 3)
+    """
+    import numpy as np  # here, not at the top: argument errors stay fast (see tests/test_startup.py)
+
+    return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+
+
+def interval(deltas: Sequence[float]) -> tuple[float, float]:
+    """The 95% percentile interval of the resampled differences."""
+    import numpy as np
+
+    low, high = np.percentile(np.asarray(deltas, dtype=float), [2.5, 97.5])
+    return float(low), float(high)
+
+
+def bootstrap_p(deltas: Sequence[float], observed: float) -> float:
+    """The paired bootstrap's two-sided p-value of ``observed`` (see the module's docstring); 1 for a difference of 0."""
+    import numpy as np
+
+    shifted = np.abs(np.asarray(deltas, dtype=float) - observed)
+    hits = int(np.sum(shifted >= abs(observed) - 1e-12))
+    return min(1.0, (1 + hits) / (1 + len(deltas)))
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given: the k-th smallest times (m - k + 1), never below the
+    one before it, at most 1. Rejecting where an adjusted p is below alpha keeps the chance of any false rejection
+    among the m tests at most alpha."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    adjusted, running = [1.0] * len(pvalues), 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[index]))
+        adjusted[index] = running
+    return adjusted

@@ -14,7 +14,7 @@ from physprobe.data import registry
 from physprobe.errors import ComparisonError
 from physprobe.protocols import Evaluation
 from physprobe.record import run_folder, run_record
-from physprobe.report import compare, paired
+from physprobe.report import compare, differences, paired
 from physprobe.report.cells import wilson
 from physprobe.report.runs import load_run
 from physprobe.run.samples import Sample
@@ -136,14 +136,28 @@ def test_a_macro_figures_interval_covers_the_true_difference():
         pairs = [(compare._Answer("", row, "decided", 0 if x else 1, []), compare._Answer("", row, "decided", 0 if y else 1, []))
                  for row, x, y in zip(rows, a_right, b_right)]  # fmt: skip
         (d,) = compare._differences(demo, "default", [figure], pairs, [{}, {}], 200, int(rng.integers(1 << 30)))
-        assert d.test == "paired bootstrap" and d.resamples == 200
+        assert d.test == "approximate randomisation" and d.resamples == 200
         covered += d.low <= truth <= d.high
     print(f"covered {covered} of 200")
     assert covered >= 186, covered
 
 
+def test_a_group_of_two_questions_both_lost_is_no_evidence():
+    """A macro accuracy over two groups: two questions of one, right for A and wrong for B, and one of the other, right
+    for both. B - A = -0.5, and most bootstrap resamples say so, but swapping the runs' answers gives -0.5, 0, 0, +0.5
+    alike, so randomisation's p is near 1/2 (McNemar's on the two would be 0.5)."""
+    demo = Evaluation("demo", ("default",), (), metrics=_macro)
+    rows = [{"label": 0, "group": 0}, {"label": 0, "group": 0}, {"label": 0, "group": 1}]
+    pairs = [(compare._Answer("", row, "decided", 0, []), compare._Answer("", row, "decided", int(row["group"] == 0), []))
+             for row in rows]  # fmt: skip
+    (d,) = compare._differences(demo, "default", [compare.Figure("default.macro_accuracy", "macro")], pairs, [{}, {}], 1000, 5)
+    assert d.delta == -0.5 and d.high <= 0
+    assert d.test == "approximate randomisation" and abs(d.p - 0.5) < 0.05, d.p
+
+
 def test_the_resampled_means_are_the_wirings_own_figures(tmp_path, monkeypatch):
-    """A plain accuracy's resamples averaged in numpy equal the wiring's figures of the same resamples."""
+    """A plain accuracy's resamples averaged in numpy equal the wiring's figures of the same resamples, and its
+    randomisation p (by the wiring) is near McNemar's exact p."""
     rng = np.random.default_rng(3)
     a, b = _loaded(write_run(tmp_path / "a", (rng.random(80) < 0.5).tolist()),
                    write_run(tmp_path / "b", (rng.random(80) < 0.7).tolist(), model="other"))  # fmt: skip
@@ -151,7 +165,8 @@ def test_the_resampled_means_are_the_wirings_own_figures(tmp_path, monkeypatch):
     monkeypatch.setattr(compare, "_is_mean", lambda *args: False)
     slow = compare.compare(a, b, resamples=100).differences[0]
     assert (fast.low, fast.high, fast.delta) == pytest.approx((slow.low, slow.high, slow.delta), abs=1e-12)
-    assert fast.test == "McNemar exact" and slow.test == "paired bootstrap"
+    assert fast.test == "McNemar exact" and slow.test == "approximate randomisation"
+    assert slow.p == pytest.approx(fast.p, abs=0.05)  # randomisation's p near McNemar's exact one
 
 
 def test_runs_on_other_rows_are_compared_on_their_intersection(tmp_path):
@@ -231,18 +246,25 @@ def tiny_runs(built_all, tmp_path_factory):
     return runs
 
 
+@pytest.fixture(scope="module")
+def compared(tiny_runs, tmp_path_factory) -> Path:
+    """The report of the two tiny models' runs (the first the reference)."""
+    out = tmp_path_factory.mktemp("compared") / "report"
+    assert main(["report", str(tiny_runs["first"]), str(tiny_runs["second"]), "--out", str(out)]) == 0
+    return out
+
+
 @pytest.mark.slow
-def test_a_report_of_two_real_runs_holds_the_differences(tiny_runs, tmp_path, capsys):
+def test_a_report_of_two_real_runs_holds_the_differences(tiny_runs, compared):
     from tests.test_report import markdown_tables
 
-    out = tmp_path / "report"
-    assert main(["report", str(tiny_runs["first"]), str(tiny_runs["second"]), "--out", str(out)]) == 0
-    text = (out / "report.md").read_text()
+    text = (compared / "report.md").read_text()
     assert "### Differences" in text and "Holm" in text
     (header, body), *_ = [t for t in markdown_tables(text) if t[0][:2] == ["Run", "Figure"]]
+    assert header == differences.HEADER
     figures = [row[1] for row in body]
     assert figures[0] == "Table 5: Macro Average" and "Table 5: Mass" in figures
-    saved = json.loads((out / "differences.json").read_text())
+    saved = json.loads((compared / "differences.json").read_text())
     (section,) = saved
     (comparison,) = section["comparisons"]
     assert comparison["resamples"] == paired.RESAMPLES and comparison["seed"] == paired.SEED
@@ -250,11 +272,41 @@ def test_a_report_of_two_real_runs_holds_the_differences(tiny_runs, tmp_path, ca
     macro = comparison["differences"][0]
     assert macro["figure"]["key"] == "default.macro_accuracy"
     assert (macro["a"], macro["b"]) == (first["macro_accuracy"], second["macro_accuracy"])  # the wiring's own figures
-    assert macro["test"] == "paired bootstrap" and macro["low"] <= macro["delta"] <= macro["high"]
-    assert body[0][4].startswith(f"{macro['delta']:+.3f}")
-    assert (out / "figures" / "prost-differences.png").stat().st_size > 5_000
-    html = (out / "report.html").read_text()
+    assert macro["test"] == "approximate randomisation" and macro["low"] <= macro["delta"] <= macro["high"]
+    assert body[0][4].startswith(f"{macro['delta']:+.3f}") and body[0][-1] == str(first["n"])
+    assert (compared / "figures" / "prost-differences.png").stat().st_size > 5_000
+    html = (compared / "report.html").read_text()
     assert "<h3>Differences</h3>" in html and "Table 5: Macro Average" in html
+
+
+@pytest.mark.slow
+def test_the_differences_in_a_real_browser(compared, tmp_path):
+    """Headless Chromium shows the Differences section: its table and its figure, loaded, no console error."""
+    from playwright import sync_api
+
+    from tests.browser import launch_options
+
+    errors = []
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(**launch_options())
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+        page.goto((compared / "report.html").as_uri())
+        page.wait_for_load_state("load")
+        heading = page.locator("h3", has_text="Differences")
+        table = heading.locator("xpath=following::table[1]")
+        header = table.locator("th").all_text_contents()
+        rows = table.locator("tbody tr").count()
+        image = page.locator('img[alt^="Differences from"]')
+        size = image.evaluate("i => [i.complete, i.naturalWidth, i.naturalHeight]")
+        heading.scroll_into_view_if_needed()
+        page.screenshot(path=str(tmp_path / "differences.png"), full_page=False)
+        image.screenshot(path=str(tmp_path / "differences-figure.png"))
+        browser.close()
+    assert header == differences.HEADER and rows >= 2
+    assert size[0] and size[1] > 300 and size[2] > 100
+    assert errors == []
+    print(f"screenshots: {tmp_path / 'differences.png'}, {tmp_path / 'differences-figure.png'}")
 
 
 @pytest.mark.slow

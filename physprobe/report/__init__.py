@@ -36,7 +36,9 @@ writes ``report/report.md``, ``report/report.html`` (self-contained) and ``repor
 
 One job per module: ``tables`` (the paper_tables.yaml schema), ``runs`` (run folders and their names), ``cells`` (a run's
 value, n and interval per cell), ``notes`` (footnote texts), ``card`` (the card), ``document`` (the blocks of the report),
-``figures`` (matplotlib), ``writers`` (Markdown and HTML), ``output`` (the report folder).
+``figures`` (matplotlib), ``writers`` (Markdown and HTML), ``output`` (the report folder); ``paired`` (McNemar, the
+paired bootstrap, Holm), ``compare`` (two runs' questions matched and their figures' differences), ``differences`` (the
+Differences section and differences.json).
 
 May import: ``physprobe.run`` (baselines), ``physprobe.record``, ``physprobe.data``, ``physprobe.protocols``,
 ``physprobe.util``, ``physprobe.errors``; never ``backends``. Imported by: ``publish`` (a runs repository's card)

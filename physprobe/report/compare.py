@@ -13,7 +13,8 @@ options), as the run's metrics.json was: on the matched questions, on each resam
 resampled with its groups and averaged as the figure itself is), and on each question alone. Where a figure is the
 plain mean of its questions' values (checked on the whole set and on a few resamples of the wiring's own figures),
 the resamples are averaged with numpy instead of calling the wiring again; where those values are 0/1 for the same
-questions in both runs (an accuracy), the p-value is McNemar's exact test, else the paired bootstrap's.
+questions in both runs (an accuracy), the p-value is McNemar's exact test, else approximate randomisation's (the two
+runs' answers swapped on random halves of the questions, each swap's figures computed the same way).
 
 >>> figure = Figure("default.by_group.mass.accuracy", "Table 5: Mass")
 >>> figure.config, figure.path
@@ -22,6 +23,7 @@ questions in both runs (an accuracy), the p-value is McNemar's exact test, else 
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -33,10 +35,11 @@ from physprobe.record import run_record
 from physprobe.report import paired
 from physprobe.report.runs import Run
 from physprobe.report.tables import paper_tables
+from physprobe.util import progress
 
 CHECKS = 3  # resamples on which a figure read as a mean of its questions' values is checked against the wiring
 TOLERANCE = 1e-9
-CHUNK = 64  # resamples averaged at once (a chunk of draws times questions in memory)
+BUDGET = 4_000_000  # values held at once while resamples are averaged (figures x resamples x questions), 32 MB
 DROPPED = {
     "reference": "only in the reference's rows (another --limit sample or config)",
     "other": "only in the other run's rows",
@@ -192,7 +195,12 @@ def compare(a: Run, b: Run, resamples: int = paired.RESAMPLES, seed: int = paire
             continue
         matched[config] = len(pairs)
         keys = [f for f in shown if f.config == config]
-        differences += _differences(evaluation, config, keys, pairs, options, resamples, seed)
+        try:
+            differences += _differences(evaluation, config, keys, pairs, options, resamples, seed)
+        except (KeyError, TypeError, ValueError) as error:  # rows no scorer wrote (the metric's refusal is a ValueError)
+            raise ComparisonError(f"runs {a.id} and {b.id} are not compared: the rows of {config} in their predictions.parquet "
+                                  f"do not fit {a.record.benchmark}'s metric wiring ({type(error).__name__}: {error}); "
+                                  "score them again") from None  # fmt: skip
     if not matched:
         raise ComparisonError(f"runs {a.id} and {b.id} share no question of a figure to compare "
                               f"({', '.join(f'{c}: {sum(r.values())} rows dropped' for c, r in dropped.items()) or 'no config in common'})")  # fmt: skip
@@ -232,6 +240,13 @@ class _Side:
         self.predictions = [x.prediction for x in answers]
         self.scores = [x.scores for x in answers]
 
+    def swapped(self, other: _Side, swap) -> _Side:
+        """This side with ``other``'s answers where ``swap`` is True (its own protocol's options)."""
+        mixed = copy.copy(self)
+        mixed.predictions = [b if s else a for a, b, s in zip(self.predictions, other.predictions, swap)]
+        mixed.scores = [b if s else a for a, b, s in zip(self.scores, other.scores, swap)]
+        return mixed
+
     def figures(self, indices) -> dict:
         """The wiring's figures of the questions at ``indices`` (with repeats)."""
         return self.evaluation.metrics(self.config, [self.rows[i] for i in indices], [self.predictions[i] for i in indices],
@@ -246,19 +261,68 @@ class _Side:
         return np.array([[math.nan if (v := _value(f, path)) is None else v for f in alone] for path in paths])
 
 
+def _counted_mean(drawn):
+    """The mean over the last axis of the values that are not NaN (NaN where none is)."""
+    import numpy as np
+
+    counted = ~np.isnan(drawn)
+    total, count = np.where(counted, drawn, 0.0).sum(axis=-1), counted.sum(axis=-1)
+    return np.divide(total, count, out=np.full(total.shape, math.nan), where=count > 0)
+
+
 def _mean(values, draws):
     """Per resample (rows of ``draws``), the mean of each figure's values over the drawn questions it counts (NaN
     where it counts none): a (figures, resamples) array."""
     import numpy as np
 
-    out = []
-    for start in range(0, len(draws), CHUNK):
-        drawn = values[:, draws[start : start + CHUNK]]  # figures x resamples x questions
-        counted = ~np.isnan(drawn)
-        total = np.where(counted, drawn, 0.0).sum(axis=2)
-        count = counted.sum(axis=2)
-        out.append(np.divide(total, count, out=np.full(total.shape, math.nan), where=count > 0))
+    chunk = max(1, BUDGET // values.size)
+    return np.concatenate(
+        [_counted_mean(values[:, draws[start : start + chunk]]) for start in range(0, len(draws), chunk)], axis=1
+    )
+
+
+def _swapped_means(values: list, swaps):
+    """Per swap (rows of ``swaps``), B's mean minus A's of each figure's values, the two runs' values traded where
+    the swap is True: a (figures, swaps) array (NaN where a figure counts no question)."""
+    import numpy as np
+
+    ours, theirs = (v[:, None, :] for v in values)
+    out, chunk = [], max(1, BUDGET // values[0].size)
+    for start in range(0, len(swaps), chunk):
+        swap = swaps[None, start : start + chunk]
+        out.append(_counted_mean(np.where(swap, ours, theirs)) - _counted_mean(np.where(swap, theirs, ours)))
     return np.concatenate(out, axis=1)
+
+
+def _resampled(side: _Side, paths: list[str], draws, bar):
+    """Each figure of ``paths`` on each resample, by the wiring: a (figures, resamples) array (NaN where a resample
+    gives a figure no value)."""
+    import numpy as np
+
+    found = np.full((len(paths), len(draws)), math.nan)
+    for r, indices in enumerate(draws):
+        figures = side.figures(indices)
+        for i, path in enumerate(paths):
+            value = _value(figures, path)
+            found[i, r] = math.nan if value is None else value
+        bar.update(1)
+    return found
+
+
+def _swapped(sides: list[_Side], paths: list[str], swaps, bar):
+    """Per swap, B's figures minus A's by the wiring, the two runs' answers traded where the swap is True: a
+    (figures, swaps) array (NaN where a swap gives a figure no value)."""
+    import numpy as np
+
+    every = range(len(sides[0].rows))
+    found = np.full((len(paths), len(swaps)), math.nan)
+    for r, swap in enumerate(swaps):
+        a, b = sides[0].swapped(sides[1], swap).figures(every), sides[1].swapped(sides[0], swap).figures(every)
+        for i, path in enumerate(paths):
+            x, y = _value(a, path), _value(b, path)
+            found[i, r] = math.nan if x is None or y is None else y - x
+        bar.update(2)
+    return found
 
 
 def _is_mean(side: _Side, values, paths: list[str], whole: dict, draws) -> bool:
@@ -290,11 +354,14 @@ def _differences(evaluation: Evaluation, config: str, shown: list[Figure], pairs
     draws = paired.draws(len(rows), resamples, seed)
     values = [side.values(paths) for side in sides]
     fast = all(_is_mean(s, v, paths, w, draws) for s, v, w in zip(sides, values, whole))
+    swaps = paired.swaps(len(rows), resamples, seed)
     if fast:
         resampled = [_mean(v, draws) for v in values]
+        swapped = _swapped_means(values, swaps)
     else:
-        found = [[side.figures(d) for d in draws] for side in sides]
-        resampled = [np.array([[math.nan if (x := _value(f, p)) is None else x for f in runs] for p in paths]) for runs in found]
+        with progress.bar(f"differences {evaluation.benchmark}/{config}", 4 * resamples, "resamples") as bar:
+            resampled = [_resampled(side, paths, draws, bar) for side in sides]
+            swapped = _swapped(sides, paths, swaps, bar)
     out = []
     for i, figure in enumerate(shown):
         a, b = (_value(w, figure.path) for w in whole)
@@ -313,6 +380,8 @@ def _differences(evaluation: Evaluation, config: str, shown: list[Figure], pairs
             discordant = (int(np.sum((va == 1) & (vb == 0))), int(np.sum((va == 0) & (vb == 1))))
             p, test = paired.mcnemar(*discordant), "McNemar exact"
         else:
-            discordant, p, test = None, paired.bootstrap_p(deltas, b - a), "paired bootstrap"
-        out.append(Difference(figure, a, b, b - a, low, high, p, test, len(rows), len(deltas), discordant))
+            permuted = swapped[i][~np.isnan(swapped[i])]
+            discordant, p, test = None, paired.randomisation_p(permuted, b - a), "approximate randomisation"
+        questions = int(np.sum(counted | ~np.isnan(vb)))  # the matched questions the figure counts, for either run
+        out.append(Difference(figure, a, b, b - a, low, high, p, test, questions, len(deltas), discordant))
     return out

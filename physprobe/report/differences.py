@@ -108,7 +108,8 @@ def blocks(section: Section, figures_dir: Path, total: int) -> list:
                      "config, row and the row's content hash: B − A with its paired bootstrap 95% interval (questions "
                      "resampled together for both runs, each figure recomputed by its metric wiring, so a macro "
                      "figure's interval is the macro's), and its p-value: McNemar's exact test for an accuracy, the "
-                     f"paired bootstrap's for other figures. p (Holm) is adjusted over all {total} differences of this "
+                     f"p of approximate randomisation (the runs' answers swapped on random halves of the questions) for other "
+                     f"figures. p (Holm) is adjusted over all {total} differences of this "
                      "report (Holm's step-down correction); * marks an interval that excludes zero. The questions of a "
                      "benchmark share objects and templates, so they are not wholly independent: see docs/comparing.md.")]  # fmt: skip
     rows, notes = [], []

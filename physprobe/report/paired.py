@@ -1,5 +1,6 @@
-"""Paired tests of two runs on the same questions: McNemar's exact test for an accuracy, the paired bootstrap's
-interval and p-value for any figure, and Holm's correction over several tests.
+"""Paired tests of two runs on the same questions: McNemar's exact test for an accuracy, approximate randomisation's
+p-value for any other figure, the paired bootstrap's interval for every figure, and Holm's correction over several
+tests.
 
 Both runs answered the same questions, so their outcomes are correlated (a hard question is hard for both) and the
 variance of the difference is Var(A) + Var(B) - 2 Cov(A, B): a paired test resamples or swaps whole questions, never
@@ -13,12 +14,14 @@ smaller count, doubled (at most 1). 30 discordant questions all one way:
 (True, 1.0, 1.0)
 
 The bootstrap draws ``resamples`` sets of question indices (with repeats) from a seeded generator; the interval is
-the 2.5th and 97.5th percentiles of the resampled differences, and the p-value how often a resampled difference lies
-at least as far from the observed one as the observed one lies from zero (the bootstrap distribution shifted to the
-null), counted with the observed draw: (1 + hits) / (1 + resamples).
+the 2.5th and 97.5th percentiles of the resampled differences. Approximate randomisation swaps the two runs' answers
+on a random half of the questions (``swaps``), ``resamples`` times: under no difference either run could have given
+either answer, so the p-value is how often a swapped difference is at least as far from zero as the observed one,
+counted with the observed: (1 + hits) / (1 + resamples). It holds for a handful of questions, where a bootstrap's
+p-value does not (two questions, both lost: the bootstrap sees -1 every time, the swaps see -1, 0, 0, +1).
 
->>> round(bootstrap_p([0.1, 0.2, 0.3, 0.2, 0.0], 0.2), 3), bootstrap_p([0.0] * 4, 0.0), interval([0.0] * 4)
-(0.333, 1.0, (0.0, 0.0))
+>>> randomisation_p([-1.0, 0.0, 0.0, 1.0], -1.0), randomisation_p([0.0] * 4, 0.0), interval([0.0] * 4)
+(0.6, 1.0, (0.0, 0.0))
 >>> holm([0.01, 0.04, 0.03])
 [0.03, 0.06, 0.06]
 """
@@ -53,6 +56,18 @@ def draws(n: int, resamples: int, seed: int = SEED):
     return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
 
 
+def swaps(n: int, resamples: int, seed: int = SEED):
+    """Approximate randomisation's swaps: a (``resamples``, ``n``) array of booleans, True where the two runs'
+    answers to a question trade places (each with probability 1/2).
+
+    >>> swaps(3, 2, seed=0).dtype
+    dtype('bool')
+    """
+    import numpy as np
+
+    return np.random.default_rng([seed, 1]).random((resamples, n)) < 0.5
+
+
 def interval(deltas: Sequence[float]) -> tuple[float, float]:
     """The 95% percentile interval of the resampled differences."""
     import numpy as np
@@ -61,13 +76,13 @@ def interval(deltas: Sequence[float]) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def bootstrap_p(deltas: Sequence[float], observed: float) -> float:
-    """The paired bootstrap's two-sided p-value of ``observed`` (see the module's docstring); 1 for a difference of 0."""
+def randomisation_p(swapped: Sequence[float], observed: float) -> float:
+    """Approximate randomisation's two-sided p-value of the difference ``observed``, from the differences of the
+    swapped answers (see the module's docstring); 1 for a difference of 0."""
     import numpy as np
 
-    shifted = np.abs(np.asarray(deltas, dtype=float) - observed)
-    hits = int(np.sum(shifted >= abs(observed) - 1e-12))
-    return min(1.0, (1 + hits) / (1 + len(deltas)))
+    hits = int(np.sum(np.abs(np.asarray(swapped, dtype=float)) >= abs(observed) - 1e-12))
+    return min(1.0, (1 + hits) / (1 + len(swapped)))
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:

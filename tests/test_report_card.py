@@ -77,7 +77,14 @@ def test_the_report_opens_with_the_card_a_column_per_model(parents, tmp_path):
     ]
     assert notes["¹"].startswith("model-b: no CConS run among the folders given")  # a benchmark not run: —, footnoted
     assert rows["CCommon accuracy (0–1), Table 2"][1:] == ["0.400 n=10", "—¹", "0.500", "0.500", "T0++ 0.530", "0.798"]
-    assert rows["NoCon accuracy (0–1), Table 2"][1:] == ["0.400 n=10, 50% unparsed", "—¹", "0.500", "0.500", "GPT-3 0.764", "0.791"]
+    assert rows["NoCon accuracy (0–1), Table 2"][1:] == [
+        "0.400 n=10, 50% unparsed",
+        "—¹",
+        "0.500",
+        "0.500",
+        "GPT-3 0.764",
+        "0.791",
+    ]
     prost = rows["macro accuracy (%), Table 5"]
     cell_a = re.fullmatch(r"35\.0 n=14 ⚠([⁰¹²³⁴⁵⁶⁷⁸⁹]+),([⁰¹²³⁴⁵⁶⁷⁸⁹]+)", prost[1])
     assert cell_a, prost[1]

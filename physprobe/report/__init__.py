@@ -7,7 +7,9 @@ This package names no benchmark. Each benchmark declares its published tables in
 - ``protocols``: the protocol the paper used for each scoring method (run.json ``method`` -> the name, or the
   names, of protocols in ``physprobe protocols``; checked against the benchmark's ``evaluation.py``);
 - ``tables``: ``id``, ``source`` (e.g. "Table 5"; null for a physprobe breakdown the paper does not print),
-  ``title``, ``format`` (``scale``: percent or fraction, ``digits``), optional ``chance``, ``chance_label``,
+  ``title``, ``format`` (``scale``: percent or fraction, ``digits``), optional ``chance``, ``chance_label`` and
+  ``chance_definition`` (a chance level other than a uniform random answer's: its name and what it is; figures draw it
+  beside ``cells.SAME_ROWS``, the card's chance),
   ``methods`` (the run methods the table reports; all when absent), ``notes``, ``columns`` and ``rows``.
   A column has a ``name`` (its printed header), optional ``label`` (for figures), ``key`` (a dot path into a
   run's metrics.json, a list of paths for cells printed as several ``parts``, or null with a ``why``), ``n``

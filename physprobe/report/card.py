@@ -1,7 +1,8 @@
 """The card a report opens with: a row per headline figure of each benchmark (``card`` in its paper_tables.yaml),
 the user's models side by side, beside the majority answer and chance on the same rows and the papers' best model
 and human figure where printed; each model's cell with its n, its unparsed share and footnotes for what it rests on
-(flags, a protocol other than the paper's, fewer groups than the paper's). Its figure: one panel per benchmark.
+(flags, a protocol other than the paper's, fewer groups than the paper's). Its figure: one panel per benchmark, drawn
+from the same ``Card`` value as the table (``panels``), so every flag, chance and scale is the table's.
 
 ``card_markdown(folders)`` renders the card from run folders in one call (e.g. as a score repository's card);
 ``card_text(folders)`` is the card as ``physprobe score --benchmark all`` prints it.
@@ -16,19 +17,38 @@ from pathlib import Path
 from physprobe.data import registry
 from physprobe.report import differences
 from physprobe.report.blocks import Heading, Image, Notes, Paragraph, TableBlock
-from physprobe.report.cells import baseline_cell, number, printed_value, run_cell
+from physprobe.report.cells import (
+    SAME_ROWS,
+    SAME_ROWS_DEFINITION,
+    baseline_cell,
+    counts,
+    number,
+    printed_value,
+    run_cell,
+    same_rows_chance,
+)
 from physprobe.report.figures import OKABE_ITO, PUBLISHED_GREY, _plt, _save
-from physprobe.report.notes import Footnotes, apart_note, coverage, exclusion, missing_texts, protocol_warning
+from physprobe.report.notes import (
+    Footnotes,
+    apart_note,
+    coverage,
+    exclusion,
+    left_out,
+    missing_texts,
+    paper_marker,
+    protocol_warning,
+)
 from physprobe.report.runs import Run, collect, model_name
 from physprobe.report.tables import CardRow, Column, PaperTables, Table, paper_tables
 from physprobe.report.writers import to_markdown
 from physprobe.run import baselines
 
 HUMAN_GREEN = "#009E73"
-INTRO = ("Each benchmark's headline figures as its paper prints them, your models beside the paper's best model and "
-         "its human figure where printed, and the majority answer and chance on the same questions. A cell reads: "
-         "value, n=questions, the share of answers that named no option (unparsed, counted wrong); ⚠ and the "
-         "footnotes say what a figure rests on.")  # fmt: skip
+INTRO = ("Each benchmark's headline figures as its paper prints them (its scale: % or 0–1, the figure's too), your models "
+         "beside the paper's best model and its human figure where printed, and the majority answer and chance on the "
+         f"same questions ({SAME_ROWS}: {SAME_ROWS_DEFINITION}). A cell reads: value, n=questions, the shares of answers that named no option (unparsed, "
+         "counted wrong) and of questions left undecided; ⚠ and the footnotes say what a figure rests on; — a figure "
+         "the model has not (footnoted).")  # fmt: skip
 
 
 @dataclass
@@ -94,56 +114,119 @@ def _config(column: Column) -> str:
     return column.keys[0].split(".")[0]
 
 
-def unparsed_share(run: Run, column: Column) -> float | None:
-    """The share of the questions behind a column's figure whose answer named no option (None: no such count)."""
-    scored = run.metrics.get(_config(column))
-    if not isinstance(scored, dict) or not scored.get("n") or "unparsed" not in scored:
-        return None
-    return scored["unparsed"] / scored["n"]
+@dataclass(frozen=True)
+class Cell:
+    """A model's cell on a card row, one value for the table and the figure: ``text`` as the card prints it (marks and
+    all), ``value`` (a fraction; None: not run or missing) and its 95% ``interval``, and whether it is ``warned`` (⚠:
+    its figures say little, or its protocol is not the paper's)."""
+
+    text: str
+    value: float | None = None
+    interval: tuple[float, float] | None = None
+    warned: bool = False
 
 
-def chance(run: Run, column: Column) -> float | None:
-    """Chance on the run's rows for a column's figure (``Baselines.chance``), else the paper's chance level."""
-    found = run.record.baselines.get(_config(column))
-    rest = column.keys[0].partition(".")[2]
-    value = found.chance.get(rest) if found is not None else None
-    return value if value is not None else column.chance
+@dataclass(frozen=True)
+class Printed:
+    """A figure the paper prints on a card row (its best model's, its human figure): who, the cell as printed, its
+    value as a fraction, and the footnote mark of a marker the cell carries (PROST's ``46.7*``)."""
+
+    who: str
+    cell: str
+    value: float
+    table: Table
+    marks: str = ""
 
 
-def _marks(run: Run, row: CardRow, table: Table, column: Column, paper: PaperTables, notes: Footnotes) -> str:
-    """⚠ and the footnote marks of a run's cell: flags of its configs, a protocol other than the paper's, a protocol
-    reported apart or leaving questions out, and fewer groups than the paper's."""
+@dataclass(frozen=True)
+class Line:
+    """A card row: its benchmark, paper row, the table whose scale it prints in, a ``Cell`` per model, the majority
+    answer's and chance's figures on each model's rows, the paper's best model and human figure."""
+
+    benchmark: str
+    paper: PaperTables
+    row: CardRow
+    table: Table
+    cells: list[Cell]
+    majority: list[float | None]
+    chance: list[float | None]
+    best: Printed | None
+    human: Printed | None
+
+
+@dataclass(frozen=True)
+class Card:
+    """The card: its columns (models), lines and footnotes; the table, the terminal and the figure all read it."""
+
+    columns: list[Model]
+    lines: list[Line]
+    notes: list[str]
+
+
+def _marks(run: Run, row: CardRow, column: Column, paper: PaperTables, notes: Footnotes) -> tuple[str, bool]:
+    """⚠ and the footnote marks of a run's cell, and whether it is warned: flags of its configs, a protocol other than
+    the paper's, a protocol reported apart or leaving questions out, questions the metric left out, fewer groups."""
     config = _config(column)
     members = registry.evaluation(run.record.benchmark).pooled.get(config, (config,))
     warning = protocol_warning(run, paper)
     warned = [warning] * bool(warning) + [f"run {run.id}: {f.text}" for f in baselines.flags(run.record) if f.config in members]
     texts = warned + [text for text in (apart_note(run), exclusion(run, config)) if text]
+    texts = [text if text.startswith("run ") else f"run {run.id}: {text}" for text in texts]
+    texts += [text for text in [left_out(run, config)] if text]
     if row.groups is not None:
         texts += [text for text in [coverage(run, row.groups)] if text]
     texts += [text for text in [differences.card_note(run, column.keys[0])] if text]
-    return (" ⚠" if warned else "") + ",".join(
-        notes.mark(text if text.startswith("run ") else f"run {run.id}: {text}") for text in texts
-    )
+    return (" ⚠" if warned else "") + ",".join(notes.mark(text) for text in texts), bool(warned)
 
 
-def _cell(run: Run | None, row: CardRow, paper: PaperTables, notes: Footnotes) -> str:
+def _cell(run: Run | None, name: str, title: str, row: CardRow, paper: PaperTables, notes: Footnotes) -> Cell:
     if run is None:
-        return ""
+        return Cell("—" + notes.mark(f"{name}: no {title} run among the folders given (a card run skips a benchmark its "
+                                     f"model's family has no protocol for, or its backend cannot serve, and says so "
+                                     f"when it runs; `physprobe score --benchmark {paper.benchmark}` scores it)"))  # fmt: skip
     table, column = source(row, run)
     found = run_cell(run, column, 0)
     if found.missing is not None:
-        return "—" + notes.mark(next(iter(missing_texts([found.missing]).values())))
+        return Cell("—" + notes.mark(next(iter(missing_texts([found.missing]).values()))))
     text = number(found.value, table) + (f" n={found.n}" if found.n else "")
-    share = unparsed_share(run, column)
-    if share:
-        text += f", {100 * share:.0f}% unparsed"
-    return text + _marks(run, row, table, column, paper, notes)
+    shares = counts(run, _config(column))
+    if shares is not None:
+        text += "".join(f", {100 * shares.share(count):.0f}% {what}" for count, what in (
+            (shares.unparsed, "unparsed"), (shares.undecided, "undecided")) if count)  # fmt: skip
+    marks, warned = _marks(run, row, column, paper, notes)
+    return Cell(text + marks, found.value, found.interval, warned)
+
+
+def _printed(found: tuple[str, str, Table] | None, notes: Footnotes) -> Printed | None:
+    """A printed figure with the footnote of the marker it carries (``notes.paper_marker``)."""
+    if found is None:
+        return None
+    who, cell, table = found
+    note = paper_marker(cell, table)
+    return Printed(who, cell, _fraction(printed_value(cell), table), table, notes.mark(note) if note else "")
+
+
+def card(runs: list[Run]) -> Card:
+    """The card of ``runs``: a line per card row of each benchmark among them, a cell per model, and the footnotes
+    of every mark (one numbering for the table, the terminal and the figure)."""
+    columns = models(runs)
+    notes = Footnotes()
+    lines = []
+    for name, paper, row in rows(runs):
+        here = [c.runs.get(name) for c in columns]
+        cells = [_cell(run, c.name, paper.title, row, paper, notes) for run, c in zip(here, columns)]
+        placed = [(run, source(row, run)[1]) for run in here if run is not None]
+        top, people = best(row), human(row)
+        lines.append(Line(name, paper, row, row.sources[0][0], cells, [baseline_cell(run, c, 0) for run, c in placed],
+                          [same_rows_chance(run, c) for run, c in placed], _printed(top, notes),
+                          _printed(None if people is None else ("human (paper)", *people), notes)))  # fmt: skip
+    return Card(columns, lines, notes.items())
 
 
 def _same_rows(values: list[float | None], table: Table) -> str:
     """One figure where every model's rows give the same, else each model's (in column order)."""
     shown = ["—" if v is None else number(v, table) for v in values]
-    return shown[0] if len(set(shown)) == 1 else " / ".join(shown)
+    return "—" if not shown else shown[0] if len(set(shown)) == 1 else " / ".join(shown)
 
 
 def rows(runs: list[Run]) -> list[tuple[str, PaperTables, CardRow]]:
@@ -154,125 +237,148 @@ def rows(runs: list[Run]) -> list[tuple[str, PaperTables, CardRow]]:
     ]
 
 
-def card_block(runs: list[Run]) -> tuple[TableBlock, list[str], list[Model]]:
-    """The card as a table (a section row per benchmark), its footnotes, and its columns."""
-    columns = models(runs)
-    notes = Footnotes()
-    header = ["Figure", *[c.name for c in columns], "Majority answer (same rows)", "Chance (same rows)", "Paper's best model",
-              "Human (paper)"]  # fmt: skip
+def card_block(found: Card) -> TableBlock:
+    """The card as a table: a section row per benchmark, a row per line."""
+    header = ["Figure", *[c.name for c in found.columns], "Majority answer (same rows)", "Chance (same rows)",
+              "Paper's best model", "Human (paper)"]  # fmt: skip
     body, kinds, section = [], [], None
-    for name, paper, row in rows(runs):
-        if name != section:
-            section = name
-            body.append([f"{paper.title} ({paper.paper.split(',')[0]})", *[""] * (len(header) - 1)])
+    for line in found.lines:
+        if line.benchmark != section:
+            section = line.benchmark
+            body.append([f"{line.paper.title} ({line.paper.paper.split(',')[0]})", *[""] * (len(header) - 1)])
             kinds.append("section")
-        runs_here = [c.runs.get(name) for c in columns]
-        placed = [(run, *source(row, run)) for run in runs_here if run is not None]
-        table = row.sources[0][0]
-        top, people = best(row), human(row)
-        where = ", ".join(dict.fromkeys(t.source or f"physprobe's {t.title}" for t, _ in row.sources))
-        figure = f"{row.figure} ({'%' if table.scale == 'percent' else '0–1'}), {where}"
+        sources = line.row.sources
+        where = ", ".join(dict.fromkeys(t.source or f"physprobe's {t.title}" for t, _ in sources))
+        top, people = line.best, line.human
         body.append([
-            figure, *[_cell(run, row, paper, notes) for run in runs_here],
-            _same_rows([baseline_cell(run, c, 0) for run, _, c in placed], table),
-            _same_rows([chance(run, c) for run, _, c in placed], table),
-            "—" if top is None else f"{top[0]} {top[1]}" + (f" ({top[2].source})" if len(row.sources) > 1 and top[2].source else ""),
-            "—" if people is None else people[0],
+            f"{line.row.figure} ({'%' if line.table.scale == 'percent' else '0–1'}), {where}",
+            *[cell.text for cell in line.cells],
+            _same_rows(line.majority, line.table), _same_rows(line.chance, line.table),
+            "—" if top is None else f"{top.who} {top.cell}{top.marks}" + (f" ({top.table.source})" if len(sources) > 1 and top.table.source else ""),
+            "—" if people is None else people.cell + people.marks,
         ])  # fmt: skip
         kinds.append("card")
-    return TableBlock(header, body, kinds, css="card"), notes.items(), columns
+    return TableBlock(header, body, kinds, css="card")
 
 
-@dataclass
-class _Bar:
+@dataclass(frozen=True)
+class Bar:
+    """A bar of the card's figure, in its panel's scale (the paper's, as the table prints it): ``text`` is what it
+    reads (a run's: its cell, marks and all), ``hatched`` a warned run's (⚠)."""
+
     label: str
-    value: float  # percent
+    value: float | None
+    text: str
     error: tuple[float, float] | None
     colour: str
     run: bool
+    hatched: bool = False
 
 
-def _panel_bars(row: CardRow, runs: list[Run | None], colours: list[str]) -> list[_Bar]:
-    bars = []
-    for run, colour in zip(runs, colours):
-        found = None if run is None else run_cell(run, source(row, run)[1], 0)
-        if found is not None and found.value is not None:
-            interval = None if found.interval is None else (100 * found.interval[0], 100 * found.interval[1])
-            bars.append(_Bar("", 100 * found.value, interval, colour, True))
-    top, people = best(row), human(row)
-    if top is not None:
-        bars.append(_Bar(f"{top[0]} (paper's best)", 100 * _fraction(printed_value(top[1]), top[2]), None, PUBLISHED_GREY, False))
-    if people is not None:
-        bars.append(_Bar("human (paper)", 100 * _fraction(printed_value(people[0]), people[1]), None, HUMAN_GREEN, False))
-    return bars
+@dataclass(frozen=True)
+class Panel:
+    """A panel of the card's figure: one benchmark, its scale, and per card line its figure, bars, and the majority
+    answer's and chance's figures on the same rows (in the panel's scale)."""
+
+    title: str
+    scale: str
+    figures: list[tuple[str, list[Bar], list[float], list[float]]]
 
 
-def card_figure(runs: list[Run], columns: list[Model], path: Path) -> bool:
-    """One panel per benchmark: for each headline figure, each model's bar (95% interval), the paper's best model and
-    human figure; majority answer and chance on the same rows as ticks. False (nothing written) without a value."""
-    colours = [OKABE_ITO[i % len(OKABE_ITO)] for i in range(len(columns))]
-    panels: dict[str, list] = {}
-    for name, paper, row in rows(runs):
-        here = [c.runs.get(name) for c in columns]
-        placed = [(run, *source(row, run)) for run in here if run is not None]
-        marks = {
-            "majority": [v for run, _, c in placed if (v := baseline_cell(run, c, 0)) is not None],
-            "chance": [v for run, _, c in placed if (v := chance(run, c)) is not None],
-        }
-        panels.setdefault(paper.title, []).append((row, _panel_bars(row, here, colours), marks))
-    if not any(bar.run for figures in panels.values() for _, bars, _ in figures for bar in bars):
+def panels(found: Card) -> list[Panel]:
+    """The card's figure as data: a panel per benchmark, every model's bar (its cell's text; — for a model that did
+    not run it), the paper's best model and human figure as printed, majority answer and chance on the same rows."""
+    colours = [OKABE_ITO[i % len(OKABE_ITO)] for i in range(len(found.columns))]
+    out: dict[str, Panel] = {}
+    for line in found.lines:
+        full = 100 if line.table.scale == "percent" else 1
+        bars = []
+        for cell, colour in zip(line.cells, colours):
+            error = None if cell.interval is None else (full * cell.interval[0], full * cell.interval[1])
+            value = None if cell.value is None else full * cell.value
+            bars.append(Bar("", value, cell.text, error, colour, True, cell.warned))
+        for printed, colour, what in ((line.best, PUBLISHED_GREY, "paper's best"), (line.human, HUMAN_GREEN, None)):
+            if printed is not None:
+                label = f"{printed.who} ({what})" if what else printed.who
+                bars.append(Bar(label, full * printed.value, printed.cell + printed.marks, None, colour, False))
+        marks = [[full * v for v in values if v is not None] for values in (line.majority, line.chance)]
+        panel = out.setdefault(line.benchmark, Panel(line.paper.title, line.table.scale, []))
+        panel.figures.append((line.row.figure, bars, *marks))
+    return list(out.values())
+
+
+def card_figure(found: Card, path: Path) -> bool:
+    """One panel per benchmark (``panels``), in the paper's scale: each model's bar (95% interval; hatched where
+    ⚠), reading as its cell does, the paper's best model and human figure as printed, majority answer and chance on
+    the same rows as ticks; the card's footnotes below. False (nothing written) without a run's value."""
+    drawn = panels(found)
+    if not any(bar.run and bar.value is not None for panel in drawn for _, bars, *_ in panel.figures for bar in bars):
         return False
     plt = _plt()
-    heights = [sum(len(bars) + 0.8 for _, bars, _ in figures) for figures in panels.values()]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(9.5, 0.26 * sum(heights) + 1.1 * len(panels) + 1.0),
+    notes = [textwrap.fill(note, 150, subsequent_indent="   ") for note in found.notes]
+    note_lines = sum(note.count("\n") + 1 for note in notes)
+    heights = [sum(len(bars) + 0.8 for _, bars, *_ in panel.figures) for panel in drawn]
+    fig, axes = plt.subplots(len(drawn), 1, figsize=(9.5, 0.26 * sum(heights) + 1.1 * len(drawn) + 1.0 + 0.13 * note_lines),
                              gridspec_kw={"height_ratios": heights}, squeeze=False)  # fmt: skip
-    for axis, (title, figures) in zip(axes[:, 0], panels.items()):
-        y, ticks, labels = 0.0, [], []
-        for row, bars, marks in figures:
-            top = y
-            for bar in bars:
-                error = None if bar.error is None else [[bar.value - bar.error[0]], [bar.error[1] - bar.value]]
-                axis.barh(y, bar.value, height=0.8, color=bar.colour, xerr=error, ecolor="#333333", capsize=2,
-                          edgecolor="#333333" if bar.run else "none", linewidth=0.6)  # fmt: skip
-                text = f"{bar.value:.1f}" + (f"  {bar.label}" if bar.label else "")
-                axis.text(min(bar.value + 1, 62), y, text, va="center", fontsize=7, fontweight="bold" if bar.run else "normal",
-                          bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=0.6))  # fmt: skip
-                y += 1
-            for kind, style in (("majority", dict(color="black", linestyle="-", linewidth=1.4)),
-                                ("chance", dict(color="black", linestyle="--", linewidth=1))):  # fmt: skip
-                for value in set(marks[kind]):
-                    axis.plot([100 * value] * 2, [top - 0.5, y - 0.5], **style)
-            ticks.append((top + y - 1) / 2)
-            labels.append(textwrap.fill(row.figure, 22))
-            y += 0.8
-        axis.set_yticks(ticks)
-        axis.set_yticklabels(labels, fontsize=8)
-        axis.set_ylim(y - 1.2, -0.7)
-        axis.set_xlim(0, 100)
-        axis.set_title(title, fontsize=10, loc="left")
-        axis.tick_params(axis="x", labelsize=7)
-        axis.grid(axis="x", color="#EEEEEE", linewidth=0.6)
-        axis.set_axisbelow(True)
-    axes[-1, 0].set_xlabel("% (each figure as its paper computes it)", fontsize=8)
-    legend = _card_legend(fig, plt, columns, colours)
+    for axis, panel in zip(axes[:, 0], drawn):
+        _card_panel(axis, panel)
+    legend = _card_legend(fig, plt, found.columns)
     fig.suptitle("Your models against the papers' best models and humans", fontsize=11)
     inches = fig.get_size_inches()[1]
-    below = legend.get_window_extent(fig.canvas.get_renderer()).height / fig.dpi + 0.1  # the legend's rows, and a margin
+    text = fig.text(0.01, 0.005, "\n".join(notes), fontsize=6.5, va="bottom", ha="left", family="DejaVu Sans") if notes else None
+    renderer = fig.canvas.get_renderer()
+    below = 0.1 + (text.get_window_extent(renderer).height / fig.dpi if text is not None else 0)
+    legend.set_bbox_to_anchor((0.5, below / inches), transform=fig.transFigure)
+    below += legend.get_window_extent(renderer).height / fig.dpi + 0.1  # the legend's rows, and a margin
     fig.tight_layout(rect=(0, below / inches, 1, 1 - 0.35 / inches))
     _save(fig, plt, path)
     return True
 
 
-def _card_legend(fig, plt, columns: list[Model], colours: list[str]):
+def _card_panel(axis, panel: Panel) -> None:
+    full = 100 if panel.scale == "percent" else 1
+    y, ticks, labels = 0.0, [], []
+    for figure, bars, majority, chances in panel.figures:
+        top = y
+        for bar in bars:
+            if bar.value is not None:
+                error = None if bar.error is None else [[bar.value - bar.error[0]], [bar.error[1] - bar.value]]
+                axis.barh(y, bar.value, height=0.8, color=bar.colour, xerr=error, ecolor="#333333", capsize=2,
+                          edgecolor="#333333" if bar.run else "none", linewidth=0.6, hatch="////" if bar.hatched else None)  # fmt: skip
+            text = bar.text + (f"  {bar.label}" if bar.label else "")
+            end = max(bar.value or 0, bar.error[1] if bar.error else 0)  # right of the bar and its interval, where it fits
+            axis.text(min(end + full * 0.01, full * 0.62), y, text, va="center", fontsize=7,
+                      fontweight="bold" if bar.run else "normal", bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=0.6))  # fmt: skip
+            y += 1
+        for values, style in ((majority, dict(color="black", linestyle="-", linewidth=1.4)),
+                              (chances, dict(color="black", linestyle="--", linewidth=1))):  # fmt: skip
+            for value in set(values):
+                axis.plot([value] * 2, [top - 0.5, y - 0.5], **style)
+        ticks.append((top + y - 1) / 2)
+        labels.append(textwrap.fill(figure, 22))
+        y += 0.8
+    axis.set_yticks(ticks)
+    axis.set_yticklabels(labels, fontsize=8)
+    axis.set_ylim(y - 1.2, -0.7)
+    axis.set_xlim(0, full)
+    axis.set_title(f"{panel.title} ({'%' if full == 100 else '0–1'}, as the paper prints it)", fontsize=10, loc="left")
+    axis.tick_params(axis="x", labelsize=7)
+    axis.grid(axis="x", color="#EEEEEE", linewidth=0.6)
+    axis.set_axisbelow(True)
+
+
+def _card_legend(fig, plt, columns: list[Model]):
     from matplotlib.patches import Patch
 
+    colours = [OKABE_ITO[i % len(OKABE_ITO)] for i in range(len(columns))]
     handles = [
         Patch(facecolor=colour, edgecolor="#333333", label=f"{column.name} (95% interval)")
         for column, colour in zip(columns, colours)
     ]
-    handles += [Patch(color=PUBLISHED_GREY, label="the paper's best model"), Patch(color=HUMAN_GREEN, label="human (paper)"),
+    handles += [Patch(facecolor="white", edgecolor="#333333", hatch="////", label="⚠ its figures say little (footnote)"),
+                Patch(color=PUBLISHED_GREY, label="the paper's best model"), Patch(color=HUMAN_GREEN, label="human (paper)"),
                 plt.Line2D([], [], color="black", linewidth=1.4, label="majority answer, same rows"),
-                plt.Line2D([], [], color="black", linestyle="--", linewidth=1, label="chance, same rows")]  # fmt: skip
+                plt.Line2D([], [], color="black", linestyle="--", linewidth=1, label=SAME_ROWS)]  # fmt: skip
     return fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
 
 
@@ -281,13 +387,13 @@ def card_blocks(runs: list[Run], figures_dir: Path | None, image_name: str = "fi
     into ``figures_dir``; none without one); none where no benchmark of the runs declares card rows."""
     if not rows(runs):  # no benchmark among the runs declares a card
         return []
-    block, notes, columns = card_block(runs)
-    blocks = [Heading(2, "Card"), Paragraph(INTRO), block]
-    if notes:
-        blocks.append(Notes(notes))
+    found = card(runs)
+    blocks = [Heading(2, "Card"), Paragraph(INTRO), card_block(found)]
+    if found.notes:
+        blocks.append(Notes(found.notes))
     if figures_dir is not None:
         path = figures_dir / Path(image_name).name
-        if card_figure(runs, columns, path):
+        if card_figure(found, path):
             blocks.append(Image(path, image_name, "Your models against the papers' best models and humans (the card's figures)"))
     return blocks
 
@@ -308,7 +414,8 @@ def card_markdown(folders: list[Path], figure: Path | None = None) -> str:
 def card_text(folders: list[Path]) -> str:
     """The card of the runs in ``folders`` as a terminal prints it: aligned columns, then its footnotes."""
     runs, _ = collect(folders)
-    block, notes, _ = card_block(runs)
+    found = card(runs)
+    block = card_block(found)
     rows = [block.header] + block.rows
     widths = [max(len(r[i]) for r in rows) for i in range(len(block.header))]
     lines = []
@@ -319,4 +426,4 @@ def card_text(folders: list[Path]) -> str:
             lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
         if kind == "header":
             lines.append("  ".join("-" * width for width in widths))
-    return "\n".join(lines + [""] + notes)
+    return "\n".join(lines + [""] + found.notes)

@@ -17,6 +17,9 @@ from physprobe.report.runs import Run, run_protocol
 from physprobe.report.tables import Column, Table
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
+SAME_ROWS = "chance, same rows"  # the card's chance and every figure's, under one name and one definition
+SAME_ROWS_DEFINITION = ("the expected figure of an answer drawn uniformly at random for each question, scored by the same "
+                        "metric on the run's own rows")  # fmt: skip
 MISSING = object()
 
 
@@ -91,6 +94,63 @@ class RunCell:
     missing: Missing | None
 
 
+@dataclass(frozen=True)
+class Counts:
+    """What a config's figures rest on, as its metrics.json counts it whatever the benchmark's layout: ``n``, the
+    questions behind its headline figure; ``skipped``, questions the metric left out of every figure (nothing to
+    compute over, ``Evaluation.skipped_reason``); ``excluded``, questions the protocol left out; ``unparsed``,
+    ``undecided`` and ``fallback`` among the answered ones (``answered``: n and skipped); ``at``, the node n is read
+    from ("" for the config's top level, ``pairwise`` for Text2Afford's)."""
+
+    n: int
+    skipped: int = 0
+    excluded: int = 0
+    unparsed: int = 0
+    undecided: int = 0
+    fallback: int = 0
+    at: str = ""
+
+    @property
+    def answered(self) -> int:
+        return self.n + self.skipped
+
+    def share(self, count: int) -> float:
+        """``count`` as a share of the answered questions (0 without any)."""
+        return count / self.answered if self.answered else 0.0
+
+
+def config_counts(benchmark: str, scored) -> Counts | None:
+    """The ``Counts`` of one config's (or pooled figure's) metrics: ``n`` at its top level, else beside the
+    benchmark's headline figure (``Evaluation.headline``); None where neither holds one. The one place the card and
+    every table read n and the shares from.
+
+    >>> config_counts("prost", {"n": 20, "undecided": 1, "accuracy": 0.5})
+    Counts(n=20, skipped=0, excluded=0, unparsed=0, undecided=1, fallback=0, at='')
+    >>> config_counts("text2afford", {"pairwise": {"n": 18, "skipped": 2, "accuracy": 0.0}, "strict": {"n": 18}})
+    Counts(n=18, skipped=2, excluded=0, unparsed=0, undecided=0, fallback=0, at='pairwise')
+    """
+    if not isinstance(scored, dict):
+        return None
+    nodes = [("", scored)] + [(at, lookup(scored, at)) for key in registry.evaluation(benchmark).headline
+                              for at in [key.rpartition(".")[0]] if at]  # fmt: skip
+    at, node = next(((at, node) for at, node in nodes if isinstance(node, dict) and _count(node, "n") is not None), ("", None))
+    if node is None:
+        return None
+    found = {name: _count(scored, name) or _count(node, name) or 0 for name in ("skipped", "excluded", "unparsed", "undecided",
+                                                                              "fallback")}  # fmt: skip
+    return Counts(_count(node, "n"), **found, at=at)
+
+
+def _count(node: dict, name: str) -> int | None:
+    value = node.get(name)
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def counts(run: Run, config: str) -> Counts | None:
+    """A run's ``config_counts`` of ``config``."""
+    return config_counts(run.record.benchmark, run.metrics.get(config))
+
+
 def _config_names(benchmark: str) -> set[str]:
     return set(registry.config_names(benchmark))
 
@@ -157,4 +217,16 @@ def baseline_cell(run: Run, column: Column, part: int) -> float | None:
     config, _, rest = key.partition(".")
     found = run.record.baselines.get(config)
     value = lookup(found.majority, rest) if found is not None and rest else MISSING
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def same_rows_chance(run: Run, column: Column, part: int = 0) -> float | None:
+    """Chance on the run's rows for a column's figure (``Baselines.chance``, ``SAME_ROWS_DEFINITION``), or None where
+    the run holds none for it (a breakdown by group, a run without baselines)."""
+    key = column.keys[part]
+    if key is None:
+        return None
+    config, _, rest = key.partition(".")
+    found = run.record.baselines.get(config)
+    value = found.chance.get(rest) if found is not None and rest else None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from physprobe.data import registry
+from physprobe.protocols.model_options import model_shown
 from physprobe.report import differences
 from physprobe.report.blocks import Heading, Image, Notes, Paragraph, TableBlock
 from physprobe.report.card import card_blocks
-from physprobe.report.cells import Missing, RunCell, baseline_cell, number, run_cell
-from physprobe.report.figures import DRAW
-from physprobe.report.notes import Footnotes, answered, apart_note, coverage, exclusion, missing_texts, protocol_warning
+from physprobe.report.cells import Counts, Missing, RunCell, baseline_cell, counts, number, run_cell
+from physprobe.report.figures import DRAW, chance_notes
+from physprobe.report.notes import Footnotes, answered, apart_note, coverage, exclusion, left_out, missing_texts, protocol_warning
 from physprobe.report.runs import Run
 from physprobe.report.tables import Column, PaperTables, Table, paper_tables
 from physprobe.run import baselines
@@ -68,7 +69,8 @@ def _configs(table: Table) -> list[str]:
 
 def _run_label(run: Run, table: Table, paper: PaperTables, notes: Footnotes) -> str:
     """A run's name in a table, with its marks: ⚠ for a protocol other than the paper's and for figures that say
-    little (``baselines.flags``), and footnotes for what the table's figures rest on (unparsed, undecided)."""
+    little (``baselines.flags``), and footnotes for what the table's figures rest on (unparsed, undecided, questions the
+    metric left out)."""
     pooled = registry.evaluation(run.record.benchmark).pooled
     configs = _configs(table)
     members = list(dict.fromkeys(member for config in configs for member in pooled.get(config, (config,))))
@@ -76,6 +78,7 @@ def _run_label(run: Run, table: Table, paper: PaperTables, notes: Footnotes) -> 
     flags = [flag for flag in baselines.flags(run.record) if flag.config in members]
     warned = [warning] * bool(warning) + [f"run {run.id}: {flag.text}" for flag in flags]
     texts = warned + [apart] * bool(apart) + [f"run {run.id}, {text}" for text in (answered(run, c) for c in members) if text]
+    texts += [text for text in (left_out(run, c) for c in members) if text]
     return run.id + (" ⚠" if warned else "") + ",".join(notes.mark(text) for text in texts)
 
 
@@ -166,7 +169,7 @@ def chat_setting(run: Run) -> str:
 
 def _backend(run: Run) -> str:
     backend = run.record.backend
-    return backend["name"] + (f", {backend['gguf_file']}" if backend.get("gguf_file") else "")
+    return backend["name"] + (f", {printable(Path(backend['gguf_file']).name)}" if backend.get("gguf_file") else "")
 
 
 def _runs_table(runs: list[Run], paper: PaperTables) -> TableBlock:
@@ -175,18 +178,19 @@ def _runs_table(runs: list[Run], paper: PaperTables) -> TableBlock:
     for run in runs:
         limit = run.record.limit
         protocol = f"{run.record.protocol} ({run.method})" + (" ⚠" if protocol_warning(run, paper) else "")
-        rows.append([run.id, printable(run.record.model), _backend(run), protocol, chat_setting(run),
+        rows.append([run.id, model_shown(run.record.model), _backend(run), protocol, chat_setting(run),
                      f"{len(run.record.configs)}" + (f", limit {limit}" if limit else ", all rows"), str(run.folder)])  # fmt: skip
     return TableBlock(["Run", "Model", "Backend", "Protocol (method)", "Prompts", "Configs", "Folder"], rows, ["run"] * len(rows))
 
 
-def _share(count: int | None, n: int) -> str:
-    return f"{count} ({100 * count / n:.0f}%)" if count and n else ""
+def _share(count: int, found: Counts) -> str:
+    return f"{count} ({100 * found.share(count):.0f}%)" if count else ""
 
 
 def _configs_table(runs: list[Run]) -> TableBlock:
-    """Per run and scored config (and pooled figure): n, the headline figure, what it rests on, the baselines of the
-    same rows by the headline figure, and the flag of one that says little (``baselines.flags``)."""
+    """Per run and scored config (and pooled figure): n (of the questions answered, where the metric left some out),
+    the headline figure, what it rests on, the baselines of the same rows by the headline figure, and the flag of one
+    that says little (``baselines.flags``); n and the shares read where the card reads them (``cells.counts``)."""
     rows = []
     for run in runs:
         benchmark, found = run.record.benchmark, run.record.baselines
@@ -195,14 +199,15 @@ def _configs_table(runs: list[Run]) -> TableBlock:
             flagged.setdefault(flag.config, []).append(flag.kind)
         for config in [*run.record.configs, *(c for c in run.metrics if c not in run.record.configs)]:  # pooled figures last
             values = run.metrics.get(config, {})
-            n = values.get("n") or 0
+            shares = counts(run, config) or Counts(0)
+            n = str(shares.n) + (f" of {shares.answered}" if shares.skipped else "")
             headline = registry.evaluation(benchmark).headline_of(values)
             same_rows = found.get(config)
             majority = same_rows and baselines.headline(benchmark, same_rows.majority)
             constant = same_rows and baselines.best_constant(benchmark, same_rows)
             chance = same_rows and baselines.headline(benchmark, same_rows.chance)
-            rows.append([run.id, config, str(n), "—" if headline is None else f"{headline[0]} {headline[1]:.3f}",
-                         _share(values.get("unparsed"), n), _share(values.get("undecided"), n),
+            rows.append([run.id, config, n, "—" if headline is None else f"{headline[0]} {headline[1]:.3f}",
+                         _share(shares.unparsed, shares), _share(shares.undecided, shares),
                          "" if not majority else f"{majority[1]:.3f} ({baselines.answer_text(same_rows.majority_answer)})",
                          "" if not constant else f"{constant[1][1]:.3f}", "" if not chance else f"{chance[1]:.3f}",
                          " ".join(f"⚠ {kind}" for kind in flagged.get(config, []))])  # fmt: skip
@@ -245,6 +250,7 @@ def document(runs: list[Run], figures_dir: Path, skipped: list[tuple[Path, str]]
             _configs_table(group),
         ]
         flags = [f"⚠ run {r.id}: {flag.text}" for r in group for flag in baselines.flags(r.record)]
+        flags += [text for r in group for c in r.metrics if (text := left_out(r, c))]
         if flags:
             blocks.append(Notes(flags))
         total = sum(len(c.differences) for s in compared for c in s.comparisons)
@@ -261,6 +267,9 @@ def document(runs: list[Run], figures_dir: Path, skipped: list[tuple[Path, str]]
             path = figures_dir / f"{benchmark}-{figure.id}.png"
             if DRAW[figure.kind](figure, paper, group, path):
                 drawn.append(Image(path, f"figures/{path.name}", figure.title))
+                chances = chance_notes(figure, paper, group)
+                if chances:
+                    drawn.append(Paragraph("Chance lines: " + " ".join(chances), "note"))
             else:
                 drawn.append(Paragraph(f"Figure not drawn: {figure.title} — no published row or run has a value for it.", "note"))
         if drawn:

@@ -1,17 +1,19 @@
 """The report's figures (matplotlib, Agg): bars (one panel per column) and lines (one line per model across a
 table's columns), published models grey, runs coloured with 95% intervals and ⚠ after the name of a run whose
-figures say little (``baselines.flags``); legends inside the figure; ``DRAW`` maps a figure kind to its
-drawing function."""
+figures say little (``baselines.flags``) and its bars hatched where they do; chance on the runs' own rows under the
+card's name (``cells.SAME_ROWS``) and the paper's chance level where it is another (``chance_lines``, defined below the
+figure by ``chance_notes``); legends inside the figure; ``DRAW`` maps a figure kind to its drawing function."""
 
 from __future__ import annotations
 
 import math
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from physprobe.data import registry
 from physprobe.errors import ReportError
-from physprobe.report.cells import number, printed_value, run_cell
+from physprobe.report.cells import SAME_ROWS, SAME_ROWS_DEFINITION, counts, number, printed_value, run_cell, same_rows_chance
 from physprobe.report.runs import Run
 from physprobe.report.tables import Column, Figure, PaperTables, Table
 from physprobe.run import baselines
@@ -19,6 +21,9 @@ from physprobe.run import baselines
 # Okabe & Ito (2008), a palette told apart with every common colour-vision deficiency; runs get these colours.
 OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#0072B2", "#D55E00", "#CC79A7", "#F0E442", "#000000")
 PUBLISHED_GREY = "#BBBBBB"
+CHANCE = "--"  # chance on the runs' rows (the card's) and a paper's chance level of the same definition
+OTHER_CHANCE = "-."  # a paper's chance level of another definition (``Table.chance_definition``)
+FLAGGED = "⚠ hatched: its figures say little (see the tables' footnotes)"
 
 
 @dataclass
@@ -29,6 +34,8 @@ class _Series:
     values: list[float | None]
     errors: list[tuple[float, float] | None]
     run: bool
+    flagged: list[bool] = field(default_factory=list)  # per value: ⚠, its config's figures say little (a hatched bar)
+    fewer: list[str] = field(default_factory=list)  # per value: " n=18 of 20" where the metric left questions out
 
 
 def _scaled(value: float, table: Table) -> float:
@@ -53,8 +60,59 @@ def _panel_series(table: Table, columns: list[Column], part_name: str | None, ru
             cell = run_cell(run, column, column.parts.index(part_name) if part_name else 0)
             values.append(None if cell.value is None else _scaled(cell.value, table))
             errors.append(None if cell.interval is None else tuple(_scaled(x, table) for x in cell.interval))
-        series.append(_Series(shown_name(run), values, errors, True))
+        fewer = [_fewer(run, column) for column in columns]
+        series.append(_Series(shown_name(run), values, errors, True, [flagged(run, column) for column in columns], fewer))
     return series
+
+
+def _fewer(run: Run, column: Column) -> str:
+    """`` n=18 of 20`` for a run's figure over its config's n where the metric scored fewer questions than the run
+    answered (``cells.counts``: Text2Afford's rows with nothing to rank; the tables' footnote says why), else ""."""
+    config = column.keys[0].split(".")[0] if column.keys[0] else None
+    found = counts(run, config) if config else None
+    if found is None or not found.skipped or column.ns[0] != ".".join(filter(None, (config, found.at, "n"))):
+        return ""
+    return f" n={found.n} of {found.answered}"
+
+
+def flagged(run: Run, column: Column) -> bool:
+    """Whether a run's figure in a column says little: a flag (``baselines.flags``) of a config it reads, or of a
+    pooled figure's configs."""
+    pooled = registry.evaluation(run.record.benchmark).pooled
+    configs = {member for key in column.keys if key for member in pooled.get(key.split(".")[0], (key.split(".")[0],))}
+    return any(flag.config in configs for flag in baselines.flags(run.record))
+
+
+def chance_lines(table: Table, column: Column, part_name: str | None, runs: list[Run]) -> list[tuple[str, float, str, str]]:
+    """The chance lines a panel of a column draws, each (label, value in the table's scale, definition, line style):
+    chance on the runs' own rows (``cells.SAME_ROWS``, the card's chance) where a run holds it for the column's
+    figure, and the paper's chance level (``chance``) where it is another (``chance_definition``) or no run holds the
+    first."""
+    part = column.parts.index(part_name) if part_name else 0
+    placed = [run for run in runs if table.methods is None or run.method in table.methods]
+    same = sorted({value for run in placed if (value := same_rows_chance(run, column, part)) is not None})
+    found = [(f"{SAME_ROWS} ({number(value, table)})", _scaled(value, table), SAME_ROWS_DEFINITION, CHANCE) for value in same]
+    if column.chance is not None and (table.chance_definition or not same):
+        definition = table.chance_definition or "the chance level of a uniform random answer over each question's options"
+        label = _reference_label(table.chance_label, column.chance, table)
+        found.append((label, _scaled(column.chance, table), definition, OTHER_CHANCE if table.chance_definition else CHANCE))
+    return found
+
+
+def chance_notes(figure: Figure, paper: PaperTables, runs: list[Run]) -> list[str]:
+    """What each chance line of a figure is (``chance_lines``), one line per name, as the report states it below the
+    figure."""
+    if figure.kind == "bars":
+        panels = [(table, column, part) for table, column, part, *_ in _bar_panels(figure, paper, runs)]
+    else:
+        table = paper.table(figure.panels[0]["table"])
+        panels = [(table, next((c for c in table.columns if c.chance is not None), table.columns[0]), None)]
+    found = {}
+    for table, column, part in panels:
+        for label, _, definition, _ in chance_lines(table, column, part, runs):
+            found.setdefault(label.rpartition(" (")[0] or label, definition)
+    ordered = sorted(found.items(), key=lambda item: item[0] != SAME_ROWS)  # the card's chance first
+    return [f"{label}: {definition}." for label, definition in ordered]
 
 
 def shown_name(run: Run) -> str:
@@ -94,7 +152,7 @@ def bars_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path)
     the chance level dashed, the paper's human row dotted, 95% intervals on the runs' bars.
     Returns False (and writes nothing) when no panel has a value."""
     panels = _bar_panels(figure, paper, runs)
-    if not any(v is not None for *_, series in panels for s in series for v in s.values):
+    if not any(v is not None for *_, series, _ in panels for s in series for v in s.values):
         return False
     plt = _plt()
     colours = _run_colours(runs)
@@ -108,8 +166,8 @@ def bars_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path)
         axis.set_visible(False)
     lines = {}
     rows = max(len(p[4]) for p in panels)
-    for axis, (table, column, part, title, series) in zip(axes.flat, panels):
-        _bar_panel(axis, table, column, part, title, series, colours, lines, rows)
+    for axis, (table, column, part, title, series, chances) in zip(axes.flat, panels):
+        _bar_panel(axis, table, column, part, title, series, chances, colours, lines, rows)
     _fit_labels(fig, axes, ncols, 1 if shared else ncols)
     legend = _legend(fig, plt, runs, colours, lines)
     fig.suptitle(figure.title, fontsize=11)
@@ -122,7 +180,7 @@ def bars_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path)
 
 def _bar_panels(figure: Figure, paper: PaperTables, runs: list[Run]) -> list[tuple]:
     """``bars_figure``'s panels: per (table, column) of the figure's panel specs, the table, the column, the part of
-    the paper's table it reads, its title and its series (every published model and run)."""
+    the paper's table it reads, its title, its series (every published model and run) and its ``chance_lines``."""
     panels = []
     for spec in figure.panels:
         table = paper.table(spec["table"])
@@ -134,13 +192,14 @@ def _bar_panels(figure: Figure, paper: PaperTables, runs: list[Run]) -> list[tup
             if spec.get("title"):  # a panel title, or a prefix when the panel spec spans several columns
                 title = spec["title"] if len(names) == 1 else f"{spec['title']}: {column.label}"
             series = _panel_series(table, [column], part, runs)
-            panels.append((table, column, part, title, series))
+            panels.append((table, column, part, title, series, chance_lines(table, column, part, runs)))
     return panels
 
 
-def _bar_panel(axis, table, column, part, title: str, series, colours: dict[str, str], lines: dict, rows: int) -> None:
-    """One panel of ``bars_figure`` on ``axis``: a bar per series (the runs' with their intervals and values), the
-    chance and human lines (added to ``lines``, by legend label), ``rows`` bars' room whatever the panel holds."""
+def _bar_panel(axis, table, column, part, title: str, series, chances, colours: dict[str, str], lines: dict, rows: int) -> None:
+    """One panel of ``bars_figure`` on ``axis``: a bar per series (the runs' with their intervals and values, hatched
+    where ⚠), the chance and human lines (added to ``lines``, by legend label), ``rows`` bars' room whatever the
+    panel holds."""
     full = 100 if table.scale == "percent" else 1
     for i, s in enumerate(series):
         value = s.values[0]
@@ -152,17 +211,18 @@ def _bar_panel(axis, table, column, part, title: str, series, colours: dict[str,
         error = None
         if s.errors[0] is not None:
             error = [[value - s.errors[0][0]], [s.errors[0][1] - value]]
+        hatched = s.run and s.flagged[0]
         axis.barh(i, value, color=colour, xerr=error, ecolor="#333333", capsize=2, height=0.75,
-                  edgecolor="#333333" if s.run else "none", linewidth=0.6)  # fmt: skip
+                  edgecolor="#333333" if s.run else "none", linewidth=0.6, hatch="////" if hatched else None)  # fmt: skip
+        if hatched:
+            lines[FLAGGED] = None
         if s.run:
             end = s.errors[0][1] if s.errors[0] is not None else value
-            axis.text(min(end + full * 0.02, full * 0.86), i, number(value / full, table), va="center", fontsize=7,
+            axis.text(min(end + full * 0.02, full * 0.86), i, number(value / full, table) + s.fewer[0], va="center", fontsize=7,
                       fontweight="bold")  # fmt: skip
     axis.set_xlim(0, full)
-    if column.chance is not None:
-        lines[_reference_label(table.chance_label, column.chance, table)] = axis.axvline(
-            _scaled(column.chance, table), color="black", linestyle="--", linewidth=1
-        )
+    for label, value, _, style in chances:
+        lines[label] = axis.axvline(value, color="black", linewidth=1, linestyle=style)
     human = _reference(table, "human", column, part)
     if human is not None:
         lines["human (paper)"] = axis.axvline(human, color="#009E73", linestyle=":", linewidth=1.6)
@@ -176,7 +236,7 @@ def _bar_panel(axis, table, column, part, title: str, series, colours: dict[str,
     axis.tick_params(axis="x", labelsize=7)
     axis.grid(axis="x", color="#EEEEEE", linewidth=0.6)
     axis.set_axisbelow(True)
-    axis.set_xlabel("%" if table.scale == "percent" else "fraction", fontsize=7)
+    axis.set_xlabel("%" if table.scale == "percent" else "0–1", fontsize=7)
 
 
 def lines_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path) -> bool:
@@ -209,21 +269,15 @@ def lines_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path
     if average is not None:
         values = [printed_value(average.cells[table.columns.index(c)]) for c in columns]
         axis.plot(x, values, color="black", linestyle="--", linewidth=1.5, label=f"{average.model} (paper)")
-    chance = next((c.chance for c in columns if c.chance is not None), None)
-    if chance is not None:
-        axis.axhline(
-            _scaled(chance, table),
-            color="black",
-            linestyle=":",
-            linewidth=1,
-            label=_reference_label(table.chance_label, chance, table),
-        )
+    chance_column = next((c for c in columns if c.chance is not None), None)
+    for label, value, _, style in chance_lines(table, chance_column, None, runs) if chance_column else []:
+        axis.axhline(value, color="black", linestyle=style, linewidth=1, label=label)
     _label_line_ends(axis, ends, 100 if table.scale == "percent" else 1)
     axis.set_xticks(x)
     axis.set_xticklabels([c.label for c in columns])
     axis.set_xlim(-0.2, len(columns) - 1 + 0.9)
     axis.set_ylim(0, 100 if table.scale == "percent" else 1)
-    axis.set_ylabel("accuracy (%)" if table.scale == "percent" else "accuracy")
+    axis.set_ylabel("accuracy (%)" if table.scale == "percent" else "accuracy (0–1)")
     axis.grid(axis="y", color="#EEEEEE")
     axis.legend(fontsize=8, loc="upper left", title="grey: published models (paper)", title_fontsize=8)
     axis.set_title(figure.title, fontsize=11)
@@ -262,7 +316,10 @@ def _legend(fig, plt, runs, colours, lines):
         Patch(facecolor=colours[shown_name(r)], edgecolor="#333333", label=f"{shown_name(r)} (95% interval)") for r in runs
     ]
     for label, line in lines.items():
-        handles.append(plt.Line2D([], [], color=line.get_color(), linestyle=line.get_linestyle(), label=label))
+        if line is None:  # a hatched run's bar
+            handles.append(Patch(facecolor="white", edgecolor="#333333", hatch="////", label=label))
+        else:
+            handles.append(plt.Line2D([], [], color=line.get_color(), linestyle=line.get_linestyle(), label=label))
     renderer = fig.canvas.get_renderer()
     for columns in range(min(len(handles), 4), 0, -1):
         legend = fig.legend(handles=handles, loc="lower center", ncol=columns, fontsize=8, frameon=False)

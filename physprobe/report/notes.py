@@ -3,7 +3,10 @@ compare with the paper, or what its protocol left out."""
 
 from __future__ import annotations
 
-from physprobe.report.cells import Missing, groups_held
+import re
+
+from physprobe.data import registry
+from physprobe.report.cells import Missing, counts, groups_held
 from physprobe.report.runs import Run, run_protocol
 from physprobe.report.tables import PaperTables, Table
 
@@ -73,6 +76,23 @@ def missing_texts(missing: list[Missing]) -> dict[Missing, str]:
     return texts
 
 
+def paper_marker(cell: str, table: Table) -> str | None:
+    """The footnote of a marker a printed cell ends with (PROST Table 5's ``46.7*``): the table's note that opens with
+    it, naming the table; None for a cell without one (or a marker the table's notes do not explain).
+
+    >>> from physprobe.report.tables import paper_tables
+    >>> paper_marker("46.7*", paper_tables("prost").table("table5"))[:52]
+    '* in Table 5: T5 and UnifiedQA are not evaluated on '
+    """
+    marker = re.search(r"[*†‡§]+$", cell.strip())
+    if marker is None:
+        return None
+    note = next((n for n in table.notes if n.startswith(marker.group(0) + " ")), None)
+    if note is None:
+        return None
+    return f"{marker.group(0)} in {table.source or table.title}: {note[len(marker.group(0)) + 1 :]}"
+
+
 def protocol_warning(run: Run, paper: PaperTables) -> str | None:
     """Why a run's numbers may not compare with the paper's, or None when its protocol is the paper's."""
     names = paper.protocols.get(run.method)
@@ -111,8 +131,8 @@ def exclusion(run: Run, config: str) -> str | None:
 
     The figures of that config are over the other questions (PROST Table 5 marks such averages with *).
     """
-    scored = run.metrics.get(config)
-    count = scored.get("excluded") if isinstance(scored, dict) else None
+    found = counts(run, config)
+    count = found.excluded if found is not None else 0
     if not count:
         return None
     protocol = run_protocol(run)
@@ -123,14 +143,29 @@ def exclusion(run: Run, config: str) -> str | None:
 
 def answered(run: Run, config: str) -> str | None:
     """What a run's figures of ``config`` rest on, where some questions got no plain answer: the unparsed,
-    undecided and fallback shares of its ``n`` questions (metrics.json's counts); None when every question got one."""
-    scored = run.metrics.get(config)
-    if not isinstance(scored, dict) or not scored.get("n"):
+    undecided and fallback shares of its answered questions (``cells.counts``); None when every question got one."""
+    found = counts(run, config)
+    if found is None or not found.answered:
         return None
-    n = scored["n"]
-    parts = [f"{scored[count]} of {n} ({100 * scored[count] / n:.0f}%) {what}" for count, what in (
-        ("unparsed", "answers named no option (unparsed, counted wrong)"),
-        ("undecided", "questions undecided (left out of the figures)"),
-        ("fallback", "answers decided by the protocol's fallback rule"),
-    ) if scored.get(count)]  # fmt: skip
+    total = found.answered
+    parts = [f"{count} of {total} ({100 * found.share(count):.0f}%) {what}" for count, what in (
+        (found.unparsed, "answers named no option (unparsed, counted wrong)"),
+        (found.undecided, "questions undecided (left out of the figures)"),
+        (found.fallback, "answers decided by the protocol's fallback rule"),
+    ) if count]  # fmt: skip
     return f"`{config}`: " + "; ".join(parts) if parts else None
+
+
+def left_out(run: Run, config: str) -> str | None:
+    """A footnote for a run whose ``config`` figures rest on fewer questions than it answered: the metric left some
+    out of every figure (metrics.json ``skipped``, ``Evaluation.skipped_reason``); None when it left none out.
+
+    Text2Afford's n=18 of 20 rows: two rows had no class pair to rank.
+    """
+    found = counts(run, config)
+    if found is None or not found.skipped:
+        return None
+    reason = registry.evaluation(run.record.benchmark).skipped_reason
+    where = f"{config}.{found.at + '.' if found.at else ''}skipped"
+    return (f"run {run.id}: n={found.n} of the {found.answered} questions of `{config}` it answered: the metric left "
+            f"{found.skipped} out of every figure (metrics.json `{where}`)" + (f": {reason}" if reason else ""))  # fmt: skip

@@ -21,8 +21,8 @@ from physprobe.errors import ReportError, RunRecordError
 from physprobe.protocols import ProtocolError
 from physprobe.record import run_record
 from physprobe.record.run_record import RunRecord
+from physprobe.record.spec import short_name
 from physprobe.report.tables import paper_tables
-from physprobe.util.redact import printable
 
 
 @dataclass
@@ -71,10 +71,7 @@ class Run:
 
 def model_name(record: RunRecord) -> str:
     """A run's name before it is told apart: its ``--label``, else its GGUF file's or its model's name."""
-    if record.label:
-        return record.label
-    gguf = record.backend.get("gguf_file")
-    return printable(Path(gguf).stem if gguf else Path(record.model.rstrip("/")).name or record.model)
+    return short_name(record.model, record.backend.get("gguf_file"), record.label)
 
 
 def traits(record: RunRecord) -> list[str]:

@@ -51,6 +51,7 @@ class Table:
     rows: tuple[Row, ...]
     chance_label: str
     groups: str | None = None  # what its columns other than the summary ones are (concepts, attributes, ...), if groups
+    chance_definition: str | None = None  # what its chance level is, where ``chance_label`` names another than chance
 
     def column(self, name: str) -> Column:
         return next(c for c in self.columns if c.name == name)
@@ -123,7 +124,7 @@ def _table(raw: dict, where: str) -> Table:
     methods = raw.get("methods")
     return Table(raw["id"], raw.get("source"), raw["title"], fmt["scale"], fmt["digits"],
                  None if methods is None else tuple(methods), tuple(raw.get("notes", ())), columns, tuple(rows),
-                 raw.get("chance_label", "chance"), raw.get("groups"))  # fmt: skip
+                 raw.get("chance_label", "chance"), raw.get("groups"), raw.get("chance_definition"))  # fmt: skip
 
 
 def _card(raw: list, ids: dict[str, Table], where: str) -> tuple[CardRow, ...]:
@@ -147,6 +148,10 @@ def _card(raw: list, ids: dict[str, Table], where: str) -> tuple[CardRow, ...]:
             raise DeclarationError(f"{at}: groups names {groups!r}, not a table that declares its groups")
         first = sources[0][0]
         rows.append(CardRow(str(entry["figure"]), tuple(sources), ids[groups] if groups else (first if first.groups else None)))
+    scales = {table.id: table.scale for row in rows for table, _ in row.sources}
+    if len(set(scales.values())) > 1:  # one scale per benchmark: its card rows, its panel of the card's figure
+        raise DeclarationError(f"{where} card: its rows read tables of two scales ({', '.join(f'{k}: {v}' for k, v in scales.items())}); "
+                               "a benchmark's card rows print in one scale")  # fmt: skip
     return tuple(rows)
 
 

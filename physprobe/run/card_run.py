@@ -64,7 +64,7 @@ def names(benchmark: str) -> tuple[str, ...]:
 
 def default_parent(model: str, gguf_file: str | None) -> Path:
     """The folder a card's runs go under without ``--out``: ``runs/`` and the GGUF file's or the model's name."""
-    return Path("runs") / (Path(gguf_file).stem if gguf_file else Path(model.rstrip("/")).name)
+    return Path("runs") / run_spec.short_name(model, gguf_file)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,6 @@ from physprobe.run.result_cache import Cache
 from physprobe.run.samples import Sample
 from physprobe.util import progress, provenance
 from physprobe.util.folder_lock import FolderLock
-from physprobe.util.redact import printable
 
 
 @dataclass(frozen=True)
@@ -214,18 +213,18 @@ def _scored_run(this: Scoring, spec: RunSpec, ranks: parallel.Ranks, started_at:
         metrics.update(pooled)
         if this.protocol.answer == "text" and ranks.main:
             chat_applied = bool(this.identity and this.identity["chat"]["applied"])
-            warn_unparsed(metrics, spec.configs, spec.model, chat_applied or not this.model.offers_chat_template())
+            warn_unparsed(metrics, spec.configs, spec.name, chat_applied or not this.model.offers_chat_template())
         record = this.record(scored, metrics, this.pooled_baselines(scored, pooled), started_at, time.perf_counter() - started)
         if ranks.main:
             samples = [sample for s in scored.values() for sample in s.samples]
             run_record.write(spec.folder, spec.owner, record, samples)  # all four files in one swap
     if ranks.main:
         for flag in baselines.flags(record):
-            print(f"physprobe: warning: {spec.label or spec.model}: {flag.text}", file=sys.stderr)
+            print(f"physprobe: warning: {spec.name}: {flag.text}", file=sys.stderr)
     return record
 
 
-def warn_unparsed(metrics: dict, configs: tuple[str, ...], model_name: str, template_tried: bool) -> None:
+def warn_unparsed(metrics: dict, configs: tuple[str, ...], run_name: str, template_tried: bool) -> None:
     """One line on stderr when more than half of a generation run's answers named no option, with the fix:
     ``--apply-chat-template`` where the model has a template not yet applied (``template_tried`` False)."""
     scored = [metrics[c] for c in configs if "unparsed" in metrics[c]]
@@ -236,6 +235,6 @@ def warn_unparsed(metrics: dict, configs: tuple[str, ...], model_name: str, temp
            if template_tried else "an instruct model answers in its chat format: score with --apply-chat-template, "
            "or a log-likelihood protocol (`physprobe protocols`)")  # fmt: skip
     print(
-        f"physprobe: warning: {unparsed} of {total} answers of {printable(model_name)} named no option (unparsed); {fix}",
+        f"physprobe: warning: {unparsed} of {total} answers of {run_name} named no option (unparsed); {fix}",
         file=sys.stderr,
     )

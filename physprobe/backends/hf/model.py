@@ -178,7 +178,7 @@ def load(facts: ModelFacts, tokenizer=None) -> Loaded:
     kwargs = dict(facts.kwargs, dtype=facts.dtype if facts.dtype == "auto" else getattr(torch, facts.dtype))
     cached = facts.converted.weights(facts.dtype) if facts.converted is not None else None
     how = "" if cached is None else " from the cached conversion" if cached.is_dir() else ", converting the GGUF file once"
-    with progress.bar(f"loading {facts.name} ({facts.family}, {facts.dtype}){how}"):
+    with progress.bar(f"loading {model_options.model_shown(facts.name)} ({facts.family}, {facts.dtype}){how}"):
         model = None
         if cached is not None:  # verified against its manifest, else removed with one line and converted again
             entry_kwargs = {k: v for k, v in kwargs.items() if k not in gguf_cache.SOURCE_ARGS}

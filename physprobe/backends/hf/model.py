@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from physprobe import protocols
-from physprobe.backends.hf import gguf_cache
+from physprobe.backends.hf import gguf_cache, threads
 from physprobe.errors import ModelLoadError
 from physprobe.protocols import inputs, model_options
 from physprobe.util import progress, provenance
@@ -105,8 +106,9 @@ def describe_model(model_name: str, device: str | None = None, gguf_file: str | 
     converted = tokenizer = None
     try:
         if "gguf_file" in kwargs:  # config and tokenizer from the file's metadata (or its cache entry); no tensor read
-            converted = gguf_cache.locate(model_name, local, kwargs)
-            config, tokenizer = gguf_cache.metadata(converted, model_name, kwargs)
+            with progress.bar(f"reading {kwargs['gguf_file']}'s config and tokenizer"):  # a large vocabulary: minutes
+                converted = gguf_cache.locate(model_name, local, kwargs)
+                config, tokenizer = gguf_cache.metadata(converted, model_name, kwargs)
         else:
             config = transformers.AutoConfig.from_pretrained(model_name, **config_kwargs)
     except ImportError as error:  # e.g. gguf files need the gguf package
@@ -171,14 +173,16 @@ def load(facts: ModelFacts, tokenizer=None) -> Loaded:
 
     A GGUF file's weights come from its cached conversion in the planned dtype where there is one; else they are
     converted from the file and stored there (not when ``device_map`` or quantization places them: those weights
-    are not the whole model in one dtype). Progress shows while the weights load (``physprobe.util.progress``).
+    are not the whole model in one dtype). Progress shows while the weights load (``physprobe.util.progress``). On a
+    CPU, torch computes on the threads ``threads.choose`` picks for the model's size.
     """
     import torch
 
     kwargs = dict(facts.kwargs, dtype=facts.dtype if facts.dtype == "auto" else getattr(torch, facts.dtype))
     cached = facts.converted.weights(facts.dtype) if facts.converted is not None else None
     how = "" if cached is None else " from the cached conversion" if cached.is_dir() else ", converting the GGUF file once"
-    with progress.bar(f"loading {facts.name} ({facts.family}, {facts.dtype}){how}"):
+    named = facts.kwargs.get("gguf_file") or Path(facts.name.rstrip("/")).name  # not a site-packages path
+    with progress.bar(f"loading {named} ({facts.family}, {facts.dtype}){how}"):
         model = None
         if cached is not None:  # verified against its manifest, else removed with one line and converted again
             entry_kwargs = {k: v for k, v in kwargs.items() if k not in gguf_cache.SOURCE_ARGS}
@@ -194,6 +198,7 @@ def load(facts: ModelFacts, tokenizer=None) -> Loaded:
         device = input_device(model)
     else:
         model.to(device)
+    threads.choose(model, device)
     batching = {} if facts.batch_size is None else {"max_batch": facts.batch_size, "batch_tokens": 1 << 62}
     return Loaded(model, tokenizer, facts.family, device, batching)
 

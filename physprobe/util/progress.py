@@ -92,25 +92,26 @@ def duration(seconds: float) -> str:
 class Tally:
     """The time left of a task made of parts (a card: benchmarks) whose items cost more or less each (a generation
     of up to 128 tokens, one of up to 5, a scored option: ``Request.cost``): the open part's cost left at its own
-    pace, once it has done a tenth of what it has to do (its pace tells best of itself), and the later parts' at the
-    pace of all the work done so far. A pace is the cost done in the time spent on it, an average (smooth, where a
-    recent window swings): from a step's opening (``begin``) or its previous count to each count (``add``), the time
-    of the count in progress included, so the pace falls while nothing moves; work found done (cached,
-    ``timed=False``) counts as done, in no time; time spent waiting (``pause``: a model loading) counts for none.
+    pace, and the later parts' at the pace of all the work done so far. A part's own pace counts a tenth of what it
+    has to do at the pace of all the work, so the estimate moves to the part's pace as it goes, not in a jump. A pace
+    is the cost done in the time spent on it, an average (smooth, where a recent window swings): from a step's
+    opening (``begin``) or its previous count to each count (``add``), the time of the count in progress included,
+    so the pace falls while nothing moves; work found done (cached, ``timed=False``) counts as done, in no time; time
+    spent waiting (``pause``: a model loading) counts for none.
 
     A card of 1,000 units of cost: its first part of 400 done in 100 s, then 30 s into the second, of 300, 60 of its
-    units are done: its 240 left at its own pace (60 in 30 s) take 2 minutes, the last part's 300 at the pace of all
-    so far (460 in 130 s) 1m25s:
+    units are done. All the work so far went at 460 in 130 s; the part's 240 left at its own 60 in 30 s counted with
+    30 at that pace take 1m43s, the last part's 300 at that pace 1m25s:
 
     >>> clock = iter([0.0, 100, 100, 130, 130]).__next__
     >>> tally = Tally(1000, clock=clock)
     >>> tally.part(400); tally.begin(); tally.add(400)
     >>> tally.part(300); tally.begin(); tally.add(60)
     >>> duration(tally.left())
-    '3m25s'
+    '3m07s'
     """
 
-    OWN = 0.1  # the share of what it has to do a part has done before its own pace reads the rest of it
+    OWN = 0.1  # the share of what it has to do that a part's own pace weighs as much as the pace of all the work
 
     def __init__(self, total: float, clock=None):
         self.total, self.clock = total, clock or time.monotonic
@@ -149,12 +150,14 @@ class Tally:
         seconds, part = self.seconds + waiting, self.open
         if self.timed <= 0 or seconds <= 0:
             return None
-        rest, left = max(0.0, self.total - self.done), 0.0
-        to_do = part["total"] - (part["done"] - part["timed"])  # the part's work not found done
-        if part["timed"] > 0 and part["timed"] >= self.OWN * to_do:
-            mine = min(rest, max(0.0, part["total"] - part["done"]))
-            left, rest = mine * (part["seconds"] + waiting) / part["timed"], rest - mine
-        return left + rest * seconds / self.timed
+        pace = seconds / self.timed  # seconds a unit of cost, over all the work so far
+        rest = max(0.0, self.total - self.done)
+        mine = min(rest, max(0.0, part["total"] - part["done"]))
+        # The open part's pace: its own, with a tenth of what it has to do counted at the pace of all the work before
+        # any of it is done (so the estimate moves to the part's own pace as it goes, never in a jump).
+        prior = self.OWN * (part["total"] - (part["done"] - part["timed"]))
+        own = (part["seconds"] + waiting + prior * pace) / (part["timed"] + prior) if prior > 0 else pace
+        return mine * own + (rest - mine) * pace
 
 
 class Reporter:
@@ -462,8 +465,8 @@ def overall(desc: str, total: float, cost: float, unit: str = "answers", clock=N
     terminal, its bar stays above the step's.
 
     In a log, a card two minutes in: 80 options (cost 25 each) took 80 s, then 30 of its first 80 generations (cost
-    153 each) 40 s; the benchmark's 50 left at its own pace (1m07s) and the card's last 380 at the pace of all so
-    far (6,590 in 120 s: 17m39s):
+    153 each) 40 s; the benchmark's 50 left at its own pace, with a tenth of it counted at the pace of all so far
+    (1m22s), and the card's last 380 at that pace (6,590 in 120 s: 17m39s):
 
     >>> import io
     >>> reporter = Reporter(io.StringIO(), INTERVAL)
@@ -475,7 +478,7 @@ def overall(desc: str, total: float, cost: float, unit: str = "answers", clock=N
     >>> step = Adding(Step("newton/track1", 80, "generations", reporter, clock=clock), card, 153)
     >>> step.update(30)
     >>> reporter.line()
-    'physprobe: benchmark 2 of 2 (newton): 110/540 answers, 2m00s elapsed, ~18m45s left | newton/track1: 30/80 generations, 1.3 s/generation, 40s elapsed, ~1m07s left'
+    'physprobe: benchmark 2 of 2 (newton): 110/540 answers, 2m00s elapsed, ~19m01s left | newton/track1: 30/80 generations, 1.3 s/generation, 40s elapsed, ~1m07s left'
     """
     counter = _counter(desc, total, unit, nested=False, overall=True)
     counter.tally = Tally(cost, clock=clock)

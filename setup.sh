@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One-command set-up: a virtual environment in .venv with physprobe and its test tools, then the
-# main job — build every benchmark from the local upstream mirror into ./build and print a summary.
+# main job — build every benchmark from the local upstream mirror into ./data and print a summary.
 #   bash setup.sh [--source-dir DIR]      (default: ../shared/data/upstream)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -18,4 +18,4 @@ if ! .venv/bin/python -c "import checklist.editor" 2>/dev/null; then
   $pip install -q --no-build-isolation checklist==0.0.11
 fi
 
-.venv/bin/physprobe build all --out build --source-dir "$source_dir"
+.venv/bin/physprobe build all --out data --source-dir "$source_dir"

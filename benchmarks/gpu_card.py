@@ -5,7 +5,7 @@ against lm-eval and the card's own limits; gpu_card.json and gpu_card.md are wri
     # on the GPU machine (device run, carry [".gpu"], timeout_s 590):
     bash .gpu/on_device.sh python3 benchmarks/gpu_card.py --data /tmp/build --out $OUT
     # anywhere, in seconds on a CPU: every section's code at tiny shapes (tests/test_gpu_card.py runs it)
-    python benchmarks/gpu_card.py --smoke --data build --out /tmp/gpu-card
+    python benchmarks/gpu_card.py --smoke --data data --out /tmp/gpu-card
 
 Sections, in order, each with its own budget (``Plan.budgets``; a section may also spend what the sections before it
 left unspent, never more than the run's ``--budget``). A watchdog (SIGALRM) ends a section at its deadline and records

@@ -1,7 +1,7 @@
 """A ``--backend openai`` run killed and resumed: the requests sent in the first run, at the kill, and by the resume.
 
     python benchmarks/kill_resume.py --server fake --kill client --limit 60 --at 30
-    python benchmarks/kill_resume.py --server llama --kill server --limit 16 --at 6 --data build
+    python benchmarks/kill_resume.py --server llama --kill server --limit 16 --at 6 --data data
 
 NEWTON Track 1 (``released-generate``, raw prompts to ``/v1/completions``) is scored three times against one server:
 uninterrupted (the reference), then into a fresh folder with the client (``physprobe score``, a process of its own) or
@@ -107,7 +107,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=60)
     parser.add_argument("--at", type=int, default=30, help="answers the server has been asked for when the kill comes")
     parser.add_argument("--concurrent", type=int, default=2)
-    parser.add_argument("--data", default=str(REPO / "build"))
+    parser.add_argument("--data", default=str(REPO / "data"))
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kill-resume-"))
 

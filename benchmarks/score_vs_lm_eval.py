@@ -1,6 +1,6 @@
 """physprobe's causal scoring against the same model's limit and EleutherAI lm-evaluation-harness, side by side.
 
-    python benchmarks/score_vs_lm_eval.py --data build --limit 200 --runs 3
+    python benchmarks/score_vs_lm_eval.py --data data --limit 200 --runs 3
     python benchmarks/score_vs_lm_eval.py --device cuda --dtype bfloat16 --model-size 1b --lm-eval-batch-size auto
     python benchmarks/score_vs_lm_eval.py --device cuda --dtype bfloat16 --model-size 8b --limit 18736 --lm-eval-batch-size auto
 
@@ -376,7 +376,7 @@ def spread(values: list[float], digits: int = 2) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="build", help="folder holding the built prost benchmark")
+    parser.add_argument("--data", default="data", help="folder holding the built prost benchmark")
     parser.add_argument("--limit", type=int, default=200, help="questions (evenly spread over PROST)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

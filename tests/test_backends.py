@@ -89,7 +89,7 @@ def test_a_protocol_the_backend_cannot_serve_is_one_line_naming_those_that_can(m
     )
     arguments = spec.Arguments(model="gpt2", benchmark="prost", out="runs/gpt2-prost", data=spec.DataChoice(), backend="generate-only",
                                model_args={})  # fmt: skip
-    source = DataSource("prost", "build/prost", None, ("default",))
+    source = DataSource("prost", "data/prost", None, ("default",))
     with pytest.raises(BackendError, match="protocol 'released-gpt' asks for mean log-probabilities of the options' tokens, "
                                            "which --backend generate-only cannot serve; use --backend hf$"):  # fmt: skip
         spec.resolve(arguments, Description("causal", "GPT2LMHeadModel"), source)

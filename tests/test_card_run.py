@@ -10,6 +10,8 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow.parquet as pq
 import pytest
@@ -19,8 +21,10 @@ from physprobe.backends.hf import model as hf_model
 from physprobe.cli import main
 from physprobe.data import registry
 from physprobe.errors import ProtocolError
+from physprobe.protocols import requests
 from physprobe.report import paper_tables
 from physprobe.run import card_run
+from physprobe.util import progress
 
 from . import tiny_models
 from .conftest import REPO
@@ -187,3 +191,66 @@ def test_a_benchmark_the_backend_cannot_serve_is_skipped_in_one_line(built_all, 
     )
     assert sorted(p.name for p in (tmp_path / "card").iterdir() if not p.name.startswith(".")) == ["cccons"]
     assert asked == 1  # the server's model list read once, by the one backend the card made
+
+
+# The README's quick-start card as a fake clock plays it, each item at the pace measured of it on the 2-core machine
+# (README, "How long a run takes"): (benchmark, its protocol's request, items of each config, seconds an item,
+# configs found in the cache). Text2Afford is the slow last benchmark in questions (20 of 15 generations each).
+QUICK_START = [("cccons", requests.Generate("?", (), max_new_tokens=20), [20] * 8, 0.19, 4),
+               ("newton", requests.Generate("?", (), max_new_tokens=128), [20] * 4, 0.9, 0),
+               ("prost", requests.Choice("?", ("a",)), [80], 0.07, 0),
+               ("text2afford", requests.GenerateEach(("?",), max_new_tokens=5), [300], 0.19, 0)]  # fmt: skip
+LOADING = 20.0  # seconds the model takes to load, at the first config not cached
+
+
+def test_a_cards_time_left_stays_within_half_of_the_time_truly_left(monkeypatch):
+    """Through ``score_card`` with a fake clock: each config a bar of the engine's items (its cached configs counted
+    done at once), the model loading at the first config not cached, each config's pace 15% off its benchmark's one
+    way or the other, counts moving by half an item; every time left the card tells once a tenth of its items are
+    done is within half of the time truly left, and never below zero. With questions as the unit, or generations
+    all of one cost, it is not: NEWTON's generations of up to 128 tokens would make Text2Afford's of up to 5 read
+    as 4 times as long."""
+    now, told = [0.0], []
+    monkeypatch.setattr(progress, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    specs = [SimpleNamespace(benchmark=name) for name, *_ in QUICK_START]
+    plan = {name: (request, sizes, pace, cached) for name, request, sizes, pace, cached in QUICK_START}
+
+    def work(spec):
+        request, sizes, _, _ = plan[spec.benchmark]
+        return request.unit, sum(sizes), sum(sizes) * request.cost() // request.work()
+
+    monkeypatch.setattr(card_run, "resolved", lambda card: (specs, {}))
+    monkeypatch.setattr(card_run.runner, "work", work)
+    items = sum(sum(sizes) for _, _, sizes, _, _ in QUICK_START)
+    loaded = []
+
+    def run(spec, models):
+        request, sizes, pace, cached = plan[spec.benchmark]
+        card = progress._OVERALL[-1]
+        for place, size in enumerate(sizes):
+            found = size if place < cached else 0
+            with progress.bar(f"{spec.benchmark}/{place}", size, request.unit, found, request.cost() / request.work()) as bar:
+                if found:
+                    continue
+                if not loaded:
+                    with progress.bar("loading the model"):
+                        now[0] += LOADING
+                    loaded.append(True)
+                factor = (0.85, 1.0, 1.15)[place % 3]
+                for _ in range(size * 2):  # half an item a count, as a generating engine's shares move
+                    now[0] += pace * factor / 2
+                    bar.update(0.5)
+                    told.append((now[0], card.tally.done / card.tally.total, card.tally.left()))
+        return spec.benchmark
+
+    monkeypatch.setattr(card_run.runner, "run", run)
+    result = card_run.score_card(card_run.Card(Path("runs"), ()))
+    assert result.records == {name: name for name, *_ in QUICK_START} and items == 620
+    end = now[0]
+    checked = [(at, left, end - at) for at, share, left in told if share >= 0.1 and end > at]
+    assert len(checked) > 0.8 * len(told)
+    wrong = [
+        (round(at, 1), round(left, 1), round(truly, 1)) for at, left, truly in checked if not 0.5 * truly <= left <= 1.5 * truly
+    ]
+    assert not wrong, wrong
+    assert all(left is None or left >= 0 for _, _, left in told)

@@ -13,8 +13,8 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 
+import pyarrow.parquet as pq
 import pytest
 
 from physprobe import cli
@@ -24,7 +24,8 @@ from .test_wheel import constraints, tracked_files
 
 README = REPO / "README.md"
 FENCE = re.compile(r"^```(\w+)(?: ([^\n]+))?\n(.*?)^```$", re.M | re.S)
-USER_PATH = ("install", "quick-start", "report", "models")  # run in this order in one fresh clone
+USER_PATH = ("install", "use", "quick-start", "report", "models")  # run in this order in one fresh clone
+PYTHON = ("use",)  # Python blocks among them (run with the clone's python, the others with bash)
 MAINTAINERS = ("publish",)  # then, in the same clone, from the development set-up
 SHOWN = {"quick-start output": "quick-start"}  # a text block showing what a command block prints
 CI = "develop"  # .ci/run's two commands
@@ -68,6 +69,7 @@ def test_every_physprobe_command_of_the_readme_parses():
     lines = [
         line.removeprefix("time ").removeprefix(".venv/bin/")
         for name in (*USER_PATH, *MAINTAINERS)
+        if name not in PYTHON
         for line in commands(blocks()[name])
     ]
     invocations = [shlex.split(line.replace('"$SMOLLM2"', "smollm2-folder")) for line in lines if line.startswith("physprobe ")]
@@ -77,13 +79,27 @@ def test_every_physprobe_command_of_the_readme_parses():
         assert args.command == argv[1]
 
 
+def test_the_datasets_and_metrics_block_reads_the_built_data(built_all, tmp_path, monkeypatch, capsys):
+    # The README's Python block as it runs in a clone whose datasets are built into data/: its figure is the share of
+    # PROST's mass questions whose answer is the first option, read here from the Parquet file itself.
+    (tmp_path / "data").symlink_to(built_all)
+    (tmp_path / "metrics").symlink_to(REPO / "metrics")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(blocks()["use"], "README.md", "exec"), {})
+    labels = pq.read_table(built_all / "prost" / "mass" / "test-00000-of-00001.parquet")["label"].to_pylist()
+    assert len(labels) == 1440
+    assert capsys.readouterr().out.strip() == f"1440 questions; the first option every time: {round(labels.count(0) / 1440, 3)}"
+
+
 @pytest.mark.slow
 def test_a_user_following_the_readme_in_a_fresh_clone(tmp_path):
     """The README's blocks, in order, as a user runs them after cloning: a git repository holding the checkout's files
-    beside the shared upstream mirror (``../shared``), a fresh virtual environment, nothing cached; pip reuses this
-    environment's versions (constraints), so it installs what a user would get from the same index."""
+    beside the shared upstream mirror (``../shared``), the virtual environment the install block makes (``.venv``,
+    active for every block after it, as in the user's shell), nothing cached; pip reuses this environment's versions
+    (constraints), so it installs what a user would get from the same index."""
     shared = REPO.parent / "shared"
-    clone, venv = tmp_path / "clone", tmp_path / "venv"
+    clone = tmp_path / "clone"
+    venv = clone / ".venv"
     for name in tracked_files():  # the working tree's files, committed in a new repository: a clone of this state
         (clone / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / name, clone / name)
@@ -91,25 +107,23 @@ def test_a_user_following_the_readme_in_a_fresh_clone(tmp_path):
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "clone"]):
         subprocess.run([*git, *args], check=True, capture_output=True)
     (tmp_path / "shared").symlink_to(shared)  # ../shared/data/upstream, as beside the checkout
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "HF_", "PHYSPROBE_", "PYTEST_"))}
-    env.update(PATH=f"{venv / 'bin'}:{env['PATH']}", HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1",
+    env.update(PATH=f"{venv / 'bin'}:{env['PATH']}", VIRTUAL_ENV=str(venv), HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1",
                PHYSPROBE_CACHE=str(tmp_path / "physprobe-cache"), PIP_CONSTRAINT=str(constraints(tmp_path / "constraints.txt")))  # fmt: skip
     named = blocks()
     printed = {}
 
     def run(name):
-        done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", named[name]], cwd=clone, env=env, capture_output=True,
-                              text=True, timeout=3600)  # fmt: skip
+        command = [str(venv / "bin" / "python"), "-c"] if name in PYTHON else ["bash", "-e", "-o", "pipefail", "-c"]
+        done = subprocess.run([*command, named[name]], cwd=clone, env=env, capture_output=True, text=True, timeout=3600)
         assert done.returncode == 0, f"README block {name!r} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         printed[name] = done.stdout + done.stderr
 
     for name in USER_PATH:
         run(name)
-    # The development set-up, as `bash setup.sh` leaves it for these blocks: the clone installed editable, as .venv.
+    # The development set-up, as `bash setup.sh` leaves it for these blocks: the clone installed editable, in .venv.
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "-e", str(clone)], env=env,
                    check=True, capture_output=True)  # fmt: skip
-    (clone / ".venv").symlink_to(venv)
     for name in MAINTAINERS:
         run(name)
 
@@ -120,11 +134,11 @@ def test_a_user_following_the_readme_in_a_fresh_clone(tmp_path):
     assert runs and all((run / "metrics.json").is_file() and (run / "spec.json").is_file() for run in runs)
     html = (clone / "report" / "report.html").read_text(encoding="utf-8")
     assert "SmolLM2" in html or "smollm2" in html
-    assert sorted(p.name for p in (clone / "build" / "hub" / "datasets").iterdir()) == [
+    assert sorted(p.name for p in (clone / "hub" / "datasets").iterdir()) == [
         "cccons",
         "newton",
         "prost",
         "text2afford",
     ]
     # Nothing was written outside the clone and the caches given.
-    assert {p.name for p in tmp_path.iterdir()} <= {"clone", "venv", "shared", "hf", "physprobe-cache", "constraints.txt"}
+    assert {p.name for p in tmp_path.iterdir()} <= {"clone", "shared", "hf", "physprobe-cache", "constraints.txt"}

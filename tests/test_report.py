@@ -459,7 +459,9 @@ def test_bad_inputs_are_one_line_errors_leaving_nothing(tmp_path, one_run, capsy
     out = tmp_path / "out" / "report"
     empty = tmp_path / "empty"
     empty.mkdir()
-    fails(["report", str(empty), "--out", str(out)], capsys, "run.json is missing")
+    fails(["report", str(empty), "--out", str(out)], capsys, f"{empty} is empty; give a folder `physprobe score` wrote")
+    (empty / "notes").mkdir()  # a folder holding a folder, no run: not one "still scoring" either
+    fails(["report", str(empty), "--out", str(out)], capsys, f"{empty} holds no physprobe run (no run.json, no run folder in it)")
     broken = tmp_path / "broken"
     shutil.copytree(one_run, broken)
     (broken / "metrics.json").write_text('{"ordinary": {"accuracy": 0.5,')

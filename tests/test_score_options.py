@@ -229,7 +229,7 @@ def test_unreachable_hub_is_one_line_with_the_local_way(models, prost_build, tmp
     assert result.stderr.startswith(
         f"physprobe: error: cannot reach the Hugging Face Hub ({endpoint}) for dataset physprobe/prost"
     )
-    assert result.stderr.strip().endswith("build it locally with `physprobe build prost --out build` and pass --data build")
+    assert result.stderr.strip().endswith("build it locally with `physprobe build prost --out data` and pass --data data")
     args = ["--model", "nobody/no-model", "--benchmark", "prost", "--data", str(prost_build.parent)]
     result = score_cli(args, endpoint, tmp_path / "hf")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr

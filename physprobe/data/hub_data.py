@@ -69,7 +69,14 @@ class DataSource:
 
     def rows(self, config: str, limit: int | None, groups: Callable[[dict, str], Sequence[str]] | None) -> ConfigRows:
         """The rows of ``config`` a run scores (``sampling.rows_to_score``: ``limit`` of them covering the benchmark's
-        ``groups``, or all); a config without rows is a ``DataError``, as no figure is reported over nothing."""
+        ``groups``, or all); a config without rows is a ``DataError``, as no figure is reported over nothing. Chosen
+        once per source (a card counts its work from them before it scores them)."""
+        chosen = self.__dict__.setdefault("_chosen", {})  # frozen: the memo is the object's own, not a field
+        if (config, limit, groups) not in chosen:
+            chosen[config, limit, groups] = self._rows(config, limit, groups)
+        return chosen[config, limit, groups]
+
+    def _rows(self, config: str, limit: int | None, groups: Callable[[dict, str], Sequence[str]] | None) -> ConfigRows:
         dataset = self.load(config)
         if len(dataset) == 0:
             raise DataError(
@@ -135,7 +142,7 @@ def hub(benchmark: str, repo_id: str | None = None, revision: str | None = None)
     repo_id = repo_id or f"{ORG}/{benchmark}"
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise DataSourceError(f"--dataset-repo {repo_id!r} is not ORG/NAME")
-    build_hint = f"build it locally with `physprobe build {benchmark} --out build` and pass --data build"
+    build_hint = f"build it locally with `physprobe build {benchmark} --out data` and pass --data data"
     try:
         commit = HfApi().dataset_info(repo_id, revision=revision or "main").sha
         names = get_dataset_config_names(repo_id, revision=commit)

@@ -30,6 +30,11 @@ from typing import ClassVar
 
 from physprobe.protocols.results import Answer, Answers, Scores
 
+# A sequence read whole costs about as much as this many tokens generated one at a time: SmolLM2-135M on the 2-core
+# machine (README, "How long a run takes"): 0.19 s a CConS generation of up to 20 tokens, 0.9 s a NEWTON one of up
+# to 128, 0.19 s a Text2Afford one of up to 5 (longer prompts), 0.07 s a PROST option: 0.0028 to 0.0063 s a step.
+PROMPT_STEPS = 25
+
 
 class Request:
     """What every request type shares: its cache key and the texts it makes the model read."""
@@ -37,6 +42,8 @@ class Request:
     system: str | None = None  # the system turn sent with the prompts (``Generate``'s); None: the run's instruction, if any
     asked_for: ClassVar[str]  # what the model is asked for, as a user-facing message names it (never the class's name)
     result: ClassVar[type] = Scores  # what a backend returns for one request (``physprobe.protocols.results``)
+    unit: ClassVar[str] = "options"  # what the engine does for it, as progress counts it (``work``)
+    counted: ClassVar[str | None] = None  # the field holding one item of that work each (None: the request is one)
 
     def key(self) -> list:
         """The request as JSON-ready data: its type's name and the fields that differ from their defaults
@@ -48,6 +55,27 @@ class Request:
         fields = dataclasses.fields(self)
         plain = {f.name: _plain(getattr(self, f.name)) for f in fields if getattr(self, f.name) != f.default}
         return [type(self).__name__, plain]
+
+    def cost(self) -> int:
+        """What the request's work costs, in token steps: a sequence read whole (a prompt, an option after its
+        context) as ``PROMPT_STEPS`` of them, each token of a generation's budget as one; so a time left can read
+        one benchmark's generations of up to 128 tokens at the pace of another's of up to 5 (progress's ``Tally``).
+
+        >>> Choice("Ice is", (" cold", " hot")).cost(), Generate("Ice is", ("cold",), max_new_tokens=20).cost()
+        (50, 45)
+        """
+        return self.work() * (PROMPT_STEPS + getattr(self, "max_new_tokens", 0))
+
+    def work(self) -> int:
+        """The items of work the engine does for the request, in ``unit`` (progress counts these, not questions):
+        a scored option each, a generation each, a prompt or a sentence pair each.
+
+        >>> Choice("Ice is", (" cold", " hot", " wet")).work(), Generate("Ice is", ("cold",)).work()
+        (3, 1)
+        >>> GenerateEach(("Can you sit on it?", "Can you eat it?")).work(), GenerateEach.unit
+        (2, 'generations')
+        """
+        return len(getattr(self, self.counted)) if self.counted else 1
 
     def texts(self) -> list[str]:
         """Every text the request makes the model read, once per sequence fed (token counts, exports)."""
@@ -80,6 +108,7 @@ class Choice(Request):
     token prefix; a server backend echoes each text and sums the same tokens' log-probabilities."""
 
     asked_for: ClassVar[str] = "log-likelihoods of options after a shared context"
+    counted: ClassVar[str] = "continuations"
     context: str
     continuations: tuple[str, ...]
 
@@ -106,6 +135,7 @@ class MeanTokens(Request):
     """
 
     asked_for: ClassVar[str] = "mean log-probabilities of the options' tokens"
+    counted: ClassVar[str] = "options"
     options: tuple[tuple[str, ...], ...]
     specials: str = "bos_eos"
 
@@ -122,6 +152,7 @@ class Masked(Request):
     one token of the vocabulary."""
 
     asked_for: ClassVar[str] = "candidate words at a mask"
+    counted: ClassVar[str] = "candidates"
     text: str
     candidates: tuple[str, ...]
 
@@ -141,6 +172,7 @@ class MaskedPair(Request):
     Result: ``Scores``, one (or None) per word, log P(word) at the mask; None when the word has no score."""
 
     asked_for: ClassVar[str] = "candidate words at a mask in a sentence pair"
+    counted: ClassVar[str] = "words"
     first: str
     second: str
     words: tuple[str, ...]
@@ -164,6 +196,7 @@ class Seq2Seq(Request):
     """
 
     asked_for: ClassVar[str] = "log-probabilities of targets given a source (encoder-decoder)"
+    counted: ClassVar[str] = "targets"
     source: str
     targets: tuple[str, ...]
     first_token_after: str | None = None
@@ -187,6 +220,8 @@ class Entailment(Request):
     """
 
     asked_for: ClassVar[str] = "entailment of sentence pairs (NLI)"
+    unit: ClassVar[str] = "sentence pairs"
+    counted: ClassVar[str] = "pairs"
     pairs: tuple[tuple[str, str], ...]
     reading: str = "three_way"
 
@@ -202,6 +237,8 @@ class YesNo(Request):
     Result: ``Scores``, one per prompt, P(YES) / (P(YES) + P(NO)) (``physprobe.protocols.answers.yes_probability``)."""
 
     asked_for: ClassVar[str] = "YES/NO probabilities"
+    unit: ClassVar[str] = "prompts"
+    counted: ClassVar[str] = "prompts"
     prompts: tuple[str, ...]
 
     def texts(self) -> list[str]:
@@ -228,6 +265,7 @@ class Generate(Request):
 
     asked_for: ClassVar[str] = "a generated answer"
     result: ClassVar[type] = Answer
+    unit: ClassVar[str] = "generations"
     prompt: str
     choices: tuple[str, ...]
     max_new_tokens: int = 16
@@ -253,6 +291,8 @@ class GenerateEach(Request):
 
     asked_for: ClassVar[str] = "a generated answer to each of several prompts"
     result: ClassVar[type] = Answers
+    unit: ClassVar[str] = "generations"
+    counted: ClassVar[str] = "prompts"
     prompts: tuple[str, ...]
     max_new_tokens: int = 16
     stop: tuple[str, ...] = ()

@@ -1,8 +1,8 @@
 """``physprobe publish`` (and ``upload.py``, its entry in the checkout): build the benchmarks and metrics into
 Hub-ready repo folders, validate them, and publish them; or publish score runs as one dataset repository.
 
-    physprobe publish --out build/hub                                  # dry run: build and validate, no network
-    physprobe publish --out build/hub --push [--org physprobe] [--only prost,newton] [--tag v0.1.0]
+    physprobe publish --out hub                                        # dry run: build and validate, no network
+    physprobe publish --out hub --push [--org physprobe] [--only prost,newton] [--tag v0.1.0]
     physprobe publish --runs runs/* --runs-repo my-runs --push --org ME  # score runs, as one dataset repo
 
 Datasets become dataset repos (Parquet per config and split + card), metrics become Spaces (the files of
@@ -47,7 +47,7 @@ from physprobe.errors import PublishError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``physprobe publish`` (and ``upload.py``)."""
-    parser.add_argument("--out", default="build/hub", help="where the repo folders are written (default: build/hub)")
+    parser.add_argument("--out", default="hub", help="where the repo folders are written (default: ./hub)")
     parser.add_argument("--source-dir", help="local mirror of the upstream files (default: $PHYSPROBE_SOURCE_DIR, else download)")
     parser.add_argument("--push", action="store_true", help="upload to the Hub (without it nothing touches the network)")
     parser.add_argument("--org", default="physprobe")

@@ -237,7 +237,7 @@ def export(out: Path, data: Path | None = None, benchmarks: list[str] | None = N
     ``data``: a local build (``physprobe build``) the tasks read; else ``physprobe/<benchmark>`` on the Hub
     (read here for one row per config, which tells which protocols lm-eval can express).
 
-        physprobe export lm-eval --out lm_eval_tasks --data build
+        physprobe export lm-eval --out lm_eval_tasks --data data
     """
     from physprobe.util.paths import Owner, staged
 

@@ -169,6 +169,9 @@ def load(folder: Path) -> RunRecord:
     and field for a folder ``write`` did not finish, another schema version, or a value it never writes."""
     if not folder.is_dir():
         raise RunRecordError(f"{folder} is not a folder; give the run folders written by `physprobe score`")
+    if not is_run_folder(folder):  # no run began here: not one "still scoring"
+        what = "is empty" if not any(folder.iterdir()) else "holds no physprobe run (no run.json, no run folder in it)"
+        raise RunRecordError(f"{folder} {what}; give a folder `physprobe score` wrote (its --out, by default runs/<model>)")
     info = _read_json(folder / RUN_JSON, folder)
     metrics = _read_json(folder / METRICS_JSON, folder)
     where = str(folder / RUN_JSON)

@@ -13,7 +13,7 @@ ranks as JSON (``to_json`` / ``from_json``), and embedded in the run's record.
 
 >>> from physprobe.backends.base import Description
 >>> arguments = check("gpt2", "prost", limit=10)
->>> source = hub_data.DataSource("prost", "build/prost", None, ("default",))
+>>> source = hub_data.DataSource("prost", "data/prost", None, ("default",))
 >>> spec = resolve(arguments, Description("causal", "GPT2LMHeadModel", chat_template=False), source)
 >>> spec.family, spec.protocol, spec.sends, spec.configs, spec.out
 ('causal', 'released-gpt', 'MeanTokens', ('default',), 'runs/gpt2-prost')

@@ -6,8 +6,8 @@ each benchmark's run resolved from that description (``spec.resolve``). Each ben
 (``physprobe.run.runner``, given the card's ``Models``): its own folder under one parent (``runs/<model>/<benchmark>``),
 its own spec, record and resume cache, so a card killed mid-way and run again re-scores nothing already answered. A
 benchmark that no default protocol of the model's family fits, or whose protocol asks requests the backend cannot
-serve, is named in one line and skipped. Progress counts the whole card
-(``progress.overall``: benchmark i of n, questions, time left). ``physprobe report runs/<model>`` renders the card.
+serve, is named in one line and skipped. Progress counts the whole card in the engine's items of work (generations,
+scored options: ``runner.work``), those cached as done (``progress.overall``: benchmark i of n, items, time left). ``physprobe report runs/<model>`` renders the card.
 
 >>> names("newton,prost"), names("all") == tuple(registry.names())
 (('newton', 'prost'), True)
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from physprobe import backends
 from physprobe.backends.base import Backend
-from physprobe.data import registry, sampling
+from physprobe.data import registry
 from physprobe.errors import BackendError, PhysprobeError, ProtocolError
 from physprobe.record import spec as run_spec
 from physprobe.record.run_record import RunRecord
@@ -128,11 +128,6 @@ class Models:
         return model
 
 
-def questions(spec: RunSpec) -> int:
-    """How many questions ``spec``'s run asks: its configs' rows under ``--limit``."""
-    return sum(len(sampling.spread(len(spec.data.load(config)), spec.limit)) for config in spec.configs)
-
-
 @dataclass(frozen=True)
 class CardResult:
     """A card run's records by benchmark, and the benchmarks it skipped with why."""
@@ -152,13 +147,11 @@ def score_card(card: Card) -> CardResult:
     if not specs:
         raise ProtocolError(f"none of {', '.join(skipped)} can be scored with this model and backend ({next(iter(skipped.values()))}); "
                             "see `physprobe protocols`")  # fmt: skip
-    models, asked = Models(), {spec.benchmark: questions(spec) for spec in specs}
+    models, asked = Models(), {spec.benchmark: runner.work(spec) for spec in specs}
     records = {}
-    with progress.overall("card", sum(asked.values()), "questions") as counter:
-        done = 0
+    with progress.overall("card", sum(w[1] for w in asked.values()), sum(w[2] for w in asked.values())) as counter:
         for place, spec in enumerate(specs, 1):
             counter.set_description(f"benchmark {place} of {len(specs)} ({spec.benchmark})")
+            counter.tally.part(asked[spec.benchmark][2])  # read at its own pace once a tenth of it is done
             records[spec.benchmark] = runner.run(spec, models)
-            done += asked[spec.benchmark]
-            counter.update(max(0, done - counter.n))  # questions read from the cache, or left out by the protocol
     return CardResult(card.out, records, skipped)

@@ -37,15 +37,17 @@ from physprobe.util.folder_lock import FolderLock
 
 @dataclass(frozen=True)
 class ResultHandle:
-    """What a backend's ``score`` reports to: ``update(n)`` advances the config's progress bar, ``answered(i, result)``
-    hands over request ``i``'s result as soon as it is ready, which is committed to the cache at once (a backend that
-    finishes a call's results together returns them, and they are committed then)."""
+    """What a backend's ``score`` reports to: ``update(n)`` advances the config's progress bar by ``n`` requests (or
+    shares of them), counted there as the engine's items of work (``Request.work``: the call's items per request),
+    ``answered(i, result)`` hands over request ``i``'s result as soon as it is ready, which is committed to the cache
+    at once (a backend that finishes a call's results together returns them, and they are committed then)."""
 
     bar: object  # a progress counter (``progress.bar``)
     answered: Callable[[int, Result], None]
+    items: float = 1.0  # items of work per request of the call
 
     def update(self, count: float) -> None:
-        self.bar.update(count)
+        self.bar.update(count * self.items)
 
 
 @dataclass(frozen=True)
@@ -59,13 +61,30 @@ class ScoredConfig:
     seconds: float
 
 
+def asked(spec: RunSpec, config: str, evaluation, protocol) -> tuple:
+    """What ``spec``'s run asks of ``config``: the rows chosen (``DataSource.rows``), the places of those the protocol
+    keeps (not its ``skip``), and their requests, in row order."""
+    chosen = spec.data.rows(config, spec.limit, evaluation.groups)
+    kept = [i for i, row in enumerate(chosen.rows) if not (protocol.skip and protocol.skip(row))]
+    return chosen, kept, [protocol.build(chosen.rows[i], config) for i in kept]
+
+
+def work(spec: RunSpec) -> tuple[str, int, int]:
+    """What ``spec``'s run asks of the engine, cached or not: what its items are (``Request.unit``: generations,
+    options, ...), how many (``Request.work``) and what they cost (``Request.cost``)."""
+    evaluation = registry.evaluation(spec.benchmark)
+    protocol = evaluation.protocol(spec.protocol)
+    requests = [request for config in spec.configs for request in asked(spec, config, evaluation, protocol)[2]]
+    return protocol.sends.unit, sum(r.work() for r in requests), sum(r.cost() for r in requests)
+
+
 def backend_of(spec: RunSpec) -> Backend:
     """The backend ``spec`` names, made from its settings and what ``spec.make`` read of the model (no weights yet)."""
     return backends.create(spec.backend, spec.settings, spec.described)
 
 
 class Scoring:
-    """A spec being scored: its model (made once, not loaded), protocol, data source, cache and ranks.
+    """A spec being scored: its model (made once, not loaded), protocol, cache and ranks.
     ``make_backend(spec)`` makes the model (default: ``backend_of``); a caller scoring one model on several
     benchmarks (``physprobe.run.card_run``) passes one that hands back the backend it made before, loaded once."""
 
@@ -73,7 +92,6 @@ class Scoring:
         self.spec, self.ranks = spec, ranks
         self.evaluation = registry.evaluation(spec.benchmark)
         self.protocol = self.evaluation.protocol(spec.protocol)
-        self.source = spec.data
         self.model = (make_backend or backend_of)(spec)  # options checked; no weights, no request
         self.loaded_before = self.model.load_seconds  # a model made before may have loaded in an earlier run
         self.identity: dict = {}
@@ -82,10 +100,8 @@ class Scoring:
     def score(self, config: str, cache: Cache) -> ScoredConfig:
         """Score ``config``: rows, requests, results (cached or fresh), samples, figures."""
         started, protocol = time.perf_counter(), self.protocol
-        chosen = self.source.rows(config, self.spec.limit, self.evaluation.groups)
+        chosen, kept, requests = asked(self.spec, config, self.evaluation, protocol)
         indices, rows, self.revisions[config] = chosen.indices, chosen.rows, chosen.revision
-        kept = [i for i, row in enumerate(rows) if not (protocol.skip and protocol.skip(row))]
-        requests = [protocol.build(rows[i], config) for i in kept]
         if requests and not self.identity:
             self.identity = cache.settled(self.model.identity(protocol.sends))
         results, fresh = self.results(config, requests, [indices[i] for i in kept], cache)
@@ -131,7 +147,13 @@ class Scoring:
             if owner[c] == self.ranks.rank and (part := [i for i in cuts[c] if keys[i] not in known])
         ]
         fresh: dict = {}
-        with progress.bar(f"{self.spec.benchmark}/{config}", sum(map(len, todo)), "questions") as bar:
+        work = [request.work() for request in requests]
+        mine = sum(work[i] for c in range(len(cuts)) if owner[c] == self.ranks.rank for i in cuts[c])
+        left = sum(work[i] for part in todo for i in part)  # the rest of this rank's work is in the cache: done
+        weight = sum(r.cost() for r in requests) / sum(work) if requests else 1.0  # an item's cost, for a card's time left
+        with progress.bar(
+            f"{self.spec.benchmark}/{config}", mine, self.protocol.sends.unit, done=mine - left, weight=weight
+        ) as bar:
             for part in todo:
                 committed: set[str] = set()
 
@@ -141,7 +163,9 @@ class Scoring:
                     committed.add(keys[part[index]])
 
                 try:
-                    values = self.model.score([requests[i] for i in part], ResultHandle(bar, answered))
+                    values = self.model.score(
+                        [requests[i] for i in part], ResultHandle(bar, answered, sum(work[i] for i in part) / len(part))
+                    )
                 except RequestError as error:
                     raise BackendError(f"{self.spec.benchmark}/{config} row {indices[part[error.index]]}: {error}") from None
                 except ServedModelChanged as error:  # the answers since its last matching probe may be the other model's

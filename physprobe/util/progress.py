@@ -4,29 +4,38 @@ one line every 30 seconds; nothing under pytest.
 When stderr is not a terminal (a job's log file, ``nohup``, a pipe), tqdm's bars are off (``disable=None``) and a
 long run would be silent for minutes. There, a daemon thread writes the line of the step in progress every
 ``INTERVAL`` seconds: the step, items done of the total, the recent rate, the time elapsed and,
-while something moves, the estimated time left at that rate (between steps, once, the finished line of the last one)::
+while something moves, the estimated time left at that rate (between steps, once, the finished line of the last one,
+then that the command is still at work, so that a log hears from a run every ``INTERVAL`` seconds for as long as it
+runs)::
 
-    physprobe: prost/mass: 512/1,440 questions, 8.3 questions/s, 1m02s elapsed, ~1m53s left
+    physprobe: prost/mass: 512/1,440 options, 8.3 options/s, 1m02s elapsed, ~1m53s left
 
-Items may be done in shares: a generating engine advances each question by the share of its token budget answered,
-so the count moves token by token (``3.4/20 questions``) long before a whole batch of answers ends. The libraries'
-own bars (transformers converting or loading weights, datasets, huggingface_hub downloads) would print their
-carriage returns into such a log: ``quiet_library_bars`` turns them off there.
+A step counts what the engine does (generations, scored options, prompts: ``Request.unit``), not questions, and
+counts the items already done when it opens (read from a cache) as done at once (``done``), in no time: its rate
+and time left read only the items done since. Items may be done in shares: a generating engine advances each
+generation by the share of its token budget answered, so the count moves token by token (``3.4/20 generations``)
+long before a whole batch of answers ends. The libraries' own bars (transformers converting or loading weights,
+datasets, huggingface_hub downloads) would print their carriage returns into such a log: ``quiet_library_bars``
+turns them off there.
 
-A task made of steps (a card run's benchmarks) opens an ``overall`` counter: every step opened inside it adds its
-items to it, and in a log its line leads the step's::
+A task made of steps (a card run's benchmarks) opens an ``overall`` counter with its items of each kind: every step
+opened inside it adds its items to it, and in a log its line leads the step's::
 
-    physprobe: benchmark 2 of 4 (newton): 130/460 questions, 1.1 questions/s, 2m00s elapsed, ~5m25s left | newton/track1: 30/80 questions, 1.3 s/question, 40s elapsed, ~1m07s left
+    physprobe: benchmark 2 of 4 (newton): 130/460 answers, 2m00s elapsed, ~5m25s left | newton/track1: 30/80 generations, 1.3 s/generation, 40s elapsed, ~1m07s left
+
+Its time left is each kind's items left at that kind's own rate so far (``Tally``), so a card whose last benchmark
+asks 15 generations a question reads it at the generations' rate, not at the questions' rate of the benchmarks
+before it, and the figure moves smoothly (an average over all the time spent on that kind, not a recent window).
 
 Runs under pytest (``PYTEST_CURRENT_TEST``, which pytest sets and subprocesses inherit) write neither.
 
 >>> import io
->>> step = Step("newton/track1", 400, "questions", Reporter(io.StringIO(), INTERVAL), clock=iter([0.0, 75.0, 300.0]).__next__)
+>>> step = Step("newton/track1", 400, "generations", Reporter(io.StringIO(), INTERVAL), clock=iter([0.0, 75.0, 300.0]).__next__)
 >>> step.update(100)
 >>> step.line()
-'physprobe: newton/track1: 100/400 questions, 1.3 questions/s, 1m15s elapsed, ~3m45s left'
+'physprobe: newton/track1: 100/400 generations, 1.3 generations/s, 1m15s elapsed, ~3m45s left'
 >>> step.update(300); step.close(); step.line()
-'physprobe: newton/track1: 400/400 questions done in 5m00s'
+'physprobe: newton/track1: 400/400 generations done in 5m00s'
 
 """
 
@@ -42,7 +51,7 @@ import time
 from typing import TextIO
 
 INTERVAL = 30.0  # seconds between two lines in a log
-WINDOW = 3  # lines (in a log, 90 s) over which a line's rate and time left are measured
+WINDOW = 3  # lines (in a log, 90 s) over which a step's rate and time left are measured
 
 
 def count(n: float) -> str:
@@ -58,8 +67,8 @@ def count(n: float) -> str:
 def rate(n: float, seconds: float, unit: str) -> str:
     """Items per second, or seconds per item where that reads better (under one item a second).
 
-    >>> rate(500, 60, "questions"), rate(3.4, 60, "questions")
-    ('8.3 questions/s', '17.6 s/question')
+    >>> rate(500, 60, "options"), rate(3.4, 60, "generations")
+    ('8.3 options/s', '17.6 s/generation')
     """
     if n >= seconds:
         return f"{n / seconds:,.1f} {unit}/s"
@@ -67,12 +76,12 @@ def rate(n: float, seconds: float, unit: str) -> str:
 
 
 def duration(seconds: float) -> str:
-    """Seconds as the lines write them.
+    """Seconds as the lines write them (never below zero).
 
-    >>> duration(42.4), duration(62), duration(3725)
-    ('42s', '1m02s', '1h02m05s')
+    >>> duration(42.4), duration(62), duration(3725), duration(-3)
+    ('42s', '1m02s', '1h02m05s', '0s')
     """
-    seconds = int(round(seconds))
+    seconds = max(0, int(round(seconds)))
     hours, rest = divmod(seconds, 3600)
     minutes, seconds = divmod(rest, 60)
     if hours:
@@ -80,17 +89,90 @@ def duration(seconds: float) -> str:
     return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
 
 
+class Tally:
+    """The time left of a task made of parts (a card: benchmarks) whose items cost more or less each (a generation
+    of up to 128 tokens, one of up to 5, a scored option: ``Request.cost``): the open part's cost left at its own
+    pace, and the later parts' at the pace of all the work done so far. A part's own pace counts a tenth of what it
+    has to do at the pace of all the work, so the estimate moves to the part's pace as it goes, not in a jump. A pace
+    is the cost done in the time spent on it, an average (smooth, where a recent window swings): from a step's
+    opening (``begin``) or its previous count to each count (``add``), the time of the count in progress included,
+    so the pace falls while nothing moves; work found done (cached, ``timed=False``) counts as done, in no time; time
+    spent waiting (``pause``: a model loading) counts for none.
+
+    A card of 1,000 units of cost: its first part of 400 done in 100 s, then 30 s into the second, of 300, 60 of its
+    units are done. All the work so far went at 460 in 130 s; the part's 240 left at its own 60 in 30 s counted with
+    30 at that pace take 1m43s, the last part's 300 at that pace 1m25s:
+
+    >>> clock = iter([0.0, 100, 100, 130, 130]).__next__
+    >>> tally = Tally(1000, clock=clock)
+    >>> tally.part(400); tally.begin(); tally.add(400)
+    >>> tally.part(300); tally.begin(); tally.add(60)
+    >>> duration(tally.left())
+    '3m07s'
+    """
+
+    OWN = 0.1  # the share of what it has to do that a part's own pace weighs as much as the pace of all the work
+
+    def __init__(self, total: float, clock=None):
+        self.total, self.clock = total, clock or time.monotonic
+        self.done = self.timed = self.seconds = 0.0  # all done; done in this run (not found done), in these seconds
+        self.since: float | None = None  # where the time not yet counted began (None: a pause)
+        self.open = {"total": 0.0, "done": 0.0, "timed": 0.0, "seconds": 0.0}  # the open part
+
+    def part(self, total: float) -> None:
+        """A part of the task begins, of cost ``total``."""
+        self.open = {"total": total, "done": 0.0, "timed": 0.0, "seconds": 0.0}
+
+    def begin(self) -> None:
+        """A step begins, or a pause ends: the time from now counts."""
+        self.since = self.clock()
+
+    def pause(self) -> None:
+        """Time from now counts for nothing (until ``begin``)."""
+        self.since = None
+
+    def add(self, cost: float, timed: bool = True) -> None:
+        self.done += cost
+        self.open["done"] += cost
+        if not timed:
+            return
+        now = self.clock()
+        spent = now - self.since if self.since is not None else 0.0
+        self.since = now
+        self.timed += cost
+        self.seconds += spent
+        self.open["timed"] += cost
+        self.open["seconds"] += spent
+
+    def left(self) -> float | None:
+        """Seconds left (None: nothing done in time yet to tell a pace by)."""
+        waiting = max(0.0, self.clock() - self.since) if self.since is not None else 0.0  # the count in progress
+        seconds, part = self.seconds + waiting, self.open
+        if self.timed <= 0 or seconds <= 0:
+            return None
+        pace = seconds / self.timed  # seconds a unit of cost, over all the work so far
+        rest = max(0.0, self.total - self.done)
+        mine = min(rest, max(0.0, part["total"] - part["done"]))
+        # The open part's pace: its own, with a tenth of what it has to do counted at the pace of all the work before
+        # any of it is done (so the estimate moves to the part's own pace as it goes, never in a jump).
+        prior = self.OWN * (part["total"] - (part["done"] - part["timed"]))
+        own = (part["seconds"] + waiting + prior * pace) / (part["timed"] + prior) if prior > 0 else pace
+        return mine * own + (rest - mine) * pace
+
+
 class Reporter:
     """Writes a line once ``interval`` seconds have passed since the previous one (from a daemon thread started with
     the first step, which looks every second): the line of the most recently opened step still open, else, once, the
-    finished line of the step closed last; the line of each ``overall`` step open leads it (``line``). So a log hears
-    from a run every ``interval`` seconds, a step that opens after a pause is reported at once, and nothing repeats
-    while no step is open."""
+    finished line of the step closed last, else that the command is still at work; the line of each ``overall`` step
+    open leads it (``line``). So a log hears from a run every ``interval`` seconds for as long as it runs, a step
+    that opens after a pause is reported at once, and a failure to make a line (which a test's fake clock may
+    raise) skips that line, never the ones after it."""
 
-    def __init__(self, stream: TextIO, interval: float):
-        self.stream, self.interval = stream, interval
+    def __init__(self, stream: TextIO, interval: float, clock=None):
+        self.stream, self.interval, self.clock = stream, interval, clock or time.monotonic
         self._open: list[Step] = []
         self._closed: Step | None = None
+        self._last: Step | None = None  # the step closed last (an idle line names it)
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
@@ -106,7 +188,7 @@ class Reporter:
         with self._lock:
             if step in self._open:
                 self._open.remove(step)
-                self._closed = step
+                self._closed = self._last = step
 
     def stop(self) -> None:
         """End the thread (the process's reporter runs until the process ends)."""
@@ -114,49 +196,59 @@ class Reporter:
         if self._thread is not None:
             self._thread.join()
 
-    def line(self) -> str | None:
+    def line(self) -> str:
         """The line of the newest open step, after the line of each ``overall`` step open around it; with no step open
-        inside them, once, the finished line of the step closed last (None: nothing to say)."""
+        inside them, once, the finished line of the step closed last; with nothing to say of a step, that the
+        command is still at work."""
         with self._lock:
             leading = [step for step in self._open if step.leads]
             newest = [step for step in self._open if not step.leads][-1:]
             if not newest and self._closed is not None:
                 newest = [self._closed]
             self._closed = None
-            inner = [step.line() for step in newest]  # first: a leading step's time left adds the newest's own
-            lines = [step.line(newest[0] if newest else None) for step in leading] + inner
-        return " | ".join([lines[0], *(line.removeprefix("physprobe: ") for line in lines[1:])]) if lines else None
+            lines = [step.line() for step in leading + newest]
+            last = self._last
+        if not lines:
+            since = (
+                f" (the last step, {last.desc}, ended {duration(self.clock() - last.ended)} ago)" if last and last.ended else ""
+            )
+            return f"physprobe: still working{since}"
+        return " | ".join([lines[0], *(line.removeprefix("physprobe: ") for line in lines[1:])])
 
     def _run(self) -> None:
         written = time.monotonic()
         while not self._stopped.wait(min(1.0, self.interval / 5)):
             if time.monotonic() - written < self.interval:
                 continue
-            line = self.line()
-            if line is not None:
-                self.stream.write(line + "\n")
-                self.stream.flush()
-                written = time.monotonic()
+            written = time.monotonic()
+            try:
+                line = self.line()
+            except Exception:  # noqa: BLE001 - progress must never end the lines after it, whatever one line hit
+                continue
+            self.stream.write(line + "\n")
+            self.stream.flush()
 
 
 class Step:
-    """One step's count: ``update(n)`` as tqdm's (``n`` may be a share of an item), a context manager that closes it."""
+    """One step's count: ``update(n)`` as tqdm's (``n`` may be a share of an item; the count stays within 0 and the
+    total), a context manager that closes it; ``done``: the items found done when it opens (taking no time)."""
 
     leads = False  # an ``overall`` step: its line leads the lines of the steps opened inside it
+    tally: Tally | None = None  # an ``overall`` step's time left
 
-    def __init__(self, desc: str, total: int | None, unit: str, reporter: Reporter, clock=time.monotonic):
-        self.desc, self.total, self.unit, self.n = desc, total, unit, 0
-        self.reporter, self.clock = reporter, clock
-        self.started = clock()
+    def __init__(self, desc: str, total: float | None, unit: str, reporter: Reporter, clock=None, done: float = 0):
+        self.desc, self.total, self.unit, self.n = desc, total, unit, done
+        self.reporter, self.clock = reporter, clock or time.monotonic
+        self.started = self.clock()
         self.ended: float | None = None
         self.left: float | None = None  # seconds left at the rate of the latest line (None: none to tell)
-        # (time, count) at the previous line, and where the latest window in which the count moved began
         self._lines: collections.deque = collections.deque(maxlen=WINDOW)  # (time, count) at the latest lines
-        self._lower = (self.started, 0)  # (time, count) at the latest line whose count was below the current one
+        self._lower = (self.started, done)  # (time, count) at the latest line whose count was below the current one
+        self._start = (self.started, done)  # the items found done took no time
         reporter.open(self)
 
-    def update(self, n: int = 1) -> None:
-        self.n += n
+    def update(self, n: float = 1) -> None:
+        self.n = max(0.0, self.n + n) if self.total is None else min(max(0.0, self.n + n), self.total)
 
     def set_description(self, desc: str) -> None:
         """Rename the step (as tqdm's ``set_description``)."""
@@ -173,14 +265,12 @@ class Step:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def line(self, inner: Step | None = None) -> str:
+    def line(self) -> str:
         """The step's line now: items done (of the total), the rate over the last ``WINDOW`` lines (in a log, the last
         90 s; while nothing moves, the last move spread up to now), time elapsed, and the time left at that rate: a
         recent rate, not the average, because a generating batch slows as its short answers end and its long ones go
-        on, one token a step. An ``overall`` step's time left is that of the step open ``inner`` to it, at the inner
-        step's own rate (its line written just before; once it has done a whole item, as its first shares of one say
-        little), and its other items at the overall rate: a card's slow last benchmark does not read as fast as the
-        ones before it.
+        on, one token a step. An ``overall`` step's line tells its count, its time and its ``Tally``'s time left (its
+        items are of several kinds: no one rate).
 
         >>> import io
         >>> with Step("loading smollm2", None, "", Reporter(io.StringIO(), INTERVAL), clock=iter([0.0, 31.0, 40.0]).__next__) as step:
@@ -189,14 +279,14 @@ class Step:
         >>> step.line()
         'physprobe: loading smollm2: done in 40s'
         >>> clock = iter([0, 30, 60, 90, 120, 150, 150]).__next__  # a line every 30 s
-        >>> step = Step("newton/track3", 20, "questions", Reporter(io.StringIO(), INTERVAL), clock=clock)
+        >>> step = Step("newton/track3", 20, "generations", Reporter(io.StringIO(), INTERVAL), clock=clock)
         >>> for moved in (10, 8, 0.2, 0.2, 0.2):
         ...     step.update(moved); print(step.line())
-        physprobe: newton/track3: 10/20 questions, 3.0 s/question, 30s elapsed, ~30s left
-        physprobe: newton/track3: 18/20 questions, 3.3 s/question, 1m00s elapsed, ~7s left
-        physprobe: newton/track3: 18.2/20 questions, 4.9 s/question, 1m30s elapsed, ~9s left
-        physprobe: newton/track3: 18.4/20 questions, 10.7 s/question, 2m00s elapsed, ~17s left
-        physprobe: newton/track3: 18.6/20 questions, 150.0 s/question, 2m30s elapsed, ~3m30s left
+        physprobe: newton/track3: 10/20 generations, 3.0 s/generation, 30s elapsed, ~30s left
+        physprobe: newton/track3: 18/20 generations, 3.3 s/generation, 1m00s elapsed, ~7s left
+        physprobe: newton/track3: 18.2/20 generations, 4.9 s/generation, 1m30s elapsed, ~9s left
+        physprobe: newton/track3: 18.4/20 generations, 10.7 s/generation, 2m00s elapsed, ~17s left
+        physprobe: newton/track3: 18.6/20 generations, 150.0 s/generation, 2m30s elapsed, ~3m30s left
         >>> step.close()
         """
         self.left = None
@@ -205,27 +295,30 @@ class Step:
             return f"physprobe: {self.desc}: {done}done in {duration(self.ended - self.started)}"
         now = self.clock()
         elapsed = now - self.started
-        previous = self._lines[-1] if self._lines else (self.started, 0)
-        if self.n != previous[1]:
-            self._lower = previous
-        since, before = self._lines[0] if len(self._lines) == WINDOW else (self.started, 0)
-        if self.n == before:  # nothing moved in the window: the last move, spread up to now (the rate falls)
-            since, before = self._lower
-        self._lines.append((now, self.n))
-        moved, span = self.n - before, now - since
         parts = []
         if self.total is not None:
             parts.append(f"{count(self.n)}/{count(self.total)} {self.unit}")
         elif self.n:
             parts.append(f"{count(self.n)} {self.unit}")
+        if self.tally is not None:
+            self.left = self.tally.left() if self.n < (self.total or 0) else None
+            parts.append(f"{duration(elapsed)} elapsed")
+            if self.left is not None:
+                parts.append(f"~{duration(self.left)} left")
+            return f"physprobe: {self.desc}: {', '.join(parts)}"
+        previous = self._lines[-1] if self._lines else self._start
+        if self.n != previous[1]:
+            self._lower = previous
+        since, before = self._lines[0] if len(self._lines) == WINDOW else self._start
+        if self.n == before:  # nothing moved in the window: the last move, spread up to now (the rate falls)
+            since, before = self._lower
+        self._lines.append((now, self.n))
+        moved, span = self.n - before, now - since
         if moved > 0 and span > 0:
             parts.append(rate(moved, span, self.unit))
         parts.append(f"{duration(elapsed)} elapsed")
-        if self.total is not None and 0 < self.n < self.total and moved > 0 and span > 0:
+        if self.total is not None and self.n < self.total and moved > 0 and span > 0:
             self.left = span / moved * (self.total - self.n)
-            # the inner step at its own rate, once it has done a whole item; the rest at this one's
-            if inner is not None and inner.left is not None and inner.n >= 1:
-                self.left = overall_left(inner.left, inner.total - inner.n, self.total - self.n, moved / span)
             parts.append(f"~{duration(self.left)} left")
         return f"physprobe: {self.desc}: {', '.join(parts)}"
 
@@ -235,19 +328,44 @@ _OVERALL: list = []  # the ``overall`` counters open, innermost last
 
 
 class Adding:
-    """A step's counter that also adds each count to the ``overall`` counter it was opened in."""
+    """A step's counter that also adds each count to the ``overall`` counter it was opened in, and its cost (``weight``
+    an item) to the overall counter's ``Tally``."""
 
-    def __init__(self, counter, overall):
-        self.counter, self.overall = counter, overall
+    def __init__(self, counter, overall, weight: float = 1.0):
+        self.counter, self.overall, self.weight = counter, overall, weight
+        overall.tally.begin()
 
     def update(self, n: float = 1) -> None:
         self.counter.update(n)
         self.overall.update(n)
+        self.overall.tally.add(n * self.weight)
 
     def close(self) -> None:
         self.counter.close()
 
     def __enter__(self) -> Adding:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Waiting:
+    """A step counted in time alone opened inside an ``overall`` counter (a model loading): its time counts for none
+    of the overall counter's work."""
+
+    def __init__(self, counter, overall):
+        self.counter, self.tally = counter, overall.tally
+        self.tally.pause()
+
+    def update(self, n: float = 1) -> None:
+        self.counter.update(n)
+
+    def close(self) -> None:
+        self.counter.close()
+        self.tally.begin()
+
+    def __enter__(self) -> Waiting:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -278,87 +396,92 @@ def quiet_library_bars(environ=os.environ, stream: TextIO | None = None) -> bool
     return True
 
 
-def overall_left(inner_left: float, inner_items: float, items: float, rate: float) -> float:
-    """The seconds left of an ``overall`` count with ``items`` to go at ``rate`` items a second: those of the step
-    open inside it (``inner_left``, for its ``inner_items``), at the step's own rate, and the other items at
-    ``rate``. A card's slow last benchmark does not read as fast as the ones before it.
-
-    >>> overall_left(67.0, 50, 330, 1.0)  # the step's 1m07s, then 280 questions at one a second
-    347.0
-    """
-    return inner_left + max(0.0, items - inner_items) / rate
-
-
-def _rate(shown: dict) -> float | None:
-    """A tqdm bar's rate in items a second, from its ``format_dict``, as tqdm reads it (None: none yet)."""
-    n, elapsed = shown["n"], shown["elapsed"]
-    return shown["rate"] or ((n - shown["initial"]) / elapsed if elapsed else None)
-
-
 @functools.cache
 def _bar_class():
-    """tqdm's bar, its counts written as ``count`` writes them (``3.4/20``: a count may move in shares of an item);
-    an ``overall`` bar's time left reads the bar of the step open inside it (``inner``), as ``overall_left`` says.
-    Made at first use, not at import: tqdm reads its ``TQDM_*`` variables when imported, after ``quiet_library_bars``."""
+    """tqdm's bar, its counts written as ``count`` writes them (``3.4/20``: a count may move in shares of an item) and
+    kept within 0 and its total (tqdm warns past it); an ``overall`` bar's time left is its ``Tally``'s. Made at
+    first use, not at import: tqdm reads its ``TQDM_*`` variables when imported, after ``quiet_library_bars``."""
     from tqdm.auto import tqdm
 
     class Bar(tqdm):
-        inner = None  # an ``overall`` bar: the bar of the step open inside it (``bar``)
+        tally = None  # an ``overall`` bar's time left
+
+        def update(self, n=1):
+            if self.total is not None:
+                n = min(max(n, -self.n), self.total - self.n)
+            return super().update(n)
 
         @property
         def format_dict(self):
             shown = super().format_dict
-            rate, inner, left = _rate(shown), self.inner, None
-            if rate and self.total:  # tqdm's own estimate
-                left = (self.total - self.n) / rate
-            if left and inner is not None and not inner.disable and inner.n >= 1 and (inner_rate := _rate(inner.format_dict)):
-                left = overall_left((inner.total - inner.n) / inner_rate, inner.total - inner.n, self.total - self.n, rate)
-            return {**shown, "count": count(self.n), "left": "?" if left is None else tqdm.format_interval(left)}
+            rate_of, left = (
+                shown["rate"] or ((shown["n"] - shown["initial"]) / shown["elapsed"] if shown["elapsed"] else None),
+                None,
+            )
+            if self.tally is not None:
+                left = self.tally.left() if self.n < self.total else None
+            elif rate_of and self.total:  # tqdm's own estimate, from the items done since the bar opened
+                left = max(0.0, self.total - self.n) / rate_of
+            pace = rate(rate_of, 1.0, self.unit) if rate_of else "?"
+            return {**shown, "count": count(self.n), "left": "?" if left is None else tqdm.format_interval(left), "pace": pace}
 
     return Bar
 
 
-def _terminal_bar(desc: str, total: int, unit: str, leave: bool = True):
+def _terminal_bar(desc: str, total: float, unit: str, leave: bool = True, done: float = 0, overall: bool = False):
+    rated = "" if overall else ", {pace}"  # an ``overall`` bar's items are of several kinds: no one rate
     return _bar_class()(
         total=total,
+        initial=done,
         desc=desc,
-        unit=f" {unit}",
+        unit=unit,
         leave=leave,
-        bar_format="{l_bar}{bar}| {count}/{total_fmt}{unit} [{elapsed}<{left}, {rate_fmt}{postfix}]",
+        bar_format="{l_bar}{bar}| {count}/{total_fmt} {unit} [{elapsed}<{left}" + rated + "{postfix}]",
     )
 
 
-def bar(desc: str, total: int | None = None, unit: str = "items"):
+def bar(desc: str, total: float | None = None, unit: str = "items", done: float = 0, weight: float = 1.0):
     """A progress counter for one step (``update(n)``, ``close()``, a context manager): tqdm's bar when stderr is a
     terminal, log lines (``Step``) when it is not, a silent tqdm under pytest. ``total=None``: a step counted in
-    time alone (the bar shows the time elapsed). Inside ``overall``, a counted step adds its items to it too."""
-    counter = _counter(desc, total, unit, nested=bool(_OVERALL))
-    if not _OVERALL or total is None:
+    time alone (the bar shows the time elapsed). ``done``: items of ``total`` found done (cached), counted at once
+    in no time. Inside ``overall``, a counted step adds its items to it too, each of cost ``weight`` to its
+    ``Tally`` (its ``done`` at once, in no time); a step counted in time alone counts for none of it."""
+    counter = _counter(desc, total, unit, nested=bool(_OVERALL), done=done)
+    if not _OVERALL:
         return counter
-    if isinstance(_OVERALL[-1], _bar_class()):  # a log's ``Reporter`` finds the step open inside by itself
-        _OVERALL[-1].inner = counter
-    return Adding(counter, _OVERALL[-1])
+    if total is None:
+        return Waiting(counter, _OVERALL[-1])
+    _OVERALL[-1].update(done)
+    _OVERALL[-1].tally.add(done * weight, timed=False)
+    return Adding(counter, _OVERALL[-1], weight)
 
 
 @contextlib.contextmanager
-def overall(desc: str, total: int, unit: str = "items"):
-    """A counter of a task made of steps (``set_description`` names the step it is at): each step opened inside the
-    block with ``bar`` adds its items to it; in a log, its line leads the step's; on a terminal, its bar stays above
-    the step's.
+def overall(desc: str, total: float, cost: float, unit: str = "answers", clock=None):
+    """A counter of a task made of steps (``set_description`` names the step it is at), of ``total`` items of any
+    kind (generations, scored options: ``unit`` names them together) that cost ``cost`` together: each step opened
+    inside the block with ``bar`` adds its items to it; its time left is its ``Tally``'s (``counter.tally.part``
+    opens a part of the task, read at its own pace once a tenth of it is done); in a log, its line leads the step's; on a
+    terminal, its bar stays above the step's.
 
-    In a log, two minutes into a card, 40 seconds into its step; the card's time left is the step's, at the step's
-    own rate, and its 280 later questions at the card's:
+    In a log, a card two minutes in: 80 options (cost 25 each) took 80 s, then 30 of its first 80 generations (cost
+    153 each) 40 s; the benchmark's 50 left at its own pace, with a tenth of it counted at the pace of all so far
+    (1m22s), and the card's last 380 at that pace (6,590 in 120 s: 17m39s):
 
     >>> import io
     >>> reporter = Reporter(io.StringIO(), INTERVAL)
-    >>> card = Step("benchmark 2 of 4 (newton)", 460, "questions", reporter, clock=iter([0.0, 120.0]).__next__)
-    >>> card.leads, card.n = True, 100
-    >>> step = Adding(Step("newton/track1", 80, "questions", reporter, clock=iter([80.0, 120.0]).__next__), card)
+    >>> clock = iter([0.0, 0.0, 80.0, 80.0, 80.0, 120.0, 120.0, 120.0, 120.0]).__next__
+    >>> card = Step("benchmark 2 of 2 (newton)", 540, "answers", reporter, clock=clock)
+    >>> card.leads, card.tally = True, Tally(80 * 25 + 460 * 153, clock=clock)
+    >>> card.tally.begin(); card.update(80); card.tally.add(80 * 25)
+    >>> card.tally.part(80 * 153)
+    >>> step = Adding(Step("newton/track1", 80, "generations", reporter, clock=clock), card, 153)
     >>> step.update(30)
     >>> reporter.line()
-    'physprobe: benchmark 2 of 4 (newton): 130/460 questions, 1.1 questions/s, 2m00s elapsed, ~5m25s left | newton/track1: 30/80 questions, 1.3 s/question, 40s elapsed, ~1m07s left'
+    'physprobe: benchmark 2 of 2 (newton): 110/540 answers, 2m00s elapsed, ~19m01s left | newton/track1: 30/80 generations, 1.3 s/generation, 40s elapsed, ~1m07s left'
     """
-    counter = _counter(desc, total, unit, nested=False)
+    counter = _counter(desc, total, unit, nested=False, overall=True)
+    counter.tally = Tally(cost, clock=clock)
     if isinstance(counter, Step):
         counter.leads = True
     _OVERALL.append(counter)
@@ -369,16 +492,16 @@ def overall(desc: str, total: int, unit: str = "items"):
         _OVERALL.remove(counter)
 
 
-def _counter(desc: str, total: int | None, unit: str, nested: bool):
+def _counter(desc: str, total: float | None, unit: str, nested: bool, done: float = 0, overall: bool = False):
     from tqdm.auto import tqdm
 
     if "PYTEST_CURRENT_TEST" in os.environ:
-        return tqdm(total=total, disable=True)
+        return _bar_class()(total=total, initial=done, disable=True)
     if sys.stderr.isatty():
         if total is None:
             return tqdm(desc=desc, bar_format="{desc}: {elapsed}", leave=not nested)
-        return _terminal_bar(desc, total, unit, leave=not nested)
+        return _terminal_bar(desc, total, unit, leave=not nested, done=done, overall=overall)
     global _REPORTER
     if _REPORTER is None:
         _REPORTER = Reporter(sys.stderr, INTERVAL)
-    return Step(desc, total, unit, _REPORTER)
+    return Step(desc, total, unit, _REPORTER, done=done)

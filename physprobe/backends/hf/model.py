@@ -8,7 +8,7 @@ import struct
 from dataclasses import dataclass, field
 
 from physprobe import protocols
-from physprobe.backends.hf import gguf_cache
+from physprobe.backends.hf import gguf_cache, threads
 from physprobe.errors import ModelLoadError
 from physprobe.protocols import inputs, model_options
 from physprobe.util import progress, provenance
@@ -105,8 +105,9 @@ def describe_model(model_name: str, device: str | None = None, gguf_file: str | 
     converted = tokenizer = None
     try:
         if "gguf_file" in kwargs:  # config and tokenizer from the file's metadata (or its cache entry); no tensor read
-            converted = gguf_cache.locate(model_name, local, kwargs)
-            config, tokenizer = gguf_cache.metadata(converted, model_name, kwargs)
+            with progress.bar(f"reading {kwargs['gguf_file']}'s config and tokenizer"):  # a large vocabulary: minutes
+                converted = gguf_cache.locate(model_name, local, kwargs)
+                config, tokenizer = gguf_cache.metadata(converted, model_name, kwargs)
         else:
             config = transformers.AutoConfig.from_pretrained(model_name, **config_kwargs)
     except ImportError as error:  # e.g. gguf files need the gguf package
@@ -171,7 +172,8 @@ def load(facts: ModelFacts, tokenizer=None) -> Loaded:
 
     A GGUF file's weights come from its cached conversion in the planned dtype where there is one; else they are
     converted from the file and stored there (not when ``device_map`` or quantization places them: those weights
-    are not the whole model in one dtype). Progress shows while the weights load (``physprobe.util.progress``).
+    are not the whole model in one dtype). Progress shows while the weights load (``physprobe.util.progress``). On a
+    CPU, torch computes on the threads ``threads.choose`` picks for the model's size.
     """
     import torch
 
@@ -194,6 +196,7 @@ def load(facts: ModelFacts, tokenizer=None) -> Loaded:
         device = input_device(model)
     else:
         model.to(device)
+    threads.choose(model, device)
     batching = {} if facts.batch_size is None else {"max_batch": facts.batch_size, "batch_tokens": 1 << 62}
     return Loaded(model, tokenizer, facts.family, device, batching)
 

@@ -41,10 +41,8 @@ def score_extra() -> set[str]:
 def handled(command, name: str, prog: str = "physprobe") -> int:
     """``command()``'s exit status, with every failure physprobe foresees as its one line on stderr (``prog: error:
     ...``; control and bidirectional characters of a name or path it quotes shown as their escapes, credentials
-    scrubbed); 1 where it succeeded but what it printed could not be written (``streams.guarded``: a full disk, a
-    pipe closed; a closed stdout is no loss).
-
-    """
+    scrubbed); 1 where it succeeded but what it printed could not be written (``streams.guarded``: a full disk; a
+    closed stdout, or a reader that stopped reading, is no loss)."""
     from physprobe.util.redact import escaped, scrub
 
     try:

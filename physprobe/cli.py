@@ -27,6 +27,7 @@ from physprobe.errors import PhysprobeError
 from physprobe.exit_status import handled
 from physprobe.protocols import METHODS
 from physprobe.util import progress
+from physprobe.util.streams import guarded
 
 if TYPE_CHECKING:
     from physprobe.data.dataset_folder import BuildResult
@@ -392,10 +393,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; bad input exits with status 2 and a one-line error, a failed write (full
     disk, no permission) with status 1, Ctrl-C with status 130 — each one line, partial outputs removed."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser().parse_args(argv)
-    args.argv = argv
-    progress.quiet_library_bars()  # before transformers or datasets is imported: their bars would garble a log
-    return handled(lambda: args.run(args), args.command)
+    with guarded():  # a closed or full stdout or stderr stops no command (physprobe.util.streams)
+        args = parser().parse_args(argv)
+        args.argv = argv
+        progress.quiet_library_bars()  # before transformers or datasets is imported: their bars would garble a log
+        return handled(lambda: args.run(args), args.command)
 
 
 if __name__ == "__main__":

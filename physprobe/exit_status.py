@@ -8,6 +8,17 @@
 ...     status = handled(refused, "score")
 >>> status, err.getvalue()
 (2, 'physprobe: error: --limit must be at least 1, got 0\\n')
+
+A command that succeeded but whose output could not be written (``physprobe.util.streams``: a full disk) ends with 1:
+
+>>> from physprobe.util.streams import Guarded
+>>> class Full(io.StringIO):
+...     def write(self, text):
+...         raise OSError(28, "No space left on device")
+>>> with contextlib.redirect_stderr(io.StringIO()) as err, contextlib.redirect_stdout(Guarded(Full(), None)):
+...     status = handled(lambda: print("prost  released-gpt ...") or 0, "protocols")
+>>> status, err.getvalue()
+(1, 'physprobe: error: stdout could not be written (No space left on device): what protocols printed is lost; any folder it wrote is complete\\n')
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ import errno
 import sys
 
 from physprobe.errors import PhysprobeError
+from physprobe.util.streams import lost
 
 
 def score_extra() -> set[str]:
@@ -29,11 +41,12 @@ def score_extra() -> set[str]:
 def handled(command, name: str, prog: str = "physprobe") -> int:
     """``command()``'s exit status, with every failure physprobe foresees as its one line on stderr (``prog: error:
     ...``; control and bidirectional characters of a name or path it quotes shown as their escapes, credentials
-    scrubbed)."""
+    scrubbed); 1 where it succeeded but what it printed could not be written (``streams.guarded``: a full disk; a
+    closed stdout, or a reader that stopped reading, is no loss)."""
     from physprobe.util.redact import escaped, scrub
 
     try:
-        return command()
+        status = command()
     except PhysprobeError as error:
         print(f"{prog}: error: {escaped(scrub(str(error)))}", file=sys.stderr)
         return 2
@@ -52,3 +65,9 @@ def handled(command, name: str, prog: str = "physprobe") -> int:
                errno.EROFS: "choose a writable folder"}.get(error.errno, "check the path")  # fmt: skip
         print(f"{prog}: error: {escaped(str(error.filename or 'a file'))}: {error.strerror or error}; {fix}", file=sys.stderr)
         return 1
+    why = lost(sys.stdout)
+    if status != 0 or why is None or why.errno == errno.EPIPE:  # a reader that stopped reading (``| head``) lost nothing
+        return status
+    print(f"{prog}: error: stdout could not be written ({why.strerror or why}): what {name} printed is lost; "
+          "any folder it wrote is complete", file=sys.stderr)  # fmt: skip
+    return 1

@@ -6,9 +6,12 @@ and nothing is written. Also: a parent folder of runs, the card's escaping, the 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import re
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -16,6 +19,7 @@ from physprobe.cli import main
 from physprobe.data.dataset_folder import data_file
 from physprobe.data.hub_data import DataSource
 from physprobe.record import run_folder, run_record
+from physprobe.report.runs import load_run
 from physprobe.run.samples import Sample
 from physprobe.util.paths import MARKER
 
@@ -29,11 +33,20 @@ NEWTON = {"track1": {"accuracy": 0.5, "agreement_accuracy": 0.5, "n": 2, "undeci
 
 
 def scored(
-    folder: Path, benchmark: str, metrics: dict, model: str = "openai-community/gpt2", local: bool = False, **fields
+    folder: Path,
+    benchmark: str,
+    metrics: dict,
+    model: str = "openai-community/gpt2",
+    local: bool = False,
+    texts: dict[int, tuple[str, str]] | None = None,
+    **fields,
 ) -> Path:
-    """A finished run of ``benchmark`` whose predictions are one row per question ``metrics`` counts."""
+    """A finished run of ``benchmark`` whose predictions are one row per question ``metrics`` counts; ``texts``: the
+    prompt and generated text of some rows."""
     made = record(benchmark, "causal", metrics, model=model, **fields)
-    rows = [Sample(config, i, {}, (0,), "decided", 0, (-1.0, -2.0), 2, prompts=(f"question {i}",))
+    texts = texts or {}
+    rows = [Sample(config, i, {}, (0,), "decided", 0, (-1.0, -2.0), 2, generated=texts.get(i, (None, None))[1],
+                   prompts=(texts.get(i, (f"question {i}",))[0],))
             for config, figures in metrics.items() for i in range(figures["n"])]  # fmt: skip
     run_record.write(folder, run_folder.owner(model, benchmark, local), made, rows)
     return folder
@@ -133,9 +146,9 @@ def test_a_run_without_its_predictions_is_one_line(runs, tmp_path, capsys):
 # --- nothing local, nothing secret ----------------------------------------------------------------------------------------
 
 
-def local_run(folder: Path, model: Path, data: Path, benchmark: str = "prost", metrics: dict = PROST) -> Path:
+def local_run(folder: Path, model: Path, data: Path, benchmark: str = "prost", metrics: dict = PROST, **fields) -> Path:
     revision = "sha256:" + hashlib.sha256(str(model).encode()).hexdigest()
-    return scored(folder, benchmark, metrics, model=str(model), local=True,
+    return scored(folder, benchmark, metrics, model=str(model), local=True, **fields,
                   backend={"name": "hf", "gguf_file": None, "model_revision": revision},
                   data=DataSource(benchmark, str(data), None, tuple(metrics)), out=str(folder),
                   command=("physprobe", "score", "--model", str(model), "--benchmark", benchmark, "--data", str(data),
@@ -148,8 +161,9 @@ def test_a_local_model_is_published_by_its_folder_name_and_digest_or_the_id_give
     digest = json.loads((run / "run.json").read_text())["backend"]["model_revision"][7:19]
     assert publish("--runs", str(run.parent), "--runs-repo", "my-runs", "--out", str(tmp_path / "hub")) == 0
     repo = tmp_path / "hub" / "runs" / "my-runs"
-    spec = json.loads((repo / "runs" / "prost-tiny-gpt" / "run.json").read_text())["spec"]
-    assert spec == json.loads((repo / "runs" / "prost-tiny-gpt" / "spec.json").read_text())
+    config = f"prost-tiny-gpt-sha256-{digest}"  # the run's name in the card: the model's published name
+    spec = json.loads((repo / "runs" / config / "run.json").read_text())["spec"]
+    assert spec == json.loads((repo / "runs" / config / "spec.json").read_text())
     assert spec["model"] == spec["settings"]["model"] == f"tiny-gpt@sha256:{digest}"
     assert spec["data"]["path"] == "build" and spec["out"] == "prost"
     assert spec["command"] == ["physprobe", "score", "--model", f"tiny-gpt@sha256:{digest}", "--benchmark", "prost",
@@ -159,7 +173,7 @@ def test_a_local_model_is_published_by_its_folder_name_and_digest_or_the_id_give
         publish("--runs", str(run.parent), "--runs-repo", "my-runs", "--out", str(tmp_path / "hub"), "--model-id", "me/tiny-gpt")
         == 0
     )
-    assert json.loads((repo / "runs" / "prost-tiny-gpt" / "run.json").read_text())["spec"]["model"] == "me/tiny-gpt"
+    assert json.loads((repo / "runs" / "prost-tiny-gpt" / "run.json").read_text())["spec"]["model"] == "me/tiny-gpt"  # its name
     assert "me/tiny-gpt" in (repo / "README.md").read_text() and str(tmp_path) not in texts_of(repo)
     local_run(tmp_path / "other", tmp_path / "models" / "other-gpt", data)
     capsys.readouterr()
@@ -167,6 +181,124 @@ def test_a_local_model_is_published_by_its_folder_name_and_digest_or_the_id_give
                    "--model-id", "me/tiny-gpt") == 2  # fmt: skip
     one_error_line(capsys.readouterr().err, "--model-id 'me/tiny-gpt' names one model, but the runs are of 2 local models "
                    "(other-gpt, tiny-gpt)")  # fmt: skip
+
+
+def words_of(text: str) -> str:
+    """``text``'s words (letters and digits) in lower case, one ``-`` between and around: a path however spelled."""
+    return "-" + "-".join(re.findall(r"[a-z0-9]+", text.lower())) + "-"
+
+
+def names_and_texts(repo: Path) -> str:
+    """Every name (each file's path in the repository) and text of a published folder."""
+    return "\n".join(p.relative_to(repo).as_posix() for p in sorted(repo.rglob("*"))) + "\n" + texts_of(repo)
+
+
+@pytest.mark.parametrize("alike", ["folder name", "label"])
+def test_runs_that_would_share_a_name_are_told_apart_by_what_is_published_never_by_their_paths(alike, tmp_path):
+    # issue 51: two local models in folders of one name (or two runs of one --label) were told apart by their whole
+    # local paths, dashed, in the repository's folder names and card; now by their published names
+    models = [tmp_path / "a" / "alice-secret-project" / "ckpt", tmp_path / "a" / "bob-client" / "ckpt"]
+    if alike == "label":
+        models = [tmp_path / "a" / "alice-secret-project" / "tiny", tmp_path / "a" / "bob-client" / "small"]
+    label = {"label": "mine"} if alike == "label" else {}
+    runs = [local_run(tmp_path / "runs" / name, m, tmp_path / "build", **label) for name, m in zip(("one", "two"), models)]
+    assert publish("--runs", *map(str, runs), "--runs-repo", "r", "--out", str(tmp_path / "hub")) == 0
+    repo = tmp_path / "hub" / "runs" / "r"
+    digests = [hashlib.sha256(str(m).encode()).hexdigest()[:12] for m in models]  # local_run's model_revision
+    expected = {"folder name": [f"prost-ckpt-sha256-{d}" for d in digests],
+                "label": [f"prost-mine-{m.name}-sha256-{d}" for m, d in zip(models, digests)]}[alike]  # fmt: skip
+    assert sorted(p.name for p in (repo / "runs").iterdir()) == sorted(expected)
+    published = names_and_texts(repo).casefold()
+    assert "alice-secret-project" not in published and "bob-client" not in published and "alice" not in published
+    assert words_of(str(tmp_path)) not in words_of(published)  # no path, however spelled
+
+
+def test_names_alike_once_spelled_for_the_hub_get_a_hash_of_their_run(tmp_path):
+    runs = [scored(tmp_path / name, "prost", PROST, model=f"{name}/gpt2", label=label)
+            for name, label in (("one", "mine v1"), ("two", "mine/v1"))]  # fmt: skip
+    assert publish("--runs", *map(str, runs), "--runs-repo", "r", "--out", str(tmp_path / "hub")) == 0
+    keys = [load_run(run).content_key[:8] for run in runs]
+    assert sorted(p.name for p in (tmp_path / "hub" / "runs" / "r" / "runs").iterdir()) == sorted(
+        f"prost-mine-v1-{k}" for k in keys
+    )
+
+
+def test_a_local_path_in_another_spelling_is_refused_in_one_line(tmp_path, capsys):
+    model = Path("/m/alice-secret/tiny")  # a run's record only: the folder need not be there
+    dashed = "m-alice-secret-tiny"  # the label a user gave: the model's path, dashed
+    run = local_run(tmp_path / "runs" / "prost", model, tmp_path / "build", label=dashed)
+    assert publish("--runs", str(run), "--runs-repo", "r", "--out", str(tmp_path / "hub")) == 2
+    one_error_line(capsys.readouterr().err, "would publish the local path", str(model), "nothing was published")
+    assert not (tmp_path / "hub" / "runs" / "r").exists()
+
+
+@pytest.mark.parametrize("spelling", ["as it is", "dashed", "underscored", "URL-encoded", "in capitals", "in a file name"])
+def test_check_leaks_finds_every_spelling_of_a_local_path(spelling, tmp_path):
+    from physprobe.errors import PublishError
+    from physprobe.publish.redaction import check_leaks
+
+    path = "/home/Me/alice secret/ckpt"
+    shown = {"as it is": path, "dashed": "home-Me-alice-secret-ckpt", "underscored": "home_me_alice_secret_ckpt",
+             "URL-encoded": "%2Fhome%2FMe%2Falice%20secret%2Fckpt", "in capitals": path.upper(),
+             "in a file name": "ok"}[spelling]  # fmt: skip
+    name = "prost-home-Me-alice-secret-ckpt" if spelling == "in a file name" else "README.md"
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / name).write_text(f"the model was {shown}, scored")
+    with pytest.raises(PublishError, match="would publish the local path /home/Me/alice secret/ckpt; nothing was published"):
+        check_leaks(tmp_path / "repo", {path: f"the local path {path}"})
+    (tmp_path / "repo" / name).unlink()
+    (tmp_path / "repo" / "README.md").write_text("home, Me: alice's secret ckpt")  # words: ".../alice secret/..." no
+    check_leaks(tmp_path / "repo", {path: f"the local path {path}"})
+
+
+# --- benchmark text published exactly as scored ---------------------------------------------------------------------------
+
+
+def test_benchmark_text_is_published_byte_for_byte_and_only_a_known_secret_hidden(built_all, tmp_path, monkeypatch):
+    # issue 51: "Basic <word>" was taken for a credential: Text2Afford's row was published as "Basic *** 's equipment !"
+    sentence = pq.read_table(built_all / "text2afford" / data_file("high_agreement", "test")).to_pylist()[365]["sentence"]
+    assert sentence == "Basic nurse 's equipment !"
+    words = [sentence, "The token of thanks", "Bearer of bad news", "api key: a value", "mean token loss"]
+    run = scored(tmp_path / "run", "prost", {"mass": {"accuracy": 0.5, "n": len(words), "undecided": 0}},
+                 texts={i: (f"Context: {w} Answer:", f"{w} again") for i, w in enumerate(words)})  # fmt: skip
+    assert publish("--runs", str(run), "--runs-repo", "r", "--out", str(tmp_path / "hub")) == 0
+    (config,) = (tmp_path / "hub" / "runs" / "r" / "runs").iterdir()
+    assert (config / "predictions.parquet").read_bytes() == (run / "predictions.parquet").read_bytes()  # byte for byte
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)  # a key the server quoted back, known here: hidden, nothing else changed
+    quoting = scored(tmp_path / "quoting", "prost", PROST, texts={1: (f"Context: {sentence}", f"headers: Bearer {KEY}")})
+    assert publish("--runs", str(quoting), "--runs-repo", "r", "--out", str(tmp_path / "hub")) == 0
+    (config,) = (tmp_path / "hub" / "runs" / "r" / "runs").iterdir()
+    local, published = (pq.read_table(f / "predictions.parquet").to_pylist() for f in (quoting, config))
+    assert published[1]["generated"] == "headers: Bearer ***" and published[1]["prompts"] == [f"Context: {sentence}"]
+    assert [r for r in published if r["row"] != 1] == [r for r in local if r["row"] != 1]
+
+
+def test_a_text_shaped_like_an_unknown_key_is_refused_not_altered(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    run = scored(tmp_path / "run", "prost", PROST, texts={1: ("Context: a ball", f"quoted: Authorization: Bearer {KEY}")})
+    assert publish("--runs", str(run), "--runs-repo", "r", "--out", str(tmp_path / "hub")) == 2
+    err = capsys.readouterr().err
+    one_error_line(err, f"{run / 'predictions.parquet'}: row 1 of config mass (generated) holds a text shaped like a credential",
+                   "set it in $OPENAI_API_KEY or HF_TOKEN while publishing")  # fmt: skip
+    assert KEY not in err and not (tmp_path / "hub" / "runs" / "r").exists()
+
+
+def test_published_predictions_that_differ_from_the_runs_are_refused(tmp_path, monkeypatch, capsys):
+    from physprobe.publish import redaction
+
+    run = scored(tmp_path / "run", "prost", PROST)
+
+    def altered(files, redacted):  # the redaction of 4673c87: "Basic <word>" taken for a credential
+        rows = files.predictions().to_pylist()
+        rows[0]["prompts"] = ["Basic *** 's equipment !"]
+        sink = io.BytesIO()
+        pq.write_table(pa.Table.from_pylist(rows, schema=files.predictions().schema), sink)
+        return sink.getvalue()
+
+    monkeypatch.setattr(redaction, "predictions", altered)
+    assert publish("--runs", str(run), "--runs-repo", "r", "--out", str(tmp_path / "hub")) == 2
+    one_error_line(capsys.readouterr().err, "is not the run's predictions.parquet", "with only its known secrets and local "
+                   "paths hidden: row 0 of config mass (prompts) altered; nothing was published")  # fmt: skip
 
 
 def test_a_bidi_model_name_is_escaped_in_the_card(tmp_path):
@@ -281,7 +413,8 @@ def test_nothing_secret_or_local_in_anything_published(inputs, tmp_path, monkeyp
     assert [text for text in forbidden if text in published] == []
     assert "'Authorization': 'Basic ***'" in published and "'Authorization': 'Bearer ***'" in published
     assert "http://***@127.0.0.1" in published  # each scrubbed where it was, not dropped
-    assert "gpt@sha256:" in json.loads((repo / "runs" / "prost-gpt" / "run.json").read_text())["spec"]["model"]
+    (config,) = [p.name for p in (repo / "runs").iterdir() if p.name.startswith("prost-gpt-sha256-")]
+    assert "gpt@sha256:" in json.loads((repo / "runs" / config / "run.json").read_text())["spec"]["model"]
     assert KEY not in capsys.readouterr().err
 
 
@@ -296,8 +429,6 @@ def inputs(built_all, tmp_path_factory):
 
 
 def test_check_leaks_reads_parquet_texts_and_refuses_what_slipped_through(tmp_path):
-    import pyarrow as pa
-
     from physprobe.errors import PublishError
     from physprobe.publish.redaction import check_leaks
 

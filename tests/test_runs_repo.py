@@ -11,12 +11,15 @@ import pytest
 import yaml
 
 from physprobe.cli import main
+from physprobe.data import registry
 from physprobe.publish import hub as hub_calls
 from physprobe.publish import runs as runs_repo
 from physprobe.record import run_folder, run_record
 from physprobe.run.samples import Sample
 from physprobe.util.paths import MARKER
 
+from . import tiny_models
+from .conftest import REPO
 from .fake_hub import FakeHub
 from .run_folders import record
 from .test_upload import api_for, local_files, upload
@@ -76,9 +79,8 @@ def test_a_runs_repository_holds_each_finished_run_and_the_report(runs, tmp_path
     assert "bert-base-uncased" in (tmp_path / "report" / "report.md").read_text()
 
 
-def test_runs_of_one_name_get_configs_apart_and_nothing_finished_is_one_line(runs, tmp_path):
-    assert runs_repo.config_name("gpt2", "prost", {"prost-gpt2"}) == "prost-gpt2-2"
-    assert runs_repo.config_name("../x y", "prost", set()) == "prost-x-y"
+def test_a_config_name_is_letters_digits_and_dashes_and_nothing_finished_is_one_line(runs, tmp_path):
+    assert runs_repo.config_name("../x y", "prost") == "prost-x-y"
     with pytest.raises(Exception, match="none of the 1 folder given is a finished physprobe run"):
         runs_repo.write([runs[-1]], tmp_path / "hub", "my-runs")
     assert not (tmp_path / "hub" / "my-runs").exists()
@@ -102,3 +104,27 @@ def test_upload_publishes_the_runs_repository_and_only_it(runs, tmp_path, monkey
     with pytest.raises(SystemExit):
         upload.main(["--runs", str(runs[0]), "--only", "prost"])
     assert "--runs publishes only the runs repository: leave out --only and --tag" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_every_benchmarks_runs_load_from_the_published_folder_exactly_as_scored(built_all, tmp_path):
+    # issue 51: what `load_dataset` gives back of a published run is every row the run scored, its prompts and the
+    # model's texts as they were, byte for byte: every config of every benchmark, scored by a tiny model
+    texts = [line for line in (REPO / "README.md").read_text().splitlines() if line.strip()]
+    model = tiny_models.causal_lm(tmp_path / "models" / "tiny-gpt", texts)
+    runs, configs_of = tmp_path / "runs", {}
+    for benchmark in registry.names():  # every config that holds questions
+        scorable = registry.evaluation(benchmark).scorable
+        configs_of[benchmark] = [c for c in registry.config_names(benchmark) if scorable is None or c in scorable]
+        assert main(["score", "--model", str(model), "--benchmark", benchmark, "--data", str(built_all), "--limit", "2",
+                     "--config", ",".join(configs_of[benchmark]), "--bootstrap-iters", "0", "--out", str(runs / benchmark)]) == 0  # fmt: skip
+    repo = runs_repo.write([runs], tmp_path / "hub", "tiny-runs")
+    configs = [c["config_name"] for c in yaml.safe_load((repo / "README.md").read_text().split("---\n")[1])["configs"]]
+    assert len(configs) == len(registry.names())
+    for config in configs:
+        run = runs / json.loads((repo / "runs" / config / "spec.json").read_text())["benchmark"]
+        local = pq.read_table(run / "predictions.parquet").to_pylist()
+        assert {row["config"] for row in local} == set(configs_of[run.name])  # every config
+        assert all(row["prompts"] for row in local)
+        loaded = datasets.load_dataset(str(repo), config, split="test", cache_dir=str(tmp_path / "cache"))
+        assert loaded.to_list() == local, config  # every row, every column: prompts and generated texts exactly

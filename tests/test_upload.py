@@ -214,7 +214,9 @@ def test_token_is_required_and_never_printed(hub_dir, hub, monkeypatch, capsys):
     hub.role = "read"
     assert upload.main(["--push", "--out", str(hub_dir), "--only", "probe_accuracy"], api=api_for(hub)) == 2
     output = capsys.readouterr()
-    assert "read-only" in output.err and "hf_secret_value" not in output.out + output.err
+    # issue 51: "token of" was scrubbed as a Token credential ("the Hugging Face token *** maintainer is read-only")
+    assert output.err == "upload.py: error: the Hugging Face token of maintainer is read-only; a write token is needed\n"
+    assert "hf_secret_value" not in output.out + output.err
     assert not hub.repos and "create" not in hub.counts  # whoami only: nothing created or committed
 
 

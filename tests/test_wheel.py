@@ -135,7 +135,11 @@ def test_fresh_venv_builds_and_scores_without_the_checkout(wheel, tmp_path):
     physprobe("publish", "--runs", "runs", "--runs-repo", "my-runs", "--out", "hub")
     physprobe("publish", "--only", "probe_accuracy", "--out", "hub")
     repo = work / "hub" / "runs" / "my-runs"
-    assert sorted(p.name for p in (repo / "runs").iterdir()) == ["newton-tiny-gpt", "prost-tiny-gpt"]
+    digest = info["backend"]["model_revision"][7:19]  # a local model's runs are named by its published name
+    assert sorted(p.name for p in (repo / "runs").iterdir()) == [
+        f"newton-tiny-gpt-sha256-{digest}",
+        f"prost-tiny-gpt-sha256-{digest}",
+    ]
     published = "".join(p.read_bytes().decode("utf-8", "replace") for p in repo.rglob("*") if p.is_file())
     assert str(tmp_path) not in published and "tiny-gpt@sha256:" in published  # the local model by name and digest
     space = work / "hub" / "spaces" / "probe_accuracy"

@@ -147,10 +147,12 @@ def export_and_push(args: argparse.Namespace, api=None) -> int:
 def main(argv: list[str] | None = None, api=None, prog: str = "upload.py") -> int:
     """``upload.py``'s command line: the options of ``physprobe publish``, its errors as ``prog: error: ...``."""
     from physprobe.exit_status import handled
+    from physprobe.util.streams import guarded
 
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     add_arguments(parser)
-    args = parser.parse_args(argv)
-    if conflict(args):
-        parser.error(conflict(args))
-    return handled(lambda: export_and_push(args, api), "publish", prog)
+    with guarded():  # a closed or full stdout or stderr stops no command (physprobe.util.streams)
+        args = parser.parse_args(argv)
+        if conflict(args):
+            parser.error(conflict(args))
+        return handled(lambda: export_and_push(args, api), "publish", prog)

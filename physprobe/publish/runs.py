@@ -23,7 +23,7 @@ Downloaded, every ``runs/<config>`` folder is a run folder again (``physprobe re
 ``physprobe publish --runs`` (``upload.py --runs``) writes the folder and publishes it beside the benchmarks, as
 lm-eval's ``--hf_hub_log_args`` publishes results and samples.
 
->>> config_name("SmolLM2-135M · released-gpt", "prost", set())
+>>> config_name("SmolLM2-135M · released-gpt", "prost")
 'prost-SmolLM2-135M-released-gpt'
 """
 
@@ -47,7 +47,7 @@ from physprobe.report import runs as report_runs
 from physprobe.report.blocks import Heading, Paragraph, TableBlock
 from physprobe.report.document import headlines
 from physprobe.report.output import collect, render
-from physprobe.report.runs import load_run, name_runs
+from physprobe.report.runs import Run, load_run, name_runs
 from physprobe.report.writers import to_markdown
 from physprobe.util.paths import Owner, check_target, staged
 from physprobe.util.redact import escaped
@@ -60,15 +60,25 @@ def owner(name: str) -> Owner:
     return Owner("runs", {"repo": name})
 
 
-def config_name(run_id: str, benchmark: str, taken: set[str]) -> str:
-    """A run's dataset config name: its benchmark and report name in letters, digits, ``-`` and ``_``, apart from
-    the names ``taken`` (a number added where two runs would share one)."""
-    base = re.sub(r"[^A-Za-z0-9_]+", "-", f"{benchmark}-{run_id}").strip("-")[:NAME_LENGTH].rstrip("-")
-    name, count = base, 1
-    while name in taken:
-        count += 1
-        name = f"{base}-{count}"
-    return name
+def config_name(run_id: str, benchmark: str) -> str:
+    """A published run's dataset config name: its benchmark and report name in letters, digits, ``-`` and ``_``."""
+    return re.sub(r"[^A-Za-z0-9_]+", "-", f"{benchmark}-{run_id}").strip("-")[:NAME_LENGTH].rstrip("-")
+
+
+def config_names(published: list[Run], identities: list[str]) -> list[str]:
+    """The config names of the ``published`` runs (named as the report names them, from what is published: a label,
+    a model's published name, never a local path): ``config_name``, and where two would still be one (told apart
+    only by characters a name drops, or cut to ``NAME_LENGTH``), each with the first 8 characters of its run's
+    ``identities`` (a hash).
+
+    >>> from types import SimpleNamespace as Record
+    >>> runs = [Record(id=name, record=Record(benchmark="prost")) for name in ("ckpt (a b)", "ckpt (a/b)", "gpt2")]
+    >>> config_names(runs, ["0123456789ab", "fedcba987654", "5555aaaa5555"])
+    ['prost-ckpt-a-b-01234567', 'prost-ckpt-a-b-fedcba98', 'prost-gpt2']
+    """
+    names = [config_name(run.id, run.record.benchmark) for run in published]
+    shared = {name for name in names if names.count(name) > 1}
+    return [f"{name[: NAME_LENGTH - 9]}-{identity[:8]}" if name in shared else name for name, identity in zip(names, identities)]
 
 
 def run_folders(folders: list[Path]) -> list[Path]:
@@ -105,26 +115,28 @@ def write(folders: list[Path], out: Path, name: str, model_id: str | None = None
                            f"({', '.join(sorted(escaped(Path(m).name) for m in local))}); publish each model's runs on their own")  # fmt: skip
     secrets = redaction.environment_secrets()
     with staged(target, owner(name)) as staging, tempfile.TemporaryDirectory() as scratch:
-        folders_of: dict[str, Path] = {}
-        forbidden: dict[str, str] = {}
-        for run in runs:
+        unnamed, forbidden = staging / "runs", {}
+        for index, run in enumerate(runs):  # written under their place first, named once all are published
             files = verified[run.folder]
             published = redaction.published_model(files, model_id)
             redacted = redaction.redaction_for(files, published, secrets)
             forbidden.update(redacted.forbidden())
-            config = config_name(run.id, run.record.benchmark, set(folders_of))
-            folder = folders_of[config] = staging / "runs" / config
+            folder = unnamed / f".{index}"
             folder.mkdir(parents=True)
             (folder / SPEC_JSON).write_bytes(redaction.spec_json(files, redacted, published))
             (folder / RUN_JSON).write_bytes(redaction.run_json(files, redacted, published))
             (folder / METRICS_JSON).write_bytes(files.contents[METRICS_JSON])
             (folder / PREDICTIONS).write_bytes(redaction.predictions(files, redacted))
-        published_runs = [load_run(folder) for folder in folders_of.values()]  # the card reads what is published
+            redaction.check_unaltered(files, folder / PREDICTIONS, redacted)
+        published_runs = [load_run(unnamed / f".{index}") for index in range(len(runs))]  # the card reads what is published
         name_runs(published_runs)
+        configs = config_names(published_runs, [run.content_key for run in runs])
+        for index, config in enumerate(configs):
+            (unnamed / f".{index}").rename(unnamed / config)
         with contextlib.chdir(staging):  # the report names each run by its folder in the repository: runs/<config>
-            report = render([Path("runs") / config for config in folders_of], Path(scratch) / "report")
+            report = render([Path("runs") / config for config in configs], Path(scratch) / "report")
         shutil.copytree(report / "figures", staging / "figures")
-        card(name, dict(zip(folders_of, published_runs)), (report / "report.md").read_text(encoding="utf-8")).save(
+        card(name, dict(zip(configs, published_runs)), (report / "report.md").read_text(encoding="utf-8")).save(
             staging / "README.md"
         )
         redaction.check_leaks(staging, forbidden)

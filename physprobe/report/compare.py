@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from physprobe.data import registry
-from physprobe.errors import ComparisonError
+from physprobe.errors import ComparisonError, ProtocolError
 from physprobe.protocols import UNDECIDED, Evaluation
 from physprobe.record import run_record
 from physprobe.report import paired
@@ -177,7 +177,10 @@ def compare(a: Run, b: Run, resamples: int = paired.RESAMPLES, seed: int = paire
         raise ComparisonError(f"runs {a.id} and {b.id} are not compared: {why}; pass --compare-across to compare them "
                               "on the questions they share")  # fmt: skip
     evaluation = registry.evaluation(a.record.benchmark)
-    options = [evaluation.protocol(r.record.protocol).metric_options for r in (a, b)]
+    try:
+        options = [evaluation.protocol(r.record.protocol).metric_options for r in (a, b)]
+    except ProtocolError as error:  # a run scored by a protocol this physprobe does not declare: its figures cannot be redone
+        raise ComparisonError(f"runs {a.id} and {b.id} are not compared: {error}") from None
     ours, theirs = answers(a), answers(b)
     matched, dropped, differences = {}, {}, []
     shown = figures(a)

@@ -225,8 +225,11 @@ class Reporter:
                 line = self.line()
             except Exception:  # noqa: BLE001 - progress must never end the lines after it, whatever one line hit
                 continue
-            self.stream.write(line + "\n")
-            self.stream.flush()
+            try:
+                self.stream.write(line + "\n")
+                self.stream.flush()
+            except (AttributeError, OSError, ValueError):  # no stderr, or one that cannot be written: quiet
+                return
 
 
 class Step:
@@ -388,12 +391,19 @@ def quiet_library_bars(environ=os.environ, stream: TextIO | None = None) -> bool
     >>> quiet_library_bars(environ, io.StringIO()), environ["HF_HUB_DISABLE_PROGRESS_BARS"], environ["TQDM_DISABLE"]
     (True, '1', '0')
     """
-    stream = sys.stderr if stream is None else stream
-    if stream.isatty() or "PYTEST_CURRENT_TEST" in environ:
+    if _terminal(sys.stderr if stream is None else stream) or "PYTEST_CURRENT_TEST" in environ:
         return False
     for name, value in QUIET.items():
         environ.setdefault(name, value)
     return True
+
+
+def _terminal(stream: TextIO | None) -> bool:
+    """Whether ``stream`` is a terminal: not when it is closed (None: Python's ``2>&-``) or cannot say."""
+    try:
+        return stream is not None and stream.isatty()
+    except (OSError, ValueError):
+        return False
 
 
 @functools.cache
@@ -497,7 +507,7 @@ def _counter(desc: str, total: float | None, unit: str, nested: bool, done: floa
 
     if "PYTEST_CURRENT_TEST" in os.environ:
         return _bar_class()(total=total, initial=done, disable=True)
-    if sys.stderr.isatty():
+    if _terminal(sys.stderr):
         if total is None:
             return tqdm(desc=desc, bar_format="{desc}: {elapsed}", leave=not nested)
         return _terminal_bar(desc, total, unit, leave=not nested, done=done, overall=overall)

@@ -1,35 +1,53 @@
 """Secrets never shown: the one scrubber every line physprobe prints or logs from a server passes through.
 
-``scrub`` removes each given secret however a server or library quotes it (as it is, escaped as Python's
-``repr`` or JSON escape it, URL-encoded, stripped of surrounding whitespace) and the value of any
-``Authorization``, ``Proxy-Authorization``, ``api-key``, ``x-api-key`` header or ``Bearer``/``Basic`` token,
-and the credentials of any URL (``http://user:password@host``), whatever the key; ``escaped`` writes control and
-bidirectional characters as their escapes, and ``printable`` makes a server's text one printable line of them, so an
-answer can neither break the line nor reorder what is shown around it.
+``scrub`` removes what a credential is known or shaped to be, never a word because of the word before it:
+
+- each secret it is given (a server key, the credentials of a ``base_url``: known exactly), however a server or
+  library quotes it (as it is, escaped as Python's ``repr`` or JSON escape it, URL-encoded, stripped of surrounding
+  whitespace);
+- the value of an ``Authorization``, ``Proxy-Authorization``, ``api-key`` or ``x-api-key`` header (``name: value``,
+  ``name=value``, ``'name': 'value'``), after its scheme (``Bearer``, ``Basic``, ``Token``) where it has one;
+- a ``Bearer``/``Token`` credential shaped like a key (``KEY_SHAPE``: 16 or more characters of a token's alphabet,
+  letters and digits both) and a ``Basic`` one that decodes to ``user:password``;
+- a provider's key wherever it stands (``hf_`` and 30 or more letters and digits, ``sk-`` and 20 or more of
+  ``[A-Za-z0-9_-]``);
+- the credentials of any URL (``http://user:password@host``).
+
+``escaped`` writes control and bidirectional characters as their escapes, and ``printable`` makes a server's text
+one printable line of them, so an answer can neither break the line nor reorder what is shown around it.
 
 >>> scrub("refused 'Bearer sk-abc\\\\r' for key sk-abc\\r", ["sk-abc\\r"])
 "refused 'Bearer ***' for key ***"
 >>> scrub('{"headers": {"authorization": "Basic dXNlcjpwdw==", "X-Api-Key": "k-1"}}', [])
 '{"headers": {"authorization": "Basic ***", "X-Api-Key": "***"}}'
->>> scrub("cannot reach http://me:pw-1@host:8000/v1", [])
-'cannot reach http://***@host:8000/v1'
+>>> scrub("cannot reach http://me:pw-1@host:8000/v1 with Bearer 9f8e7d6c5b4a39281706", [])
+'cannot reach http://***@host:8000/v1 with Bearer ***'
+>>> scrub("Basic nurse 's equipment ! The Hugging Face token of alice is read-only")  # words, not credentials
+"Basic nurse 's equipment ! The Hugging Face token of alice is read-only"
 >>> printable("bad\\nline \\u202eevil")
 'bad line \\\\u202eevil'
 """
 
 from __future__ import annotations
 
+import binascii
 import json
 import re
+from base64 import b64decode
 from collections.abc import Iterable
 from urllib.parse import quote, quote_plus
 
 HIDDEN = "***"
 SECRET_LENGTH = 8  # characters: a URL's password shorter than this is scrubbed from URLs and headers only
-_SCHEME = re.compile(r"(?i)\b(Bearer|Basic|Token)(\s+|%20|\+)[^\s'\",;}\]\\]+")
+_SEPARATOR = r"(\s+|%20|\+)"  # between a scheme and its credential: spaces, or as a URL encodes them
+KEY_SHAPE = r"(?=[A-Za-z0-9_.~+/-]*[0-9])(?=[A-Za-z0-9_.~+/-]*[A-Za-z])[A-Za-z0-9_.~+/-]{16,}=*"  # a token: 16+ of its alphabet, letters and digits
 _HEADER = re.compile(r"""(?ix)\b((?:proxy-)?authorization|(?:x-)?api[-_]?key)   # the header's name
                          (['"]?\s*[:=]\s*['"]?)                                   # its separator, quoted or not
-                         (?!(?:Bearer|Basic|Token)\b)([^\s'",;}\]\\]+)""")  # its value (a scheme: _SCHEME's)
+                         ((?:Bearer|Basic|Token)\s+)?                             # its scheme, if any
+                         ([^\s'",;}\]\\]+)""")  # its value
+_BEARER = re.compile(rf"(?i)(?<![\w-])(Bearer|Token){_SEPARATOR}({KEY_SHAPE})")
+_BASIC = re.compile(rf"(?i)(?<![\w-])(Basic){_SEPARATOR}([A-Za-z0-9+/]{{4,}}={{0,2}})(?![\w+/=-])")
+_PROVIDER_KEY = re.compile(r"(?<![\w-])(?:hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,})")  # Hugging Face's, OpenAI's and alike
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s'\"]+@")  # a URL's user:password@
 
 
@@ -39,15 +57,35 @@ def _forms(secret: str) -> set[str]:
     return {form for form in forms if form}
 
 
-def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """``text`` with every form of each secret, and every credential a header or token scheme carries, replaced
-    by ``***`` (longest forms first, so no part of one survives)."""
-    forms = sorted({form for secret in secrets if secret for form in _forms(secret)}, key=len, reverse=True)
-    for form in forms:
+def known(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """``text`` with every form of each of ``secrets`` replaced by ``***`` (longest forms first, so no part of one
+    survives) and nothing else changed: the secrets known exactly.
+
+    >>> known("key sk-1 quoted as 'sk-1\\\\n'", ["sk-1\\n"])
+    "key *** quoted as '***'"
+    """
+    for form in sorted({form for secret in secrets if secret for form in _forms(secret)}, key=len, reverse=True):
         text = text.replace(form, HIDDEN)
-    text = _SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}{HIDDEN}", text)
-    text = without_url_credentials(text)
-    return _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{HIDDEN}", text)
+    return text
+
+
+def _basic(match: re.Match) -> str:
+    """A ``Basic`` credential hidden where it is one: Base64 of ``user:password``; a word after "Basic" kept."""
+    try:
+        decoded = b64decode(match.group(3), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return match.group(0)
+    return f"{match.group(1)}{match.group(2)}{HIDDEN}" if ":" in decoded else match.group(0)
+
+
+def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """``text`` with each of ``secrets`` (``known``) and every text shaped like a credential replaced by ``***``: a
+    header's value, a ``Bearer``/``Token`` key, a ``Basic`` user and password, a provider's key, a URL's credentials."""
+    text = without_url_credentials(known(text, secrets))
+    text = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) or ''}{HIDDEN}", text)
+    text = _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{HIDDEN}", text)
+    text = _BASIC.sub(_basic, text)
+    return _PROVIDER_KEY.sub(HIDDEN, text)
 
 
 def without_url_credentials(text: str) -> str:

@@ -1,0 +1,85 @@
+"""Decoding as released (``--decoding released``): each generating protocol's declared decoding against the released
+scripts' calls, transcribed here by hand from the upstream files the declarations cite."""
+
+import pytest
+
+from physprobe.data import registry
+from physprobe.errors import ProtocolError
+from physprobe.protocols import Protocol
+from physprobe.protocols.decoding import Decoding, Released, sample_seed
+from physprobe.protocols.requests import Choice, Generate, GenerateEach, decoded
+
+GENERATING = [(b, p) for b in registry.names() for p in registry.evaluation(b).protocols if p.generates]
+
+
+def test_every_generating_protocol_declares_its_released_decoding_with_a_source():
+    assert len(GENERATING) == 11
+    for benchmark, protocol in GENERATING:
+        assert protocol.released is not None, (benchmark, protocol.name)
+        for _, decoding in protocol.released.all():
+            assert decoding.source and ("@" in decoding.source or "no " in decoding.source), (protocol.name, decoding.source)
+    scoring = [p for b in registry.names() for p in registry.evaluation(b).protocols if not p.generates]
+    assert all(p.released is None for p in scoring)
+    with pytest.raises(ValueError, match="released decoding is for protocols that generate"):
+        Protocol("demo", Choice, dict, "", "", released=Released(Decoding.greedy("x")))
+
+
+# The released calls, as the cited lines read (NewtonReasoning/Newton hf_track2.py, query_gpt.py; databrickslabs/dolly
+# training/generate.py; sayantan11995/Affordance src/LLM/zero_shot_llama-3.py), model by model.
+NEWTON_BY_MODEL = {
+    "google/flan-t5-large": ("greedy", {}),  # pipeline(prompt, max_length=128, do_sample=False)
+    "declare-lab/flan-alpaca-gpt4-xl": ("greedy", {}),  # 'flan' in the name is tested first: the flan class
+    "allenai/unifiedqa-v2-t5-large-1363200": ("greedy", {}),  # generate(max_length=128, do_sample=False)
+    "databricks/dolly-v2-3b": ("sampling", {"temperature": 1.0, "top_p": 0.92, "top_k": 0, "max_new_tokens": 256}),
+    "chainyo/alpaca-lora-7b": ("beam", {"num_beams": 4, "length_penalty": 1.0, "early_stopping": False, "max_new_tokens": 128}),
+    "tiiuae/falcon-7b": ("sampling", {"temperature": 1.0, "top_p": 1.0, "top_k": 10, "max_new_tokens": 200, "max_length": 200}),
+}
+
+
+@pytest.mark.parametrize("protocol", ["released-generate", "table1-generate"])
+def test_newton_decodes_each_model_class_as_its_released_class(protocol):
+    declared = registry.evaluation("newton").protocol(protocol)
+    for model, (kind, settings) in NEWTON_BY_MODEL.items():
+        assert declared.decoding("released", model).key() == {"kind": kind, **settings}, model
+        assert declared.decoding("greedy", model).kind == "greedy"
+
+
+def test_sampled_protocols_carry_the_released_settings():
+    gpt = registry.evaluation("newton").protocol("released-gpt-chat").decoding("released", "gpt-4")
+    assert gpt.key() == {"kind": "sampling", "temperature": 1.0, "top_p": 0.5, "top_k": 0}  # top_p=0.5 alone; no max_tokens
+    for name in ("yes-no-llama3-released", "yes-no-llama3-zero-shot"):
+        llama = registry.evaluation("text2afford").protocol(name).decoding("released", "meta-llama/Meta-Llama-3-8B-Instruct")
+        assert llama.key() == {"kind": "sampling", "temperature": 0.7, "top_p": 0.9, "top_k": 50, "max_new_tokens": 5}
+    greedy = [("text2afford", "yes-no-flan-t5"), ("text2afford", "yes-no-falcon"), ("text2afford", "yes-no-vlm-text"),
+              ("prost", "released-unifiedqa"), ("cccons", "question-generate")]  # fmt: skip
+    for benchmark, name in greedy:
+        assert registry.evaluation(benchmark).protocol(name).decoding("released", "any/model").kind == "greedy"
+
+
+def test_released_is_refused_where_nothing_is_generated():
+    with pytest.raises(ProtocolError, match="'released-gpt' generates no answer: --decoding released"):
+        registry.evaluation("prost").protocol("released-gpt").decoding("released", "gpt2")
+
+
+def test_a_greedy_request_keeps_its_cache_key_and_a_sampled_one_carries_settings_and_seed():
+    protocol = registry.evaluation("text2afford").protocol("yes-no-llama3-released")
+    ask = GenerateEach(("Can a human lift it?",), 5, ())
+    assert decoded(ask, protocol.decoding("greedy", "llama"), 3) is ask
+    sampled = decoded(ask, protocol.decoding("released", "llama"), 3)
+    assert sampled.key() != ask.key() and sampled.seed == 3 and sampled.max_new_tokens == 5
+    beam = decoded(Generate("q", ("a",), 128, max_length=128), newton_released("chainyo/alpaca-lora-7b"), 9)
+    assert beam.seed is None and (beam.max_new_tokens, beam.max_length) == (128, None)  # the beam call's own budget
+
+
+def newton_released(model):
+    return registry.evaluation("newton").protocol("released-generate").decoding("released", model)
+
+
+def test_a_sample_seed_depends_on_seed_row_sample_and_settings_alone():
+    top_p = Decoding.sampling("x", top_p=0.5)
+    base = sample_seed(0, "newton", "track1", 4, 0, top_p)
+    assert base == sample_seed(0, "newton", "track1", 4, 0, Decoding.sampling("another source", top_p=0.5))
+    others = [sample_seed(1, "newton", "track1", 4, 0, top_p), sample_seed(0, "newton", "track2_mc", 4, 0, top_p),
+              sample_seed(0, "newton", "track1", 5, 0, top_p), sample_seed(0, "newton", "track1", 4, 1, top_p),
+              sample_seed(0, "newton", "track1", 4, 0, Decoding.sampling("x", top_p=0.6))]  # fmt: skip
+    assert base not in others and len(set(others)) == len(others) and 0 <= base < 2**63

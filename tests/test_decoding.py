@@ -1,13 +1,22 @@
 """Decoding as released (``--decoding released``): each generating protocol's declared decoding against the released
 scripts' calls, transcribed here by hand from the upstream files the declarations cite."""
 
-import pytest
+import collections
+import copy
+import random
 
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+from physprobe.backends.hf import generation
+from physprobe.backends.hf.draws import SeededDraws
 from physprobe.data import registry
 from physprobe.errors import ProtocolError
 from physprobe.protocols import Protocol
 from physprobe.protocols.decoding import Decoding, Released, sample_seed
 from physprobe.protocols.requests import Choice, Generate, GenerateEach, decoded
+from tests import tiny_models
 
 GENERATING = [(b, p) for b in registry.names() for p in registry.evaluation(b).protocols if p.generates]
 
@@ -83,3 +92,76 @@ def test_a_sample_seed_depends_on_seed_row_sample_and_settings_alone():
               sample_seed(0, "newton", "track1", 5, 0, top_p), sample_seed(0, "newton", "track1", 4, 1, top_p),
               sample_seed(0, "newton", "track1", 4, 0, Decoding.sampling("x", top_p=0.6))]  # fmt: skip
     assert base not in others and len(set(others)) == len(others) and 0 <= base < 2**63
+
+
+WORDS = "the a heavy light glass brick stone feather falls rolls breaks bends is are on under box ball cup table".split()
+
+
+@pytest.fixture(scope="module")
+def tiny_causal(tmp_path_factory):
+    """A tiny random GPT-2 (``tests/tiny_models.py``) and its tokenizer, trained on sentences of a small vocabulary."""
+    rng = random.Random(0)
+    texts = [" ".join(rng.choice(WORDS) for _ in range(12)) + "." for _ in range(400)]
+    folder = tiny_models.causal_lm(tmp_path_factory.mktemp("decoding") / "gpt", texts)
+    return AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+
+
+def _asks(decoding, n=20, sample=0, seed=0, budget=8):
+    rng = random.Random(1)
+    prompts = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))) for _ in range(n)]
+    return [{"prompt": p, "max_new_tokens": budget, "stop": [], "decoding": decoding,
+             "seed": sample_seed(seed, "demo", "default", row, sample, decoding) if decoding.samples else None}
+            for row, p in enumerate(prompts)]  # fmt: skip
+
+
+def _texts(model, tokenizer, asks, max_batch=None):
+    return [a.text for a in generation.generate(model, tokenizer, asks, torch.device("cpu"), max_batch=max_batch)]
+
+
+LLAMA3 = registry.evaluation("text2afford").protocol("yes-no-llama3-released").decoding("released", "llama")
+
+
+@pytest.mark.parametrize("processors", [False, True], ids=["own-loop", "model.generate"])
+def test_seeded_samples_are_reproducible_and_independent_of_batches_and_order(tiny_causal, processors):
+    model, tokenizer = tiny_causal
+    if processors:  # a generation config with a logits processor: answers come from model.generate
+        model = copy.deepcopy(model)
+        model.generation_config.repetition_penalty = 1.3
+        assert not generation.argmax_decodes(model)
+    decoding = Decoding.sampling("test", temperature=1.5, top_p=0.95, top_k=50)
+    asks = _asks(decoding)
+    first = _texts(model, tokenizer, asks, max_batch=16)
+    assert first == _texts(model, tokenizer, asks, max_batch=16)
+    assert first == _texts(model, tokenizer, asks, max_batch=1)
+    assert first[::-1] == _texts(model, tokenizer, asks[::-1], max_batch=16)
+    assert first[5:9] == _texts(model, tokenizer, asks[5:9])  # a resumed run asks only the rest
+    greedy = _texts(model, tokenizer, _asks(Decoding.greedy("test")))
+    assert sum(a != b for a, b in zip(first, greedy)) >= 10
+    again = _texts(model, tokenizer, _asks(decoding, sample=1))  # another sample index: other draws
+    assert sum(a != b for a, b in zip(first, again)) >= 10
+
+
+def test_sampling_follows_the_warped_distribution():
+    """Drawn tokens land only where the warpers leave probability (top-k 2 of 4), near their renormalised shares."""
+    logits = torch.log(torch.tensor([[0.1, 0.6, 0.3, 0.0001]]))
+    counts = collections.Counter()
+    for seed in range(2000):
+        counts[SeededDraws(Decoding.sampling("t", top_k=2), [seed]).pick(logits, [0]).item()] += 1
+    assert set(counts) == {1, 2} and abs(counts[1] / 2000 - 2 / 3) < 0.04
+
+
+def test_beam_search_equals_transformers_generate_on_the_released_settings(tiny_causal):
+    model, tokenizer = tiny_causal
+    beam = registry.evaluation("newton").protocol("released-generate").decoding("released", "chainyo/alpaca-lora-7b")
+    asks = _asks(beam, n=24, budget=12)
+    texts = _texts(model, tokenizer, asks, max_batch=16)
+    expected = []
+    for ask in asks:
+        ids = tokenizer(ask["prompt"], return_tensors="pt").input_ids
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=GenerationConfig(
+            temperature=0.2, top_p=0.75, top_k=40, num_beams=4, max_new_tokens=12,  # hf_track2.py:76-82, budget cut to 12
+            pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id))  # fmt: skip
+        expected.append(tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True))
+    assert texts == expected
+    greedy = _texts(model, tokenizer, _asks(Decoding.greedy("test"), n=24, budget=12))
+    assert texts != greedy

@@ -99,7 +99,7 @@ def _spec_options(args: argparse.Namespace) -> dict:
         limit=args.limit, backend=args.backend, model_args=args.model_args, device=args.device, dtype=args.dtype,
         batch_size=args.batch_size, gguf_file=args.gguf_file, truncate=args.truncate, chat=chat_setting(args),
         bootstrap_iters=args.bootstrap_iters, processes=args.num_processes or 1, command=["physprobe", *map(scrub, args.argv)],
-        label=args.label,
+        label=args.label, decoding=args.decoding, samples=args.samples, seed=args.seed,
     )  # fmt: skip
 
 
@@ -138,6 +138,7 @@ def summary_lines(record) -> list[str]:
     overall figures and the counts; below it, the baselines of the same rows, and a flag where its figures say
     little (``physprobe.run.baselines``)."""
     from physprobe.protocols import COUNTS
+    from physprobe.report.cells import lookup
     from physprobe.run import baselines
     from physprobe.util import provenance
 
@@ -147,9 +148,16 @@ def summary_lines(record) -> list[str]:
     lines = []
     for config, values in record.metrics.items():
         headline = record.headline.get(config)
-        figures = {**dict([headline] if headline else []), **provenance.overall_figures(values)}
+        figures = {
+            **dict([headline] if headline else []),
+            **provenance.overall_figures({k: v for k, v in values.items() if k != "samples"}),
+        }
         figures.update({k: v for k, v in values.items() if k in COUNTS})
         lines.append(f"{record.benchmark}/{config}: " + ", ".join(f"{k}={v:.4g}" for k, v in figures.items()))
+        spread = values.get("samples")
+        if isinstance(spread, dict) and headline:  # --samples K > 1: the headline's mean and sd over the K samples
+            lines.append(f"  over {spread['drawn']} samples (seed {record.spec.seed}): {headline[0]} {lookup(spread['mean'], headline[0]):.4g} "
+                         f"± {lookup(spread['sd'], headline[0]):.4g} (sd), agreement {spread['agreement']:.3g}")  # fmt: skip
         if config in record.baselines:
             lines.append(f"  baselines, {baselines.summary(record.benchmark, record.baselines[config])}")
         if config in flags:
@@ -349,6 +357,17 @@ def _running_arguments(score_cmd: argparse.ArgumentParser) -> None:
     score_cmd.add_argument("--gguf-file", help="a GGUF file inside --model's folder")
     score_cmd.add_argument("--truncate", action="store_true", help="keep the last tokens of over-long inputs instead of failing")
     score_cmd.add_argument("--bootstrap-iters", type=int, default=200, help="bootstrap resamples for standard errors (0: none)")
+    score_cmd.add_argument(
+        "--decoding",
+        choices=["greedy", "released"],
+        default="greedy",
+        help="how generated answers are decoded: greedy (the default), or as the protocol's released script did "
+        "(its sampling or beam search, docs/scoring.md)",
+    )
+    score_cmd.add_argument(
+        "--samples", type=int, default=1, help="answers drawn per prompt with a sampling --decoding (default 1)"
+    )
+    score_cmd.add_argument("--seed", type=int, default=0, help="seed of the sampled answers (default 0)")
     score_cmd.add_argument(
         "--backend",
         help="how the model is reached: hf (transformers in this process; the default) or a "

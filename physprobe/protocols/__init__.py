@@ -358,8 +358,8 @@ class Evaluation:
 
 
 # The counts a scored config's metrics hold beside its figures, never figures themselves (``decided``'s two; the
-# runner adds unparsed, fallback and excluded; Text2Afford's wiring skipped).
-COUNTS = ("n", "undecided", "unparsed", "fallback", "excluded", "skipped")
+# runner adds unparsed, fallback and excluded; Text2Afford's wiring skipped; ``drawn``: the answers sampled per question).
+COUNTS = ("n", "undecided", "unparsed", "fallback", "excluded", "skipped", "drawn")
 
 
 def decided(rows: list[dict], predictions: list) -> tuple[dict, list[int]]:

@@ -19,6 +19,7 @@ leaves out, ``Protocol.skip``: no request, in no figure). predictions.parquet ho
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
@@ -52,6 +53,7 @@ class Sample:
     generated_tokens: int | tuple[int | None, ...] | None = None
     prompts: tuple[str, ...] = ()
     prompt_tokens: tuple[int, ...] | None = None
+    draws: tuple[Sample, ...] = ()  # with --samples K > 1: the row's K sampled samples, this one first
 
     @classmethod
     def scored(cls, config: str, row: int, data: dict, reference: tuple[int, ...], request: Request, result: Result,
@@ -82,13 +84,28 @@ class Sample:
 
     def line(self) -> dict:
         """The sample's line of predictions.parquet: ``prediction`` the option, or ``UNDECIDED`` (-1), ``UNPARSED``
-        (-2), ``EXCLUDED`` (-3) as ``status`` says; ``scores`` NaN where the model gave none."""
+        (-2), ``EXCLUDED`` (-3) as ``status`` says; ``scores`` NaN where the model gave none. A row of K > 1 samples
+        (``draws``) adds each sample's text and prediction (``draws_generated``, ``draws_prediction``) and ``agreement``,
+        the share of samples that decided as the commonest decision."""
         code = {"decided": self.prediction, "undecided": UNDECIDED, "unparsed": UNPARSED, "excluded": EXCLUDED}[self.status]
         return {"config": self.config, "row": self.row, "status": self.status, "prediction": code,
                 "scores": [math.nan if v is None else v for v in self.scores], "reference": list(self.reference),
                 "generated": list(self.generated) if isinstance(self.generated, tuple) else self.generated,
                 "generated_tokens": list(self.generated_tokens) if isinstance(self.generated_tokens, tuple) else self.generated_tokens,
-                "prompts": list(self.prompts), "prompt_tokens": None if self.prompt_tokens is None else list(self.prompt_tokens)}  # fmt: skip
+                "prompts": list(self.prompts), "prompt_tokens": None if self.prompt_tokens is None else list(self.prompt_tokens),
+                **(self._draws() if self.draws else {})}  # fmt: skip
+
+    @property
+    def decision(self) -> str:
+        """What the sample decided, as one comparable value: its status, prediction and scores (a YES/NO protocol's
+        answers), so that two samples of a row agree where these are equal."""
+        return json.dumps([self.status, self.prediction, list(self.scores)])
+
+    def _draws(self) -> dict:
+        decided = [d.decision for d in self.draws]
+        return {"draws_generated": [d.line()["generated"] for d in self.draws],
+                "draws_prediction": [d.line()["prediction"] for d in self.draws],
+                "agreement": max(map(decided.count, decided)) / len(decided) if self.answered else None}  # fmt: skip
 
 
 def answered(samples) -> list[Sample]:

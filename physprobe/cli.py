@@ -224,7 +224,7 @@ def _report(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from physprobe.publish.lm_eval_export import export
 
-    names = export(Path(args.out), Path(args.data) if args.data else None)
+    names = export(Path(args.out), Path(args.data) if args.data else None, decoding=args.decoding, model=args.model or "")
     print(f"{len(names)} lm-eval tasks -> {args.out} (lm_eval --include_path {args.out} --tasks physprobe_<benchmark> ...)")
     return 0
 
@@ -283,6 +283,14 @@ def parser() -> argparse.ArgumentParser:
         "--data",
         help="a local build (physprobe build) whose Parquet files the tasks read (default: physprobe/<benchmark> on the Hub)",
     )
+    export_cmd.add_argument(
+        "--decoding",
+        choices=["greedy", "released"],
+        default="greedy",
+        help="generating tasks decode greedily (the default) or as the protocol's released script did (--model picks the "
+        "class of scripts that decode by model, NEWTON's)",
+    )
+    export_cmd.add_argument("--model", help="with --decoding released: the model whose released decoding the tasks carry")
     export_cmd.set_defaults(run=_export)
     from physprobe import publish  # its options only: nothing heavy is imported before it runs
 

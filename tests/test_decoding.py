@@ -7,6 +7,7 @@ import random
 
 import pytest
 import torch
+import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from physprobe.backends.hf import generation
@@ -16,6 +17,7 @@ from physprobe.errors import ProtocolError
 from physprobe.protocols import Protocol
 from physprobe.protocols.decoding import Decoding, Released, sample_seed
 from physprobe.protocols.requests import Choice, Generate, GenerateEach, decoded
+from physprobe.publish.lm_eval_export import export
 from tests import tiny_models
 
 GENERATING = [(b, p) for b in registry.names() for p in registry.evaluation(b).protocols if p.generates]
@@ -165,3 +167,16 @@ def test_beam_search_equals_transformers_generate_on_the_released_settings(tiny_
     assert texts == expected
     greedy = _texts(model, tokenizer, _asks(Decoding.greedy("test"), n=24, budget=12))
     assert texts != greedy
+
+
+def test_lm_eval_export_carries_the_released_decoding_of_the_named_model(built_all, tmp_path):
+    export(tmp_path / "greedy", data=built_all, benchmarks=["newton"])
+    export(tmp_path / "falcon", data=built_all, benchmarks=["newton"], decoding="released", model="tiiuae/falcon-7b")
+    task = "newton/physprobe_newton_track1_released_generate.yaml"
+    greedy = yaml.safe_load((tmp_path / "greedy" / task).read_text().replace("!function", ""))
+    falcon = yaml.safe_load((tmp_path / "falcon" / task).read_text().replace("!function", ""))
+    assert greedy["generation_kwargs"] == {"until": [], "max_gen_toks": 128, "do_sample": False}
+    # hf_track2.py:57-64: pipeline(prompt, max_length=200, do_sample=True, top_k=10); temperature and top_p generate's defaults
+    assert falcon["generation_kwargs"] == {"until": [], "max_gen_toks": 200, "do_sample": True, "temperature": 1.0, "top_p": 1.0,
+                                           "top_k": 10}  # fmt: skip
+    assert "decoding as released: sampling" in (tmp_path / "falcon" / "README.md").read_text()

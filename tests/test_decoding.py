@@ -5,6 +5,7 @@ import collections
 import copy
 import random
 
+import pyarrow.parquet as pq
 import pytest
 import torch
 import yaml
@@ -12,6 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from physprobe.backends.hf import generation
 from physprobe.backends.hf.draws import SeededDraws
+from physprobe.cli import main
 from physprobe.data import registry
 from physprobe.errors import ProtocolError
 from physprobe.protocols import Protocol
@@ -180,3 +182,41 @@ def test_lm_eval_export_carries_the_released_decoding_of_the_named_model(built_a
     assert falcon["generation_kwargs"] == {"until": [], "max_gen_toks": 200, "do_sample": True, "temperature": 1.0, "top_p": 1.0,
                                            "top_k": 10}  # fmt: skip
     assert "decoding as released: sampling" in (tmp_path / "falcon" / "README.md").read_text()
+
+
+def test_a_server_is_sent_the_released_sampling_with_each_answers_seed_and_the_run_says_it_is_not_reproducible(
+    built_all, tmp_path, capsys
+):
+    from tests.fake_openai import MODEL, FakeServer
+
+    args = ["score", "--model", MODEL, "--benchmark", "newton", "--protocol", "released-gpt-chat", "--config", "track1",
+            "--limit", "2", "--data", str(built_all), "--bootstrap-iters", "0", "--decoding", "released", "--samples", "2"]  # fmt: skip
+    with FakeServer() as server:
+        assert main([*args, "--model-args", f"base_url={server.base_url}", "--out", str(tmp_path / "run")]) == 0
+        chats = [body for body in server.bodies if "messages" in body and body["max_tokens"] == 128]
+    seeds = [sample_seed(0, "newton", "track1", row["row"], k, NEWTON_GPT) for row in _lines(tmp_path / "run") for k in (0, 1)]
+    assert sorted(body["seed"] for body in chats) == sorted(seeds) and len(set(seeds)) == 4
+    assert all((body["temperature"], body["top_p"], "top_k" in body) == (1.0, 0.5, False) for body in chats)  # query_gpt.py:25
+    assert "not reproducible as the hf backend's are" in capsys.readouterr().err
+    with FakeServer() as server:  # greedy, as before: temperature 0 and no seed
+        assert main([*args[:-4], "--model-args", f"base_url={server.base_url}", "--out", str(tmp_path / "greedy")]) == 0
+        assert all(body["temperature"] == 0 and "seed" not in body for body in server.bodies if "messages" in body)
+
+
+def test_beam_search_is_refused_for_a_server_in_one_line(built_all, capsys):
+    from tests.fake_openai import FakeServer
+
+    with FakeServer(model="chainyo/alpaca-lora-7b") as server:
+        code = main(["score", "--model", "chainyo/alpaca-lora-7b", "--benchmark", "newton", "--data", str(built_all),
+                     "--model-args", f"base_url={server.base_url}", "--decoding", "released"])  # fmt: skip
+    assert code == 2
+    assert capsys.readouterr().err.startswith(
+        "physprobe: error: protocol 'released-generate' decodes chainyo/alpaca-lora-7b by beam search"
+    )
+
+
+NEWTON_GPT = registry.evaluation("newton").protocol("released-gpt-chat").decoding("released", "gpt-4")
+
+
+def _lines(folder):
+    return pq.read_table(folder / "predictions.parquet").to_pylist()

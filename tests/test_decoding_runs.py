@@ -112,3 +112,6 @@ def test_sampled_runs_are_reproducible_and_kept_apart_from_greedy(models, built_
     metrics = json.loads((tmp_path / "a" / "metrics.json").read_text())[config]
     assert metrics["samples"]["drawn"] == 3 and 1 / 3 <= metrics["samples"]["agreement"] <= 1
     assert "over 3 samples (seed 0)" in capsys.readouterr().out
+    assert main(["report", str(tmp_path / "a"), str(tmp_path / "greedy"), "--out", str(tmp_path / "report")]) == 0
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert report.count(" ˢ mean ") == 1 and "sd over 3 samples" in report  # the sampled run's row, not the greedy one's

@@ -8,7 +8,7 @@ from pathlib import Path
 from physprobe.data import registry
 from physprobe.report.blocks import Heading, Image, Notes, Paragraph, TableBlock
 from physprobe.report.card import card_blocks
-from physprobe.report.cells import Missing, RunCell, baseline_cell, number, run_cell
+from physprobe.report.cells import MISSING, Missing, RunCell, baseline_cell, lookup, number, run_cell
 from physprobe.report.figures import DRAW
 from physprobe.report.notes import Footnotes, answered, apart_note, coverage, exclusion, missing_texts, protocol_warning
 from physprobe.report.runs import Run
@@ -183,6 +183,22 @@ def _share(count: int | None, n: int) -> str:
     return f"{count} ({100 * count / n:.0f}%)" if count and n else ""
 
 
+def sampled(values: dict, key: str) -> str:
+    """A sampled config's spread of its headline figure ``key`` (``--samples`` K > 1: metrics.json ``samples``), marked ˢ,
+    to follow the figure (the first sample's); nothing for a config answered once.
+
+    >>> sampled({"accuracy": 0.5, "samples": {"drawn": 3, "mean": {"accuracy": 0.55}, "sd": {"accuracy": 0.05}, "agreement": 0.8}}, "accuracy")
+    ' ˢ mean 0.550 ± 0.050 sd over 3 samples, agreement 0.80'
+    >>> sampled({"accuracy": 0.5}, "accuracy")
+    ''
+    """
+    spread = values.get("samples")
+    if not isinstance(spread, dict) or lookup(spread["mean"], key) is MISSING:
+        return ""
+    return (f" ˢ mean {lookup(spread['mean'], key):.3f} ± {lookup(spread['sd'], key):.3f} sd over {spread['drawn']} samples, "
+            f"agreement {spread['agreement']:.2f}")  # fmt: skip
+
+
 def _configs_table(runs: list[Run]) -> TableBlock:
     """Per run and scored config (and pooled figure): n, the headline figure, what it rests on, the baselines of the
     same rows by the headline figure, and the flag of one that says little (``baselines.flags``)."""
@@ -200,7 +216,7 @@ def _configs_table(runs: list[Run]) -> TableBlock:
             majority = same_rows and baselines.headline(benchmark, same_rows.majority)
             constant = same_rows and baselines.best_constant(benchmark, same_rows)
             chance = same_rows and baselines.headline(benchmark, same_rows.chance)
-            rows.append([run.id, config, str(n), "—" if headline is None else f"{headline[0]} {headline[1]:.3f}",
+            rows.append([run.id, config, str(n), "—" if headline is None else f"{headline[0]} {headline[1]:.3f}" + sampled(values, headline[0]),
                          _share(values.get("unparsed"), n), _share(values.get("undecided"), n),
                          "" if not majority else f"{majority[1]:.3f} ({baselines.answer_text(same_rows.majority_answer)})",
                          "" if not constant else f"{constant[1][1]:.3f}", "" if not chance else f"{chance[1]:.3f}",

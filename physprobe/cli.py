@@ -287,8 +287,8 @@ def parser() -> argparse.ArgumentParser:
         "--decoding",
         choices=["greedy", "released"],
         default="greedy",
-        help="generating tasks decode greedily (the default) or as the protocol's released script did (--model picks the "
-        "class of scripts that decode by model, NEWTON's)",
+        help="generating tasks decode greedily (the default) or as the protocol's released script did (--model: the model "
+        "whose settings they carry, where the released scripts decode by model)",
     )
     export_cmd.add_argument("--model", help="with --decoding released: the model whose released decoding the tasks carry")
     export_cmd.set_defaults(run=_export)

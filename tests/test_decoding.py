@@ -220,3 +220,23 @@ NEWTON_GPT = registry.evaluation("newton").protocol("released-gpt-chat").decodin
 
 def _lines(folder):
     return pq.read_table(folder / "predictions.parquet").to_pylist()
+
+
+def test_samples_and_seed_are_refused_where_nothing_is_sampled_and_a_card_takes_neither(capsys):
+    from physprobe.backends.base import Description
+    from physprobe.data import hub_data
+    from physprobe.record import spec
+
+    source = hub_data.DataSource("newton", "build/newton", None, ("track1",))
+    gpt2 = Description("causal", "GPT2LMHeadModel", chat_template=False)
+    with pytest.raises(
+        ProtocolError, match=r"^--samples 3 is for sampled answers and protocol 'released-generate' decodes gpt2 by greedy"
+    ):
+        spec.resolve(spec.check("gpt2", "newton", samples=3), gpt2, source)
+    with pytest.raises(ProtocolError, match=r"^--seed 5 is for sampled answers"):
+        spec.resolve(spec.check("gpt2", "newton", decoding="released", seed=5), gpt2, source)
+    falcon = spec.resolve(spec.check("tiiuae/falcon-7b", "newton", decoding="released", samples=2, seed=5), gpt2, source)
+    assert (falcon.decoding.top_k, falcon.samples, falcon.seed) == (10, 2, 5)
+    assert spec.resolve(spec.check("gpt2", "newton"), gpt2, source).seed is None  # a greedy run records no seed
+    assert main(["score", "--model", "gpt2", "--benchmark", "all", "--decoding", "released"]) == 2
+    assert capsys.readouterr().err.startswith("physprobe: error: --decoding released and --samples apply to one benchmark's")

@@ -100,7 +100,7 @@ def _spec_options(args: argparse.Namespace) -> dict:
         limit=args.limit, backend=args.backend, model_args=args.model_args, device=args.device, dtype=args.dtype,
         batch_size=args.batch_size, gguf_file=args.gguf_file, truncate=args.truncate, chat=chat_setting(args),
         bootstrap_iters=args.bootstrap_iters, processes=args.num_processes or 1, command=["physprobe", *map(scrub, args.argv)],
-        label=args.label,
+        label=args.label, decoding=args.decoding, samples=args.samples, seed=args.seed,
     )  # fmt: skip
 
 
@@ -139,6 +139,7 @@ def summary_lines(record) -> list[str]:
     overall figures and the counts; below it, the baselines of the same rows, and a flag where its figures say
     little (``physprobe.run.baselines``)."""
     from physprobe.protocols import COUNTS
+    from physprobe.report.cells import lookup
     from physprobe.run import baselines
     from physprobe.util import provenance
 
@@ -148,9 +149,16 @@ def summary_lines(record) -> list[str]:
     lines = []
     for config, values in record.metrics.items():
         headline = record.headline.get(config)
-        figures = {**dict([headline] if headline else []), **provenance.overall_figures(values)}
+        figures = {
+            **dict([headline] if headline else []),
+            **provenance.overall_figures({k: v for k, v in values.items() if k != "samples"}),
+        }
         figures.update({k: v for k, v in values.items() if k in COUNTS})
         lines.append(f"{record.benchmark}/{config}: " + ", ".join(f"{k}={v:.4g}" for k, v in figures.items()))
+        spread = values.get("samples")
+        if isinstance(spread, dict) and headline:  # --samples K > 1: the headline's mean and sd over the K samples
+            lines.append(f"  over {spread['drawn']} samples (seed {record.spec.seed}): {headline[0]} {lookup(spread['mean'], headline[0]):.4g} "
+                         f"± {lookup(spread['sd'], headline[0]):.4g} (sd), agreement {spread['agreement']:.3g}")  # fmt: skip
         if config in record.baselines:
             lines.append(f"  baselines, {baselines.summary(record.benchmark, record.baselines[config])}")
         if config in flags:
@@ -217,7 +225,7 @@ def _report(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from physprobe.publish.lm_eval_export import export
 
-    names = export(Path(args.out), Path(args.data) if args.data else None)
+    names = export(Path(args.out), Path(args.data) if args.data else None, decoding=args.decoding, model=args.model or "")
     print(f"{len(names)} lm-eval tasks -> {args.out} (lm_eval --include_path {args.out} --tasks physprobe_<benchmark> ...)")
     return 0
 
@@ -289,6 +297,14 @@ def parser() -> argparse.ArgumentParser:
         "--data",
         help="a local build (physprobe build) whose Parquet files the tasks read (default: physprobe/<benchmark> on the Hub)",
     )
+    export_cmd.add_argument(
+        "--decoding",
+        choices=["greedy", "released"],
+        default="greedy",
+        help="generating tasks decode greedily (the default) or as the protocol's released script did (--model: the model "
+        "whose settings they carry, where the released scripts decode by model)",
+    )
+    export_cmd.add_argument("--model", help="with --decoding released: the model whose released decoding the tasks carry")
     export_cmd.set_defaults(run=_export)
     from physprobe import publish  # its options only: nothing heavy is imported before it runs
 
@@ -363,6 +379,17 @@ def _running_arguments(score_cmd: argparse.ArgumentParser) -> None:
     score_cmd.add_argument("--gguf-file", help="a GGUF file inside --model's folder")
     score_cmd.add_argument("--truncate", action="store_true", help="keep the last tokens of over-long inputs instead of failing")
     score_cmd.add_argument("--bootstrap-iters", type=int, default=200, help="bootstrap resamples for standard errors (0: none)")
+    score_cmd.add_argument(
+        "--decoding",
+        choices=["greedy", "released"],
+        default="greedy",
+        help="how generated answers are decoded: greedy (the default), or as the protocol's released script did "
+        "(its sampling or beam search, docs/scoring.md)",
+    )
+    score_cmd.add_argument(
+        "--samples", type=int, default=1, help="answers drawn per prompt with a sampling --decoding (default 1)"
+    )
+    score_cmd.add_argument("--seed", type=int, default=0, help="seed of the sampled answers (default 0)")
     score_cmd.add_argument(
         "--backend",
         help="how the model is reached: hf (transformers in this process; the default) or a "

@@ -238,6 +238,7 @@ class FakeServer:
         self.answered = 0  # completion and chat requests
         self.seen: set[bytes] = set()
         self.requests: list[str] = []
+        self.bodies: list[dict] = []  # what each completion or chat request sent
         self.lock = threading.Lock()
         self.http = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self.http.daemon_threads = True
@@ -289,6 +290,7 @@ class FakeServer:
                     server.requests.append(self.path)
                     if self.path in ANSWER_PATHS:
                         server.answered += 1
+                        server.bodies.append(body)
                         if server.switch_after is not None and server.answered == server.switch_after + 1:
                             server.seed += 1  # other weights from this request on
                     faulty = server.answered > server.fault_after

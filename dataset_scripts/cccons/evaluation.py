@@ -18,6 +18,7 @@ import numpy as np
 
 from physprobe.generators import cccons
 from physprobe.protocols import Evaluation, Protocol, decided, first_mentioned, load_metric, scored_as_wrong, several_mentioned
+from physprobe.protocols.decoding import Decoding, Released
 from physprobe.protocols.requests import Choice, Generate, Masked, Seq2Seq
 
 FORMATS = "CConS §4 'Tasks Format Details'"
@@ -139,6 +140,12 @@ EVALUATION = Evaluation(
             match=first_mentioned,
             max_new_tokens=20,
             stop=("\n",),
+            released=Released(
+                Decoding.greedy(
+                    "no released code (cfkazu/Counter-Commonsense-Context@5d6356d holds a README "
+                    "only) and the paper names no decoding: greedy, physprobe's"
+                )
+            ),
             fallback=several_mentioned,
             fallback_reason="the answer names both objects (as an echoed question does) and the one named first is taken",
         ),

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 
 from physprobe.protocols import Evaluation, Protocol, decided, first_mentioned, load_metric, several_mentioned
+from physprobe.protocols.decoding import Decoding, Released
 from physprobe.protocols.requests import Choice, Generate, Seq2Seq
 
 LABELS = "abcd"
@@ -263,6 +264,32 @@ GPT = (
     "turn, openai.ChatCompletion top_p=0.5, no token limit: greedy here, at most 128 new tokens)"
 )
 GPT_MAX_NEW_TOKENS = 128  # the chat call sets none; the system message asks for one word
+# How the released hf_track*.py scripts decode, class by class, chosen by the model's name as their if-chain chooses
+# (hf_track2.py:151-160, hf_track3.py:138-145; hf_track1.py imports the same classes, utils/huggingface_models.py):
+# flan and unifiedqa greedily, dolly and falcon by sampling, alpaca by beam search.
+NEWTON = "NewtonReasoning/Newton@f60288a "
+HF_DECODING = Released(
+    Decoding.greedy(f"{NEWTON}hf_track2.py:151-160 load no class for another name (the script stops); greedy, "
+                    "physprobe's, as the flan and unifiedqa classes decode"),
+    by_model=(
+        (r"flan", Decoding.greedy(f"{NEWTON}hf_track2.py:37-42, hf_track3.py:35-40 (flan class: pipeline max_length=128, "
+                                  "do_sample=False)")),
+        (r"unifiedqa", Decoding.greedy(f"{NEWTON}hf_track2.py:25-26, hf_track3.py:23-24 (unifiedqa class: generate "
+                                       "max_length=128, do_sample=False)")),
+        (r"dolly", Decoding.sampling(f"{NEWTON}hf_track2.py:29-35 (dolly class: the model's own pipeline with its defaults), "
+                                     "databrickslabs/dolly@46d3028 training/generate.py:66-67 (InstructionTextGenerationPipeline: "
+                                     "do_sample=True, max_new_tokens=256, top_p=0.92, top_k=0)",
+                                     top_p=0.92, top_k=0, max_new_tokens=256)),
+        (r"alpaca", Decoding.beam(f"{NEWTON}hf_track2.py:76-82, hf_track3.py:51-57 (alpaca class: GenerationConfig num_beams=4, "
+                                  "max_new_tokens=128; its temperature, top_p and top_k act only when sampling, which it "
+                                  "does not ask)", num_beams=4, max_new_tokens=128)),
+        (r"falcon", Decoding.sampling(f"{NEWTON}hf_track2.py:57-64 (falcon class: pipeline max_length=200, do_sample=True, "
+                                      "top_k=10; hf_track3.py has no falcon class)", top_k=10, max_new_tokens=200, max_length=200)),
+    ),
+)  # fmt: skip
+# query_gpt.py's ChatBot: top_p=0.5, the API's default temperature (1), no token limit (the protocol's bound stays).
+GPT_DECODING = Released(Decoding.sampling(f"{NEWTON}query_gpt.py:25 (ChatCompletion.create top_p=0.5; temperature the "
+                                          "API's default, 1)", top_p=0.5))  # fmt: skip
 # What the generating protocols share: the released pipelines' budget (the prompt counted) or the GPT scripts' chat.
 RELEASED_GENERATION = {
     "match": match_answer,
@@ -270,6 +297,7 @@ RELEASED_GENERATION = {
     "max_length": MAX_LENGTH,
     "fallback": several_named,
     "fallback_reason": SEVERAL,
+    "released": HF_DECODING,
 }
 GPT_CHAT = {
     "families": ("causal",),
@@ -279,6 +307,7 @@ GPT_CHAT = {
     "needs_chat": True,
     "fallback": several_named,
     "fallback_reason": SEVERAL,
+    "released": GPT_DECODING,
 }
 EVALUATION = Evaluation(
     benchmark="newton",

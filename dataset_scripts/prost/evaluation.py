@@ -19,6 +19,7 @@ import string
 
 from physprobe.generators.prost import superlative_pair
 from physprobe.protocols import Evaluation, Protocol, decided, load_metric, scored_as_wrong
+from physprobe.protocols.decoding import Decoding, Released
 from physprobe.protocols.requests import Choice, Generate, Masked, MeanTokens, Seq2Seq
 
 OPTIONS = "ABCD"
@@ -286,6 +287,11 @@ EVALUATION = Evaluation(
             default_for_models=(r"unifiedqa",),
             match=unifiedqa_match,
             max_new_tokens=19,
+            released=Released(
+                Decoding.greedy(
+                    f"{UPSTREAM}zs_runner.py:81 (model.generate(input_ids): transformers' defaults, greedy, max_length 20)"
+                )
+            ),
             reported_apart=True,
             skip=lambda row: _sliding(row) or row["ex_question"] == "",
             skip_reason="sliding and questions without ex_question (input_pipeline.py:290)",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from physprobe.generators import text2afford
 from physprobe.protocols import Evaluation, Protocol, load_metric
+from physprobe.protocols.decoding import Decoding, Released
 from physprobe.protocols.requests import Entailment, Masked, MaskedPair, YesNo
 
 CLASSES = text2afford.CLASSES
@@ -181,6 +182,17 @@ LLAMA3 = (
     f"{RELEASED_RULE}, :120-123, :184); {GREEDY}: the script samples (do_sample=True, temperature 0.7, "
     "top_p 0.9, :112-114)"
 )
+AFFORDANCE = "sayantan11995/Affordance@f8593ff "
+# How the released scripts decode (--decoding released): greedy but for the LLaMA-3 script, which samples with the
+# settings it passes and transformers' default top_k (50), which generate applies when sampling and the script sets none.
+FLAN_T5_DECODING = Released(Decoding.greedy(f"{AFFORDANCE}src/LLM/zero_shot_LLM.py:68 (generate max_new_tokens=20, no sampling)"))
+FALCON_DECODING = Released(Decoding.greedy(f"no Falcon script released; {AFFORDANCE}src/LLM/zero_shot_LLM.py:68, whose "
+                                           "answer rule and budget the protocol takes, decodes greedily"))  # fmt: skip
+LLAMA3_DECODING = Released(Decoding.sampling(f"{AFFORDANCE}src/LLM/zero_shot_llama-3.py:108-115 (generate max_new_tokens=5, "
+                                             "do_sample=True, temperature=0.7, top_p=0.9; top_k transformers' default 50)",
+                                             temperature=0.7, top_p=0.9, top_k=50, max_new_tokens=5))  # fmt: skip
+VLM_DECODING = Released(Decoding.greedy(f"{AFFORDANCE}src/VLM/zero_shot_llava.py:92 (pipeline generate_kwargs "
+                                        "max_new_tokens=5, no sampling)"))  # fmt: skip
 LOGPROB_RULE = "YES=1 if P(' YES') > P(' NO'), else NO=0; ties wrong (Appendix G; physprobe's earlier default)"
 TIES_CORRECT = {"ties": "correct"}
 EVALUATION = Evaluation(
@@ -202,6 +214,7 @@ EVALUATION = Evaluation(
             decide=yes_set,
             match=released_yes,
             max_new_tokens=20,
+            released=FLAN_T5_DECODING,
         ),
         Protocol(
             "yes-no-falcon",
@@ -215,6 +228,7 @@ EVALUATION = Evaluation(
             decide=yes_set,
             match=released_yes,
             max_new_tokens=20,
+            released=FALCON_DECODING,
         ),
         Protocol(
             "yes-no-llama3-released",
@@ -232,6 +246,7 @@ EVALUATION = Evaluation(
             system_message=LLAMA3_SYSTEM,
             needs_chat=True,
             configs=("high_agreement",),
+            released=LLAMA3_DECODING,
             metric_options={"in_context": True},
         ),
         Protocol(
@@ -247,6 +262,7 @@ EVALUATION = Evaluation(
             max_new_tokens=5,
             system_message=LLAMA3_SYSTEM,
             needs_chat=True,
+            released=LLAMA3_DECODING,
         ),
         Protocol(
             "yes-no-vlm-text",
@@ -258,6 +274,7 @@ EVALUATION = Evaluation(
             decide=yes_set,
             match=released_yes,
             max_new_tokens=5,
+            released=VLM_DECODING,
         ),
         Protocol(
             "yes-no-logprob-falcon",

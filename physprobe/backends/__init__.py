@@ -41,6 +41,7 @@ class Registered(NamedTuple):
     data_parallel: bool  # --num-processes may split its work over processes (a server's: num_concurrent)
     libraries: tuple[str, ...] = ()  # what it needs, as pip requirements: setup.py's score extra, and run.json's versions
     templated: tuple[str, ...] | None = None  # the request types whose prompts it reads through a chat template (None: all)
+    decodes: tuple[str, ...] = ("greedy", "sampling", "beam")  # the decodings it can run (``Decoding.kind``)
 
 
 REGISTRY = {
@@ -49,7 +50,8 @@ REGISTRY = {
                      in_process=True, data_parallel=True, libraries=("torch>=2.4", "transformers>=5,<6", "accelerate>=1.2", "gguf>=0.17.1")),
     "openai": Registered("physprobe.backends.openai.backend:OpenAIBackend", ("Choice", "YesNo", "Generate", "GenerateEach"),
                          in_process=False, data_parallel=False, libraries=("httpx>=0.27",),
-                         templated=("Generate", "GenerateEach")),  # a server templates chat messages, never an echoed prompt
+                         templated=("Generate", "GenerateEach"),  # a server templates chat messages, never an echoed prompt
+                         decodes=("greedy", "sampling")),  # the OpenAI API has no beam search
 }  # fmt: skip
 SERVER_ARGS = ("base_url",)  # --model-args keys that name a server: they imply the server backend
 SERVER_BACKEND = "openai"

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from physprobe.errors import ProtocolError
+from physprobe.protocols.decoding import GREEDY, Decoding, Released
 from physprobe.protocols.requests import (
     Choice,
     Entailment,
@@ -115,7 +116,9 @@ class Protocol:
     released script sent its prompts through a chat API or chat template, with ``system_message`` as the
     system turn (``system(config)``); the prompt a request holds is then the user turn. ``configs``: the
     configs a run scores without ``--config`` (empty: the evaluation's), where the released script reads other
-    rows than the benchmark's default (Text2Afford's LLaMA-3 script, ``data_high_agreement.tsv``).
+    rows than the benchmark's default (Text2Afford's LLaMA-3 script, ``data_high_agreement.tsv``). ``released``: how
+    the released script decoded a generated answer (``physprobe.protocols.decoding.Released``), which
+    ``--decoding released`` uses; every answer is decoded greedily otherwise.
     """
 
     name: str
@@ -143,6 +146,7 @@ class Protocol:
     system_message: str | dict[str, str] | None = field(default=None, compare=False)
     needs_chat: bool = False  # the released script sent the prompt through a chat API or template: a run applies one
     configs: tuple[str, ...] = ()  # the configs scored without --config, where the released script reads other rows
+    released: Released | None = field(default=None, compare=False)  # the released script's decoding (--decoding released)
 
     def __post_init__(self):
         if self.asks not in METHOD_OF:
@@ -156,6 +160,8 @@ class Protocol:
             raise ValueError(f"protocol {self.name!r}: a Generate protocol needs a match rule")
         if (self.system_message or self.needs_chat) and not self.generates:
             raise ValueError(f"protocol {self.name!r}: a system message or chat template is for protocols that generate")
+        if self.released is not None and not self.generates:
+            raise ValueError(f"protocol {self.name!r}: a released decoding is for protocols that generate")
         if self.fallback is not None and (self.asks is not Generate or not self.fallback_reason):
             raise ValueError(f"protocol {self.name!r}: a fallback rule belongs to a Generate protocol, with its fallback_reason")
 
@@ -191,6 +197,26 @@ class Protocol:
     def generates(self) -> bool:
         """Whether the model answers in generated text (a ``Generate`` protocol, or a ``YesNo`` one with a match rule)."""
         return self.match is not None
+
+    def decoding(self, choice: str, model: str) -> Decoding:
+        """How a run decodes the protocol's answers: ``greedy`` (``--decoding``'s default) or ``released``, the
+        released script's decoding of ``model`` (``Released.of``); a protocol that generates no answer, or declares
+        no released decoding, refuses ``released`` in one line.
+
+        >>> demo = Protocol("demo", Generate, dict, "", "", match=lambda text, choices: None,
+        ...                 released=Released(Decoding.sampling("demo.py:3", top_p=0.5)))
+        >>> demo.decoding("released", "gpt2").describe(), demo.decoding("greedy", "gpt2").kind
+        ('sampling, temperature=1.0, top_p=0.5, top_k=0', 'greedy')
+        """
+        if choice == "greedy":
+            return GREEDY
+        if choice != "released":
+            raise ProtocolError(f"--decoding {choice}: give greedy (the default) or released")
+        if self.released is None:
+            what = "generates no answer" if not self.generates else "declares no released decoding"
+            raise ProtocolError(f"protocol {self.name!r} {what}: --decoding released is for the generating protocols of "
+                                "`physprobe protocols`; leave it out")  # fmt: skip
+        return self.released.of(model)
 
     def build(self, row: dict, config: str):
         """The typed request of one row of ``config`` (``sends``): a ``Generate`` gets the protocol's bounds, and a
@@ -335,8 +361,8 @@ class Evaluation:
 
 
 # The counts a scored config's metrics hold beside its figures, never figures themselves (``decided``'s two; the
-# runner adds unparsed, fallback and excluded; Text2Afford's wiring skipped).
-COUNTS = ("n", "undecided", "unparsed", "fallback", "excluded", "skipped")
+# runner adds unparsed, fallback and excluded; Text2Afford's wiring skipped; ``drawn``: the answers sampled per question).
+COUNTS = ("n", "undecided", "unparsed", "fallback", "excluded", "skipped", "drawn")
 
 
 def decided(rows: list[dict], predictions: list) -> tuple[dict, list[int]]:

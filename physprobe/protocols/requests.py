@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
+from physprobe.protocols.decoding import Decoding
 from physprobe.protocols.results import Answer, Answers, Scores
 
 # A sequence read whole costs about as much as this many tokens generated one at a time: SmolLM2-135M on the 2-core
@@ -92,6 +93,8 @@ class Request:
 
 
 def _plain(value):
+    if isinstance(value, Decoding):
+        return value.key()
     if isinstance(value, (tuple, list)):
         return [_plain(item) for item in value]
     return value
@@ -258,7 +261,9 @@ class Generate(Request):
     and answer together, at least one new token; a seq2seq model's decoder tokens with its start token),
     where a backend can count them; ``max_new_tokens`` bounds the answer either way. ``system``: the system
     turn the released script sent with the prompt (a protocol's ``system_message``), read through the chat
-    template or chat API; None: the run's ``--system-instruction``, if any.
+    template or chat API; None: the run's ``--system-instruction``, if any. ``decoding``: how the answer is decoded
+    where not greedily (``physprobe.protocols.decoding``: the released sampling or beam search, ``decoded``), with
+    ``seed`` the sampled answer's own seed.
 
     Result: an ``Answer``, the greedy answer cut before the first stop string (``physprobe.protocols.answers.cut``), its
     token count and, with ``first_token_choices``, the choices as the backend resolved them."""
@@ -273,6 +278,8 @@ class Generate(Request):
     first_token_choices: bool = False
     max_length: int | None = None
     system: str | None = None
+    decoding: Decoding | None = None
+    seed: int | None = None
 
     def texts(self) -> list[str]:
         return [self.prompt]
@@ -285,7 +292,8 @@ class Generate(Request):
 class GenerateEach(Request):
     """A greedy answer to each of ``prompts`` (at most ``max_new_tokens`` tokens, cut before the first
     ``stop`` string), which the protocol reads itself (e.g. Text2Afford's released YES/NO rule,
-    ``'yes' in answer.lower()``); ``system`` as ``Generate``'s.
+    ``'yes' in answer.lower()``); ``system``, ``decoding`` and ``seed`` as ``Generate``'s (each prompt samples with
+    its own seed, ``decoding.part_seed``).
 
     Result: ``Answers``, each prompt's answer cut as ``Generate``'s is."""
 
@@ -297,9 +305,33 @@ class GenerateEach(Request):
     max_new_tokens: int = 16
     stop: tuple[str, ...] = ()
     system: str | None = None
+    decoding: Decoding | None = None
+    seed: int | None = None
 
     def texts(self) -> list[str]:
         return list(self.prompts)
 
     def rendered(self, render: Callable[[str], str]) -> list[str]:
         return [render(p) for p in self.prompts]
+
+
+def decoded(request: Generate | GenerateEach, decoding: Decoding, seed: int | None) -> Generate | GenerateEach:
+    """``request`` decoded with ``decoding``: as it is where that is greedy within the protocol's budget (its cache key
+    unchanged), else carrying the decoding, the ``seed`` where it samples, and the decoding's budget where it sets one.
+
+    >>> ask = Generate("Which is heavier?", ("a brick", "a leaf"), max_new_tokens=8)
+    >>> decoded(ask, Decoding.greedy("demo"), None) is ask
+    True
+    >>> top_p = decoded(ask, Decoding.sampling("demo", top_p=0.5), 42)
+    >>> top_p.seed, top_p.max_new_tokens, top_p.key()[1]["decoding"]
+    (42, 8, {'kind': 'sampling', 'temperature': 1.0, 'top_p': 0.5, 'top_k': 0})
+    """
+    if decoding.kind == "greedy" and decoding.max_new_tokens is None:
+        return request
+    budget = {}
+    if decoding.max_new_tokens is not None:
+        budget = {
+            "max_new_tokens": decoding.max_new_tokens,
+            **({"max_length": decoding.max_length} if isinstance(request, Generate) else {}),
+        }
+    return dataclasses.replace(request, decoding=decoding, seed=seed if decoding.samples else None, **budget)

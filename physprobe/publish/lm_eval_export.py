@@ -18,7 +18,9 @@ token sequences with EOS; lm-eval's results carry no token count), first-token t
 of the family is exported and the folder's README.md says so. One difference lm-eval imposes on seq2seq
 models: it encodes a choice without special tokens, so it scores the target without the end-of-sequence
 token that physprobe's engine keeps where the tokenizer appends one (every T5 tokenizer: ``</s>``); with
-such a model a close call can be decided otherwise (the README says so per task).
+such a model a close call can be decided otherwise (the README says so per task). A generating task decodes
+greedily, or with ``decoding="released"`` as the protocol's released script decoded ``model`` (``generation_kwargs``;
+lm-eval samples with its own global seed, not physprobe's per-row ones).
 
 >>> row = {"context": "A coin and an egg fall.", "question": "The [MASK] is heavier.", "A": "coin", "B": "egg",
 ...        "C": "leaf", "D": "brick", "label": 0, "name": "mass_1", "group": "mass", "ex_question": "Which is heavier?"}
@@ -36,6 +38,7 @@ from physprobe.data import hub_data, registry
 from physprobe.errors import ExportError, PhysprobeError
 from physprobe.protocols import GENERATIVE
 from physprobe.protocols.answers import cut, yes_probability
+from physprobe.protocols.decoding import GREEDY, Decoding
 from physprobe.protocols.requests import Choice, Generate, GenerateEach, Seq2Seq, YesNo
 from physprobe.protocols.results import Answer, Scores
 
@@ -213,12 +216,31 @@ def _dataset(benchmark: str, config: str, data: Path | None) -> dict:
     return {"dataset_path": "parquet", "dataset_kwargs": {"data_files": {"test": [str(f) for f in files]}}}
 
 
-def _task(name: str, function: str, config: str, protocol, family: str, dataset: dict) -> dict:
+def generation_kwargs(protocol, decoding: Decoding) -> dict:
+    """lm-eval's ``generation_kwargs`` of a generating task decoded with ``decoding`` (``Protocol.decoding``): no
+    ``until`` (the protocol's stop strings are applied in ``process_results``), the decoding's budget where it sets
+    one, else the protocol's, and its sampling or beam settings as ``model.generate`` takes them.
+
+    >>> newton = registry.evaluation("newton").protocol("released-generate")
+    >>> generation_kwargs(newton, GREEDY)
+    {'until': [], 'max_gen_toks': 128, 'do_sample': False}
+    >>> generation_kwargs(newton, newton.decoding("released", "tiiuae/falcon-7b"))
+    {'until': [], 'max_gen_toks': 200, 'do_sample': True, 'temperature': 1.0, 'top_p': 1.0, 'top_k': 10}
+    """
+    kwargs = {"until": [], "max_gen_toks": decoding.max_new_tokens or protocol.max_new_tokens}
+    if decoding.kind == "sampling":
+        return kwargs | {"do_sample": True, "temperature": decoding.temperature, "top_p": decoding.top_p, "top_k": decoding.top_k}
+    if decoding.kind == "beam":
+        return kwargs | {"do_sample": False, "num_beams": decoding.num_beams, "length_penalty": decoding.length_penalty,
+                         "early_stopping": decoding.early_stopping}  # fmt: skip
+    return kwargs | {"do_sample": False}
+
+
+def _task(name: str, function: str, config: str, protocol, family: str, dataset: dict, decoding: Decoding = GREEDY) -> dict:
     task = {"task": name, **dataset, "test_split": "test", "process_docs": Function(f"utils.{function}_docs")}
     if protocol.answer == "text":
         task |= {"output_type": "generate_until", "doc_to_text": "{{query}}", "doc_to_target": "gold",
-                 "generation_kwargs": {"until": [],  # the protocol's stop strings are applied in process_results
-                                       "max_gen_toks": protocol.max_new_tokens, "do_sample": False}}  # fmt: skip
+                 "generation_kwargs": generation_kwargs(protocol, decoding)}  # fmt: skip
     else:
         task |= {"output_type": "multiple_choice", "doc_to_text": "{{query}}", "doc_to_choice": "{{choices}}",
                  "doc_to_target": "gold", "target_delimiter": ""}  # fmt: skip
@@ -230,9 +252,11 @@ def _task(name: str, function: str, config: str, protocol, family: str, dataset:
     }  # fmt: skip
 
 
-def export(out: Path, data: Path | None = None, benchmarks: list[str] | None = None) -> list[str]:
+def export(out: Path, data: Path | None = None, benchmarks: list[str] | None = None, decoding: str = "greedy",
+           model: str = "") -> list[str]:  # fmt: skip
     """Write one lm-eval task folder per benchmark under ``out`` (YAML + ``utils.py``, a group per benchmark
-    and family) and ``out/README.md`` listing each task's protocol; return the task names.
+    and family) and ``out/README.md`` listing each task's protocol; return the task names. ``decoding``: how the
+    generating tasks decode, ``greedy`` or ``released`` (the protocol's released decoding of ``model``).
 
     ``data``: a local build (``physprobe build``) the tasks read; else ``physprobe/<benchmark>`` on the Hub
     (read here for one row per config, which tells which protocols lm-eval can express).
@@ -242,10 +266,10 @@ def export(out: Path, data: Path | None = None, benchmarks: list[str] | None = N
     from physprobe.util.paths import Owner, staged
 
     with staged(out, Owner("lm-eval", {})) as staging:
-        return _write(staging, data, benchmarks)
+        return _write(staging, data, benchmarks, decoding, model)
 
 
-def _write(out: Path, data: Path | None, benchmarks: list[str] | None) -> list[str]:
+def _write(out: Path, data: Path | None, benchmarks: list[str] | None, decoding: str = "greedy", model: str = "") -> list[str]:
     """The task folders and README.md of ``export``, written into the (staging) folder ``out``."""
     names, readme = [], ["# physprobe tasks for lm-evaluation-harness", "",
                          "Run: `lm_eval --model hf --model_args pretrained=MODEL --include_path THIS_FOLDER --tasks physprobe_<benchmark>`",
@@ -263,13 +287,16 @@ def _write(out: Path, data: Path | None, benchmarks: list[str] | None) -> list[s
             protocol = registry.evaluation(benchmark).protocol(protocol_name)
             if family == "seq2seq" and protocol.answer != "text":
                 note = "; ".join(filter(None, [note, SEQ2SEQ_EOS]))
+            decoded = protocol.decoding(decoding, model) if protocol.answer == "text" else GREEDY
+            if decoding != "greedy" and protocol.answer == "text":
+                note = "; ".join(filter(None, [note, f"decoding as released: {decoded.describe()} ({decoded.source})"]))
             name = task_name(benchmark, config, family, protocol_name)
             function = name.removeprefix("physprobe_")
             utils += [f"_{function} = Task({benchmark!r}, {config!r}, {family!r}, {protocol_name!r})",
                       f"{function}_docs = _{function}.process_docs", f"{function}_results = _{function}.process_results",
                       f"{function}_paper = _{function}.paper", ""]  # fmt: skip
             (folder / f"{name}.yaml").write_text(
-                to_yaml(_task(name, function, config, protocol, family, _dataset(benchmark, config, data)))
+                to_yaml(_task(name, function, config, protocol, family, _dataset(benchmark, config, data), decoded))
             )
             group = f"physprobe_{benchmark}" + ("_seq2seq" if family == "seq2seq" else "")
             groups.setdefault(group, []).append(name)

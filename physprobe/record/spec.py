@@ -37,6 +37,7 @@ from physprobe.backends.chat import Chat
 from physprobe.data import hub_data, registry
 from physprobe.errors import ModelOptionError, PhysprobeError, ProtocolError
 from physprobe.protocols import model_options
+from physprobe.protocols.decoding import CHOICES, Decoding
 from physprobe.record import run_folder
 from physprobe.util import typed_json
 from physprobe.util.paths import Owner, check_folder_name
@@ -83,6 +84,9 @@ class Arguments:
     chunk: int = 256
     command: tuple[str, ...] = ()
     label: str | None = None
+    decoding: str = "greedy"  # --decoding
+    samples: int = 1  # --samples
+    seed: int = 0  # --seed
 
     def settings(self, family: str | None = None, chat: Chat | None = None) -> Settings:
         """What the backend is described or made with: the model's ``family`` once resolved, and ``chat``."""
@@ -112,6 +116,12 @@ class RunSpec:
     chunk: int = 256  # requests per engine call, cache commit and unit of data-parallel work (runner)
     command: tuple[str, ...] = ()
     label: str | None = None  # --label: the run's name in a report
+    # --decoding released: the protocol's released decoding of the model (None: greedy); --samples answers drawn per
+    # prompt with seeds from --seed (``decoding.sample_seed``; None where nothing is sampled). Written only where not
+    # the default (a greedy run's spec.json as before).
+    decoding: Decoding | None = field(default=None, metadata={typed_json.OMITTED_AT_DEFAULT: True})
+    samples: int = field(default=1, metadata={typed_json.OMITTED_AT_DEFAULT: True})
+    seed: int | None = field(default=None, metadata={typed_json.OMITTED_AT_DEFAULT: True})
     # What ``make`` read of the model in this process, which the backend reuses when it is made (never written).
     described: Description | None = field(default=None, compare=False, repr=False, metadata={typed_json.TRANSIENT: True})
 
@@ -173,18 +183,20 @@ def make(model: str, benchmark: str, *, out: str | os.PathLike | None = None, da
          model_args: str | Mapping | None = None, device: str | None = None, dtype: str | None = None,
          batch_size: str | int | None = None, gguf_file: str | None = None, truncate: bool = False, chat: Chat | None = None,
          bootstrap_iters: int = 200, processes: int = 1, chunk: int = 256, command: Sequence[str] = (),
-         label: str | None = None) -> RunSpec:  # fmt: skip
+         label: str | None = None, decoding: str = "greedy", samples: int = 1, seed: int = 0) -> RunSpec:  # fmt: skip
     """Check a run's arguments (the command line's, or a caller's), read where its rows are, describe its model
     (no weights) and resolve the whole run into a ``RunSpec``.
 
     ``model_args``: ``--model-args`` text (``KEY=VALUE,...``) or a mapping of the same; the backend checks them
     (``hf``: ``from_pretrained`` options; a ``base_url`` implies the ``openai`` backend).
-    ``batch_size``: ``"auto"``/None (a token budget) or sequences per batch.
+    ``batch_size``: ``"auto"``/None (a token budget) or sequences per batch. ``decoding``: ``greedy`` or
+    ``released`` (``Protocol.decoding``), with ``samples`` answers per prompt drawn from ``seed``.
     """
     arguments = check(model, benchmark, out=out, data=data, dataset_repo=dataset_repo, revision=revision, configs=configs,
                       method=method, protocol=protocol, limit=limit, backend=backend, model_args=model_args, device=device,
                       dtype=dtype, batch_size=batch_size, gguf_file=gguf_file, truncate=truncate, chat=chat,
-                      bootstrap_iters=bootstrap_iters, processes=processes, chunk=chunk, command=command, label=label)  # fmt: skip
+                      bootstrap_iters=bootstrap_iters, processes=processes, chunk=chunk, command=command, label=label,
+                      decoding=decoding, samples=samples, seed=seed)  # fmt: skip
     source = arguments.data.source(benchmark)
     described = backends.describe(arguments.backend, arguments.settings())
     return resolve(arguments, described, source)
@@ -196,7 +208,7 @@ def check(model: str, benchmark: str, *, out: str | os.PathLike | None = None, d
           model_args: str | Mapping | None = None, device: str | None = None, dtype: str | None = None,
           batch_size: str | int | None = None, gguf_file: str | None = None, truncate: bool = False, chat: Chat | None = None,
           bootstrap_iters: int = 200, processes: int = 1, chunk: int = 256, command: Sequence[str] = (),
-          label: str | None = None) -> Arguments:  # fmt: skip
+          label: str | None = None, decoding: str = "greedy", samples: int = 1, seed: int = 0) -> Arguments:  # fmt: skip
     """Each of ``make``'s arguments checked on its own, without data or model: a bad one is one line."""
     evaluation = registry.evaluation(benchmark)
     if processes < 1:
@@ -209,6 +221,12 @@ def check(model: str, benchmark: str, *, out: str | os.PathLike | None = None, d
         raise PhysprobeError(f"--bootstrap-iters must be 0 (no intervals) or more, got {bootstrap_iters}")
     if chunk < 1:
         raise PhysprobeError(f"chunk must be at least 1, got {chunk}")
+    if decoding not in CHOICES:
+        raise ProtocolError(f"--decoding {decoding}: give {' or '.join(CHOICES)}")
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise ProtocolError(f"--samples {samples}: give a whole number of at least 1 (answers drawn per prompt)")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ProtocolError(f"--seed {seed}: give a whole number of at least 0")
     if label_fault(label):
         raise PhysprobeError(f"--label {label!r}: {label_fault(label)}, or leave it out (the model's name)")
     chosen_configs = _configs(benchmark, evaluation, configs)
@@ -233,7 +251,8 @@ def check(model: str, benchmark: str, *, out: str | os.PathLike | None = None, d
     return Arguments(model=model, benchmark=benchmark, out=str(folder), data=DataChoice(None if data is None else str(data), dataset_repo, revision),
                      backend=name, model_args=pairs, configs=chosen_configs, method=method, protocol=protocol, chat=chat or Chat(),
                      limit=limit, device=device, dtype=dtype, batch_size=batch_size, gguf_file=gguf_file, truncate=truncate,
-                     bootstrap_iters=bootstrap_iters, processes=processes, chunk=chunk, command=tuple(command), label=label)  # fmt: skip
+                     bootstrap_iters=bootstrap_iters, processes=processes, chunk=chunk, command=tuple(command), label=label,
+                     decoding=decoding, samples=samples, seed=seed)  # fmt: skip
 
 
 def resolve(arguments: Arguments, described: Description, source: hub_data.DataSource) -> RunSpec:
@@ -252,12 +271,28 @@ def resolve(arguments: Arguments, described: Description, source: hub_data.DataS
         chat = dataclasses.replace(chat, mode="on")
     backends.check_protocol(arguments.backend, protocol, [p for p in evaluation.protocols if family in p.families], chat)
     configs = arguments.configs or protocol.configs or tuple(evaluation.configs)
+    decoding = _decoding(arguments, protocol)
     return RunSpec(model=arguments.model, benchmark=arguments.benchmark, backend=arguments.backend, family=family,
                    protocol=protocol.name, method=protocol.method, sends=protocol.sends.__name__, configs=tuple(configs),
                    settings=arguments.settings(family, chat), model_identity=dict(described.identity), data=source,
                    out=arguments.out, limit=arguments.limit, bootstrap_iters=arguments.bootstrap_iters,
                    processes=arguments.processes, chunk=arguments.chunk, command=arguments.command, label=arguments.label,
+                   decoding=decoding, samples=arguments.samples, seed=arguments.seed if decoding and decoding.samples else None,
                    described=described)  # fmt: skip
+
+
+def _decoding(arguments: Arguments, protocol: protocols.Protocol) -> Decoding | None:
+    """The run's decoding: None for greedy (``--decoding``'s default), else the protocol's released decoding of the
+    model, which the backend must run; ``--samples`` above 1 and ``--seed`` only where that samples."""
+    decoding = protocol.decoding(arguments.decoding, arguments.model)
+    how = f"protocol {protocol.name!r} decodes {arguments.model} by {decoding.describe()} (--decoding {arguments.decoding})"
+    if decoding.kind not in backends.REGISTRY[arguments.backend].decodes:
+        raise ProtocolError(f"{how}, which --backend {arguments.backend} cannot run; use --backend hf, or --decoding greedy")
+    if not decoding.samples and (arguments.samples > 1 or arguments.seed):
+        given = f"--samples {arguments.samples}" if arguments.samples > 1 else f"--seed {arguments.seed}"
+        raise ProtocolError(f"{given} is for sampled answers and {how}, which draws none: leave it out, or give --decoding "
+                            "released with a protocol whose released script samples (docs/scoring.md)")  # fmt: skip
+    return None if arguments.decoding == "greedy" else decoding
 
 
 def resolve_family(described: Description, method: str | None, model: str) -> str:

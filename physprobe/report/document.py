@@ -10,7 +10,7 @@ from physprobe.protocols.model_options import model_shown
 from physprobe.report import differences
 from physprobe.report.blocks import Heading, Image, Notes, Paragraph, TableBlock
 from physprobe.report.card import card_blocks
-from physprobe.report.cells import Counts, Missing, RunCell, baseline_cell, counts, number, run_cell
+from physprobe.report.cells import MISSING, Counts, Missing, RunCell, baseline_cell, counts, lookup, number, run_cell
 from physprobe.report.figures import DRAW, chance_notes
 from physprobe.report.notes import Footnotes, answered, apart_note, coverage, exclusion, left_out, missing_texts, protocol_warning
 from physprobe.report.runs import Run
@@ -187,6 +187,22 @@ def _share(count: int, found: Counts) -> str:
     return f"{count} ({100 * found.share(count):.0f}%)" if count else ""
 
 
+def sampled(values: dict, key: str) -> str:
+    """A sampled config's spread of its headline figure ``key`` (``--samples`` K > 1: metrics.json ``samples``), marked ˢ,
+    to follow the figure (the first sample's); nothing for a config answered once.
+
+    >>> sampled({"accuracy": 0.5, "samples": {"drawn": 3, "mean": {"accuracy": 0.55}, "sd": {"accuracy": 0.05}, "agreement": 0.8}}, "accuracy")
+    ' ˢ mean 0.550 ± 0.050 sd over 3 samples, agreement 0.80'
+    >>> sampled({"accuracy": 0.5}, "accuracy")
+    ''
+    """
+    spread = values.get("samples")
+    if not isinstance(spread, dict) or lookup(spread["mean"], key) is MISSING:
+        return ""
+    return (f" ˢ mean {lookup(spread['mean'], key):.3f} ± {lookup(spread['sd'], key):.3f} sd over {spread['drawn']} samples, "
+            f"agreement {spread['agreement']:.2f}")  # fmt: skip
+
+
 def _configs_table(runs: list[Run]) -> TableBlock:
     """Per run and scored config (and pooled figure): n (of the questions answered, where the metric left some out),
     the headline figure, what it rests on, the baselines of the same rows by the headline figure, and the flag of one
@@ -206,7 +222,7 @@ def _configs_table(runs: list[Run]) -> TableBlock:
             majority = same_rows and baselines.headline(benchmark, same_rows.majority)
             constant = same_rows and baselines.best_constant(benchmark, same_rows)
             chance = same_rows and baselines.headline(benchmark, same_rows.chance)
-            rows.append([run.id, config, n, "—" if headline is None else f"{headline[0]} {headline[1]:.3f}",
+            rows.append([run.id, config, n, "—" if headline is None else f"{headline[0]} {headline[1]:.3f}" + sampled(values, headline[0]),
                          _share(shares.unparsed, shares), _share(shares.undecided, shares),
                          "" if not majority else f"{majority[1]:.3f} ({baselines.answer_text(same_rows.majority_answer)})",
                          "" if not constant else f"{constant[1][1]:.3f}", "" if not chance else f"{chance[1]:.3f}",

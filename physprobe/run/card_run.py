@@ -90,6 +90,9 @@ def make(model: str, benchmark: str, *, out: str | os.PathLike | None = None, co
         if given is not None:
             raise ProtocolError(f"{option} names one benchmark's {what}; score several benchmarks with their default "
                                 f"protocols, or that benchmark on its own (--benchmark NAME {option} ...)")  # fmt: skip
+    if options.get("decoding", "greedy") != "greedy" or options.get("samples", 1) != 1:
+        raise ProtocolError("--decoding released and --samples apply to one benchmark's generating protocol; score that "
+                            "benchmark on its own (--benchmark NAME --decoding released ...)")  # fmt: skip
     if processes > 1:
         raise PhysprobeError("--num-processes splits one benchmark's run over processes; score each benchmark on its own "
                              "with --num-processes, or the card in one process")  # fmt: skip

@@ -19,9 +19,11 @@ Every function reads samples alone; none glues parallel lists by index.
 
 from __future__ import annotations
 
+import collections
+import statistics
 from dataclasses import dataclass
 
-from physprobe.protocols import Evaluation, Protocol
+from physprobe.protocols import COUNTS, Evaluation, Protocol
 from physprobe.record.run_record import Baselines
 from physprobe.run import baselines
 from physprobe.run.samples import Sample, answered
@@ -98,3 +100,47 @@ def pooled(
             if all(count in m for m in members):
                 values[count] = sum(m[count] for m in members)
     return found
+
+
+def _leaves(tree: dict, path: tuple = ()) -> dict[tuple, float]:
+    """The figures of a metrics tree by their key paths (numbers, not the counts ``COUNTS`` names)."""
+    found = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            found.update(_leaves(value, (*path, key)))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and key not in COUNTS:
+            found[(*path, key)] = value
+    return found
+
+
+def _tree(values: dict[tuple, float]) -> dict:
+    out: dict = {}
+    for path, value in values.items():
+        node = out
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+    return out
+
+
+def over_samples(draws: list[dict], samples: list[list[Sample]]) -> dict:
+    """The spread of a config's figures over ``drawn`` sampled answers per question (``--samples``): each figure's
+    ``mean`` and sample standard deviation ``sd`` (n - 1) over the draws' metrics, keyed as the metrics are, and
+    ``agreement``, the mean over answered questions of the share of draws that decided as the commonest decision.
+
+    >>> from physprobe.protocols import Outcome
+    >>> def drawn(prediction):
+    ...     return Sample.scored("default", 0, {}, (0,), None, None, Outcome([], prediction, 2))
+    >>> spread = over_samples([{"n": 2, "accuracy": 0.5}, {"n": 2, "accuracy": 1.0}, {"n": 2, "accuracy": 0.5}],
+    ...                       [[drawn(0), drawn(1)], [drawn(0), drawn(0)], [drawn(0), drawn(1)]])
+    >>> [round(x, 4) for x in (spread["mean"]["accuracy"], spread["sd"]["accuracy"], spread["agreement"])]
+    [0.6667, 0.2887, 0.8333]
+    """
+    leaves = [_leaves(d) for d in draws]
+    shared = [path for path in leaves[0] if all(path in other for other in leaves)]
+    mean = {p: statistics.fmean(x[p] for x in leaves) for p in shared}
+    sd = {p: statistics.stdev(x[p] for x in leaves) for p in shared}
+    rows = [list(row) for row in zip(*samples) if row[0].answered]
+    shares = [collections.Counter(s.decision for s in row).most_common(1)[0][1] / len(row) for row in rows]
+    return {"drawn": len(draws), "mean": _tree(mean), "sd": _tree(sd),
+            "agreement": statistics.fmean(shares) if shares else None}  # fmt: skip

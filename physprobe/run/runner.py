@@ -24,6 +24,8 @@ from physprobe.backends.base import Backend, BackendError
 from physprobe.data import registry
 from physprobe.errors import RequestError, ServedModelChanged
 from physprobe.protocols import inputs
+from physprobe.protocols.decoding import sample_seed
+from physprobe.protocols.requests import decoded
 from physprobe.protocols.results import Result
 from physprobe.record import run_folder, run_record
 from physprobe.record.run_record import Baselines, Bootstrap, ChatRecord, RunRecord, Timings
@@ -75,7 +77,7 @@ def work(spec: RunSpec) -> tuple[str, int, int]:
     evaluation = registry.evaluation(spec.benchmark)
     protocol = evaluation.protocol(spec.protocol)
     requests = [request for config in spec.configs for request in asked(spec, config, evaluation, protocol)[2]]
-    return protocol.sends.unit, sum(r.work() for r in requests), sum(r.cost() for r in requests)
+    return protocol.sends.unit, spec.samples * sum(r.work() for r in requests), spec.samples * sum(r.cost() for r in requests)
 
 
 def backend_of(spec: RunSpec) -> Backend:
@@ -98,17 +100,38 @@ class Scoring:
         self.revisions: dict[str, str] = {}
 
     def score(self, config: str, cache: Cache) -> ScoredConfig:
-        """Score ``config``: rows, requests, results (cached or fresh), samples, figures."""
+        """Score ``config``: rows, requests, results (cached or fresh), samples, figures. With ``--samples`` K > 1,
+        each row is asked K times (``decoded``), its samples kept together (``Sample.draws``) and the config's
+        figures are the first sample's, with their spread over the K (``config_figures.over_samples``)."""
         started, protocol = time.perf_counter(), self.protocol
-        chosen, kept, requests = asked(self.spec, config, self.evaluation, protocol)
+        chosen, kept, built = asked(self.spec, config, self.evaluation, protocol)
         indices, rows, self.revisions[config] = chosen.indices, chosen.rows, chosen.revision
-        if requests and not self.identity:
+        if built and not self.identity:
             self.identity = cache.settled(self.model.identity(protocol.sends))
-        results, fresh = self.results(config, requests, [indices[i] for i in kept], cache)
-        samples = self.samples(config, indices, rows, dict(zip(kept, zip(requests, results))))
+        draws, fresh = [], 0
+        for sample in range(self.spec.samples):
+            requests = self.decoded(config, built, [indices[i] for i in kept], sample)
+            results, now = self.results(config, requests, [indices[i] for i in kept], cache)
+            draws.append(self.samples(config, indices, rows, dict(zip(kept, zip(requests, results)))))
+            fresh += now
+        samples = draws[0]
         figures = config_figures.figures(self.evaluation, protocol, config, samples, self.spec.bootstrap_iters,
-                                         self.ranks.main and bool(requests))  # fmt: skip
+                                         self.ranks.main and bool(built))  # fmt: skip
+        if len(draws) > 1:
+            samples = [dataclasses.replace(row[0], draws=row) for row in zip(*draws)]
+            each = [config_figures.metrics(self.evaluation, protocol, config, drawn) for drawn in draws]
+            spread = config_figures.over_samples(each, draws)
+            figures = dataclasses.replace(figures, metrics={**figures.metrics, "samples": spread})
         return ScoredConfig(tuple(samples), figures, fresh, round(time.perf_counter() - started, 3))
+
+    def decoded(self, config: str, requests: list, indices: list[int], sample: int) -> list:
+        """The requests of the ``sample``-th answer to each row (dataset index ``indices``) as the run decodes them:
+        as built where greedy, else with the run's decoding and each sampled answer's own seed (``sample_seed``)."""
+        decoding = self.spec.decoding
+        if decoding is None:
+            return requests
+        return [decoded(request, decoding, sample_seed(self.spec.seed, self.spec.benchmark, config, index, sample, decoding))
+                for request, index in zip(requests, indices)]  # fmt: skip
 
     def samples(self, config: str, indices: list[int], rows: list[dict], answered: dict[int, tuple]) -> list[Sample]:
         """One sample per row, in row order: ``answered`` maps a row's place to its request and result; the other

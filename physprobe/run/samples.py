@@ -56,6 +56,7 @@ class Sample:
     generated_tokens: int | tuple[int | None, ...] | None = None
     prompts: tuple[str, ...] = ()
     prompt_tokens: tuple[int, ...] | None = None
+    draws: tuple[Sample, ...] = ()  # with --samples K > 1: the row's K sampled samples, this one first
 
     @classmethod
     def scored(cls, config: str, row: int, data: dict, reference: tuple[int, ...], request: Request, result: Result,
@@ -87,7 +88,9 @@ class Sample:
     def line(self) -> dict:
         """The sample's line of predictions.parquet: ``prediction`` the option, or ``UNDECIDED`` (-1), ``UNPARSED``
         (-2), ``EXCLUDED`` (-3) as ``status`` says; ``scores`` NaN where the model gave none; ``row_json`` the row as
-        read (canonical JSON) and ``row_sha256`` its sha256, the question's identity when runs are compared."""
+        read (canonical JSON) and ``row_sha256`` its sha256, the question's identity when runs are compared. A row of
+        K > 1 samples (``draws``) adds each sample's text and prediction (``draws_generated``, ``draws_prediction``) and
+        ``agreement``, the share of samples that decided as the commonest decision."""
         code = {"decided": self.prediction, "undecided": UNDECIDED, "unparsed": UNPARSED, "excluded": EXCLUDED}[self.status]
         content = json.dumps(self.data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return {"config": self.config, "row": self.row, "status": self.status, "prediction": code,
@@ -95,7 +98,20 @@ class Sample:
                 "generated": list(self.generated) if isinstance(self.generated, tuple) else self.generated,
                 "generated_tokens": list(self.generated_tokens) if isinstance(self.generated_tokens, tuple) else self.generated_tokens,
                 "prompts": list(self.prompts), "prompt_tokens": None if self.prompt_tokens is None else list(self.prompt_tokens),
-                "row_json": content, "row_sha256": hashlib.sha256(content.encode()).hexdigest()}  # fmt: skip
+                "row_json": content, "row_sha256": hashlib.sha256(content.encode()).hexdigest(),
+                **(self._draws() if self.draws else {})}  # fmt: skip
+
+    @property
+    def decision(self) -> str:
+        """What the sample decided, as one comparable value: its status, prediction and scores (a YES/NO protocol's
+        answers), so that two samples of a row agree where these are equal."""
+        return json.dumps([self.status, self.prediction, list(self.scores)])
+
+    def _draws(self) -> dict:
+        decided = [d.decision for d in self.draws]
+        return {"draws_generated": [d.line()["generated"] for d in self.draws],
+                "draws_prediction": [d.line()["prediction"] for d in self.draws],
+                "agreement": max(map(decided.count, decided)) / len(decided) if self.answered else None}  # fmt: skip
 
 
 def answered(samples) -> list[Sample]:

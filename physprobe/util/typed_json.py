@@ -32,6 +32,9 @@ import typing
 from physprobe.errors import PhysprobeError
 
 TRANSIENT = "physprobe.transient"  # a field's metadata key: what lives in this process only, never written
+# A field's metadata key: written only where it differs from its default (an opt-in added later, so that a file of a run
+# that does not use it reads, and is written, as before).
+OMITTED_AT_DEFAULT = "physprobe.omitted_at_default"
 
 
 class TypedJSONError(PhysprobeError):
@@ -40,9 +43,10 @@ class TypedJSONError(PhysprobeError):
 
 def dump(value):
     """``value`` (dataclasses, tuples, lists, dicts, scalars) as JSON-ready data: dataclasses as objects of their
-    fields, tuples as lists."""
+    fields (a field marked ``OMITTED_AT_DEFAULT`` only where it differs from its default), tuples as lists."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: dump(getattr(value, f.name)) for f in dataclasses.fields(value) if not f.metadata.get(TRANSIENT)}
+        return {f.name: dump(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not f.metadata.get(TRANSIENT) and not (f.metadata.get(OMITTED_AT_DEFAULT) and getattr(value, f.name) == f.default)}  # fmt: skip
     if isinstance(value, dict):
         return {key: dump(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):

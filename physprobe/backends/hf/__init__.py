@@ -23,6 +23,7 @@ from physprobe.backends.base import Backend, Description, Settings
 from physprobe.backends.chat import Chat, Templating, template_hash
 from physprobe.errors import ProtocolError
 from physprobe.protocols.answers import yes_probability
+from physprobe.protocols.decoding import part_seed
 from physprobe.protocols.requests import (
     Choice,
     Entailment,
@@ -219,7 +220,7 @@ def _generate(loaded, requests: list[Generate], templating: Templating, options:
     from physprobe.backends.hf import generation
 
     asks = [{"prompt": templating.render(r.prompt, Generate, r.system), "max_new_tokens": r.max_new_tokens, "stop": list(r.stop),
-             "max_length": r.max_length} for r in requests]  # fmt: skip
+             "max_length": r.max_length, "decoding": r.decoding, "seed": r.seed} for r in requests]  # fmt: skip
     answers = generation.generate(loaded.model, loaded.tokenizer, asks, loaded.device, seq2seq=loaded.family == "seq2seq",
                                   chat=templating.applied(Generate), **options)  # fmt: skip
     return [dataclasses.replace(answer, choices=tuple(first_token_choices(r, loaded.tokenizer))) if r.first_token_choices else answer
@@ -229,8 +230,9 @@ def _generate(loaded, requests: list[Generate], templating: Templating, options:
 def _generate_each(loaded, requests: list[GenerateEach], templating: Templating, options: dict) -> list[Answers]:
     from physprobe.backends.hf import generation
 
-    asks = [{"prompt": templating.render(p, GenerateEach, r.system), "max_new_tokens": r.max_new_tokens, "stop": list(r.stop)}
-            for r in requests for p in r.prompts]  # fmt: skip
+    asks = [{"prompt": templating.render(p, GenerateEach, r.system), "max_new_tokens": r.max_new_tokens, "stop": list(r.stop),
+             "decoding": r.decoding, "seed": None if r.seed is None else part_seed(r.seed, j)}
+            for r in requests for j, p in enumerate(r.prompts)]  # fmt: skip
     options["progress"] = Shares.of(options["progress"], len(asks), len(requests))
     answers = generation.generate(loaded.model, loaded.tokenizer, asks, loaded.device, seq2seq=loaded.family == "seq2seq",
                                   chat=templating.applied(GenerateEach), **options)  # fmt: skip

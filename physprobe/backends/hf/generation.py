@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from physprobe.backends.hf.attention import custom_mask, filled_cache, positions_follow_ids, takes_custom_masks
@@ -40,8 +40,10 @@ from physprobe.backends.hf.batching import (
     run_batches,
     token_order_batches,
 )
+from physprobe.backends.hf.draws import SeededDraws
 from physprobe.backends.hf.prefill import PromptPlan, prompt_caches
 from physprobe.protocols.answers import cut, stopped
+from physprobe.protocols.decoding import Decoding
 from physprobe.protocols.results import Answer
 
 
@@ -191,10 +193,15 @@ class _Answers:
         self.alive = [self.alive[j] for j in keep]
 
 
+def _pick(draws: SeededDraws | None):
+    """How a decoding step takes each row's token from its logits: the argmax, or the row's seeded draw."""
+    return draws.pick if draws is not None else lambda logits, rows: logits.argmax(-1)
+
+
 def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None, device: torch.device,
-            shares: _Shares | None = None) -> list[list[int]] | None:  # fmt: skip
-    """The greedy answer tokens of causal ``prompts`` (up to EOS); None when ``attention.cache_layers`` refuses
-    the model's cache (this layout cannot be built from it).
+            shares: _Shares | None = None, draws: SeededDraws | None = None) -> list[list[int]] | None:  # fmt: skip
+    """The greedy answer tokens of causal ``prompts`` (up to EOS), or with ``draws`` each row's seeded sample; None
+    when ``attention.cache_layers`` refuses the model's cache (this layout cannot be built from it).
 
     Prompts run as ``prompt_caches`` plans them (shared prefixes once, own tokens in groups of near-equal length);
     their caches go, left-padded, into one table per layer with room for ``budget`` more tokens, where each decoding step
@@ -211,7 +218,8 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
     tokens = torch.zeros(n, dtype=torch.long, device=device)
     mask = torch.ones((n, width + budget), dtype=torch.long, device=device)  # the answer's columns: 1
     mask[:, :width] = 0
-    for rows, layers, real, first in prompt_caches(model, prompts, plan, device, width + budget):
+    pick = _pick(draws)
+    for rows, layers, real, first in prompt_caches(model, prompts, plan, device, width + budget, draws and draws.pick):
         if layers is None:
             return None
         if not keys:
@@ -241,15 +249,15 @@ def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None,
         seen = cache.get_seq_length() + 1
         logits = forward(model, 1, input_ids=tokens[:, None], attention_mask=step_mask(mask[:, :seen], model),
                          position_ids=position[:, None], past_key_values=cache).logits  # fmt: skip
-        tokens = logits[:, -1].argmax(-1)
+        tokens = pick(logits[:, -1], answers.alive)
         position = position + 1
     return answers.tokens
 
 
 def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int | None, pad: int,
-                    device: torch.device, shares: _Shares | None = None) -> list[list[int]] | None:  # fmt: skip
-    """The greedy answer tokens of seq2seq ``prompts`` (up to EOS); None when the model's cache is not a plain
-    ``EncoderDecoderCache`` of ``DynamicCache`` s.
+                    device: torch.device, shares: _Shares | None = None, draws: SeededDraws | None = None) -> list[list[int]] | None:  # fmt: skip
+    """The greedy answer tokens of seq2seq ``prompts`` (up to EOS), or with ``draws`` each row's seeded sample; None
+    when the model's cache is not a plain ``EncoderDecoderCache`` of ``DynamicCache`` s.
 
     The encoder runs once over the batch (prompts right-padded, masked);
     then one decoder token per row per step on its self- and cross-attention caches, rows leaving the batch once
@@ -266,6 +274,7 @@ def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int
     tokens = torch.full((len(prompts),), start, dtype=torch.long, device=device)
     cache = None
     answers = _Answers(len(prompts), budget, done, eos, sync_every(device), shares)
+    pick = _pick(draws)
     while True:
         out = model(encoder_outputs=(encoded,), attention_mask=attention, decoder_input_ids=tokens[:, None],
                     past_key_values=cache, use_cache=True)  # fmt: skip
@@ -274,7 +283,7 @@ def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int
             type(part) is DynamicCache for part in (cache.self_attention_cache, cache.cross_attention_cache)
         ):
             return None
-        tokens = out.logits[:, -1].argmax(-1)
+        tokens = pick(out.logits[:, -1], answers.alive)
         keep = answers.add(tokens)  # None: the tokens stay on the device
         if keep is not None and not keep:
             return answers.tokens
@@ -286,10 +295,11 @@ def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int
 
 
 def _generated(model, tokenizer, prompts: list[list[int]], budget: int, stops: list[Sequence[str]], pad: int, eos: int | None,
-               seq2seq: bool, one_length: bool, shares: _Shares | None = None) -> list[list[int]]:  # fmt: skip
+               seq2seq: bool, one_length: bool, shares: _Shares | None = None, draws: SeededDraws | None = None) -> list[list[int]]:  # fmt: skip
     """Answer tokens from ``model.generate``: a causal batch left-padded, a seq2seq batch right-padded (a learned
     position table counts from the first token), or with ``one_length`` prompts of one length per call, so that no
-    logits processor (an n-gram ban, a repetition penalty) sees padding, as one prompt at a time would not."""
+    logits processor (an n-gram ban, a repetition penalty) sees padding, as one prompt at a time would not. With
+    ``draws``, each row's token is its seeded draw after the model's own processors (``SeededDraws.processor``)."""
     by_length: dict[int, list[int]] = {}
     for index, prompt in enumerate(prompts):
         by_length.setdefault(len(prompt) if one_length else 0, []).append(index)
@@ -299,6 +309,7 @@ def _generated(model, tokenizer, prompts: list[list[int]], budget: int, stops: l
         start = 1 if seq2seq else ids.shape[1]  # the answer's tokens: after the decoder's start token, or the prompt
         out = model.generate(input_ids=ids, attention_mask=attention, max_new_tokens=budget, do_sample=False, num_beams=1,
                              pad_token_id=pad, eos_token_id=eos,
+                             logits_processor=LogitsProcessorList([draws.processor(rows)] if draws is not None else []),
                              stopping_criteria=StoppingCriteriaList([_StopStrings(tokenizer, [stops[r] for r in rows], start),
                                                                      *([_Counted(shares, rows, start)] if shares is not None else [])]))  # fmt: skip
         for r, row in zip(rows, out[:, start:].tolist()):
@@ -339,11 +350,28 @@ def _encoded(
     return encoded, budgets
 
 
+def _beamed(model, prompts: list[list[int]], limits: list[int], decoding: Decoding, pad: int, eos: int | None, seq2seq: bool,
+            shares: _Shares) -> list[list[int]]:  # fmt: skip
+    """Beam-search answer tokens, one prompt per ``model.generate(num_beams=...)`` call, as the released script ran
+    them (NEWTON's alpaca class: no other prompt's padding beside it), each up to its budget in ``limits``."""
+    answers = []
+    for row, (prompt, limit) in enumerate(zip(prompts, limits)):
+        ids = torch.tensor([prompt], device=model.device)
+        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=limit, do_sample=False,
+                             num_beams=decoding.num_beams, length_penalty=decoding.length_penalty,
+                             early_stopping=decoding.early_stopping, pad_token_id=pad, eos_token_id=eos)  # fmt: skip
+        answers.append(out[0, 1 if seq2seq else ids.shape[1] :].tolist())
+        shares.seen([(row, 0, True)])
+    return answers
+
+
 def _answer_batch(model, tokenizer, prompts: list[list[int]], stops: list[Sequence[str]], limits: list[int], device: torch.device,
-                  seq2seq: bool, plain: bool, progress) -> list[Answer]:  # fmt: skip
+                  seq2seq: bool, plain: bool, progress, decoding: Decoding | None = None, seeds: Sequence[int | None] = ()) -> list[Answer]:  # fmt: skip
     """The answers of one decoding batch: ``prompts`` (token ids), each row stopping at its stop strings or its
-    token budget in ``limits``; greedy decoding where ``plain`` (``argmax_decodes``) and the model's cache allows it,
-    else ``model.generate``. Progress moves by each row's share of steps (``_Shares``), taken back on out-of-memory."""
+    token budget in ``limits``; greedy decoding (or, where ``decoding`` samples, each row's draw seeded with its
+    ``seeds``: ``draws.SeededDraws``) where ``plain`` (``argmax_decodes``) and the model's cache allows it, else
+    ``model.generate``; a beam search one prompt at a time (``_beamed``). Progress moves by each row's share of
+    steps (``_Shares``), taken back on out-of-memory."""
 
     def done(row: int, tokens: list[int]) -> bool:
         return len(tokens) >= limits[row] or (
@@ -354,14 +382,17 @@ def _answer_batch(model, tokenizer, prompts: list[list[int]], stops: list[Sequen
     eos = tokenizer.eos_token_id
     answers = None
     shares = _Shares(progress, limits)
+    draws = SeededDraws(decoding, list(seeds)) if decoding is not None and decoding.samples else None
     try:
-        if plain:
-            answers = (_greedy_seq2seq(model, prompts, max(limits), done, eos, pad, device, shares) if seq2seq
-                       else _greedy(model, prompts, max(limits), done, eos, device, shares))  # fmt: skip
-        if answers is None:  # model.generate runs every row to the batch's budget: greedy, so cut to each row's
+        if decoding is not None and decoding.kind == "beam":
+            answers = _beamed(model, prompts, limits, decoding, pad, eos, seq2seq, shares)
+        elif plain:
+            answers = (_greedy_seq2seq(model, prompts, max(limits), done, eos, pad, device, shares, draws) if seq2seq
+                       else _greedy(model, prompts, max(limits), done, eos, device, shares, draws))  # fmt: skip
+        if answers is None:  # model.generate runs every row to the batch's budget, so cut to each row's
             shares.rewind()
             answers = _generated(model, tokenizer, prompts, max(limits), stops, pad, eos, seq2seq, one_length=not plain,
-                                 shares=shares)  # fmt: skip
+                                 shares=shares, draws=draws and SeededDraws(draws.decoding, draws.seeds))  # fmt: skip
     except torch.OutOfMemoryError:
         shares.rewind()  # the batch runs again, halved
         raise
@@ -375,7 +406,8 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
              batch_tokens: int | None = None, max_batch: int | None = None, truncate: bool = False, progress=None,
              chat: bool = False) -> list[Answer]:  # fmt: skip
     """The greedy answer to each request (``{"prompt", "max_new_tokens", "stop"}``, optionally ``"max_length"``:
-    ``answer_budget``'s), in request order: its text and the number of tokens generated (before the cut).
+    ``answer_budget``'s; ``"decoding"`` and ``"seed"``: a released sampling or beam search, ``_answer_batch``), in
+    request order: its text and the number of tokens generated (before the cut).
 
     A prompt is encoded as the tokenizer encodes it (its special tokens included), unless ``chat``: a prompt
     rendered by a chat template carries its own.
@@ -390,16 +422,19 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
     texts: list[Answer] = [Answer("")] * len(requests)
     # Requests batch by their bound (max_new_tokens); within a batch each row stops at its own budget (a prompt
     # counted in max_length leaves its row fewer tokens), so prompts of many lengths still share a batch.
-    by_bound: dict[int, list[int]] = {}
+    # Requests batch by their decoding too (a batch decodes one way).
+    by_bound: dict[tuple, list[int]] = {}
     for index, request in enumerate(requests):
-        by_bound.setdefault(request["max_new_tokens"], []).append(index)
+        decoding = request.get("decoding")
+        by_bound.setdefault((request["max_new_tokens"], repr(decoding)), []).append(index)
 
     for members in (by_bound[bound] for bound in sorted(by_bound)):
 
         def step(batch: list[int], members=members) -> list[Answer]:
             chosen = [members[i] for i in batch]
             return _answer_batch(model, tokenizer, [encoded[i] for i in chosen], [requests[i]["stop"] for i in chosen],
-                                 [budgets[i] for i in chosen], device, seq2seq, plain, progress)  # fmt: skip
+                                 [budgets[i] for i in chosen], device, seq2seq, plain, progress,
+                                 requests[members[0]].get("decoding"), [requests[i].get("seed") for i in chosen])  # fmt: skip
 
         with torch.inference_mode():
             # A causal batch holds prompts in token order (shared prefixes together); a seq2seq batch similar lengths.

@@ -27,7 +27,8 @@ def _padded_pass(model, rows: list[list[int]], device: torch.device, span: int, 
     """One forward pass over token ``rows``, left-padded to the longest, each after its filled cache in ``before``
     (``(keys, values, mask, lengths)``: per-layer buffers of the rows' earlier positions, real where ``mask`` is 1,
     ``lengths`` real ones per row). Returns the keys/values per layer of all positions (None when the model's
-    cache is not one ``attention.cache_layers`` takes for a cache of ``span`` positions), their mask, and each row's next token."""
+    cache is not one ``attention.cache_layers`` takes for a cache of ``span`` positions), their mask, and each row's
+    logits of its next token."""
     ids, real = left_padded(rows, 0, device)
     positions = padded_positions(real, before[3] if before else 0)
     mask = torch.cat([before[2], real], dim=1) if before else real
@@ -36,7 +37,7 @@ def _padded_pass(model, rows: list[list[int]], device: torch.device, span: int, 
     out = forward(model, 1, input_ids=ids, past_key_values=cache, use_cache=True,
                    position_ids=positions if before or masked else None, attention_mask=mask if masked else None)  # fmt: skip
     layers = cache_layers(out.past_key_values, span) if cache is None else [(layer.keys, layer.values) for layer in cache.layers]
-    return layers, mask, out.logits[:, -1].argmax(-1)
+    return layers, mask, out.logits[:, -1]
 
 
 class PromptPlan(NamedTuple):
@@ -85,9 +86,10 @@ class PromptPlan(NamedTuple):
         )
 
 
-def prompt_caches(model, prompts: list[list[int]], plan: PromptPlan, device: torch.device, span: int):
+def prompt_caches(model, prompts: list[list[int]], plan: PromptPlan, device: torch.device, span: int, pick=None):
     """Yield each group of prompts as its rows, their keys/values per layer, which of those positions are real (1)
-    or padding (0), and each row's first answer token (``span``: the longest cache decoding will build). Each run
+    or padding (0), and each row's first answer token (``span``: the longest cache decoding will build), the argmax
+    of its logits or ``pick(logits, rows)`` (a seeded draw, ``draws.SeededDraws.pick``). Each run
     of ``prefix_clusters`` runs its shared prefix once (the prefixes together, in groups of near-equal length);
     then each group's own tokens, each row on its run's prefix (prefixes left-padded to the group's longest).
     Yields ``(rows, None, None, None)`` and stops when ``attention.cache_layers`` refuses the model's cache."""
@@ -122,8 +124,8 @@ def prompt_caches(model, prompts: list[list[int]], plan: PromptPlan, device: tor
             values = [_with_room(v[:, :, width - longest :], select, room) for _, v in table]
             lengths = torch.tensor([plan.shared[r] for r in rows], device=device)
             before = (keys, values, table_mask[select, width - longest :], lengths)
-        layers, real, first = _padded_pass(model, own, device, span, before)
-        yield rows, layers, real, first
+        layers, real, last = _padded_pass(model, own, device, span, before)
+        yield rows, layers, real, last.argmax(-1) if pick is None else pick(last, rows)
         if layers is None:
             return
 

@@ -25,15 +25,17 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from physprobe.backends.base import Backend, BackendError, Description, Settings
 from physprobe.backends.chat import messages, prompt_text
-from physprobe.backends.openai.client import MODEL_FIELDS, Client, ItemFailed, ServerOptions
+from physprobe.backends.openai.client import MODEL_FIELDS, Client, ItemFailed, ServerOptions, sampled
 from physprobe.errors import RequestError, ServedModelChanged
 from physprobe.protocols.answers import cut, yes_probability
+from physprobe.protocols.decoding import part_seed
 from physprobe.protocols.requests import Choice, Generate, GenerateEach, YesNo
 from physprobe.protocols.results import MEASURE_TOLERANCE, Answer, Answers, Result, Scores
 from physprobe.util.redact import printable, scrub
@@ -163,6 +165,7 @@ class OpenAIBackend(Backend):
         if described is not None:  # connected while the run was resolved
             self.client, self._entry, self.load_seconds = described.facts
         self._fingerprints: dict[bool, dict] = {}  # per chat setting applied
+        self._said_unreproducible = False  # the run's warning that a server's samples are not reproducible, given once
 
     def chat_applied(self, request_type: type) -> bool:
         return self.settings.chat.applies(request_type)
@@ -203,6 +206,11 @@ class OpenAIBackend(Backend):
             return []
         kind = type(requests[0])
         self.identity(kind)  # the fingerprint every later probe is compared with (asked once per run)
+        if getattr(requests[0], "seed", None) is not None and not self._said_unreproducible:
+            self._said_unreproducible = True
+            print(f"physprobe: warning: the sampled answers are drawn by the server at {self.base_url}, sent with physprobe's "
+                  "seed of each answer (the OpenAI API's seed, best effort; a server may ignore it): they are not "
+                  "reproducible as the hf backend's are", file=sys.stderr)  # fmt: skip
         applied = self.chat_applied(kind)
         client = self._connect()
         unconfirmed: list[int] = []  # requests answered since the last probe that found the same weights
@@ -265,7 +273,9 @@ class OpenAIBackend(Backend):
         return requests, [[i] for i in range(len(requests))], lambda index, answers: answers[0], self._generate
 
     def _generate_each_asks(self, requests: list[GenerateEach]) -> tuple[list, list[list[int]], Callable, Callable]:
-        asks = [Generate(p, (), r.max_new_tokens, r.stop, system=r.system) for r in requests for p in r.prompts]  # each prompt
+        asks = [Generate(p, (), r.max_new_tokens, r.stop, system=r.system, decoding=r.decoding,
+                         seed=None if r.seed is None else part_seed(r.seed, j))
+                for r in requests for j, p in enumerate(r.prompts)]  # each prompt, sampled with its own seed  # fmt: skip
         needs, at = [], 0
         for r in requests:
             needs.append(list(range(at, at + len(r.prompts))))
@@ -312,10 +322,11 @@ class OpenAIBackend(Backend):
             raise BackendError("this protocol matches answers to the options' first tokens, which needs the model's tokenizer: "
                                "use --backend hf")  # fmt: skip
         chat = self.settings.chat
+        sampling = sampled(request.decoding, request.seed) if request.seed is not None else None
         if self.chat_applied(type(request)):
-            reply = self.client.chat(messages(request.prompt, chat, request.system), request.max_new_tokens)
+            reply = self.client.chat(messages(request.prompt, chat, request.system), request.max_new_tokens, sampling)
         else:
             reply = self.client.complete(
-                prompt_text(request.prompt, chat, templated=False, system=request.system), request.max_new_tokens
+                prompt_text(request.prompt, chat, templated=False, system=request.system), request.max_new_tokens, sampling
             )
         return Answer(cut(reply.text, request.stop), reply.tokens)

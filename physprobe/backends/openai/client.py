@@ -41,6 +41,7 @@ from physprobe.backends.openai.parsing import (
     prompt_tokens,
 )
 from physprobe.errors import RequestError
+from physprobe.protocols.decoding import Decoding
 from physprobe.util.redact import printable, scrub, url_secrets
 from physprobe.util.retries import TRANSIENT_STATUS, backoff, retried
 
@@ -321,15 +322,18 @@ class Client:
                               f"(asked for {printable(prompt, 40)!r}): {LOGLIKELIHOOD_UNSUPPORTED}")  # fmt: skip
         return tokens
 
-    def complete(self, prompt: str, max_tokens: int) -> Reply:
-        """The greedy completion of a raw prompt (``/v1/completions``), any secret it quotes scrubbed."""
-        reply = self.post("/completions", {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0}, parse_completion,
-                          COMPLETIONS_UNSUPPORTED)  # fmt: skip
+    def complete(self, prompt: str, max_tokens: int, sampling: dict | None = None) -> Reply:
+        """The greedy completion of a raw prompt (``/v1/completions``), or one sampled with ``sampling`` (``sampled``'s
+        temperature, top_p, seed), any secret it quotes scrubbed."""
+        body = {"prompt": prompt, "max_tokens": max_tokens, **(sampling or {"temperature": 0})}
+        reply = self.post("/completions", body, parse_completion, COMPLETIONS_UNSUPPORTED)
         return reply._replace(text=scrub(reply.text, self.secrets))
 
-    def chat(self, messages: list[dict], max_tokens: int) -> Reply:
-        """The greedy reply to chat ``messages`` (``/v1/chat/completions``), any secret it quotes scrubbed."""
-        reply = self.post("/chat/completions", {"messages": messages, "max_tokens": max_tokens, "temperature": 0}, parse_chat)
+    def chat(self, messages: list[dict], max_tokens: int, sampling: dict | None = None) -> Reply:
+        """The greedy reply to chat ``messages`` (``/v1/chat/completions``), or one sampled with ``sampling``, any
+        secret it quotes scrubbed."""
+        body = {"messages": messages, "max_tokens": max_tokens, **(sampling or {"temperature": 0})}
+        reply = self.post("/chat/completions", body, parse_chat)
         return reply._replace(text=scrub(reply.text, self.secrets))
 
     def fingerprint(self, entry: dict, chat: bool) -> dict:
@@ -400,3 +404,19 @@ class ServerOptions:
             kind = "a whole number" if whole else "a number"
             raise BackendError(f"--model-args {key}={value!r}: expected {kind} from {low} to {high}")
         return number
+
+
+def sampled(decoding: Decoding, seed: int) -> dict:
+    """The request fields of an answer sampled as ``decoding`` says with ``seed``: temperature, top_p, the OpenAI API's
+    ``seed`` (best effort: a server may ignore it), and top_k where it cuts (not an OpenAI API field; vLLM and
+    llama.cpp's server take it).
+
+    >>> sampled(Decoding.sampling("demo", top_p=0.5), 7)
+    {'temperature': 1.0, 'top_p': 0.5, 'seed': 7}
+    """
+    return {
+        "temperature": decoding.temperature,
+        "top_p": decoding.top_p,
+        "seed": seed,
+        **({"top_k": decoding.top_k} if decoding.top_k else {}),
+    }

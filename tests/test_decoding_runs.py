@@ -13,6 +13,7 @@ from transformers import AutoTokenizer
 from physprobe.backends import hf
 from physprobe.cli import main
 from physprobe.record import spec
+from physprobe.report.cells import Spread
 from physprobe.run import runner
 from tests import tiny_models
 
@@ -115,3 +116,5 @@ def test_sampled_runs_are_reproducible_and_kept_apart_from_greedy(models, built_
     assert main(["report", str(tmp_path / "a"), str(tmp_path / "greedy"), "--out", str(tmp_path / "report")]) == 0
     report = (tmp_path / "report" / "report.md").read_text()
     assert report.count(" ˢ mean ") == 1 and "sd over 3 samples" in report  # the sampled run's row, not the greedy one's
+    # The card and the papers' tables show the sampled run's mean ± sd over its samples, marked with that footnote.
+    assert Spread.NOTE in report and " ± " in report.split("## ")[1]

@@ -20,6 +20,7 @@ from physprobe.report.blocks import Heading, Image, Notes, Paragraph, TableBlock
 from physprobe.report.cells import (
     SAME_ROWS,
     SAME_ROWS_DEFINITION,
+    Spread,
     baseline_cell,
     counts,
     number,
@@ -188,7 +189,10 @@ def _cell(run: Run | None, name: str, title: str, row: CardRow, paper: PaperTabl
     found = run_cell(run, column, 0)
     if found.missing is not None:
         return Cell("—" + notes.mark(next(iter(missing_texts([found.missing]).values()))))
-    text = number(found.value, table) + (f" n={found.n}" if found.n else "")
+    text = number(found.value, table) + (
+        "" if found.spread is None else f" ± {number(found.spread.sd, table)}{notes.mark(Spread.NOTE)}"
+    )
+    text += f" n={found.n}" if found.n else ""
     shares = counts(run, _config(column))
     if shares is not None:
         text += "".join(f", {100 * shares.share(count):.0f}% {what}" for count, what in (

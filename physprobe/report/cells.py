@@ -92,6 +92,7 @@ class RunCell:
     n: int | None
     interval: tuple[float, float] | None
     missing: Missing | None
+    spread: Spread | None = None  # a sampled run's figure over its samples (``sample_spread``)
 
 
 @dataclass(frozen=True)
@@ -192,8 +193,43 @@ def run_cell(run: Run, column: Column, part: int) -> RunCell:
         return RunCell(None, None, None, Missing("key", key, run.id))
     n = lookup(run.metrics, n_key) if n_key else MISSING
     n = int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) and n > 0 else None
-    interval = wilson(min(max(float(value), 0.0), 1.0), n) if n else None
-    return RunCell(float(value), n, interval, None)
+    spread = sample_spread(run.metrics, key)
+    value = float(value) if spread is None else spread.mean  # a sampled run's cell is its mean over the samples
+    interval = wilson(min(max(value, 0.0), 1.0), n) if n else None
+    return RunCell(value, n, interval, None, spread)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A figure of a run sampled ``drawn`` times (``physprobe score --samples K``): its ``mean`` and standard deviation
+    ``sd`` over the samples (metrics.json ``<config>.samples``); the run's figure itself is its first sample's."""
+
+    mean: float
+    sd: float
+    drawn: int
+
+    NOTE = ("a sampled run (`--decoding released --samples K`): its mean ± standard deviation over the K samples "
+            "(metrics.json `samples`), n its first sample's; figures draw the mean")  # fmt: skip
+
+
+def sample_spread(metrics: dict, key: str) -> Spread | None:
+    """The spread of figure ``key`` (``config.figure``) over a sampled config's samples; None where the config was
+    answered once (or the figure is pooled over configs, which keep their first sample's only).
+
+    >>> sample_spread({"c": {"accuracy": 0.5, "samples": {"drawn": 3, "mean": {"accuracy": 0.55}, "sd": {"accuracy": 0.05}}}},
+    ...               "c.accuracy")
+    Spread(mean=0.55, sd=0.05, drawn=3)
+    >>> sample_spread({"c": {"accuracy": 0.5}}, "c.accuracy") is None
+    True
+    """
+    config, _, figure = key.partition(".")
+    samples = metrics.get(config, {}).get("samples") if isinstance(metrics.get(config), dict) else None
+    if not isinstance(samples, dict) or not figure:
+        return None
+    mean, sd = lookup(samples.get("mean", {}), figure), lookup(samples.get("sd", {}), figure)
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (mean, sd)):
+        return None
+    return Spread(float(mean), float(sd), int(samples["drawn"]))
 
 
 def groups_held(run: Run, table: Table) -> tuple[list[str], list[str]]:

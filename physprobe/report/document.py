@@ -10,7 +10,7 @@ from physprobe.protocols.model_options import model_shown
 from physprobe.report import differences
 from physprobe.report.blocks import Heading, Image, Notes, Paragraph, TableBlock
 from physprobe.report.card import card_blocks
-from physprobe.report.cells import MISSING, Counts, Missing, RunCell, baseline_cell, counts, lookup, number, run_cell
+from physprobe.report.cells import MISSING, Counts, Missing, RunCell, Spread, baseline_cell, counts, lookup, number, run_cell
 from physprobe.report.figures import DRAW, chance_notes
 from physprobe.report.notes import Footnotes, answered, apart_note, coverage, exclusion, left_out, missing_texts, protocol_warning
 from physprobe.report.runs import Run
@@ -39,6 +39,8 @@ def _format_run_cell(cells: list[RunCell], table: Table, notes: Footnotes, texts
     for cell in cells:
         if cell.missing is not None:
             shown.append("—" + notes.mark(texts[cell.missing]))
+        elif cell.spread is not None:
+            shown.append(f"{number(cell.value, table)} ± {number(cell.spread.sd, table)}{notes.mark(Spread.NOTE)}")
         elif cell.interval is not None:
             low, high = (number(x, table) for x in cell.interval)
             shown.append(f"{number(cell.value, table)} ({low}–{high})")

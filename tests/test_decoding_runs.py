@@ -118,3 +118,4 @@ def test_sampled_runs_are_reproducible_and_kept_apart_from_greedy(models, built_
     assert report.count(" ˢ mean ") == 1 and "sd over 3 samples" in report  # the sampled run's row, not the greedy one's
     # The card and the papers' tables show the sampled run's mean ± sd over its samples, marked with that footnote.
     assert Spread.NOTE in report and " ± " in report.split("## ")[1]
+    assert "was sampled several times a question (--samples)" in report  # not compared on its first sample, silently

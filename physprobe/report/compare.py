@@ -138,13 +138,17 @@ def figures(run: Run) -> list[Figure]:
 
 def answers(run: Run) -> dict[str, dict[int, _Answer]]:
     """Per config and row, how ``run`` answered (predictions.parquet); a ``ComparisonError`` line where the file holds
-    no row contents or several answers to a question."""
+    no row contents, several answers to a question, or a sampled run's several samples of one."""
     found: dict[str, dict[int, _Answer]] = {}
     for line in run_record.predictions(run.folder):
         if line.get("row_sha256") is None:
             raise ComparisonError(f"{run.folder / run_record.PREDICTIONS} holds no row contents (written by an earlier physprobe), "
                                   f"so its questions cannot be matched; score run {run.id} again with its command "
                                   "(it resumes from its cache)")  # fmt: skip
+        if line.get("draws_prediction") is not None:
+            raise ComparisonError(f"run {run.id} was sampled several times a question (--samples): comparing sampled runs "
+                                  "(each question's mean over its samples) is not built yet; compare runs scored with "
+                                  "--samples 1")  # fmt: skip
         rows = found.setdefault(line["config"], {})
         if line["row"] in rows:
             raise ComparisonError(f"{run.folder / run_record.PREDICTIONS} holds several answers to {line['config']} row "

@@ -108,7 +108,7 @@ def _mean_tokens(loaded, requests: list[MeanTokens], templating: Templating, opt
     from physprobe.backends.hf import scoring
 
     templating.applied(MeanTokens)  # checks the setting asks nothing of token sequences
-    ids = [mean_token_ids(r, loaded.tokenizer) for r in requests]
+    ids = mean_token_ids(requests, loaded.tokenizer)
     return _scores(scoring.mean_token_logprobs(loaded.model, loaded.tokenizer, ids, loaded.device, **options))
 
 
@@ -140,7 +140,7 @@ def _seq2seq(loaded, requests: list[Seq2Seq], templating: Templating, options: d
     from physprobe.backends.hf import seq2seq
 
     templating.applied(Seq2Seq)
-    questions = [(r.source, seq2seq_targets(r, loaded.tokenizer)) for r in requests]
+    questions = list(zip([r.source for r in requests], seq2seq_targets(requests, loaded.tokenizer)))
     return _scores(seq2seq.seq2seq_logprobs(loaded.model, loaded.tokenizer, questions, loaded.device, **options))
 
 
@@ -222,7 +222,8 @@ def _generate(loaded, requests: list[Generate], templating: Templating, options:
              "max_length": r.max_length} for r in requests]  # fmt: skip
     answers = generation.generate(loaded.model, loaded.tokenizer, asks, loaded.device, seq2seq=loaded.family == "seq2seq",
                                   chat=templating.applied(Generate), **options)  # fmt: skip
-    return [dataclasses.replace(answer, choices=tuple(first_token_choices(r, loaded.tokenizer))) if r.first_token_choices else answer
+    resolved = iter(first_token_choices([r for r in requests if r.first_token_choices], loaded.tokenizer))
+    return [dataclasses.replace(answer, choices=tuple(next(resolved))) if r.first_token_choices else answer
             for answer, r in zip(answers, requests)]  # fmt: skip
 
 

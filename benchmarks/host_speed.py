@@ -4,8 +4,8 @@ the default protocol for a causal model, ``released-gpt``) with a tiny causal mo
 
     python benchmarks/host_speed.py --data build --work /tmp/host-speed [--limit N] [--runs 3]
 
-The model is ``tests/tiny_models.causal_lm`` with one layer (64 wide, a 600-token byte-level BPE trained on the
-benchmarks' text), saved under ``--work`` as ``tiny-causal``: a name that does not start with ``gpt``, so
+The model is ``tests/tiny_models.causal_lm`` with one layer 16 wide (4 heads; a 600-token byte-level BPE trained on
+the benchmarks' text), saved under ``--work`` as ``tiny-causal``: a name that does not start with ``gpt``, so
 ``released-gpt`` encodes each option's text whole with the pad standing for the option (PROST's released
 ``input_pipeline.py:92-110``), the path that called the tokenizer eight times a question. Its forward pass is nearly
 free, so what is timed is the host's work: start-up, tokenizing, planning, padding, reading results back, the
@@ -33,13 +33,14 @@ OLD = "4673c87"
 
 
 def tiny_model(work: Path, data: Path) -> Path:
-    """The one-layer tiny causal model under ``work`` (made once)."""
+    """The tiny causal model under ``work`` (made once): one layer 16 wide, its forward nearly free (at 64 wide, a
+    whole PROST's forward passes took 10 s of the run on the 2-core machine)."""
     folder = work / "tiny-causal"
     if not (folder / "config.json").is_file():
         sys.path.insert(0, str(earlier.REPO))
         from tests import tiny_models
 
-        tiny_models.causal_lm(folder, tiny_models.benchmark_texts(data), layers=1)
+        tiny_models.causal_lm(folder, tiny_models.benchmark_texts(data), layers=1, width=16)
     return folder
 
 
@@ -95,7 +96,9 @@ def main() -> int:
             scoring[name].append(sum(json.loads((runs / name / "run.json").read_text())["timings"]["configs_s"].values()))
             print(f"  run {index + 1} {name}: {walls[name][-1]:.1f} s", flush=True)
     rows = pq.read_metadata(runs / "new" / "predictions.parquet").num_rows
-    print(f"\nPROST default, {rows:,} questions, {model.name} (1 layer), released-gpt, {args.runs} run(s), min/median/max")
+    print(
+        f"\nPROST default, {rows:,} questions, {model.name} (1 layer, 16 wide), released-gpt, {args.runs} run(s), min/median/max"
+    )
     print(f"{'side':<5} {'wall s':>18} {'scoring s':>18}")
     for name in sides:
         print(f"{name:<5} {spread_of(walls[name]):>18} {spread_of(scoring[name]):>18}")

@@ -63,7 +63,8 @@ def differing_columns(old: Path, new: Path) -> list[str]:
     a, b = pq.read_table(old / "predictions.parquet"), pq.read_table(new / "predictions.parquet")
     if a.column_names != b.column_names or a.num_rows != b.num_rows:
         return ["(shape)"]
-    return [name for name in a.column_names if not a.column(name).equals(b.column(name))]
+    # Compared as Python values' reprs: every float bit for bit, and NaN (a score the model gave none) equal to NaN.
+    return [name for name in a.column_names if repr(a.column(name).to_pylist()) != repr(b.column(name).to_pylist())]
 
 
 def spread_of(values: list[float]) -> str:

@@ -79,7 +79,6 @@ def commands(models: dict[str, Path], data: Path, limit: int) -> list[tuple[str,
             for family in protocol.families:
                 for model in by_family[family]:
                     argv = ["score", "--model", str(models[model]), "--benchmark", benchmark, "--protocol", protocol.name,
-                            "--method", family if protocol.method in ("generate", "yes_no") else protocol.method,
                             "--data", str(data), "--device", "cpu", "--limit", str(limit), "--bootstrap-iters", "0",
                             *(["--apply-chat-template"] if model == "tiny-chat" else [])]  # fmt: skip
                     found.append((f"{benchmark} {protocol.name} {family} {model}", argv))

@@ -356,9 +356,14 @@ class HFBackend(Backend):
         kind = type(requests[0])
         texts = [r.rendered(lambda prompt, r=r: self.templating.render(prompt, kind, r.system)) for r in requests]
         flat = [text for row in texts for text in row]
-        counts = iter(
-            map(len, self.tokenizer(flat, add_special_tokens=not self.templating.applied(kind))["input_ids"]) if flat else []
+        special = not self.templating.applied(kind)
+        # The ids alone (their lengths): no attention masks nor segment ids built for tens of thousands of texts.
+        ids = (
+            self.tokenizer(flat, add_special_tokens=special, return_attention_mask=False, return_token_type_ids=False)
+            if flat
+            else {}
         )
+        counts = iter(map(len, ids.get("input_ids", [])))
         return [(row, [next(counts) for _ in row]) for row in texts]
 
     def info(self) -> HFInfo:

@@ -25,11 +25,15 @@ returns, writing the card first. Models are random (weights do not change throug
 - ``generate-1b``, ``generate-8b``: NEWTON ``released-generate`` (4 tracks) and CConS ``question-generate`` (2 configs),
   the first rows of each config, physprobe's ``generation.generate`` against lm-eval ``generate_until`` on the
   exported tasks (``generate_vs_lm_eval``), up to 3 rounds.
+- ``host-1b``: the host's share at 1.1B: the TinyLlama-shaped model saved, then ``physprobe score`` of whole PROST
+  (18,736 questions, ``released-gpt``) as a user runs it, the GPU's busy share sampled from NVML every 0.25 s over the
+  whole command (start-up, loading, scoring, writing); rows, model load, scoring and wall seconds.
 - ``card-8b``: the 8B model saved (to /dev/shm when it has room), then ``physprobe score`` as a user runs it, each
   benchmark's default protocol for a causal model (the folder, ``random-8b``, matches no protocol's model-name pattern:
   a ``/llama/`` name would pick Text2Afford's ``yes-no-llama3-released``, which needs a chat template): whole PROST
-  (18,736 questions), then the others with ``--limit 64`` rows per config in one ``--benchmark cccons,newton,text2afford``
-  command (the model loaded once for the three); rows, model load, scoring and wall seconds.
+  (18,736 questions), then the whole card in one ``--benchmark all --limit 64`` command (64 rows per config of every
+  benchmark, the model loaded once: every row does not fit the 9 minutes, NEWTON alone being 16,000 generations of up
+  to 128 tokens); rows, model load, scoring and wall seconds.
 
 Sizes, from FLOPs (H100 here: bf16 matrix products 798 TFLOP/s, copies 3.0 TB/s, KINDS.md) and the figures issue 41
 quotes (physprobe 0.5x lm-eval at 8B, ~15% of the trunk's saturation, generation 0.58x):
@@ -40,19 +44,21 @@ quotes (physprobe 0.5x lm-eval at 8B, ~15% of the trunk's saturation, generation
   rows (3,057,904 / 1,122,354 / 520,888 over the 18,736 questions).
 - loglik-8b, 1,000 questions: physprobe 60k tokens x 14.0 G + 28k rows x 1.05 G = 0.87 PFLOP (2.2 s at 50% MFU; ~13 s
   at the 15% of saturation last measured); lm-eval 159k tokens with the head on each = 2.4 PFLOP (7.5 s at 40%); the
-  trunk's saturation 4 x 32k tokens = 1.8 PFLOP (~3 s). A round 13-30 s, 3 rounds and the model's build: budget 85 s.
+  trunk's saturation 4 x 32k tokens = 1.8 PFLOP (~3 s). A round 13-30 s, 3 rounds and the model's build: budget 75 s.
 - loglik-1b, 3,000 questions: physprobe 0.36 PFLOP, lm-eval 1.0 PFLOP and 12,000 requests of host work: a round
-  6-12 s, budget 50 s.
+  6-12 s, budget 45 s.
 - generation, 32 rows per config: 128 NEWTON rows x 128 new tokens (random weights rarely stop), 64 CConS rows x 20.
   An 8B decoding step reads 16 GB (5.3 ms at 3.0 TB/s), ~25-30 ms eager: physprobe (one batch) ~4 s, lm-eval
-  (batches of 64) ~8 s, a round ~13 s: budget 65 s; 1.1B steps ~10-15 ms: budget 40 s.
-- correctness: 400 questions x ~60 tokens on 16 CPU cores plus two ~5 s start-ups: budget 35 s.
+  (batches of 64) ~8 s, a round ~13 s: budget 60 s; 1.1B steps ~10-15 ms: budget 40 s.
+- correctness: 400 questions x ~60 tokens on 16 CPU cores plus two ~5 s start-ups: budget 30 s.
+- host-1b: save 2.2 GB ~3 s; ``physprobe score`` ~20 s to start, hash and load; whole PROST released-gpt at 1.1B is
+  1.12M tokens x 1.94 GFLOP + 1.12M head rows x 0.13 = 2.3 PFLOP, ~6 s at 50% MFU, the rest the host's: budget 60 s.
 - card-8b: save 16 GB ~15 s; each ``physprobe score`` ~20 s to start and load (the first also hashes the 16 GB
   folder, ~10 s); whole PROST released-gpt is 1.12M tokens with the head on each = 16.9 PFLOP: 21 s at 798 TFLOP/s,
   so the 40 s target is 53% MFU; NEWTON 256 rows x 128 tokens, CConS 512 x 20, Text2Afford 64 rows x 15 prompts,
-  ~5 s each: ~150 s, budget 185 s.
-- Set-up (imports, the card's matrix rate) 20 s. Sum: 20 + 35 + 50 + 40 + 85 + 65 + 185 = 480 s; with
-  on_device.sh's own set-up before it (wheels ~20 s, ``physprobe build all`` ~15 s) about 8.7 minutes.
+  ~5 s each: ~150 s, budget 175 s.
+- Set-up (imports, the card's matrix rate) 20 s. Sum: 20 + 30 + 45 + 60 + 40 + 75 + 60 + 175 = 505 s; with
+  on_device.sh's own set-up before it (wheels ~20 s, ``physprobe build all`` ~15 s) 9 minutes.
 """
 
 from __future__ import annotations
@@ -88,6 +94,7 @@ from generate_vs_lm_eval import SUITE, Fed, Measured, bos_prepended, measure_ben
 from generate_vs_lm_eval import lm_eval_runner as generate_runner
 from score_vs_lm_eval import (
     SHAPES,
+    BusySampler,
     FedTokens,
     Phase,
     lm_eval_runner,
@@ -130,7 +137,7 @@ class Plan:
     correctness_questions: int
     loglik_questions: dict[str, int]  # size -> PROST questions, evenly spread
     generate_rows: dict[str, int]  # size -> first rows of each config
-    card_limit: int  # rows per config of the card's benchmarks but whole PROST
+    card_limit: int  # rows per config of the whole card's command (``--benchmark all``)
     whole_prost_limit: int | None  # None: all 18,736 questions
     runs: int  # rounds at most per comparison
     lm_eval_batch: int  # lm-eval's batch size: 64 is the most its "auto" picks (max_batch_size), without its probing passes
@@ -147,11 +154,11 @@ class Plan:
 GPU = Plan(dtype="bfloat16", shapes={k: SHAPES[k] for k in ("small", "1b", "8b")}, correctness_questions=400,
            loglik_questions={"1b": 3000, "8b": 1000}, generate_rows={"1b": 32, "8b": 32}, card_limit=64, whole_prost_limit=None,
            runs=3, lm_eval_batch=64, matrix_n=8192, trunk_shape=(32, 1024),
-           budgets={"setup": 20, "correctness": 35, "loglik-1b": 50, "generate-1b": 40, "loglik-8b": 85, "generate-8b": 65,
-                    "card-8b": 185})  # fmt: skip
+           budgets={"setup": 20, "correctness": 30, "loglik-1b": 45, "host-1b": 60, "generate-1b": 40, "loglik-8b": 75,
+                    "generate-8b": 60, "card-8b": 175})  # fmt: skip
 SMOKE = Plan(dtype="float32", shapes=SMOKE_SHAPES, correctness_questions=8, loglik_questions={"1b": 8, "8b": 8},
              generate_rows={"1b": 1, "8b": 1}, card_limit=2, whole_prost_limit=8, runs=1, lm_eval_batch=8, matrix_n=128,
-             trunk_shape=(2, 32), budgets={"setup": 120, "correctness": 120, "loglik-1b": 120, "generate-1b": 120,
+             trunk_shape=(2, 32), budgets={"setup": 120, "correctness": 120, "loglik-1b": 120, "host-1b": 120, "generate-1b": 120,
                                            "loglik-8b": 120, "generate-8b": 120, "card-8b": 300},
              shape_names={k: f"{v}: a tiny stand-in" for k, v in SHAPE_NAMES.items()})  # fmt: skip
 
@@ -455,24 +462,20 @@ def model_home(size_gb: float) -> Path:
 
 
 def card(ctx: Context, figures: dict) -> None:
-    """The 8B model saved, then ``physprobe score`` per benchmark (default protocols): whole PROST, the rest limited."""
+    """The 8B model saved, then ``physprobe score`` as a user runs it (default protocols): whole PROST, then the whole
+    card (``--benchmark all``) limited."""
     texts = prost_texts(ctx.data)
     for benchmark, (_, configs) in SUITE.items():
         texts += [str(r) for c in configs for r in pq.read_table(ctx.data / benchmark / c).slice(0, 500).to_pylist()]
     texts += [str(r) for r in pq.read_table(ctx.data / "text2afford" / "default").slice(0, 500).to_pylist()]
-    tokenizer = train_tokenizer(ctx.scratch / "card-tokenizer", texts)
-    model = ctx.model_for("8b", tokenizer)
-    home = model_home(sum(p.numel() * p.element_size() for p in model.parameters()) / 2**30)
+    started = time.monotonic()
+    home, folder = saved_model(ctx, "8b", train_tokenizer(ctx.scratch / "card-tokenizer", texts))
     try:
-        folder = home / "random-8b"
-        bos_prepended(tokenizer, folder)  # saved beside the weights, prepending BOS as Llama's does
-        started = time.monotonic()
-        model.save_pretrained(folder)
         figures.update(model=f"{ctx.plan.shape_names['8b']}, saved in {home.parent}", save_s=round(time.monotonic() - started, 1))
-        ctx.release_model()  # the commands load their own copy
         figures.update(commands=[])
-        others = [b for b in registry.names() if b != "prost"]  # the rest of the card in one --benchmark command
-        plan = [(["prost"], ctx.plan.whole_prost_limit), (others, ctx.plan.card_limit)]
+        # Whole PROST (its 40 s target), then the whole card in one command, --limit rows per config: every row of every
+        # benchmark (NEWTON's 16,000 prompts of up to 128 tokens, Text2Afford's 15 per row) does not fit the 9 minutes.
+        plan = [(["prost"], ctx.plan.whole_prost_limit), (["all"], ctx.plan.card_limit)]
         for index, (benchmarks, limit) in enumerate(plan):
             later = len(plan) - index - 1
             out = ctx.scratch / f"card-{'-'.join(benchmarks)}"
@@ -480,13 +483,51 @@ def card(ctx: Context, figures: dict) -> None:
             figures["commands"].append(entry)
             argv = score_command(ctx, folder, ",".join(benchmarks), out, ctx.device, ctx.plan.dtype, limit)
             entry.update(run_command(ctx, argv, ctx.scratch / f"card-{index}.log", later))
-            for found in sorted(out.rglob(run_record.RUN_JSON)) if entry["status"] == "ok" else []:
-                record = run_record.load(found.parent)
-                entry["runs"].append({"benchmark": record.benchmark, "protocol": record.protocol, "rows": record.scored_now,
-                                      "load_s": record.timings.load_model_s, "scoring_s": round(sum(record.timings.configs_s.values()), 2),
-                                      "configs": len(record.configs)})  # fmt: skip
+            entry["runs"] = command_runs(out) if entry["status"] == "ok" else []
             ctx.writer.write()
         finished([(f"physprobe score --benchmark {','.join(c['benchmarks'])}", c) for c in figures["commands"]])
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def saved_model(ctx: Context, size: str, tokenizer) -> tuple[Path, Path]:
+    """The random model of ``size`` saved as a user's folder (its tokenizer prepending BOS, as Llama's does) under a
+    new folder (``model_home``), and released from the device (a command loads its own copy): (home, model folder)."""
+    model = ctx.model_for(size, tokenizer)
+    home = model_home(sum(p.numel() * p.element_size() for p in model.parameters()) / 2**30)
+    folder = home / f"random-{size}"
+    bos_prepended(tokenizer, folder)
+    model.save_pretrained(folder)
+    ctx.release_model()
+    return home, folder
+
+
+def command_runs(out: Path) -> list[dict]:
+    """What each run.json under ``out`` says of its run: benchmark, protocol, rows scored, load and scoring seconds."""
+    found = []
+    for path in sorted(out.rglob(run_record.RUN_JSON)):
+        record = run_record.load(path.parent)
+        found.append({"benchmark": record.benchmark, "protocol": record.protocol, "rows": record.scored_now,
+                      "load_s": record.timings.load_model_s, "scoring_s": round(sum(record.timings.configs_s.values()), 2),
+                      "configs": len(record.configs)})  # fmt: skip
+    return found
+
+
+def host_share(ctx: Context, figures: dict) -> None:
+    """The host's share at 1.1B: ``physprobe score`` of whole PROST (its default protocol for a causal model,
+    ``released-gpt``) as a user runs it, the GPU's busy share sampled from NVML every 0.25 s over the whole command
+    (start-up, loading, scoring, the run folder) and its run.json's scoring seconds."""
+    started = time.monotonic()
+    home, folder = saved_model(ctx, "1b", train_tokenizer(ctx.scratch / "host-tokenizer", prost_texts(ctx.data)))
+    try:
+        figures.update(model=f"{ctx.plan.shape_names['1b']}, saved in {home.parent}", save_s=round(time.monotonic() - started, 1))
+        out = ctx.scratch / "host-prost"
+        argv = score_command(ctx, folder, "prost", out, ctx.device, ctx.plan.dtype, ctx.plan.whole_prost_limit)
+        with BusySampler(ctx.device, interval=0.25) as sampler:
+            figures["command"] = run_command(ctx, argv, ctx.scratch / "host-prost.log")
+        figures.update(busy=sampler.share, busy_error=sampler.error, samples=len(sampler.samples),
+                       runs=command_runs(out) if figures["command"]["status"] == "ok" else [])  # fmt: skip
+        finished([("physprobe score --benchmark prost", figures["command"])])
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
@@ -494,6 +535,7 @@ def card(ctx: Context, figures: dict) -> None:
 SECTIONS: dict[str, Callable[[Context, dict], None]] = {
     "correctness": correctness,
     "loglik-1b": partial(loglik, size="1b"),
+    "host-1b": host_share,
     "generate-1b": partial(generate, size="1b"),
     "loglik-8b": partial(loglik, size="8b"),
     "generate-8b": partial(generate, size="8b"),

@@ -316,7 +316,8 @@ def _generate_md(s: dict) -> list[str]:
 def _card_md(s: dict) -> list[str]:
     f = s["figures"]
     lines = [f"## The whole card at 8B: `physprobe score`, every benchmark's default protocol ({f.get('model')})", "",
-             f"Model saved in {_num(f.get('save_s'), 1)} s; the card's other benchmarks scored by one `--benchmark cccons,newton,text2afford` command.", "",
+             f"Model saved in {_num(f.get('save_s'), 1)} s; whole PROST, then the whole card in one `--benchmark all` command, "
+             "limited (every row of every benchmark does not fit the card's 9 minutes).", "",
              "| command | status | rows scored | model load s | scoring s | wall s |", "|---|---|---|---|---|---|"]  # fmt: skip
     total = 0.0
     for c in f.get("commands", []):
@@ -330,8 +331,23 @@ def _card_md(s: dict) -> list[str]:
     return lines
 
 
+def _host_md(s: dict) -> list[str]:
+    f = s["figures"]
+    run = f.get("command") or {}
+    runs = f.get("runs") or []
+    busy = _pct(f.get("busy")) if f.get("busy") is not None else f"- ({f.get('busy_error') or 'not sampled'})"
+    return [f"## The host's share at 1.1B: `physprobe score` of whole PROST ({f.get('model')})", "",
+            f"Model saved in {_num(f.get('save_s'), 1)} s; the GPU's busy share sampled from NVML every 0.25 s over the whole command "
+            f"({_num(f.get('samples'))} samples).", "",
+            "| command | status | rows scored | model load s | scoring s | wall s | GPU busy |", "|---|---|---|---|---|---|---|",
+            f"| prost (whole) | {run.get('status', '-')}{': ' + run['error'] if run.get('error') else ''} | "
+            f"{sum(r['rows'] for r in runs) if runs else '-'} | {_num(sum(r['load_s'] for r in runs), 1) if runs else '-'} | "
+            f"{_num(sum(r['scoring_s'] for r in runs), 1) if runs else '-'} | {_num(run.get('wall_s'), 1)} | {busy} |"]  # fmt: skip
+
+
 RENDERERS = {
     "correctness": _correctness_md,
+    "host": _host_md,
     "loglik": _loglik_md,
     "generate": _generate_md,
     "card": _card_md,

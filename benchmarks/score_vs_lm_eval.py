@@ -106,7 +106,7 @@ def formats(rows: list[dict], tokenizer) -> dict[str, list]:
     return {
         "paper": paper,
         "lm-eval prompt": prompt,
-        "released-gpt": [mean_token_ids(released_gpt(r, "default"), tokenizer) for r in rows],
+        "released-gpt": mean_token_ids([released_gpt(r, "default") for r in rows], tokenizer),
     }
 
 

@@ -327,8 +327,8 @@ def test_logits_processors_never_see_padding():
         pad_token_id = eos_token_id = None
         model_max_length = int(1e30)
 
-        def __call__(self, text, add_special_tokens=True):
-            return {"input_ids": [int(x) for x in text.split()]}
+        def __call__(self, texts, add_special_tokens=True):  # a list of texts, as the engine encodes its prompts at once
+            return {"input_ids": [[int(x) for x in text.split()] for text in texts]}
 
         def decode(self, ids, skip_special_tokens=True):
             return " ".join(map(str, ids))

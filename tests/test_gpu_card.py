@@ -36,7 +36,7 @@ def test_smoke_run_fills_every_section_and_target(built_all, tmp_path):
     card = json.loads((out / "gpu_card.json").read_text())
     assert card["finished"] and card["smoke"] and card["device"] == "cpu"
     sections = {s["name"]: s for s in card["sections"]}
-    assert list(sections) == ["correctness", "loglik-1b", "generate-1b", "loglik-8b", "generate-8b", "card-8b"]
+    assert list(sections) == ["correctness", "loglik-1b", "host-1b", "generate-1b", "loglik-8b", "generate-8b", "card-8b"]
     assert {s["status"] for s in sections.values()} == {"ok"}, {n: (s["status"], s["error"]) for n, s in sections.items()}
     correctness = sections["correctness"]["figures"]
     assert correctness["compared"] == 8 and correctness["agree"] == 8 and correctness["max_abs_delta"] == 0.0  # CPU twice
@@ -52,18 +52,23 @@ def test_smoke_run_fills_every_section_and_target(built_all, tmp_path):
         assert {b: g["rows"] for b, g in generated.items()} == {"newton": 4, "cccons": 2}  # 1 row of each config
         for g in generated.values():
             assert 0 <= g["identical"] <= g["rows"] and g["physprobe"]["slots"] > 0 and g["lm-eval"]["seconds"] > 0
+    host = sections["host-1b"]["figures"]
+    assert host["command"]["status"] == "ok" and host["busy"] is None and host["busy_error"] is None  # no CUDA: no sample
+    assert [(r["benchmark"], r["protocol"], r["rows"]) for r in host["runs"]] == [("prost", "released-gpt", 8)]
     commands = sections["card-8b"]["figures"]["commands"]
-    assert [c["status"] for c in commands] == ["ok"] * len(commands)
-    scored = {r["benchmark"]: r for c in commands for r in c["runs"]}
+    assert [(c["benchmarks"], c["limit"], c["status"]) for c in commands] == [(["prost"], 8, "ok"), (["all"], 2, "ok")]
+    assert [(r["benchmark"], r["protocol"], r["rows"]) for r in commands[0]["runs"]] == [("prost", "released-gpt", 8)]
+    scored = {r["benchmark"]: r for r in commands[1]["runs"]}  # the whole card in one command, 2 rows per config
     assert set(scored) == {"prost", "cccons", "newton", "text2afford"}
-    assert scored["prost"]["rows"] == 8 and scored["prost"]["protocol"] == "released-gpt"
+    assert scored["prost"]["rows"] == 2 and scored["newton"]["rows"] == 2 * scored["newton"]["configs"]
     assert scored["text2afford"]["protocol"] == "yes-no-falcon"  # the causal default: the folder's name matches no model pattern
-    assert all(r["scoring_s"] > 0 and r["rows"] > 0 for r in scored.values())
+    assert all(r["scoring_s"] > 0 and r["rows"] > 0 for c in commands for r in c["runs"])
     assert len(card["targets"]) == 11
     assert {t["status"].split(" (")[0] for t in card["targets"]} <= {"met", "not met", "not measured"}
     markdown = (out / "gpu_card.md").read_text()
     assert "Smoke run" in markdown and all(t["target"] in markdown for t in card["targets"])
-    assert (out / "gpu_card.log").read_text().count("section ") >= 12
+    assert "## The host's share at 1.1B" in markdown and "| prost (whole) | ok | 8 |" in markdown
+    assert (out / "gpu_card.log").read_text().count("section ") >= 14
     print(f"smoke wall time: {wall:.0f} s")
 
 

@@ -317,3 +317,39 @@ def test_pass_costs_are_measured_once_per_model_on_an_accelerator(family, monkey
     cost = batching.pass_tokens(model, torch.device("cpu"))
     assert cost >= 1 and cost & (cost - 1) == 0
     assert batching.pass_tokens(model, torch.device("cpu")) == cost and len(measured) == 1
+
+
+def test_batches_laid_out_ahead_on_a_thread_give_the_same_sums_even_when_one_runs_out_of_memory(monkeypatch):
+    """The accelerator's path on the CPU: each next batch laid out on a thread while this one runs; the sums equal,
+    bit for bit, those of batches laid out in turn; a batch that runs out of memory runs again halved (its halves
+    laid out in turn), the sums then within 1e-4 (other batches, other float sums)."""
+    import threading
+
+    model, questions = _gpt2(), _questions(seed=3, n=40)
+    with torch.inference_mode():
+        in_turn = packed.totals(model, questions, torch.device("cpu"), 150, 64, None, True)
+    laid_on, layout, batch_sums = [], packed.layout, packed._batch_sums
+    failed = []
+
+    def watched(trees, n_options, pin=False):
+        laid_on.append(threading.current_thread().name)
+        return layout(trees, n_options, pin)
+
+    def out_of_memory_once(model, laid, device):
+        if failed == [] and laid.ids.shape[0] > 1:
+            failed.append(laid.ids.shape[0])
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return batch_sums(model, laid, device)
+
+    monkeypatch.setattr(packed, "lays_out_ahead", lambda device: True)
+    monkeypatch.setattr(packed, "layout", watched)
+    with torch.inference_mode():
+        ahead = packed.totals(model, questions, torch.device("cpu"), 150, 64, None, True)
+    assert ahead == in_turn
+    here = threading.current_thread().name
+    assert laid_on.count(here) == 1 and len(laid_on) > 2  # the first batch here, the others ahead on the thread
+    monkeypatch.setattr(packed, "_batch_sums", out_of_memory_once)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    with torch.inference_mode():
+        halved = packed.totals(model, questions, torch.device("cpu"), 150, 64, None, True)
+    assert failed and max(abs(a - b) for h, t in zip(halved, in_turn) for a, b in zip(h, t)) <= 1e-4

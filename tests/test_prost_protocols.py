@@ -104,7 +104,7 @@ def test_released_gpt_input_is_the_upstream_token_sequence(rows, tiny):
     protocol = EVALUATION.protocol("released-gpt")
     for row in sample(rows, tokenizer):
         request = protocol.build(row, "default")
-        payload = tokenized.mean_token_ids(request, tokenizer)
+        payload = tokenized.mean_token_ids([request], tokenizer)[0]
         assert isinstance(request, MeanTokens)
         assert payload == upstream_gpt_instances(row, tokenizer)
         first = tokenizer.convert_ids_to_tokens(payload[0])
@@ -122,16 +122,16 @@ def test_released_gpt_input_for_other_tokenizer_names_is_the_tokenizers_own_enco
     bos = with_bos.bos_token_id
     with_bos.backend_tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", bos)])
     for row in sample(rows, plain, n=4):
-        payload = tokenized.mean_token_ids(protocol.build(row, "default"), plain)
+        payload = tokenized.mean_token_ids([protocol.build(row, "default")], plain)[0]
         assert payload == upstream_gpt_instances(row, plain)
         assert bos not in payload[0]  # neither BOS nor EOS (<s> is both here)
         assert plain.decode(payload[1]) == f"{row['context']} {row['question'].replace('[MASK]', row['B'])}"
-        payload = tokenized.mean_token_ids(protocol.build(row, "default"), with_bos)
+        payload = tokenized.mean_token_ids([protocol.build(row, "default")], with_bos)[0]
         assert payload == upstream_gpt_instances(row, with_bos)
         assert payload[0][0] == bos and payload[0].count(bos) == 1
         # The tokenizer-agnostic variant keeps BOS + text + EOS whatever the name (physprobe's earlier default).
-        variant = tokenized.mean_token_ids(EVALUATION.protocol("released-gpt-bos-eos").build(row, "default"), plain)
-        assert variant == [[bos, *ids, bos] for ids in tokenized.mean_token_ids(protocol.build(row, "default"), plain)]
+        variant = tokenized.mean_token_ids([EVALUATION.protocol("released-gpt-bos-eos").build(row, "default")], plain)[0]
+        assert variant == [[bos, *ids, bos] for ids in tokenized.mean_token_ids([protocol.build(row, "default")], plain)[0]]
 
 
 @pytest.mark.parametrize("name", ["gpt2", "HuggingFaceTB/SmolLM2-135M-Instruct"])
@@ -140,7 +140,7 @@ def test_released_gpt_decision_is_the_lowest_mean_loss(rows, tiny, name):
     tokenizer = named(tiny["causal"], name)
     protocol = EVALUATION.protocol("released-gpt")
     picked = sample(rows, tokenizer)
-    payloads = [tokenized.mean_token_ids(protocol.build(row, "default"), tokenizer) for row in picked]
+    payloads = tokenized.mean_token_ids([protocol.build(row, "default") for row in picked], tokenizer)
     ours = scoring.mean_token_logprobs(model, tokenizer, payloads, torch.device("cpu"))
     with torch.inference_mode():
         for row, scores in zip(picked, ours):
@@ -209,7 +209,8 @@ def test_released_t5_input_decision_and_sliding(rows, tiny):
     tokenizer = AutoTokenizer.from_pretrained(tiny["seq2seq"])
     protocol = EVALUATION.protocol("released-t5")
     picked = [r for r in sample(rows, tokenizer, single_token=False, n=10) if "sliding" not in r["name"]]
-    payloads = [(r.source, tokenized.seq2seq_targets(r, tokenizer)) for r in (protocol.build(row, "default") for row in picked)]
+    requests = [protocol.build(row, "default") for row in picked]
+    payloads = list(zip([r.source for r in requests], tokenized.seq2seq_targets(requests, tokenizer)))
     ours = seq2seq.seq2seq_logprobs(model, tokenizer, payloads, torch.device("cpu"))
     sentinels = tokenizer.convert_tokens_to_ids(["<extra_id_0>", "<extra_id_1>"])
     with torch.inference_mode():
@@ -238,7 +239,7 @@ def test_unifiedqa_input_choices_and_matching(rows, tiny):
     assert request.prompt == ("Which is the easiest to roll? \\n (A) apple (B) book (C) box (D) block \\n "
                                  "A person is trying to roll an apple, a book, a box, and a block.")  # fmt: skip
     first = [tokenizer(f" {row[o]}", add_special_tokens=False)["input_ids"][0] for o in "ABCD"]
-    assert tokenized.first_token_choices(request, tokenizer) == tokenizer.decode(first).split()  # zs_runner.py:161
+    assert tokenized.first_token_choices([request], tokenizer) == [tokenizer.decode(first).split()]  # zs_runner.py:161
     choices = ["apple", "book", "box", "block"]
     assert protocol.match("box", choices) == 2  # exact: 3.0
     assert protocol.match("The Box.", choices) == 2  # normalised: 2.0

@@ -329,7 +329,7 @@ def _mean_token_questions(tokenizer, built_all):
     another, and a question with one option."""
     prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 1499))
     released = registry.evaluation("prost").protocol("released-gpt")
-    questions = [tokenized.mean_token_ids(released.build(row, "default"), tokenizer) for row in prost]
+    questions = tokenized.mean_token_ids([released.build(row, "default") for row in prost], tokenizer)
     bos = tokenizer.bos_token_id
     said = tokenizer("A person drops an egg, a ball and a glass on the floor. The", add_special_tokens=False)["input_ids"]
     words = [
@@ -401,7 +401,8 @@ def test_seq2seq_pads_where_cheaper_than_a_pass_and_equals_one_target_at_a_time(
     tokenizer = AutoTokenizer.from_pretrained(tiny["seq2seq"])
     prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test").select(range(0, 18736, 1499))
     released = registry.evaluation("prost").protocol("released-t5")
-    questions = [(r.source, tokenized.seq2seq_targets(r, tokenizer)) for r in (released.build(row, "default") for row in prost)]
+    requests = [released.build(row, "default") for row in prost]
+    questions = list(zip([r.source for r in requests], tokenized.seq2seq_targets(requests, tokenizer)))
     questions += [("A person drops an egg and a ball.", ["The egg breaks.", "The ball bounces off the floor twice.", "YES"]),
                   ("Stack them.", ["books", [7, 8, 9, 10], "NO"]), ("Stack the books.", ["books"]), ("Roll the can.", ["YES", "NO"])]  # fmt: skip
     inputs = [tokenizer(text)["input_ids"] for text, _ in questions]

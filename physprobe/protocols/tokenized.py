@@ -1,27 +1,42 @@
 """What a request leaves to the model's tokenizer, resolved with any tokenizer that encodes as ``transformers``'
-do (``tokenizer(text, add_special_tokens=False)["input_ids"]``): PROST's released token-level inputs, its
-T5 first-token targets and UnifiedQA's first-token choices, Text2Afford's lower-cased pairs. No torch.
+do (``tokenizer(texts, add_special_tokens=False)["input_ids"]``): PROST's released token-level inputs, its
+T5 first-token targets and UnifiedQA's first-token choices, Text2Afford's lower-cased pairs. Each resolves a
+list of requests in bulk: every distinct text in one tokenizer call (``encoded``), the segments spliced after,
+so a config costs a few calls whatever its rows (a slow tokenizer takes the same lists, text by text). No torch.
 
 >>> class Words:  # a tokenizer of whole words, ids by first letter, BOS 1 and EOS 2
 ...     bos_token_id, eos_token_id = 1, 2
-...     def __call__(self, text, add_special_tokens=False):
-...         return {"input_ids": [ord(w[0]) for w in text.split()]}
+...     def __call__(self, texts, add_special_tokens=False):
+...         return {"input_ids": [[ord(w[0]) for w in text.split()] for text in texts]}
 >>> from physprobe.protocols.requests import MeanTokens
->>> mean_token_ids(MeanTokens(options=(("A", " coin", " falls."),)), Words())
-[[1, 65, 99, 102, 2]]
+>>> mean_token_ids([MeanTokens(options=(("A", " coin", " falls."),))], Words())
+[[[1, 65, 99, 102, 2]]]
 """
 
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 
 from physprobe.errors import BackendError
 from physprobe.protocols.requests import Generate, MeanTokens, Seq2Seq
 
 
-def ids(tokenizer, text: str) -> list[int]:
-    """``text``'s token ids without special tokens (none for an empty text)."""
-    return tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
+def encoded(tokenizer, texts: Sequence[str], special: bool = False) -> list[list[int]]:
+    """Each text's token ids (``special``: with the tokenizer's special tokens; without, none for an empty text),
+    from one tokenizer call over the distinct texts. Equal texts share one list: read it, never change it.
+
+    >>> class Letters:
+    ...     calls = 0
+    ...     def __call__(self, texts, add_special_tokens=False):
+    ...         Letters.calls += 1
+    ...         return {"input_ids": [[ord(c) for c in text] for text in texts]}
+    >>> encoded(Letters(), ["ab", "", "ab", "c"]), Letters.calls
+    ([[97, 98], [], [97, 98], [99]], 1)
+    """
+    distinct = list(dict.fromkeys(text for text in texts if text or special))
+    found = dict(zip(distinct, tokenizer(distinct, add_special_tokens=special)["input_ids"])) if distinct else {}
+    return [found[text] if text or special else [] for text in texts]
 
 
 def gpt_named(name: str) -> bool:
@@ -37,44 +52,65 @@ def gpt_named(name: str) -> bool:
     return name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].startswith("gpt")
 
 
-def mean_token_ids(request: MeanTokens, tokenizer) -> list[list[int]]:
-    """The token ids of each option of a ``MeanTokens`` request.
+def mean_token_ids(requests: Sequence[MeanTokens], tokenizer) -> list[list[list[int]]]:
+    """The token ids of each option of each ``MeanTokens`` request.
 
     ``specials="bos_eos"``: the segments encoded apart without special tokens, concatenated, framed by the
     tokenizer's BOS and EOS where it has them. ``"gpt_names"``: that for a tokenizer whose name starts with
     ``gpt`` (``gpt_named``); any other encodes the option's text whole as it does, its own special tokens
     included, with its pad token standing for the middle segment, whose own tokens (encoded without special
-    tokens) then replace the pad (PROST's released ``input_pipeline.py:88-110``)."""
-    if request.specials not in ("bos_eos", "gpt_names"):
-        raise BackendError(f"MeanTokens specials {request.specials!r} is not one physprobe knows (bos_eos, gpt_names)")
-    if request.specials == "gpt_names" and not gpt_named(tokenizer.name_or_path):
-        if tokenizer.pad_token_id is None:
-            raise BackendError(f"tokenizer {tokenizer.name_or_path!r} has no pad (or end-of-sequence) token to stand for the "
-                               "option while the text is encoded whole; choose a protocol that frames it with BOS and EOS")  # fmt: skip
-        spliced = []
-        for before, option, after in request.options:
-            whole = tokenizer(f"{before}{tokenizer.pad_token}{after}")["input_ids"]
-            at = whole.index(tokenizer.pad_token_id, 1)
-            spliced.append(whole[:at] + ids(tokenizer, option) + whole[at + 1 :])
-        return spliced
+    tokens) then replace the pad (PROST's released ``input_pipeline.py:88-110``). Two tokenizer calls in all:
+    the whole texts, and every segment."""
+    for request in requests:
+        if request.specials not in ("bos_eos", "gpt_names"):
+            raise BackendError(f"MeanTokens specials {request.specials!r} is not one physprobe knows (bos_eos, gpt_names)")
+    named = any(request.specials == "gpt_names" for request in requests) and gpt_named(tokenizer.name_or_path)
+    spliced = [request.specials == "gpt_names" and not named for request in requests]
+    if any(spliced) and tokenizer.pad_token_id is None:
+        raise BackendError(f"tokenizer {tokenizer.name_or_path!r} has no pad (or end-of-sequence) token to stand for the "
+                           "option while the text is encoded whole; choose a protocol that frames it with BOS and EOS")  # fmt: skip
+    texts = [f"{before}{tokenizer.pad_token}{after}" for request, apart in zip(requests, spliced) if apart
+             for before, _, after in request.options]  # fmt: skip
+    wholes = iter(encoded(tokenizer, texts, special=True))
+    segments = iter(encoded(tokenizer, [segment for request, apart in zip(requests, spliced)
+                                        for option in request.options for segment in (option[1:2] if apart else option)]))  # fmt: skip
     bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
     eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
-    return [bos + [i for segment in option for i in ids(tokenizer, segment)] + eos for option in request.options]
+    resolved = []
+    for request, apart in zip(requests, spliced):
+        if apart:
+            rows = []
+            for _ in request.options:
+                ids = next(wholes)
+                at = ids.index(tokenizer.pad_token_id, 1)
+                rows.append(ids[:at] + next(segments) + ids[at + 1 :])
+        else:
+            rows = [bos + [i for _ in option for i in next(segments)] + eos for option in request.options]
+        resolved.append(rows)
+    return resolved
 
 
-def seq2seq_targets(request: Seq2Seq, tokenizer) -> list:
-    """A ``Seq2Seq`` request's targets as an engine takes them: the texts, or with ``first_token_after``
-    the token ids ``[that token, the target's first token]`` (PROST's released T5 code)."""
-    if request.first_token_after is None:
-        return list(request.targets)
-    start = tokenizer.convert_tokens_to_ids(request.first_token_after)
-    return [[start, ids(tokenizer, target)[0]] for target in request.targets]
+def seq2seq_targets(requests: Sequence[Seq2Seq], tokenizer) -> list[list]:
+    """Each ``Seq2Seq`` request's targets as an engine takes them: the texts, or with ``first_token_after``
+    the token ids ``[that token, the target's first token]`` (PROST's released T5 code), the targets of all
+    requests encoded in one call."""
+    firsts = iter(encoded(tokenizer, [t for r in requests if r.first_token_after is not None for t in r.targets]))
+    resolved = []
+    for request in requests:
+        if request.first_token_after is None:
+            resolved.append(list(request.targets))
+            continue
+        start = tokenizer.convert_tokens_to_ids(request.first_token_after)
+        resolved.append([[start, next(firsts)[0]] for _ in request.targets])
+    return resolved
 
 
-def first_token_choices(request: Generate, tokenizer) -> list[str]:
-    """The choices of a ``Generate`` request with ``first_token_choices``: the first token of each
-    ``" choice"``, decoded together and split on spaces (PROST's released ``zs_runner.py:161``)."""
-    return tokenizer.decode([ids(tokenizer, f" {choice}")[0] for choice in request.choices]).split()
+def first_token_choices(requests: Sequence[Generate], tokenizer) -> list[list[str]]:
+    """The choices of each ``Generate`` request (all with ``first_token_choices``): the first token of each
+    ``" choice"``, decoded together and split on spaces (PROST's released ``zs_runner.py:161``), every
+    request's choices encoded in one call."""
+    firsts = iter(encoded(tokenizer, [f" {choice}" for r in requests for choice in r.choices]))
+    return [text.split() for text in tokenizer.batch_decode([[next(firsts)[0] for _ in r.choices] for r in requests])]
 
 
 def lower_cased(text: str, tokenizer) -> str:

@@ -17,6 +17,7 @@ import dataclasses
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from physprobe import backends
@@ -111,8 +112,12 @@ class Scoring:
         draws, fresh = [], 0
         for sample in range(self.spec.samples):
             requests = self.decoded(config, built, [indices[i] for i in kept], sample)
-            results, now = self.results(config, requests, [indices[i] for i in kept], cache)
-            draws.append(self.samples(config, indices, rows, dict(zip(kept, zip(requests, results)))))
+            # The texts each row made the model read and their token counts (rank 0 writes them): tokenized on a
+            # thread of their own while the model scores (the tokenizer leaves the interpreter's lock while it encodes).
+            with ThreadPoolExecutor(1) as pool:
+                read = pool.submit(self.model.prompts, requests if self.ranks.main else [])
+                results, now = self.results(config, requests, [indices[i] for i in kept], cache)
+                draws.append(self.samples(config, indices, rows, dict(zip(kept, zip(requests, results))), read.result()))
             fresh += now
         samples = draws[0]
         figures = config_figures.figures(self.evaluation, protocol, config, samples, self.spec.bootstrap_iters,
@@ -133,14 +138,16 @@ class Scoring:
         return [decoded(request, decoding, sample_seed(self.spec.seed, self.spec.benchmark, config, index, sample, decoding))
                 for request, index in zip(requests, indices)]  # fmt: skip
 
-    def samples(self, config: str, indices: list[int], rows: list[dict], answered: dict[int, tuple]) -> list[Sample]:
-        """One sample per row, in row order: ``answered`` maps a row's place to its request and result; the other
+    def samples(self, config: str, indices: list[int], rows: list[dict], answered: dict[int, tuple],
+                prompts: list[tuple[list[str], list[int] | None]]) -> list[Sample]:  # fmt: skip
+        """One sample per row, in row order: ``answered`` maps a row's place to its request and result, ``prompts``
+        holds the backend's ``prompts`` of those requests in that order (none: rank 0 alone records them); the other
         rows are the ones the protocol leaves out. The gold answers are checked against the options first."""
         reference = self.evaluation.reference
         outcomes = {i: self.protocol.outcome(result, request) for i, (request, result) in answered.items()}
         inputs.references(reference, [rows[i] for i in outcomes], [o.options for o in outcomes.values()], config,
                           [indices[i] for i in outcomes])  # fmt: skip
-        read = dict(zip(answered, self.model.prompts([request for request, _ in answered.values()]))) if self.ranks.main else {}
+        read = dict(zip(answered, prompts))
         samples = []
         for i, row in enumerate(rows):
             gold = tuple(reference(row))

@@ -109,7 +109,7 @@ def _mean_tokens(loaded, requests: list[MeanTokens], templating: Templating, opt
     from physprobe.backends.hf import scoring
 
     templating.applied(MeanTokens)  # checks the setting asks nothing of token sequences
-    ids = [mean_token_ids(r, loaded.tokenizer) for r in requests]
+    ids = mean_token_ids(requests, loaded.tokenizer)
     return _scores(scoring.mean_token_logprobs(loaded.model, loaded.tokenizer, ids, loaded.device, **options))
 
 
@@ -141,7 +141,7 @@ def _seq2seq(loaded, requests: list[Seq2Seq], templating: Templating, options: d
     from physprobe.backends.hf import seq2seq
 
     templating.applied(Seq2Seq)
-    questions = [(r.source, seq2seq_targets(r, loaded.tokenizer)) for r in requests]
+    questions = list(zip([r.source for r in requests], seq2seq_targets(requests, loaded.tokenizer)))
     return _scores(seq2seq.seq2seq_logprobs(loaded.model, loaded.tokenizer, questions, loaded.device, **options))
 
 
@@ -223,7 +223,8 @@ def _generate(loaded, requests: list[Generate], templating: Templating, options:
              "max_length": r.max_length, "decoding": r.decoding, "seed": r.seed} for r in requests]  # fmt: skip
     answers = generation.generate(loaded.model, loaded.tokenizer, asks, loaded.device, seq2seq=loaded.family == "seq2seq",
                                   chat=templating.applied(Generate), **options)  # fmt: skip
-    return [dataclasses.replace(answer, choices=tuple(first_token_choices(r, loaded.tokenizer))) if r.first_token_choices else answer
+    resolved = iter(first_token_choices([r for r in requests if r.first_token_choices], loaded.tokenizer))
+    return [dataclasses.replace(answer, choices=tuple(next(resolved))) if r.first_token_choices else answer
             for answer, r in zip(answers, requests)]  # fmt: skip
 
 
@@ -357,9 +358,14 @@ class HFBackend(Backend):
         kind = type(requests[0])
         texts = [r.rendered(lambda prompt, r=r: self.templating.render(prompt, kind, r.system)) for r in requests]
         flat = [text for row in texts for text in row]
-        counts = iter(
-            map(len, self.tokenizer(flat, add_special_tokens=not self.templating.applied(kind))["input_ids"]) if flat else []
+        special = not self.templating.applied(kind)
+        # The ids alone (their lengths): no attention masks nor segment ids built for tens of thousands of texts.
+        ids = (
+            self.tokenizer(flat, add_special_tokens=special, return_attention_mask=False, return_token_type_ids=False)
+            if flat
+            else {}
         )
+        counts = iter(map(len, ids.get("input_ids", [])))
         return [(row, [next(counts) for _ in row]) for row in texts]
 
     def info(self) -> HFInfo:

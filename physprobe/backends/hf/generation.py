@@ -42,6 +42,7 @@ from physprobe.backends.hf.batching import (
 )
 from physprobe.backends.hf.draws import SeededDraws
 from physprobe.backends.hf.prefill import PromptPlan, prompt_caches
+from physprobe.protocols import tokenized
 from physprobe.protocols.answers import cut, stopped
 from physprobe.protocols.decoding import Decoding
 from physprobe.protocols.results import Answer
@@ -343,7 +344,7 @@ def _encoded(
     its special tokens already, so none are added to it. A causal model's prompt leaves room for the answer.
     """
     limit = (tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None) if seq2seq else max_positions(model)
-    encoded = [tokenizer(r["prompt"], add_special_tokens=not chat)["input_ids"] for r in requests]
+    encoded = tokenized.encoded(tokenizer, [r["prompt"] for r in requests], special=not chat)  # one call for all prompts
     budgets = [answer_budget(len(ids), r["max_new_tokens"], r.get("max_length"), seq2seq) for ids, r in zip(encoded, requests)]
     encoded = [check_length(ids, limit if seq2seq or limit is None else limit - room, truncate, f"prompt {r['prompt'][:60]!r}")
                for ids, r, room in zip(encoded, requests, budgets)]  # fmt: skip

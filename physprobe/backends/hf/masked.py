@@ -122,16 +122,21 @@ def masked_pair_logprobs(model, tokenizer, requests: Sequence[tuple[str, str, Se
         raise ScoringError(f"tokenizer {tokenizer.name_or_path!r} has no mask token: it cannot score a masked-LM method")
     limit = tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None
     unknown = None if unknown_as_unk else tokenizer.unk_token_id
-    encoded, types, masks, cand = [], [], [], []
-    for first, second, words in requests:
+    for _, second, _ in requests:
         if second.count("[MASK]") != 1:
             raise ScoringError(f"masked-LM input must hold exactly one [MASK]: {second[:80]!r}")
-        pair = tokenizer(first, second.replace("[MASK]", tokenizer.mask_token), return_token_type_ids=True)
-        ids = check_length(pair["input_ids"], limit, False, f"input {first[:60]!r}")
+    # Every pair in one tokenizer call, every distinct word looked up in one.
+    pairs = tokenizer([first for first, _, _ in requests], [second.replace("[MASK]", tokenizer.mask_token) for _, second, _ in requests],
+                      return_token_type_ids=True) if requests else {"input_ids": []}  # fmt: skip
+    words = list(dict.fromkeys(w for _, _, ws in requests for w in ws))
+    word_ids = dict(zip(words, tokenizer.convert_tokens_to_ids(words))) if words else {}
+    encoded, types, masks, cand = [], [], [], []
+    for row, (first, _, words) in enumerate(requests):
+        ids = check_length(pairs["input_ids"][row], limit, False, f"input {first[:60]!r}")
         encoded.append(ids)
-        types.append(pair.get("token_type_ids") if token_type_ids else None)
+        types.append(pairs["token_type_ids"][row] if token_type_ids and "token_type_ids" in pairs else None)
         masks.append(ids.index(tokenizer.mask_token_id))
-        cand.append([None if c is None or c == unknown else c for c in (tokenizer.convert_tokens_to_ids(w) for w in words)])
+        cand.append([None if c is None or c == unknown else c for c in (word_ids[w] for w in words)])
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     segments = types if types and types[0] is not None else None
     return _at_mask(model, encoded, masks, cand, pad, device, batch_tokens, max_batch, progress, types=segments)

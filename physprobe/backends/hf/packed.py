@@ -8,7 +8,8 @@ what it computes in its own sequence run whole. Trees of near-equal length form 
 against passes, on the pass cost), packed into rows as wide as its widest tree (the roomiest row first), within a
 token budget; every batch is one forward pass whose vocabulary head runs only at scored positions (a pre-hook on the
 output embeddings selects them), and whose per-option sums are gathered on the device; all batches' sums are copied
-to the host once, at the end, so the host plans the next batch while the device runs this one.
+to the host once, at the end; on an accelerator a thread lays out the next batch (in pinned memory, copied without
+waiting) while the device runs this one, so the device never waits for the host.
 
 Exact where the model reads a 4D mask and position ids as given (``attention.takes_custom_masks``) and no sequence
 is longer than its narrowest attention window (``attention.window``); ``fits`` says so, and ``scoring`` runs the
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import chain, repeat
 from typing import NamedTuple
 
@@ -149,10 +151,24 @@ def _scored_logits(model, flat: torch.Tensor, **inputs) -> torch.Tensor:
     return logits[0] if fired else logits.reshape(-1, logits.shape[-1]).index_select(0, flat.to(logits.device))
 
 
-def _batch_sums(model, trees: list[Tree], device: torch.device, n_options: list[int]) -> tuple[torch.Tensor, list[int]]:
-    """One forward pass over ``trees``: on the device, each option's summed log-probability and, after a tree's options,
-    its prefix's own tokens' (when scored); and where each tree's sums begin. The rows are laid out with numpy, a few
-    calls per batch, not per token."""
+class Layout(NamedTuple):
+    """One batch of trees laid out on the host for its forward pass (``layout``): token ids, positions, branches and
+    owners (the tree of each token, -1 at padding) as rows x width; the scored rows (flat: row x width + column); per
+    scored entry, its scored row, target and sum; where each tree's sums begin and how many sums there are."""
+
+    ids: torch.Tensor
+    positions: torch.Tensor
+    branches: torch.Tensor
+    owner: torch.Tensor
+    head_rows: torch.Tensor
+    entries: torch.Tensor  # 3 x scored entries: scored row, target, sum
+    starts: list[int]
+    n_sums: int
+
+
+def layout(trees: list[Tree], n_options: list[int], pin: bool = False) -> Layout:
+    """The host's share of a batch: its rows laid out with numpy, a few calls per batch, not per token; ``pin``: in
+    page-locked memory, so that the copies to an accelerator do not wait for the host."""
     lengths = np.array([len(t.ids) for t in trees], dtype=np.int64)
     width = int(lengths.max())
     rows = pack_rows(lengths.tolist(), width)
@@ -170,45 +186,80 @@ def _batch_sums(model, trees: list[Tree], device: torch.device, n_options: list[
     base = np.cumsum([0] + [n + 1 for n in n_options])  # per tree: its options' sums, then its prefix's
     head_rows, head_of = np.unique(start[tree_of] + heads[:, 0], return_inverse=True)  # a row scored for several targets once
     sum_of = base[tree_of] + np.where(heads[:, 2] >= 0, heads[:, 2], np.asarray(n_options, dtype=np.int64)[tree_of])
-    ids, positions, branches, owner = (a.reshape(len(rows), width) for a in (ids, positions, branches, owner))
-    base, entries = base.tolist(), len(heads)
-    sums = torch.zeros(base[-1], dtype=torch.float32, device=device)
-    if not entries:
-        return sums, base[:-1]
-    owner_t, branch_t = torch.from_numpy(owner).to(device), torch.from_numpy(branches).to(device)
+    arrays = [a.reshape(len(rows), width) for a in (ids, positions, branches, owner)]
+    arrays += [head_rows, np.stack([head_of.reshape(-1), heads[:, 1], sum_of])]
+    tensors = [torch.from_numpy(a) for a in arrays]
+    if pin:
+        tensors = [t.pin_memory() for t in tensors]
+    return Layout(*tensors, base[:-1].tolist(), int(base[-1]))
+
+
+def _batch_sums(model, laid: Layout, device: torch.device) -> torch.Tensor:
+    """One forward pass over a laid-out batch: on the device, each option's summed log-probability and, after a tree's
+    options, its prefix's own tokens' (when scored). Its inputs are copied without waiting (from pinned memory on an
+    accelerator) and nothing is read back: no step here waits for the device."""
+    sums = torch.zeros(laid.n_sums, dtype=torch.float32, device=device)
+    if not laid.entries.shape[1]:
+        return sums
+    ids, positions, branch_t, owner_t, head_rows, entries = (
+        t.to(device, non_blocking=True)
+        for t in (laid.ids, laid.positions, laid.branches, laid.owner, laid.head_rows, laid.entries)
+    )
+    width = ids.shape[1]
     column = torch.arange(width, device=device)
     allowed = ((owner_t[:, :, None] == owner_t[:, None, :]) & (owner_t[:, None, :] >= 0) & (column[:, None] >= column[None, :])
                & ((branch_t[:, None, :] == 0) | (branch_t[:, :, None] == branch_t[:, None, :])))  # fmt: skip
     allowed |= torch.eye(width, dtype=torch.bool, device=device)  # padding attends itself (never read), not nothing
-    logits = _scored_logits(model, torch.from_numpy(head_rows).to(device), input_ids=torch.from_numpy(ids).to(device),
-                            position_ids=torch.from_numpy(positions).to(device), attention_mask=custom_mask(allowed, model))  # fmt: skip
+    logits = _scored_logits(model, head_rows, input_ids=ids, position_ids=positions, attention_mask=custom_mask(allowed, model))
     # On the head's device (accelerate may place it apart from the inputs).
-    head, target, into = torch.from_numpy(np.stack([head_of, heads[:, 1], sum_of])).to(logits.device)
+    head, target, into = entries.to(logits.device)
     # logsumexp in float32 a slice of rows at a time: no float32 copy of every scored row's logits at once
     normaliser = torch.cat([torch.logsumexp(chunk.float(), dim=-1) for chunk in logits.split(1024)])
     picked = logits[head, target].float() - normaliser[head]
-    return sums.index_add_(0, into.to(device), picked.to(device)), base[:-1]
+    return sums.index_add_(0, into.to(device), picked.to(device))
+
+
+def lays_out_ahead(device: torch.device) -> bool:
+    """Whether the next batch is laid out on a thread while ``device`` runs this one: on an accelerator; on a CPU the
+    host is the device, and a thread would only take its cores.
+
+    >>> lays_out_ahead(torch.device("cpu")), lays_out_ahead(torch.device("cuda", 1))
+    (False, True)
+    """
+    return device.type != "cpu"
 
 
 def totals(model, tokenized: list[list[list[int]]], device: torch.device, batch_tokens: int, max_batch: int, progress,
            count_prefix: bool) -> list[list[float]]:  # fmt: skip
     """Summed log-probabilities of every option's tokens from its first own token on (``count_prefix``: from its
-    second token on, the shared prefix's tokens included), one forward pass per batch of packed trees. Each batch's
-    sums stay on the device, and all are copied to the host at once at the end: no batch waits for the one before
-    it to reach the host."""
+    second token on, the shared prefix's tokens included), one forward pass per batch of packed trees. On an
+    accelerator the next batch is laid out (``layout``, in pinned memory) on a thread while the device runs this one;
+    each batch's sums stay on the device, and all are copied to the host at once at the end: no batch waits for the
+    one before it to reach the host."""
     trees = [Tree.of(options, count_prefix) for options in tokenized]
     lengths = [len(t.ids) for t in trees]
     batches = tree_batches(lengths, batch_tokens, max_batch, pass_tokens(model, device))
     parts: list[torch.Tensor] = []
     filled = [0]  # sums held by the parts so far
+    ahead = lays_out_ahead(device)
 
-    def step(batch: list[int]) -> list[tuple[int, int]]:
-        n_options = [len(tokenized[i]) for i in batch]
-        sums, starts = _batch_sums(model, [trees[i] for i in batch], device, n_options)
-        parts.append(sums)
-        filled[0] += len(sums)
-        return [(filled[0] - len(sums) + start, n) for start, n in zip(starts, n_options)]
+    def laid_out(batch: list[int]) -> Layout:
+        return layout([trees[i] for i in batch], [len(tokenized[i]) for i in batch], pin=device.type == "cuda")
 
-    located = run_batches(len(trees), lengths, step, batch_tokens, max_batch, progress, batches=batches)
+    with ThreadPoolExecutor(1) as pool:
+        planned = {tuple(batch): index for index, batch in enumerate(batches)}
+        prepared: dict[int, Future] = {}
+
+        def step(batch: list[int]) -> list[tuple[int, int]]:
+            index = planned.get(tuple(batch))  # None: half of a batch that ran out of memory
+            laid = prepared.pop(index).result() if index in prepared else laid_out(batch)
+            if ahead and index is not None and index + 1 < len(batches) and index + 1 not in prepared:
+                prepared[index + 1] = pool.submit(laid_out, batches[index + 1])  # while the device runs this one
+            sums = _batch_sums(model, laid, device)
+            parts.append(sums)
+            filled[0] += len(sums)
+            return [(filled[0] - len(sums) + start, len(tokenized[i])) for start, i in zip(laid.starts, batch)]
+
+        located = run_batches(len(trees), lengths, step, batch_tokens, max_batch, progress, batches=batches)
     sums = torch.cat(parts).tolist() if parts else []
     return [[sums[at + o] + sums[at + n] for o in range(n)] for at, n in located]

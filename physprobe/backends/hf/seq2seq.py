@@ -23,6 +23,7 @@ from physprobe.backends.hf.batching import (
     run_batches,
     token_logprobs,
 )
+from physprobe.protocols import tokenized
 
 
 def seq2seq_logprobs(model, tokenizer, questions: Sequence[tuple[str, Sequence[str | list[int]]]], device: torch.device,
@@ -34,7 +35,10 @@ def seq2seq_logprobs(model, tokenizer, questions: Sequence[tuple[str, Sequence[s
     inputs = [check_length(ids, limit, truncate, f"input {text[:60]!r}")
               for text, ids in zip(texts, tokenizer(texts)["input_ids"] if texts else [])]  # fmt: skip
     # A target is text, or token ids when a protocol fixes them (e.g. PROST's T5 span: sentinel, option's first token).
-    targets = [[t if isinstance(t, list) else tokenizer(t)["input_ids"] for t in options] for _, options in questions]
+    texts = iter(
+        tokenized.encoded(tokenizer, [t for _, options in questions for t in options if not isinstance(t, list)], special=True)
+    )
+    targets = [[t if isinstance(t, list) else next(texts) for t in options] for _, options in questions]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     start = model.config.decoder_start_token_id if model.config.decoder_start_token_id is not None else pad
     lengths = [len(ids) + sum(map(len, options)) for ids, options in zip(inputs, targets)]

@@ -23,7 +23,8 @@ The first four are a model family's own way of scoring options; the last two ask
 or seq2seq) an answer of another format (``answer``: ``"scores"``, ``"yes_no"``, ``"text"``).
 
 The subpackage holds, beside these declarations, ``requests`` and ``results`` (the typed requests a protocol
-builds and the typed results a backend returns), ``answers`` (reading generated answers), ``tokenized`` (what a
+builds and the typed results a backend returns), ``decoding`` (how each released script decoded an answer),
+``answers`` (reading generated answers), ``tokenized`` (what a
 request leaves to the tokenizer), ``model_options`` (``--model-args`` and friends), ``metric_modules`` (the evaluate
 metrics, loaded by path) and ``inputs`` (checks on what can give no number). May import: ``physprobe.util``,
 ``physprobe.errors``. Imported by: every stage from ``data`` up (the benchmarks' ``evaluation.py`` declare protocols).

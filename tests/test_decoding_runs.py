@@ -17,6 +17,7 @@ from physprobe.report.cells import Spread
 from physprobe.report.tables import paper_tables
 from physprobe.run import runner
 from tests import tiny_models
+from tests.interrupting import interrupt_second_call
 
 # (benchmark, protocol, config, the model's name as the protocol's released decoding reads it): every protocol whose
 # released decoding samples for some model (tests/test_decoding.py holds the settings).
@@ -81,15 +82,7 @@ def test_sampled_runs_are_reproducible_and_kept_apart_from_greedy(models, built_
     assert _texts(tmp_path / "d") == sampled
 
     # Killed after its first engine call (one sample's answers committed), then resumed: the same texts.
-    real, calls = hf.HFBackend.score, {"n": 0}
-
-    def interrupted(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(hf.HFBackend, "score", interrupted)
+    real = interrupt_second_call(monkeypatch, hf.HFBackend, "score")
     made = spec.make(str(model), benchmark, protocol=protocol, configs=[config], limit=3, data=built_all, out=tmp_path / "e",
                      bootstrap_iters=0, decoding="released", samples=3, seed=0)  # fmt: skip
     with pytest.raises(KeyboardInterrupt):

@@ -20,6 +20,7 @@ from physprobe.protocols import tokenized
 from physprobe.record import spec
 from physprobe.report import paper_tables
 from physprobe.run import runner
+from tests.interrupting import interrupt_second_call
 
 from . import tiny_models
 
@@ -191,16 +192,7 @@ def test_cli_scores_every_benchmark_and_reports(tiny, built_all, tmp_path, bench
 
 def test_resume_after_an_interruption(tiny, built_all, tmp_path, monkeypatch):
     out = tmp_path / "run"
-    real = hf.HFBackend.score
-    calls = {"n": 0}
-
-    def interrupted(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(hf.HFBackend, "score", interrupted)
+    real = interrupt_second_call(monkeypatch, hf.HFBackend, "score")
     with pytest.raises(KeyboardInterrupt):
         runner.run(spec.make(str(tiny["causal"]), "prost", out=out, data=built_all, limit=20, chunk=8))
     monkeypatch.setattr(hf.HFBackend, "score", real)

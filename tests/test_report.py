@@ -15,7 +15,7 @@ from physprobe.cli import main
 from physprobe.dataset_scripts import BENCHMARKS
 from physprobe.dataset_scripts.cccons import evaluation as cccons
 from physprobe.errors import DeclarationError
-from physprobe.report import tables, writers
+from physprobe.report import differences, tables, writers
 from physprobe.util import paths
 
 from . import tiny_models
@@ -284,6 +284,13 @@ def markdown_tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
     return tables
 
 
+def compared(loaded: list, benchmark: str) -> bool:
+    """Whether the report has a Differences table for ``benchmark``: two of its runs share a protocol (runs of other
+    protocols get a "not compared" line, no table)."""
+    protocols = [run.record.protocol for run in loaded if run.record.benchmark == benchmark]
+    return len(protocols) != len(set(protocols))
+
+
 @pytest.mark.slow
 def test_report_markdown_holds_every_paper_table_with_the_runs(rendered, runs):
     text = (rendered / "report.md").read_text(encoding="utf-8")
@@ -296,6 +303,7 @@ def test_report_markdown_holds_every_paper_table_with_the_runs(rendered, runs):
     for benchmark in sorted(BENCHMARKS):
         expected.append(RUNS_HEADER)
         expected.append(CONFIGS_HEADER)
+        expected += [differences.HEADER] * compared(loaded, benchmark)
         expected += [["Model", *[c.name for c in t.columns]] for t in report.paper_tables(benchmark).tables]
     assert [header for header, _ in tables[1:]] == expected  # every table, each column by its printed name
     header = ["Model", *[c.name for c in report.paper_tables("prost").table("table5").columns]]
@@ -325,7 +333,8 @@ def test_report_markdown_holds_every_paper_table_with_the_runs(rendered, runs):
     for section in text.split("\n## ")[1:]:  # per benchmark: its figures follow all its tables
         lines = section.splitlines()
         tables_end = max(i for i, line in enumerate(lines) if line.startswith("|"))
-        assert all(i > tables_end + 1 for i, line in enumerate(lines) if line.startswith("!["))
+        # (the Differences section's figure follows its own table, before the paper's tables)
+        assert all(i > tables_end + 1 for i, line in enumerate(lines) if line.startswith("![") and "-differences.png" not in line)
     assert not any("![" in cell for _, body in tables for row in body for cell in row)
 
 
@@ -351,6 +360,8 @@ def test_report_fills_every_cell_the_runs_scored(rendered, runs):
     next(tables)  # the card
     for benchmark in sorted(BENCHMARKS):
         next(tables), next(tables)  # the runs and their figures per config
+        if compared(loaded, benchmark):
+            assert next(tables)[0] == differences.HEADER
         for table in report.paper_tables(benchmark).tables:
             header, body = next(tables)
             placed = [
@@ -373,7 +384,7 @@ def test_report_fills_every_cell_the_runs_scored(rendered, runs):
 
 
 @pytest.mark.slow
-def test_report_html_in_a_real_browser(rendered, tmp_path):
+def test_report_html_in_a_real_browser(rendered, runs, tmp_path):
     """Headless Chromium opens report.html with no network: every table and image renders, no console error."""
     from playwright import sync_api
 
@@ -392,7 +403,9 @@ def test_report_html_in_a_real_browser(rendered, tmp_path):
         headers = page.eval_on_selector_all("h2", "hs => hs.map(h => h.textContent)")
         page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
         browser.close()
-    expected_tables = 1 + sum(len(report.paper_tables(b).tables) + 2 for b in BENCHMARKS)  # the card, then per benchmark
+    loaded = [report.load_run(r) for r in runs]
+    # the card, then per benchmark its runs, configs, Differences (where two runs share a protocol) and paper tables
+    expected_tables = 1 + sum(len(report.paper_tables(b).tables) + 2 + compared(loaded, b) for b in BENCHMARKS)
     assert len(tables) == expected_tables and all(rows > 1 for rows in tables[:1])
     assert len(images) >= 10 and all(complete and width > 0 and height > 0 for complete, width, height in images)
     assert headers == ["Card", *[report.paper_tables(b).title for b in sorted(BENCHMARKS)]]

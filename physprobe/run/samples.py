@@ -108,9 +108,9 @@ class Sample:
         return json.dumps([self.status, self.prediction, list(self.scores)])
 
     def _draws(self) -> dict:
-        decided = [d.decision for d in self.draws]
-        return {"draws_generated": [d.line()["generated"] for d in self.draws],
-                "draws_prediction": [d.line()["prediction"] for d in self.draws],
+        decided, lines = [d.decision for d in self.draws], [d.line() for d in self.draws]  # each draw's line once
+        return {"draws_generated": [line["generated"] for line in lines],
+                "draws_prediction": [line["prediction"] for line in lines],
                 "agreement": max(map(decided.count, decided)) / len(decided) if self.answered else None}  # fmt: skip
 
 

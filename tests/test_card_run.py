@@ -193,13 +193,15 @@ def test_a_benchmark_the_backend_cannot_serve_is_skipped_in_one_line(built_all, 
     assert asked == 1  # the server's model list read once, by the one backend the card made
 
 
-# The README's quick-start card as a fake clock plays it, each item at the pace measured of it on the 2-core machine
-# (README, "How long a run takes"): (benchmark, its protocol's request, items of each config, seconds an item,
-# configs found in the cache). Text2Afford is the slow last benchmark in questions (20 of 15 generations each).
-QUICK_START = [("cccons", requests.Generate("?", (), max_new_tokens=20), [20] * 8, 0.19, 4),
-               ("newton", requests.Generate("?", (), max_new_tokens=128), [20] * 4, 0.9, 0),
-               ("prost", requests.Choice("?", ("a",)), [80], 0.07, 0),
-               ("text2afford", requests.GenerateEach(("?",), max_new_tokens=5), [300], 0.19, 0)]  # fmt: skip
+# The README's quick-start card as a fake clock plays it, each item at the pace measured of it with SmolLM2-135M on
+# the 2-core machine (2026-11-28, quiet: each benchmark's seconds over its items), its prompts as long as the
+# benchmark's are on average (characters): (benchmark, its protocol's request, items of each config, seconds an item,
+# configs found in the cache). Text2Afford is the slow last benchmark in questions (20 of 15 generations each);
+# NEWTON's generations take 9.7 times CConS's.
+QUICK_START = [("cccons", requests.Generate("c" * 80, (), max_new_tokens=20), [20] * 8, 0.075, 4),
+               ("newton", requests.Generate("n" * 154, (), max_new_tokens=128), [20] * 4, 0.73, 0),
+               ("prost", requests.Choice("p" * 150, ("ption",)), [80], 0.05, 0),
+               ("text2afford", requests.GenerateEach(("t" * 224,), max_new_tokens=20), [300], 0.13, 0)]  # fmt: skip
 LOADING = 20.0  # seconds the model takes to load, at the first config not cached
 
 
@@ -207,9 +209,11 @@ def test_a_cards_time_left_stays_within_half_of_the_time_truly_left(monkeypatch)
     """Through ``score_card`` with a fake clock: each config a bar of the engine's items (its cached configs counted
     done at once), the model loading at the first config not cached, each config's pace 15% off its benchmark's one
     way or the other, counts moving by half an item; every time left the card tells once a tenth of its items are
-    done is within half of the time truly left, and never below zero. With questions as the unit, or generations
-    all of one cost, it is not: NEWTON's generations of up to 128 tokens would make Text2Afford's of up to 5 read
-    as 4 times as long."""
+    done is within half of the time truly left (0.70 to 1.26 times it), never below zero, and never up by half
+    from one to the next (at most 7%). With questions as the
+    unit it is not, nor with a prompt counted as 25 steps whatever its length and the later benchmarks read at the
+    pace of all the work so far (0.50 to 1.67 times it: NEWTON's long answers after short prompts set the pace of
+    Text2Afford's short ones after long prompts)."""
     now, told = [0.0], []
     monkeypatch.setattr(progress, "time", SimpleNamespace(monotonic=lambda: now[0]))
     specs = [SimpleNamespace(benchmark=name) for name, *_ in QUICK_START]
@@ -254,3 +258,5 @@ def test_a_cards_time_left_stays_within_half_of_the_time_truly_left(monkeypatch)
     ]
     assert not wrong, wrong
     assert all(left is None or left >= 0 for _, _, left in told)
+    estimates = [left for _, _, left in told if left is not None]
+    assert all(later <= 1.5 * earlier for earlier, later in zip(estimates, estimates[1:]))  # never up by half

@@ -31,10 +31,25 @@ from typing import ClassVar
 from physprobe.protocols.decoding import Decoding
 from physprobe.protocols.results import Answer, Answers, Scores
 
-# A sequence read whole costs about as much as this many tokens generated one at a time: SmolLM2-135M on the 2-core
-# machine (README, "How long a run takes"): 0.19 s a CConS generation of up to 20 tokens, 0.9 s a NEWTON one of up
-# to 128, 0.19 s a Text2Afford one of up to 5 (longer prompts), 0.07 s a PROST option: 0.0028 to 0.0063 s a step.
-PROMPT_STEPS = 25
+# What a request's work costs, in decode steps (one token generated for one sequence): each sequence fed costs one step
+# and its tokens a quarter of one each (a prompt's tokens are read together, in one pass), counted as one step for
+# every PROMPT_CHARS_PER_STEP characters (a token is about 4); each token of a generation's budget costs one.
+# Measured with SmolLM2-135M on the 2-core machine, the quick start's card (2026-11-28, quiet): a CConS generation
+# (80 characters, up to 20 tokens) 0.075 s, a NEWTON one (154, up to 128) 0.73 s, a PROST option (158) 0.05 s, a
+# Text2Afford one (224, up to 20) 0.13 s: 2.9 to 5.2 ms a step by this count, where counting a prompt as 25 steps
+# whatever its length gave 1.7 to 4.7 ms (NEWTON's generations read as 3.4 times CConS's; they took 9.7 times).
+PROMPT_TOKENS_PER_STEP = 4
+PROMPT_CHARS_PER_STEP = 4 * PROMPT_TOKENS_PER_STEP
+
+
+def prompt_steps(tokens: int) -> float:
+    """What reading a prompt of ``tokens`` tokens costs, in decode steps (a generating engine's progress counts a
+    prompt's pass as these, as ``Request.cost`` counts it from the prompt's characters).
+
+    >>> prompt_steps(56)
+    15.0
+    """
+    return 1 + tokens / PROMPT_TOKENS_PER_STEP
 
 
 class Request:
@@ -57,15 +72,17 @@ class Request:
         plain = {f.name: _plain(getattr(self, f.name)) for f in fields if getattr(self, f.name) != f.default}
         return [type(self).__name__, plain]
 
-    def cost(self) -> int:
-        """What the request's work costs, in token steps: a sequence read whole (a prompt, an option after its
-        context) as ``PROMPT_STEPS`` of them, each token of a generation's budget as one; so a time left can read
-        one benchmark's generations of up to 128 tokens at the pace of another's of up to 5 (progress's ``Tally``).
+    def cost(self) -> float:
+        """What the request's work costs, in decode steps: each sequence it feeds one, plus one for every
+        ``PROMPT_CHARS_PER_STEP`` characters read; each token of a generation's budget one; so a time left can read one
+        benchmark's generations of up to 128 tokens after short prompts at the pace of another's of up to 20 after
+        long ones (progress's ``Tally``).
 
         >>> Choice("Ice is", (" cold", " hot")).cost(), Generate("Ice is", ("cold",), max_new_tokens=20).cost()
-        (50, 45)
+        (3.3125, 21.375)
         """
-        return self.work() * (PROMPT_STEPS + getattr(self, "max_new_tokens", 0))
+        texts = self.texts()
+        return len(texts) + sum(map(len, texts)) / PROMPT_CHARS_PER_STEP + self.work() * getattr(self, "max_new_tokens", 0)
 
     def work(self) -> int:
         """The items of work the engine does for the request, in ``unit`` (progress counts these, not questions):

@@ -45,6 +45,7 @@ import collections
 import contextlib
 import functools
 import os
+import statistics
 import sys
 import threading
 import time
@@ -91,36 +92,44 @@ def duration(seconds: float) -> str:
 
 class Tally:
     """The time left of a task made of parts (a card: benchmarks) whose items cost more or less each (a generation
-    of up to 128 tokens, one of up to 5, a scored option: ``Request.cost``): the open part's cost left at its own
-    pace, and the later parts' at the pace of all the work done so far. A part's own pace counts a tenth of what it
-    has to do at the pace of all the work, so the estimate moves to the part's pace as it goes, not in a jump. A pace
-    is the cost done in the time spent on it, an average (smooth, where a recent window swings): from a step's
-    opening (``begin``) or its previous count to each count (``add``), the time of the count in progress included,
-    so the pace falls while nothing moves; work found done (cached, ``timed=False``) counts as done, in no time; time
-    spent waiting (``pause``: a model loading) counts for none.
+    of up to 128 tokens, one of up to 20 after a longer prompt, a scored option: ``Request.cost``): the open part's
+    cost left at its own pace, and the later parts' at the mean of the parts' paces, each part counted once (a long
+    part of costly items, as NEWTON's generations, would otherwise set the pace of every part after it: the pace of
+    a unit of cost still differs from one kind of request to another by up to twice), the open part as much as the
+    share of it done; in the first part, at its own. A part's own pace counts a tenth of what it has to do, and at
+    least ``OWN_SECONDS`` of work, at the earlier parts' pace, so the estimate moves to the part's pace as it goes,
+    not in a jump. A pace is the cost done in the time spent on it, an average (smooth, where a recent window swings):
+    from a step's opening (``begin``) or its previous count to each count (``add``), the time of the count in
+    progress included, so the pace falls while nothing moves; work found done (cached, ``timed=False``) counts as
+    done, in no time; time spent waiting (``pause``: a model loading) counts for none.
 
-    A card of 1,000 units of cost: its first part of 400 done in 100 s, then 30 s into the second, of 300, 60 of its
-    units are done. All the work so far went at 460 in 130 s; the part's 240 left at its own 60 in 30 s counted with
-    30 at that pace take 1m43s, the last part's 300 at that pace 1m25s:
+    A card of 1,000 units of cost: its first part of 400 done in 100 s (0.25 s a unit), then 30 s into the second,
+    of 300, 60 of its units are done. The part's 240 left at its own 60 in 30 s, counted with 40 units (10 s) at
+    0.25 s (0.4 s a unit), take 1m36s; the last part's 300 at the mean of 0.25 s and, counted a fifth, 0.4 s (0.275
+    s) 1m22s:
 
     >>> clock = iter([0.0, 100, 100, 130, 130]).__next__
     >>> tally = Tally(1000, clock=clock)
     >>> tally.part(400); tally.begin(); tally.add(400)
     >>> tally.part(300); tally.begin(); tally.add(60)
     >>> duration(tally.left())
-    '3m07s'
+    '2m58s'
     """
 
-    OWN = 0.1  # the share of what it has to do that a part's own pace weighs as much as the pace of all the work
+    OWN = 0.1  # the share of what it has to do that a part's own pace weighs as much as the earlier parts' pace
+    OWN_SECONDS = 10.0  # and the least work, in seconds at the earlier parts' pace, it weighs as much as
 
     def __init__(self, total: float, clock=None):
         self.total, self.clock = total, clock or time.monotonic
         self.done = self.timed = self.seconds = 0.0  # all done; done in this run (not found done), in these seconds
         self.since: float | None = None  # where the time not yet counted began (None: a pause)
         self.open = {"total": 0.0, "done": 0.0, "timed": 0.0, "seconds": 0.0}  # the open part
+        self.paces: list[float] = []  # seconds a unit of cost of each part ended that did work in time
 
     def part(self, total: float) -> None:
-        """A part of the task begins, of cost ``total``."""
+        """A part of the task begins, of cost ``total`` (the part before it ends, its pace kept if it did work)."""
+        if self.open["timed"] > 0:
+            self.paces.append(self.open["seconds"] / self.open["timed"])
         self.open = {"total": total, "done": 0.0, "timed": 0.0, "seconds": 0.0}
 
     def begin(self) -> None:
@@ -150,14 +159,22 @@ class Tally:
         seconds, part = self.seconds + waiting, self.open
         if self.timed <= 0 or seconds <= 0:
             return None
-        pace = seconds / self.timed  # seconds a unit of cost, over all the work so far
+        before = statistics.fmean(self.paces) if self.paces else seconds / self.timed  # seconds a unit of cost
         rest = max(0.0, self.total - self.done)
         mine = min(rest, max(0.0, part["total"] - part["done"]))
-        # The open part's pace: its own, with a tenth of what it has to do counted at the pace of all the work before
-        # any of it is done (so the estimate moves to the part's own pace as it goes, never in a jump).
-        prior = self.OWN * (part["total"] - (part["done"] - part["timed"]))
-        own = (part["seconds"] + waiting + prior * pace) / (part["timed"] + prior) if prior > 0 else pace
-        return mine * own + (rest - mine) * pace
+        to_time = part["total"] - (part["done"] - part["timed"])  # the part's work not found done
+        # The open part's pace: its own, with a tenth of what it has to do (at least OWN_SECONDS of work) counted at
+        # the earlier parts' pace before any of it is done, so the estimate moves to the part's own pace as it goes,
+        # never in a jump; the wait for its first count (its first batch: prompts read, a first token generated for
+        # each) is not yet a pace, and counts from that count on.
+        prior = max(self.OWN * to_time, self.OWN_SECONDS / before if before > 0 else 0.0)
+        waited = waiting if part["timed"] > 0 else 0.0
+        own = (part["seconds"] + waited + prior * before) / (part["timed"] + prior) if part["timed"] + prior > 0 else before
+        # The later parts' pace: the mean of the ended parts' paces and the open part's own, which counts there as
+        # much as the share of its work done in time (so it enters the mean as it goes, not at once when it ends).
+        share = min(1.0, part["timed"] / to_time) if to_time > 0 else 0.0
+        later = (sum(self.paces) + share * own) / (len(self.paces) + share) if self.paces else own
+        return mine * own + (rest - mine) * later
 
 
 class Reporter:
@@ -474,21 +491,21 @@ def overall(desc: str, total: float, cost: float, unit: str = "answers", clock=N
     opens a part of the task, read at its own pace once a tenth of it is done); in a log, its line leads the step's; on a
     terminal, its bar stays above the step's.
 
-    In a log, a card two minutes in: 80 options (cost 25 each) took 80 s, then 30 of its first 80 generations (cost
-    153 each) 40 s; the benchmark's 50 left at its own pace, with a tenth of it counted at the pace of all so far
-    (1m22s), and the card's last 380 at that pace (6,590 in 120 s: 17m39s):
+    In a log, a card 26 s in: 80 options (cost 11 each) took 4 s, then 30 of its first 80 generations (cost 138
+    each) 22 s; the benchmark's 50 left at its own pace, with 10 s of work counted at the options' pace (35 s), and
+    the card's last 380 at the mean of the two paces, NEWTON's counted as much as the share of it done (4m05s):
 
     >>> import io
     >>> reporter = Reporter(io.StringIO(), INTERVAL)
-    >>> clock = iter([0.0, 0.0, 80.0, 80.0, 80.0, 120.0, 120.0, 120.0, 120.0]).__next__
+    >>> clock = iter([0.0, 0.0, 4.0, 4.0, 4.0, 26.0, 26.0, 26.0, 26.0]).__next__
     >>> card = Step("benchmark 2 of 2 (newton)", 540, "answers", reporter, clock=clock)
-    >>> card.leads, card.tally = True, Tally(80 * 25 + 460 * 153, clock=clock)
-    >>> card.tally.begin(); card.update(80); card.tally.add(80 * 25)
-    >>> card.tally.part(80 * 153)
-    >>> step = Adding(Step("newton/track1", 80, "generations", reporter, clock=clock), card, 153)
+    >>> card.leads, card.tally = True, Tally(80 * 11 + 460 * 138, clock=clock)
+    >>> card.tally.begin(); card.update(80); card.tally.add(80 * 11)
+    >>> card.tally.part(80 * 138)
+    >>> step = Adding(Step("newton/track1", 80, "generations", reporter, clock=clock), card, 138)
     >>> step.update(30)
     >>> reporter.line()
-    'physprobe: benchmark 2 of 2 (newton): 110/540 answers, 2m00s elapsed, ~19m01s left | newton/track1: 30/80 generations, 1.3 s/generation, 40s elapsed, ~1m07s left'
+    'physprobe: benchmark 2 of 2 (newton): 110/540 answers, 26s elapsed, ~4m40s left | newton/track1: 30/80 generations, 1.4 generations/s, 22s elapsed, ~37s left'
     """
     counter = _counter(desc, total, unit, nested=False, overall=True)
     counter.tally = Tally(cost, clock=clock)

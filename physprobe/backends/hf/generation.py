@@ -15,8 +15,8 @@ models whose cache this layout cannot be built from (``attention.cache_layers``:
 cache would grow), read padded prompts in ``model.generate``, which applies the processors and stops once every
 row of the batch is done. The answer text is returned as generated (special tokens dropped, cut before the first stop string);
 a protocol's ``match`` turns it into an option, or None (``unparsed``). Progress moves step by step: each row is
-one request, advanced by its share of decoding steps taken (its prompt's pass one, then one per answer token, of one
-plus its token budget) and completed when its answer ends (``_Shares``).
+one request, advanced by its share of decoding steps taken (its prompt's pass what it costs, then one per answer
+token, of those plus its token budget) and completed when its answer ends (``_Shares``).
 
 """
 
@@ -45,37 +45,41 @@ from physprobe.backends.hf.prefill import PromptPlan, prompt_caches
 from physprobe.protocols import tokenized
 from physprobe.protocols.answers import cut, stopped
 from physprobe.protocols.decoding import Decoding
+from physprobe.protocols.requests import prompt_steps
 from physprobe.protocols.results import Answer
 
 
 class _Shares:
     """A decoding batch's progress at the grain of its steps: each row is one request (``update(1)`` in all), of which
-    its prompt's pass counts as one step and each answer token as one more, out of one plus its token budget; a row
-    is complete when its answer ends. So a count moves once the prompts have run and then with every step, in
-    proportion to the steps left (what takes the time), not once per batch of answers. ``progress`` is the engine's
-    counter (``update(n)``), or None.
+    its prompt's pass counts as the steps it costs (``prompt_steps``: one, and a quarter of one a token, as
+    a card's time left weighs it) and each answer token as one more, out of those and its token budget; a row is
+    complete when its answer ends. So a count moves once the prompts have run, by what their pass cost, and then
+    with every step, in proportion to the steps left (what takes the time), not once per batch of answers.
+    ``progress`` is the engine's counter (``update(n)``), or None.
 
     >>> class Counter:
     ...     n = 0.0
     ...     def update(self, k): self.n += k
-    >>> counter = Counter(); shares = _Shares(counter, limits=[4, 2])
-    >>> shares.seen([(0, 0, False)]); counter.n  # row 0's prompt has run: 1 of its 5 steps
-    0.2
-    >>> shares.seen([(0, 2, False), (1, 1, True)]); round(counter.n, 6)  # 3 of 5; row 1 ended
-    1.6
+    >>> counter = Counter(); shares = _Shares(counter, limits=[4, 2], prompts=[12, 4])  # prompts of 4 and 1 steps
+    >>> shares.seen([(0, 0, False)]); counter.n  # row 0's prompt has run: 4 of its 8 steps
+    0.5
+    >>> shares.seen([(0, 2, False), (1, 1, True)]); round(counter.n, 6)  # 6 of 8; row 1 ended
+    1.75
     >>> shares.finish(); counter.n
     2.0
     """
 
-    def __init__(self, progress, limits: list[int]):
+    def __init__(self, progress, limits: list[int], prompts: list[int]):
         self.progress, self.limits = progress, limits
+        self.prompts = [prompt_steps(tokens) for tokens in prompts]
         self.shown = [0.0] * len(limits)
 
     def seen(self, rows: list[tuple[int, int, bool]]) -> None:
         """Rows whose prompts have run, with their answers so far: (row, answer tokens, ended)."""
         moved = 0.0
         for row, tokens, ended in rows:
-            share = 1.0 if ended else min((1 + tokens) / (1 + self.limits[row]), 1.0)
+            read = self.prompts[row]
+            share = 1.0 if ended else min((read + tokens) / (read + self.limits[row]), 1.0)
             moved += share - self.shown[row]
             self.shown[row] = share
         if moved and self.progress is not None:
@@ -382,7 +386,7 @@ def _answer_batch(model, tokenizer, prompts: list[list[int]], stops: list[Sequen
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     eos = tokenizer.eos_token_id
     answers = None
-    shares = _Shares(progress, limits)
+    shares = _Shares(progress, limits, [len(prompt) for prompt in prompts])
     draws = SeededDraws(decoding, list(seeds)) if decoding is not None and decoding.samples else None
     try:
         if decoding is not None and decoding.kind == "beam":

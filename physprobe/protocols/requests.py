@@ -32,19 +32,19 @@ from physprobe.protocols.decoding import Decoding
 from physprobe.protocols.results import Answer, Answers, Scores
 
 # What a request's work costs, in decode steps (one token generated for one sequence): each sequence fed costs one step
-# and its tokens a quarter of one each (a prompt's tokens are read together, in one pass), counted as one step for
-# every PROMPT_CHARS_PER_STEP characters (a token is about 4); each token of a generation's budget costs one.
+# and its tokens a quarter of one each (a prompt's tokens are read together, in one pass), a token counted as
+# CHARS_PER_TOKEN characters where only the text is known; each token of a generation's budget costs one.
 # Measured with SmolLM2-135M on the 2-core machine, the quick start's card (2026-11-28, quiet): a CConS generation
 # (80 characters, up to 20 tokens) 0.075 s, a NEWTON one (154, up to 128) 0.73 s, a PROST option (158) 0.05 s, a
 # Text2Afford one (224, up to 20) 0.13 s: 2.9 to 5.2 ms a step by this count, where counting a prompt as 25 steps
 # whatever its length gave 1.7 to 4.7 ms (NEWTON's generations read as 3.4 times CConS's; they took 9.7 times).
 PROMPT_TOKENS_PER_STEP = 4
-PROMPT_CHARS_PER_STEP = 4 * PROMPT_TOKENS_PER_STEP
+CHARS_PER_TOKEN = 4
 
 
-def prompt_steps(tokens: int) -> float:
-    """What reading a prompt of ``tokens`` tokens costs, in decode steps (a generating engine's progress counts a
-    prompt's pass as these, as ``Request.cost`` counts it from the prompt's characters).
+def prompt_steps(tokens: float) -> float:
+    """What reading a sequence of ``tokens`` tokens costs, in decode steps (``Request.cost`` counts each text it
+    feeds so, and a generating engine's progress each prompt's pass).
 
     >>> prompt_steps(56)
     15.0
@@ -73,16 +73,15 @@ class Request:
         return [type(self).__name__, plain]
 
     def cost(self) -> float:
-        """What the request's work costs, in decode steps: each sequence it feeds one, plus one for every
-        ``PROMPT_CHARS_PER_STEP`` characters read; each token of a generation's budget one; so a time left can read one
-        benchmark's generations of up to 128 tokens after short prompts at the pace of another's of up to 20 after
-        long ones (progress's ``Tally``).
+        """What the request's work costs, in decode steps: each text it feeds its ``prompt_steps``, each token of a
+        generation's budget one; so a time left can read one benchmark's generations of up to 128 tokens after short
+        prompts at the pace of another's of up to 20 after long ones (progress's ``Tally``).
 
         >>> Choice("Ice is", (" cold", " hot")).cost(), Generate("Ice is", ("cold",), max_new_tokens=20).cost()
         (3.3125, 21.375)
         """
-        texts = self.texts()
-        return len(texts) + sum(map(len, texts)) / PROMPT_CHARS_PER_STEP + self.work() * getattr(self, "max_new_tokens", 0)
+        read = sum(prompt_steps(len(text) / CHARS_PER_TOKEN) for text in self.texts())
+        return read + self.work() * getattr(self, "max_new_tokens", 0)
 
     def work(self) -> int:
         """The items of work the engine does for the request, in ``unit`` (progress counts these, not questions):

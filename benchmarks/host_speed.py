@@ -2,10 +2,10 @@
 the default protocol for a causal model, ``released-gpt``) with a tiny causal model, by this checkout and by commit
 ``--old`` (default 4673c87, before issue 47) run from a git worktree of it (``earlier.py``), side by side.
 
-    python benchmarks/host_speed.py --data build --work /tmp/host-speed [--limit N] [--runs 3]
+    python benchmarks/host_speed.py --data data --work /tmp/host-speed [--limit N] [--runs 3]
 
 The model is ``tests/tiny_models.causal_lm`` with one layer 16 wide (4 heads; a 600-token byte-level BPE trained on
-the benchmarks' text), saved under ``--work`` as ``tiny-causal``: a name that does not start with ``gpt``, so
+the benchmarks' text), saved under ``--work`` as ``tiny-causal-1x16``: a name that does not start with ``gpt``, so
 ``released-gpt`` encodes each option's text whole with the pad standing for the option (PROST's released
 ``input_pipeline.py:92-110``), the path that called the tokenizer eight times a question. Its forward pass is nearly
 free, so what is timed is the host's work: start-up, tokenizing, planning, padding, reading results back, the
@@ -35,7 +35,7 @@ OLD = "4673c87"
 def tiny_model(work: Path, data: Path) -> Path:
     """The tiny causal model under ``work`` (made once): one layer 16 wide, its forward nearly free (at 64 wide, a
     whole PROST's forward passes took 10 s of the run on the 2-core machine)."""
-    folder = work / "tiny-causal"
+    folder = work / "tiny-causal-1x16"  # not same_predictions.py's tiny-causal, 64 wide, if both share --work
     if not (folder / "config.json").is_file():
         sys.path.insert(0, str(earlier.REPO))
         from tests import tiny_models
@@ -73,7 +73,7 @@ def spread_of(values: list[float]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path("build"), help="the built benchmarks (physprobe build all)")
+    parser.add_argument("--data", type=Path, default=Path("data"), help="the built benchmarks (physprobe build all)")
     parser.add_argument("--work", type=Path, required=True, help="folder for the old worktree, the model and the runs")
     parser.add_argument("--old", default=OLD, help=f"the commit to compare with (default {OLD})")
     parser.add_argument("--limit", type=int, help="score N questions (default: all 18,736)")

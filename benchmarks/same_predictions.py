@@ -3,7 +3,7 @@ checkout and by commit ``--old`` (default 4673c87, before issue 47) from a git w
 the tiny models of ``tests/tiny_models.py``; predictions.parquet compared column by column (predictions, scores,
 generated texts, prompts and their token counts).
 
-    python benchmarks/same_predictions.py --data build --work /tmp/same-predictions [--limit 6]
+    python benchmarks/same_predictions.py --data data --work /tmp/same-predictions [--limit 6]
 
 Models, made once under ``--work``: ``tiny-causal`` (GPT-2, one layer; a name not starting with ``gpt``, so PROST's
 ``released-gpt`` encodes the text whole and splices the option in), ``gpt2-tiny`` (the same weights under a ``gpt``
@@ -98,7 +98,7 @@ def run_side(tree: Path | None, planned: list[tuple[str, list[str]]], out: Path,
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path("build"), help="the built benchmarks (physprobe build all)")
+    parser.add_argument("--data", type=Path, default=Path("data"), help="the built benchmarks (physprobe build all)")
     parser.add_argument("--work", type=Path, required=True, help="folder for the old worktree, the models and the runs")
     parser.add_argument("--old", default=OLD, help=f"the commit to compare with (default {OLD})")
     parser.add_argument("--limit", type=int, default=6, help="rows per config (default 6)")

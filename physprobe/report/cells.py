@@ -247,22 +247,22 @@ def groups_held(run: Run, table: Table) -> tuple[list[str], list[str]]:
 
 def baseline_cell(run: Run, column: Column, part: int) -> float | None:
     """The figure a column shows for the run's majority answer on the same rows (``Baselines.majority``), or None."""
-    key = column.keys[part]
-    if key is None:
-        return None
-    config, _, rest = key.partition(".")
-    found = run.record.baselines.get(config)
-    value = lookup(found.majority, rest) if found is not None and rest else MISSING
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return _baseline(run, column, part, lambda found, figure: lookup(found.majority, figure))
 
 
 def same_rows_chance(run: Run, column: Column, part: int = 0) -> float | None:
     """Chance on the run's rows for a column's figure (``Baselines.chance``, ``SAME_ROWS_DEFINITION``), or None where
     the run holds none for it (a breakdown by group, a run without baselines)."""
+    return _baseline(run, column, part, lambda found, figure: found.chance.get(figure))
+
+
+def _baseline(run: Run, column: Column, part: int, read) -> float | None:
+    """What ``read(baselines, figure)`` finds for the column's figure in the run's baselines of its config, as a
+    number, or None."""
     key = column.keys[part]
     if key is None:
         return None
-    config, _, rest = key.partition(".")
+    config, _, figure = key.partition(".")
     found = run.record.baselines.get(config)
-    value = found.chance.get(rest) if found is not None and rest else None
+    value = read(found, figure) if found is not None and figure else None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

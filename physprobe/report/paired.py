@@ -31,7 +31,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-SEED = 1234  # the comparison's resamples, as every run's own bootstrap (provenance.BOOTSTRAP_SEED)
+from physprobe.util import provenance
+
+SEED = provenance.BOOTSTRAP_SEED  # the comparison's resamples, as every run's own bootstrap
 RESAMPLES = 1000
 
 

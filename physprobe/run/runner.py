@@ -72,13 +72,13 @@ def asked(spec: RunSpec, config: str, evaluation, protocol) -> tuple:
     return chosen, kept, [protocol.build(chosen.rows[i], config) for i in kept]
 
 
-def work(spec: RunSpec) -> tuple[str, int, int]:
-    """What ``spec``'s run asks of the engine, cached or not: what its items are (``Request.unit``: generations,
-    options, ...), how many (``Request.work``) and what they cost (``Request.cost``)."""
+def work(spec: RunSpec) -> tuple[int, float]:
+    """What ``spec``'s run asks of the engine, cached or not: how many items (``Request.work``: generations,
+    options, ...) and what they cost (``Request.cost``)."""
     evaluation = registry.evaluation(spec.benchmark)
     protocol = evaluation.protocol(spec.protocol)
     requests = [request for config in spec.configs for request in asked(spec, config, evaluation, protocol)[2]]
-    return protocol.sends.unit, spec.samples * sum(r.work() for r in requests), spec.samples * sum(r.cost() for r in requests)
+    return spec.samples * sum(r.work() for r in requests), spec.samples * sum(r.cost() for r in requests)
 
 
 def backend_of(spec: RunSpec) -> Backend:

@@ -185,8 +185,8 @@ class Reporter:
     that opens after a pause is reported at once, and a failure to make a line (which a test's fake clock may
     raise) skips that line, never the ones after it."""
 
-    def __init__(self, stream: TextIO, interval: float, clock=None):
-        self.stream, self.interval, self.clock = stream, interval, clock or time.monotonic
+    def __init__(self, stream: TextIO, interval: float):
+        self.stream, self.interval, self.clock = stream, interval, time.monotonic
         self._open: list[Step] = []
         self._closed: Step | None = None
         self._last: Step | None = None  # the step closed last (an idle line names it)
@@ -261,7 +261,6 @@ class Step:
         self.reporter, self.clock = reporter, clock or time.monotonic
         self.started = self.clock()
         self.ended: float | None = None
-        self.left: float | None = None  # seconds left at the rate of the latest line (None: none to tell)
         self._lines: collections.deque = collections.deque(maxlen=WINDOW)  # (time, count) at the latest lines
         self._lower = (self.started, done)  # (time, count) at the latest line whose count was below the current one
         self._start = (self.started, done)  # the items found done took no time
@@ -309,7 +308,6 @@ class Step:
         physprobe: newton/track3: 18.6/20 generations, 150.0 s/generation, 2m30s elapsed, ~3m30s left
         >>> step.close()
         """
-        self.left = None
         if self.ended is not None:
             done = f"{count(self.n)}/{count(self.total)} {self.unit} " if self.total is not None else ""
             return f"physprobe: {self.desc}: {done}done in {duration(self.ended - self.started)}"
@@ -321,10 +319,10 @@ class Step:
         elif self.n:
             parts.append(f"{count(self.n)} {self.unit}")
         if self.tally is not None:
-            self.left = self.tally.left() if self.n < (self.total or 0) else None
+            left = self.tally.left() if self.n < (self.total or 0) else None
             parts.append(f"{duration(elapsed)} elapsed")
-            if self.left is not None:
-                parts.append(f"~{duration(self.left)} left")
+            if left is not None:
+                parts.append(f"~{duration(left)} left")
             return f"physprobe: {self.desc}: {', '.join(parts)}"
         previous = self._lines[-1] if self._lines else self._start
         if self.n != previous[1]:
@@ -338,8 +336,7 @@ class Step:
             parts.append(rate(moved, span, self.unit))
         parts.append(f"{duration(elapsed)} elapsed")
         if self.total is not None and self.n < self.total and moved > 0 and span > 0:
-            self.left = span / moved * (self.total - self.n)
-            parts.append(f"~{duration(self.left)} left")
+            parts.append(f"~{duration(span / moved * (self.total - self.n))} left")
         return f"physprobe: {self.desc}: {', '.join(parts)}"
 
 
@@ -484,7 +481,7 @@ def bar(desc: str, total: float | None = None, unit: str = "items", done: float 
 
 
 @contextlib.contextmanager
-def overall(desc: str, total: float, cost: float, unit: str = "answers", clock=None):
+def overall(desc: str, total: float, cost: float, unit: str = "answers"):
     """A counter of a task made of steps (``set_description`` names the step it is at), of ``total`` items of any
     kind (generations, scored options: ``unit`` names them together) that cost ``cost`` together: each step opened
     inside the block with ``bar`` adds its items to it; its time left is its ``Tally``'s (``counter.tally.part``
@@ -508,7 +505,7 @@ def overall(desc: str, total: float, cost: float, unit: str = "answers", clock=N
     'physprobe: benchmark 2 of 2 (newton): 110/540 answers, 26s elapsed, ~4m40s left | newton/track1: 30/80 generations, 1.4 generations/s, 22s elapsed, ~37s left'
     """
     counter = _counter(desc, total, unit, nested=False, overall=True)
-    counter.tally = Tally(cost, clock=clock)
+    counter.tally = Tally(cost)
     if isinstance(counter, Step):
         counter.leads = True
     _OVERALL.append(counter)

@@ -45,13 +45,14 @@ from physprobe.backends.hf.batching import (
     token_logprobs,
 )
 from physprobe.errors import ScoringError
+from physprobe.protocols import tokenized
 
 
 def tokenize_options(tokenizer, texts: Sequence[str], bos: bool = True) -> list[list[int]]:
-    """Token ids of each text (one batched tokenizer call), with the model's BOS token first when it has one
+    """Token ids of each text (``tokenized.encoded``: one tokenizer call over the distinct texts), with the model's BOS token first when it has one
     (so the first word is scored) and ``bos`` asks for it (a chat-templated text carries its own)."""
     bos = [tokenizer.bos_token_id] if bos and tokenizer.bos_token_id is not None else []
-    return [bos + ids for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]] if texts else []
+    return [bos + ids for ids in tokenized.encoded(tokenizer, texts)]
 
 
 def common_prefix(sequences: Sequence[Sequence[int]]) -> int:

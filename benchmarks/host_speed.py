@@ -12,7 +12,14 @@ free, so what is timed is the host's work: start-up, tokenizing, planning, paddi
 figures and the run folder. Both sides run the same command on the same rows and model (``--device cpu
 --bootstrap-iters 0``; ``OMP_NUM_THREADS`` as this process has it), runs interleaved. Printed: wall seconds of each
 side (min/median/max), run.json's scoring seconds, the ratio old / new, and whether predictions.parquet is the
-same (every column: predictions, scores, prompts and their token counts); the exit status is 1 if not.
+same (every column both sides write: predictions, scores, prompts and their token counts; the columns only the new
+side writes are named); the exit status is 1 if not.
+
+"Nearly free" is not free: importing transformers, loading the model and its forward passes take seconds of their
+own. So each run also times the floor (``forward_floor.py``: this checkout's batches, recorded once, replayed by a
+process that only imports, loads and runs the passes), and prints each side's host seconds (its wall less the
+floor: all the run's work that is not the model's) and their ratio, and old / floor: the most any host work could
+make the new side faster than the old.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import earlier  # a sibling script
 import pyarrow.parquet as pq
 
 OLD = "4673c87"
+HERE = Path(__file__).resolve().parent
 
 
 def tiny_model(work: Path, data: Path) -> Path:
@@ -58,13 +66,37 @@ def score(tree: Path | None, model: Path, data: Path, out: Path, limit: int | No
     return wall
 
 
-def differing_columns(old: Path, new: Path) -> list[str]:
-    """The columns of predictions.parquet that differ between two runs (none: the same predictions)."""
+def floor(batches: Path, model: Path, cwd: Path) -> dict:
+    """The floor's parts (``forward_floor.py replay``), in a process of their own."""
+    argv = [sys.executable, str(HERE / "forward_floor.py"), "replay", str(batches), str(model)]
+    done = subprocess.run(argv, env=earlier.environment(None), cwd=cwd, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"host_speed: the floor's replay failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def record_batches(model: Path, data: Path, runs: Path, limit: int | None) -> Path:
+    """This checkout's batches of the same command, recorded once (an untimed run) for the floor's replay."""
+    batches = runs / "batches.pt"
+    argv = [sys.executable, str(HERE / "forward_floor.py"), "record", str(batches), "score", "--model", str(model),
+            "--benchmark", "prost", "--config", "default", "--data", str(data), "--device", "cpu", "--bootstrap-iters", "0",
+            "--out", str(runs / "recorded"), *(["--limit", str(limit)] if limit else [])]  # fmt: skip
+    shutil.rmtree(runs / "recorded", ignore_errors=True)
+    done = subprocess.run(argv, env=earlier.environment(None), cwd=runs, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"host_speed: recording the batches failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
+    return batches
+
+
+def differing_columns(old: Path, new: Path) -> tuple[list[str], list[str]]:
+    """The columns of predictions.parquet that both runs write and that differ (none: the same predictions), and the
+    columns only the new run writes."""
     a, b = pq.read_table(old / "predictions.parquet"), pq.read_table(new / "predictions.parquet")
-    if a.column_names != b.column_names or a.num_rows != b.num_rows:
-        return ["(shape)"]
+    added = [name for name in b.column_names if name not in a.column_names]
+    if a.num_rows != b.num_rows or not set(a.column_names) <= set(b.column_names):
+        return ["(rows or columns)"], added
     # Compared as Python values' reprs: every float bit for bit, and NaN (a score the model gave none) equal to NaN.
-    return [name for name in a.column_names if repr(a.column(name).to_pylist()) != repr(b.column(name).to_pylist())]
+    return [name for name in a.column_names if repr(a.column(name).to_pylist()) != repr(b.column(name).to_pylist())], added
 
 
 def spread_of(values: list[float]) -> str:
@@ -89,13 +121,17 @@ def main() -> int:
     sides = {"old": tree, "new": None}
     for name, side in sides.items():
         print(f"{name}: {earlier.physprobe_file(side, runs)}")
+    batches = record_batches(model, data, runs, args.limit)
     walls: dict[str, list[float]] = {name: [] for name in sides}
     scoring: dict[str, list[float]] = {name: [] for name in sides}
+    floors: list[dict] = []
     for index in range(args.runs):
         for name, side in sides.items():  # interleaved, so that load on a shared machine hits both alike
             walls[name].append(score(side, model, data, runs / name, args.limit, runs))
             scoring[name].append(sum(json.loads((runs / name / "run.json").read_text())["timings"]["configs_s"].values()))
             print(f"  run {index + 1} {name}: {walls[name][-1]:.1f} s", flush=True)
+        floors.append(floor(batches, model, runs))
+        print(f"  run {index + 1} floor: {floors[-1]['floor_s']:.1f} s", flush=True)
     rows = pq.read_metadata(runs / "new" / "predictions.parquet").num_rows
     print(
         f"\nPROST default, {rows:,} questions, {model.name} (1 layer, 16 wide), released-gpt, {args.runs} run(s), min/median/max"
@@ -103,11 +139,25 @@ def main() -> int:
     print(f"{'side':<5} {'wall s':>18} {'scoring s':>18}")
     for name in sides:
         print(f"{name:<5} {spread_of(walls[name]):>18} {spread_of(scoring[name]):>18}")
+    floor_s = [f["floor_s"] for f in floors]
+    print(f"{'floor':<5} {spread_of(floor_s):>18}    import {spread_of([f['import_s'] for f in floors])}, load "
+          f"{spread_of([f['load_s'] for f in floors])}, {floors[0]['passes']} forward passes {spread_of([f['forward_s'] for f in floors])}")  # fmt: skip
     ratios = [o / n for o, n in zip(walls["old"], walls["new"])]
     print(f"old / new wall: {spread_of(ratios)} (per run: {', '.join(f'{r:.2f}' for r in ratios)})")
     print(f"old / new scoring: {statistics.median(scoring['old']) / statistics.median(scoring['new']):.2f} (medians)")
-    differ = differing_columns(runs / "old", runs / "new")
-    print("predictions.parquet: identical" if not differ else f"predictions.parquet differs in {', '.join(differ)}")
+    bound = [o / f for o, f in zip(walls["old"], floor_s)]
+    print(f"old / floor: {spread_of(bound)} (the most any host work could make new faster than old)")
+    host = {name: [w - f for w, f in zip(walls[name], floor_s)] for name in sides}
+    print(f"host s (wall - floor): old {spread_of(host['old'])}, new {spread_of(host['new'])}; old / new "
+          f"{spread_of([o / n for o, n in zip(host['old'], host['new'])])}")  # fmt: skip
+    differ, added = differing_columns(runs / "old", runs / "new")
+    print(
+        "predictions.parquet: identical in every column both write"
+        if not differ
+        else f"predictions.parquet differs in {', '.join(differ)}"
+    )
+    if added:
+        print(f"  columns only the new side writes: {', '.join(added)}")
     return 1 if differ else 0
 
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from physprobe.errors import PhysprobeError
 from physprobe.exit_status import handled
 from physprobe.protocols import METHODS
-from physprobe.util import progress
+from physprobe.util import collector, progress
 from physprobe.util.streams import guarded
 
 if TYPE_CHECKING:
@@ -418,13 +418,20 @@ def _running_arguments(score_cmd: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; bad input exits with status 2 and a one-line error, a failed write (full
-    disk, no permission) with status 1, Ctrl-C with status 130 — each one line, partial outputs removed."""
+    disk, no permission) with status 1, Ctrl-C with status 130 — each one line, partial outputs removed. Called
+    without ``argv`` (the console command, ``python -m physprobe``) the command owns its process, and the garbage
+    collector is kept off what it loaded (``physprobe.util.collector``)."""
+    if argv is None:
+        collector.own_process()
     argv = sys.argv[1:] if argv is None else list(argv)
     with guarded():  # a closed or full stdout or stderr stops no command (physprobe.util.streams)
         args = parser().parse_args(argv)
         args.argv = argv
         progress.quiet_library_bars()  # before transformers or datasets is imported: their bars would garble a log
-        return handled(lambda: args.run(args), args.command)
+        try:
+            return handled(lambda: args.run(args), args.command)
+        finally:
+            collector.settle()  # the collection at exit walks nothing the command made
 
 
 if __name__ == "__main__":

@@ -141,6 +141,7 @@ def test_packed_plan_equals_every_sequence_whole_in_one_pass_per_batch(name, cou
     assert packed.fits(model, questions)
     trees = [packed.Tree.of(options, count_prefix) for options in questions]
     own = sum(len(t.ids) for t in trees)
+    assert [packed.Tree.length(options) for options in questions] == [len(t.ids) for t in trees]  # what batches plan on
     prefixes = [packed.shared_length(options) for options in questions]
     assert own == sum(n + sum(len(s) - n - 1 for s in options) for n, options in zip(prefixes, questions))
     heads = sum(len({token for token, _, _ in t.heads}) for t in trees)
@@ -320,12 +321,14 @@ def test_pass_costs_are_measured_once_per_model_on_an_accelerator(family, monkey
 
 
 def test_batches_laid_out_ahead_on_a_thread_give_the_same_sums_even_when_one_runs_out_of_memory(monkeypatch):
-    """The accelerator's path on the CPU: each next batch laid out on a thread while this one runs; the sums equal,
-    bit for bit, those of batches laid out in turn; a batch that runs out of memory runs again halved (its halves
-    laid out in turn), the sums then within 1e-4 (other batches, other float sums)."""
+    """Where torch leaves a core free (as ``threads.choose`` does for a small model on a CPU): each next batch laid out
+    on a thread while this one runs; the sums equal, bit for bit, those of batches laid out in turn (every core
+    torch's); a batch that runs out of memory runs again halved (its halves laid out in turn), the sums then within
+    1e-4 (other batches, other float sums)."""
     import threading
 
     model, questions = _gpt2(), _questions(seed=3, n=40)
+    monkeypatch.setattr(packed.threads, "cores", lambda: torch.get_num_threads())  # every core torch's: in turn
     with torch.inference_mode():
         in_turn = packed.totals(model, questions, torch.device("cpu"), 150, 64, None, True)
     laid_on, layout, batch_sums = [], packed.layout, packed._batch_sums
@@ -341,13 +344,19 @@ def test_batches_laid_out_ahead_on_a_thread_give_the_same_sums_even_when_one_run
             raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
         return batch_sums(model, laid, device)
 
-    monkeypatch.setattr(packed, "lays_out_ahead", lambda device: True)
+    monkeypatch.setattr(packed.threads, "cores", lambda: torch.get_num_threads() + 1)  # a core torch leaves free
     monkeypatch.setattr(packed, "layout", watched)
     with torch.inference_mode():
         ahead = packed.totals(model, questions, torch.device("cpu"), 150, 64, None, True)
     assert ahead == in_turn
     here = threading.current_thread().name
     assert laid_on.count(here) == 1 and len(laid_on) > 2  # the first batch here, the others ahead on the thread
+    laid_on.clear()
+    monkeypatch.setattr(packed.threads, "cores", lambda: torch.get_num_threads())
+    with torch.inference_mode():
+        assert packed.totals(model, questions, torch.device("cpu"), 150, 64, None, True) == in_turn
+    assert set(laid_on) == {here}  # every core torch's: no thread takes one
+    monkeypatch.setattr(packed.threads, "cores", lambda: torch.get_num_threads() + 1)
     monkeypatch.setattr(packed, "_batch_sums", out_of_memory_once)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     with torch.inference_mode():

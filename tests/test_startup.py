@@ -46,3 +46,19 @@ def test_config_names_read_cheaply_are_the_builders(name):
     from physprobe.data import registry
 
     assert registry.config_names(name) == [config.name for config in registry.builder(name).configs]
+
+
+def test_the_console_command_keeps_the_collector_off_what_it_loaded():
+    """``physprobe`` as a command (``main()`` without arguments: the console script, ``python -m physprobe``) owns its
+    process, and freezes what it holds when it ends, so the collection at exit walks none of it; a caller running
+    commands in its own process (``main([...])``: a test, a notebook) keeps its collector as it was."""
+    import subprocess
+    import sys
+
+    probe = ("import gc, sys; from physprobe import cli; sys.argv = ['physprobe', 'protocols']; {call}; "
+             "print(gc.get_freeze_count(), file=sys.stderr)")  # fmt: skip
+    owned = subprocess.run([sys.executable, "-c", probe.format(call="cli.main()")], capture_output=True, text=True, check=True)
+    borrowed = subprocess.run([sys.executable, "-c", probe.format(call="cli.main(['protocols'])")], capture_output=True,
+                              text=True, check=True)  # fmt: skip
+    assert int(owned.stderr.split()[-1]) > 10_000  # every module's objects
+    assert int(borrowed.stderr.split()[-1]) == 0

@@ -200,14 +200,16 @@ def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> d
     # An answer that named no option is wrong (zs_runner.py:160-171 pred_idx -1; results.py correct = pred_idx == label).
     preds = scored_as_wrong([predictions[i] for i in kept], refs, len(OPTIONS))
     names = [rows[i]["name"] for i in kept]
-    pairs, inverted = zip(*(superlative_pair(n) for n in names))
+    parsed = {name: superlative_pair(name) for name in set(names)}  # a few hundred templates for thousands of rows
+    pairs, inverted = zip(*map(parsed.get, names))
+    position_of = {name: template_position(name) for name in parsed}
     # Table 7 pools each concept's questions per side (results.py process_preds_inverse), whether or not a
     # question's own pair has its other side among the rows (a --limit run may hold one side).
     if not any(pairs):
         pairs, inverted = None, None
     out.update(accuracy.compute(predictions=preds, references=refs, groups=[rows[i]["group"] for i in kept],
                                 templates=names, pairs=pairs, inverted=None if inverted is None else list(inverted),
-                                positions=[template_position(n) for n in names]))  # fmt: skip
+                                positions=[position_of[n] for n in names]))  # fmt: skip
     objects = [j for j, i in enumerate(kept) if rows[i]["group"] != "directions"]
     if objects:
         positions = accuracy.compute(predictions=[preds[j] for j in objects], references=[refs[j] for j in objects],

@@ -102,6 +102,8 @@ def _check_integers(name, values):
     """ValueError naming `name` and the first index whose value is not an integer (raw input, before evaluate's cast)."""
     if isinstance(values, np.ndarray) and values.ndim == 1 and np.issubdtype(values.dtype, np.integer):
         return
+    if len(values) and all(type(value) is int for value in values) and -(1 << 63) <= min(values) and max(values) < 1 << 63:
+        return  # plain ints in range (bool is not int by type): the common case, checked without a call per value
     for index, value in enumerate(values):
         if not _is_integer(value):
             raise ValueError(f"{name}[{index}] = {value!r} is not an integer option index")

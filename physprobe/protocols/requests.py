@@ -24,6 +24,7 @@ Adding a type is a class here (its fields, ``result`` and ``texts``) and an engi
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -68,9 +69,8 @@ class Request:
         >>> Masked("A [MASK] one.", ("big", "small")).key()
         ['Masked', {'text': 'A [MASK] one.', 'candidates': ['big', 'small']}]
         """
-        fields = dataclasses.fields(self)
-        plain = {f.name: _plain(getattr(self, f.name)) for f in fields if getattr(self, f.name) != f.default}
-        return [type(self).__name__, plain]
+        values = ((name, getattr(self, name), default) for name, default in _defaults(type(self)))
+        return [type(self).__name__, {name: _plain(value) for name, value, default in values if value != default}]
 
     def cost(self) -> float:
         """What the request's work costs, in decode steps: each text it feeds its ``prompt_steps``, each token of a
@@ -106,6 +106,12 @@ class Request:
         (['ICE IS cold', 'ICE IS hot'], ['A [MASK] one.'])
         """
         return self.texts()
+
+
+@functools.cache
+def _defaults(request_type: type) -> tuple[tuple[str, object], ...]:
+    """(name, default) of each field of a request type, read once per type (a config's keys ask it per request)."""
+    return tuple((f.name, f.default) for f in dataclasses.fields(request_type))
 
 
 def _plain(value):

@@ -69,7 +69,9 @@ def mean_token_ids(requests: Sequence[MeanTokens], tokenizer) -> list[list[list[
     if any(spliced) and tokenizer.pad_token_id is None:
         raise BackendError(f"tokenizer {tokenizer.name_or_path!r} has no pad (or end-of-sequence) token to stand for the "
                            "option while the text is encoded whole; choose a protocol that frames it with BOS and EOS")  # fmt: skip
-    texts = [f"{before}{tokenizer.pad_token}{after}" for request, apart in zip(requests, spliced) if apart
+    # read once (a tokenizer's attributes are slow to get), where a pad stands for an option
+    pad, pad_id = (tokenizer.pad_token, tokenizer.pad_token_id) if any(spliced) else (None, None)
+    texts = [f"{before}{pad}{after}" for request, apart in zip(requests, spliced) if apart
              for before, _, after in request.options]  # fmt: skip
     wholes = iter(encoded(tokenizer, texts, special=True))
     segments = iter(encoded(tokenizer, [segment for request, apart in zip(requests, spliced)
@@ -82,7 +84,7 @@ def mean_token_ids(requests: Sequence[MeanTokens], tokenizer) -> list[list[list[
             rows = []
             for _ in request.options:
                 ids = next(wholes)
-                at = ids.index(tokenizer.pad_token_id, 1)
+                at = ids.index(pad_id, 1)
                 rows.append(ids[:at] + next(segments) + ids[at + 1 :])
         else:
             rows = [bos + [i for _ in option for i in next(segments)] + eos for option in request.options]

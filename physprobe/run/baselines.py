@@ -23,6 +23,7 @@ fell to the protocol's fallback rule, gets one line.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -52,9 +53,14 @@ def compute(evaluation: Evaluation, config: str, rows: list[dict], options: list
     if evaluation.classes is None:  # one gold option per row
         golds = [r[0] for r in references]
         majority_answer = min(set(golds), key=lambda g: (-golds.count(g), g))
+        scored: dict[tuple, dict] = {}  # figures by answers: where every row has as many options, chance's answers
+        # are the constants', and the majority answer is one of them (PROST: 4 metric calls, not 9)
 
         def given(answers: list[int]) -> dict:  # scores one-hot on the answer: what a model sure of it gives
-            return figures(answers, [[float(i == a) for i in range(o)] for a, o in zip(answers, options)])
+            key = tuple(answers)
+            if key not in scored:
+                scored[key] = figures(answers, [[float(i == a) for i in range(o)] for a, o in zip(answers, options)])
+            return copy.deepcopy(scored[key])
 
         majority = given([majority_answer] * len(rows))
         constant = {str(k): provenance.overall_figures(given([k] * len(rows))) for k in range(min(options))}

@@ -24,7 +24,7 @@ from physprobe import backends
 from physprobe.backends.base import Backend, BackendError
 from physprobe.data import registry
 from physprobe.errors import RequestError, ServedModelChanged
-from physprobe.protocols import inputs
+from physprobe.protocols import inputs, metric_modules
 from physprobe.protocols.decoding import sample_seed
 from physprobe.protocols.requests import decoded
 from physprobe.protocols.results import Result
@@ -116,6 +116,7 @@ class Scoring:
             # thread of their own while the model scores (the tokenizer leaves the interpreter's lock while it encodes).
             with ThreadPoolExecutor(1) as pool:
                 read = pool.submit(self.model.prompts, requests if self.ranks.main else [])
+                pool.submit(metric_modules.warm)  # then the metric modules the figures read, loaded after it
                 results, now = self.results(config, requests, [indices[i] for i in kept], cache)
                 draws.append(self.samples(config, indices, rows, dict(zip(kept, zip(requests, results))), read.result()))
             fresh += now

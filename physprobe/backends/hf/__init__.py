@@ -37,6 +37,7 @@ from physprobe.protocols.requests import (
 )
 from physprobe.protocols.results import Answer, Answers, Result, Scores
 from physprobe.protocols.tokenized import first_token_choices, lower_cased, mean_token_ids, seq2seq_targets
+from physprobe.util import collector
 
 # Entailment readings -> the engine's (softmax_across: raw logits, softmaxed across the request's pairs).
 READINGS = {"three_way": "three_way", "vs_contradiction": "vs_contradiction", "softmax_across": "logit"}
@@ -306,6 +307,7 @@ class HFBackend(Backend):
         facts = model.describe_model(settings.model, settings.device, settings.gguf_file, model_options.typed_model_args(settings.model_args),
                                  settings.dtype, settings.batch_size)  # fmt: skip
         facts.tokenizer = model.load_tokenizer(facts)
+        collector.settle()  # torch's and transformers' modules, imported by now: the collector walks them no more
         template = Templating(facts.tokenizer, Chat(), settings.model).template
         return Description(facts.detected, facts.kind, template is not None,
                            {"revision": facts.revision, "gguf_file": facts.kwargs.get("gguf_file")}, facts)  # fmt: skip
@@ -382,6 +384,7 @@ class HFBackend(Backend):
             started = time.perf_counter()
             self._loaded = model.load(self.facts, self.tokenizer)
             self.load_seconds = time.perf_counter() - started
+            collector.settle()  # torch's, transformers' and the model's objects: the collector walks them no more
         return self._loaded
 
     def score(self, requests: list, handle=None) -> list[Result]:

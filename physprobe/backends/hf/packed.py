@@ -8,8 +8,9 @@ what it computes in its own sequence run whole. Trees of near-equal length form 
 against passes, on the pass cost), packed into rows as wide as its widest tree (the roomiest row first), within a
 token budget; every batch is one forward pass whose vocabulary head runs only at scored positions (a pre-hook on the
 output embeddings selects them), and whose per-option sums are gathered on the device; all batches' sums are copied
-to the host once, at the end; on an accelerator a thread lays out the next batch (in pinned memory, copied without
-waiting) while the device runs this one, so the device never waits for the host.
+to the host once, at the end. Where the device has a core of its own (an accelerator, or a CPU whose cores torch does
+not all compute on) a thread builds the next batch's trees and lays them out (in pinned memory on an accelerator,
+copied without waiting) while the device runs this one, so the device never waits for the host.
 
 Exact where the model reads a 4D mask and position ids as given (``attention.takes_custom_masks``) and no sequence
 is longer than its narrowest attention window (``attention.window``); ``fits`` says so, and ``scoring`` runs the
@@ -33,6 +34,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from physprobe.backends.hf import threads
 from physprobe.backends.hf.attention import custom_mask, takes_custom_masks, window
 from physprobe.backends.hf.batching import pass_tokens, run_batches, shared_length
 
@@ -55,6 +57,16 @@ class Tree(NamedTuple):
     positions: list[int]
     branches: list[int]
     heads: list[tuple[int, int, int]]
+
+    @staticmethod
+    def length(options: Sequence[Sequence[int]]) -> int:
+        """How many tokens ``Tree.of(options, ...)`` holds, without building it: what the batches are planned on.
+
+        >>> Tree.length([[1, 2, 3, 4], [1, 2, 5]]), Tree.length([[7], [8]])
+        (3, 1)
+        """
+        n = shared_length(options)
+        return max(1, n + sum(max(0, len(option) - n - 1) for option in options))
 
     @classmethod
     def of(cls, options: Sequence[Sequence[int]], count_prefix: bool) -> Tree:
@@ -219,14 +231,17 @@ def _batch_sums(model, laid: Layout, device: torch.device) -> torch.Tensor:
     return sums.index_add_(0, into.to(device), picked.to(device))
 
 
-def lays_out_ahead(device: torch.device) -> bool:
-    """Whether the next batch is laid out on a thread while ``device`` runs this one: on an accelerator; on a CPU the
-    host is the device, and a thread would only take its cores.
+def lays_out_ahead(device: torch.device, torch_threads: int, cores: int) -> bool:
+    """Whether the next batch is laid out on a thread while ``device`` runs this one: on an accelerator, or on a CPU
+    whose ``cores`` torch does not all compute on (``threads.choose`` gives a small model one); on a CPU whose every
+    core torch computes on, a thread would only take a core from it.
 
-    >>> lays_out_ahead(torch.device("cpu")), lays_out_ahead(torch.device("cuda", 1))
-    (False, True)
+    >>> lays_out_ahead(torch.device("cuda", 1), 2, 2), lays_out_ahead(torch.device("cpu"), 1, 2)
+    (True, True)
+    >>> lays_out_ahead(torch.device("cpu"), 2, 2)
+    False
     """
-    return device.type != "cpu"
+    return device.type != "cpu" or torch_threads < cores
 
 
 def totals(model, tokenized: list[list[list[int]]], device: torch.device, batch_tokens: int, max_batch: int, progress,
@@ -236,15 +251,15 @@ def totals(model, tokenized: list[list[list[int]]], device: torch.device, batch_
     accelerator the next batch is laid out (``layout``, in pinned memory) on a thread while the device runs this one;
     each batch's sums stay on the device, and all are copied to the host at once at the end: no batch waits for the
     one before it to reach the host."""
-    trees = [Tree.of(options, count_prefix) for options in tokenized]
-    lengths = [len(t.ids) for t in trees]
+    lengths = [Tree.length(options) for options in tokenized]
     batches = tree_batches(lengths, batch_tokens, max_batch, pass_tokens(model, device))
     parts: list[torch.Tensor] = []
     filled = [0]  # sums held by the parts so far
-    ahead = lays_out_ahead(device)
+    ahead = lays_out_ahead(device, torch.get_num_threads(), threads.cores())
 
     def laid_out(batch: list[int]) -> Layout:
-        return layout([trees[i] for i in batch], [len(tokenized[i]) for i in batch], pin=device.type == "cuda")
+        trees = [Tree.of(tokenized[i], count_prefix) for i in batch]
+        return layout(trees, [len(tokenized[i]) for i in batch], pin=device.type == "cuda")
 
     with ThreadPoolExecutor(1) as pool:
         planned = {tuple(batch): index for index, batch in enumerate(batches)}
@@ -260,6 +275,6 @@ def totals(model, tokenized: list[list[list[int]]], device: torch.device, batch_
             filled[0] += len(sums)
             return [(filled[0] - len(sums) + start, len(tokenized[i])) for start, i in zip(laid.starts, batch)]
 
-        located = run_batches(len(trees), lengths, step, batch_tokens, max_batch, progress, batches=batches)
+        located = run_batches(len(tokenized), lengths, step, batch_tokens, max_batch, progress, batches=batches)
     sums = torch.cat(parts).tolist() if parts else []
     return [[sums[at + o] + sums[at + n] for o in range(n)] for at, n in located]

@@ -56,9 +56,10 @@ def test_the_console_command_keeps_the_collector_off_what_it_loaded():
     import sys
 
     probe = ("import gc, sys; from physprobe import cli; sys.argv = ['physprobe', 'protocols']; {call}; "
-             "print(gc.get_freeze_count(), file=sys.stderr)")  # fmt: skip
+             "print(gc.get_threshold()[0], gc.get_freeze_count(), file=sys.stderr)")  # fmt: skip
     owned = subprocess.run([sys.executable, "-c", probe.format(call="cli.main()")], capture_output=True, text=True, check=True)
     borrowed = subprocess.run([sys.executable, "-c", probe.format(call="cli.main(['protocols'])")], capture_output=True,
                               text=True, check=True)  # fmt: skip
     assert int(owned.stderr.split()[-1]) > 10_000  # every module's objects
-    assert int(borrowed.stderr.split()[-1]) == 0
+    assert int(owned.stderr.split()[-2]) == 20_000  # new objects looked at less often
+    assert borrowed.stderr.split()[-2:] == ["700", "0"]  # as Python has them

@@ -111,7 +111,7 @@ def main() -> int:
     planned = commands(tiny_models(work, data), data, args.limit)
     runs = work / "runs"
     codes = {name: run_side(side, planned, runs / name, work) for name, side in (("old", tree), ("new", None))}
-    same, differ, scored = 0, [], 0
+    same, differ, scored, added = 0, [], 0, set()
     for index, (label, _) in enumerate(planned):
         old, new = codes["old"][index], codes["new"][index]
         if old != new:
@@ -122,9 +122,9 @@ def main() -> int:
             continue
         scored += 1
         folders = [sorted(p.parent for p in (runs / side / str(index)).rglob("predictions.parquet")) for side in codes]
-        columns = (
-            [c for a, b in zip(*folders) for c in differing_columns(a, b)] if len(folders[0]) == len(folders[1]) else ["(runs)"]
-        )
+        compared = [differing_columns(a, b) for a, b in zip(*folders)]
+        columns = [c for differing, _ in compared for c in differing] if len(folders[0]) == len(folders[1]) else ["(runs)"]
+        added.update(c for _, extra in compared for c in extra)
         if columns:
             differ.append(f"{label}: predictions.parquet differs in {', '.join(sorted(set(columns)))}")
         else:
@@ -133,6 +133,8 @@ def main() -> int:
     print("\n".join(differ))
     print(f"{same} of {len(planned)} commands alike before and after ({scored} scored, {rows:,} rows; "
           f"{len(planned) - scored - len(differ)} refused alike), {len(differ)} differ")  # fmt: skip
+    if added:
+        print(f"compared on the columns both write; only the new side writes {', '.join(sorted(added))}")
     return 1 if differ else 0
 
 

@@ -247,10 +247,11 @@ def lays_out_ahead(device: torch.device, torch_threads: int, cores: int) -> bool
 def totals(model, tokenized: list[list[list[int]]], device: torch.device, batch_tokens: int, max_batch: int, progress,
            count_prefix: bool) -> list[list[float]]:  # fmt: skip
     """Summed log-probabilities of every option's tokens from its first own token on (``count_prefix``: from its
-    second token on, the shared prefix's tokens included), one forward pass per batch of packed trees. On an
-    accelerator the next batch is laid out (``layout``, in pinned memory) on a thread while the device runs this one;
-    each batch's sums stay on the device, and all are copied to the host at once at the end: no batch waits for the
-    one before it to reach the host."""
+    second token on, the shared prefix's tokens included), one forward pass per batch of packed trees, planned on
+    the trees' lengths (``Tree.length``). Where the device has a core of its own (``lays_out_ahead``) the next
+    batch's trees are built and laid out (``layout``, in pinned memory on an accelerator) on a thread while the
+    device runs this one; each batch's sums stay on the device, and all are copied to the host at once at the end:
+    no batch waits for the one before it to reach the host."""
     lengths = [Tree.length(options) for options in tokenized]
     batches = tree_batches(lengths, batch_tokens, max_batch, pass_tokens(model, device))
     parts: list[torch.Tensor] = []

@@ -431,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return handled(lambda: args.run(args), args.command)
         finally:
-            collector.settle()  # the collection at exit walks nothing the command made
+            collector.leaving()  # the collection at exit walks nothing the command made
 
 
 if __name__ == "__main__":

@@ -63,3 +63,16 @@ def test_the_console_command_keeps_the_collector_off_what_it_loaded():
     assert int(owned.stderr.split()[-1]) > 10_000  # every module's objects
     assert int(owned.stderr.split()[-2]) == 20_000  # new objects looked at less often
     assert borrowed.stderr.split()[-2:] == ["700", "0"]  # as Python has them
+
+
+def test_settling_frees_what_loading_left_in_cycles_before_it_freezes():
+    """``collector.settle`` (after a model loads): garbage in reference cycles is collected, not frozen for the rest of
+    the process (a GGUF file's converted tensors would be kept); what lives is frozen."""
+    import subprocess
+    import sys
+
+    probe = ("import gc, weakref\nfrom physprobe.util import collector\ncollector.own_process()\n"
+             "class Node: pass\nnode = Node(); node.itself = node; ref = weakref.ref(node); del node\n"
+             "collector.settle()\nprint(ref() is None, gc.get_freeze_count() > 0)")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True", "True"]

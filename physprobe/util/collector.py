@@ -9,8 +9,10 @@ in 15 full ones) and 1.6 s at exit. So in a process the command owns (the consol
 ``own_process``), the collector looks among new objects every ``YOUNG_COLLECTION`` allocations, and ``settle`` moves
 every object alive into its permanent generation (``gc.freeze``), so that later collections, and the one at exit,
 walk only what is made after it: 0.8 s in all, none at exit. Objects frozen are still freed when nothing refers to
-them; a reference cycle among them is not, until the process ends: hence neither in a test or notebook that runs
-commands one after another in its own process.
+them; a reference cycle among them is not, until the process ends. So ``settle`` first collects once, so that what
+loading a model left in cycles (a GGUF file's converted tensors) is freed, not kept; ``leaving``, at the command's
+end, only freezes. Neither does anything in a test or notebook that runs commands one after another in its own
+process.
 
 >>> import gc
 >>> before = gc.get_freeze_count()
@@ -36,6 +38,15 @@ def own_process() -> None:
 
 
 def settle() -> None:
-    """Where the command owns its process, every object alive now out of the collector's sight (``gc.freeze``)."""
+    """Where the command owns its process: one full collection (what a model's loading left in cycles is freed), then
+    every object alive out of the collector's sight (``gc.freeze``)."""
+    if _owned:
+        gc.collect()
+        gc.freeze()
+
+
+def leaving() -> None:
+    """Where the command owns its process, at its end: every object out of the collector's sight, so that the
+    collection at exit walks none of them."""
     if _owned:
         gc.freeze()

@@ -29,8 +29,9 @@ def record(batches: str, argv: list[str]) -> int:
     layout = packed.layout
 
     def kept(trees, n_options, pin=False):
-        laid.append(layout(trees, n_options, pin))
-        return laid[-1]
+        one = layout(trees, n_options, pin)
+        laid.append(one)
+        return one
 
     packed.layout = kept
     status = cli.main(argv)
@@ -39,6 +40,10 @@ def record(batches: str, argv: list[str]) -> int:
 
 
 def replay(batches: str, model_dir: str) -> int:
+    from physprobe.util import collector
+
+    collector.own_process()  # the garbage collector as the console command has it: the floor pays no more of it
+
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -48,6 +53,7 @@ def replay(batches: str, model_dir: str) -> int:
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     device = torch.device("cpu")
     threads.choose(model, device)  # the threads physprobe computes on (OMP_NUM_THREADS if set)
+    collector.settle()
     loaded = time.perf_counter()
     laid = [packed.Layout(*one) for one in torch.load(batches)]
     read = time.perf_counter()

@@ -148,8 +148,10 @@ def main() -> int:
     bound = [o / f for o, f in zip(walls["old"], floor_s)]
     print(f"old / floor: {spread_of(bound)} (the most any host work could make new faster than old)")
     host = {name: [w - f for w, f in zip(walls[name], floor_s)] for name in sides}
+    host_ratios = [o / n for o, n in zip(host["old"], host["new"]) if n > 0]
     print(f"host s (wall - floor): old {spread_of(host['old'])}, new {spread_of(host['new'])}; old / new "
-          f"{spread_of([o / n for o, n in zip(host['old'], host['new'])])}")  # fmt: skip
+          f"{spread_of(host_ratios) if host_ratios else '-'}"
+          f"{f' ({len(host_ratios)} of {args.runs} runs: in the others new took no longer than the floor)' if len(host_ratios) < args.runs else ''}")  # fmt: skip
     differ, added = differing_columns(runs / "old", runs / "new")
     print(
         "predictions.parquet: identical in every column both write"

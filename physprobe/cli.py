@@ -418,11 +418,7 @@ def _running_arguments(score_cmd: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; bad input exits with status 2 and a one-line error, a failed write (full
-    disk, no permission) with status 1, Ctrl-C with status 130 — each one line, partial outputs removed. Called
-    without ``argv`` (the console command, ``python -m physprobe``) the command owns its process, and the garbage
-    collector is kept off what it loaded (``physprobe.util.collector``)."""
-    if argv is None:
-        collector.own_process()
+    disk, no permission) with status 1, Ctrl-C with status 130 — each one line, partial outputs removed."""
     argv = sys.argv[1:] if argv is None else list(argv)
     with guarded():  # a closed or full stdout or stderr stops no command (physprobe.util.streams)
         args = parser().parse_args(argv)
@@ -431,8 +427,16 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return handled(lambda: args.run(args), args.command)
         finally:
-            collector.leaving()  # the collection at exit walks nothing the command made
+            collector.leaving()  # in a process of its own (``command``): the collection at exit walks nothing it made
+
+
+def command() -> int:
+    """The console command ``physprobe`` and ``python -m physprobe``: ``main`` in a process of its own, whose garbage
+    collector is kept off what the command loads (``physprobe.util.collector``); a caller running commands in its own
+    process (a test, a notebook) calls ``main``."""
+    collector.own_process()
+    return main()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())

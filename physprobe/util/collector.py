@@ -2,7 +2,7 @@
 
 A scoring command holds millions of objects that live as long as its process: torch's, transformers', datasets' and
 evaluate's modules and the model. Python's collector walks them all in every full collection and once more when the
-interpreter exits; and it looks for cycles among new objects every 700 allocations, where a run's millions of
+interpreter exits; and it looks for cycles among new objects every 700 allocations (Python 3.11, 3.12), where a run's millions of
 short-lived rows, requests and token lists are freed by their reference counts anyway. Measured on the 2-core
 machine, whole PROST with a one-layer model (docs/speed.md), of a 30-s run: 3.6 s of collections during the run (2.8 s
 in 15 full ones) and 1.6 s at exit. So in a process the command owns (the console command and ``python -m physprobe``:
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import gc
 
-YOUNG_COLLECTION = 20_000  # allocations between looks among new objects (Python's default: 700)
+YOUNG_COLLECTION = 20_000  # allocations between looks among new objects (Python 3.11's default: 700)
 _owned = False  # whether this process ends when the command does
 
 

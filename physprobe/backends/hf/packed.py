@@ -10,7 +10,8 @@ token budget; every batch is one forward pass whose vocabulary head runs only at
 output embeddings selects them), and whose per-option sums are gathered on the device; all batches' sums are copied
 to the host once, at the end. Where the device has a core of its own (an accelerator, or a CPU whose cores torch does
 not all compute on) a thread builds the next batch's trees and lays them out (in pinned memory on an accelerator,
-copied without waiting) while the device runs this one, so the device never waits for the host.
+copied without waiting) while the device runs this one, so the device waits less for the host (on a CPU, building
+trees still takes the interpreter's lock from the thread that runs the model between its operations).
 
 Exact where the model reads a 4D mask and position ids as given (``attention.takes_custom_masks``) and no sequence
 is longer than its narrowest attention window (``attention.window``); ``fits`` says so, and ``scoring`` runs the

@@ -58,13 +58,6 @@ def load(name: str) -> "Direct":
     return Direct(module(name))
 
 
-def warm() -> None:
-    """Every metric module loaded (``module``; evaluate imported), as a run does on a thread while its model scores,
-    so that its figures do not wait for the import (0.85 s of whole PROST's run on the 2-core machine)."""
-    for name in NAMES:
-        module(name)
-
-
 @cache
 def module(name: str):
     """The ``evaluate`` module of metric ``name``, loaded by local path (once per process).

@@ -14,7 +14,6 @@ with the texts each row made the model read, and says in one line each which con
 from __future__ import annotations
 
 import dataclasses
-import functools
 import sys
 import time
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from physprobe import backends
 from physprobe.backends.base import Backend, BackendError
 from physprobe.data import registry
 from physprobe.errors import RequestError, ServedModelChanged
-from physprobe.protocols import inputs, metric_modules
+from physprobe.protocols import inputs
 from physprobe.protocols.decoding import sample_seed
 from physprobe.protocols.requests import decoded
 from physprobe.protocols.results import Result
@@ -117,10 +116,7 @@ class Scoring:
             # thread of their own while the model scores (the tokenizer leaves the interpreter's lock while it encodes).
             with ThreadPoolExecutor(1) as pool:
                 read = pool.submit(self.model.prompts, requests if self.ranks.main else [])
-                # Once the first engine call has returned (its model loaded, and with it every import the engine
-                # makes), the metric modules the figures read load after the prompts (evaluate's import, 0.85 s).
-                warm = functools.partial(pool.submit, metric_modules.warm)
-                results, now = self.results(config, requests, [indices[i] for i in kept], cache, warm)
+                results, now = self.results(config, requests, [indices[i] for i in kept], cache)
                 draws.append(self.samples(config, indices, rows, dict(zip(kept, zip(requests, results))), read.result()))
             fresh += now
         samples = draws[0]
@@ -162,10 +158,8 @@ class Scoring:
             samples.append(Sample.scored(config, indices[i], row, gold, *answered[i], outcomes[i], prompts, counts))
         return samples
 
-    def results(self, config: str, requests: list, indices: list[int], cache: Cache,
-                after_first: Callable[[], object] = lambda: None) -> tuple[list[Result], int]:  # fmt: skip
-        """Every request's result, and how many were scored now (all ranks); ``after_first`` is called once the first
-        engine call has returned.
+    def results(self, config: str, requests: list, indices: list[int], cache: Cache) -> tuple[list[Result], int]:
+        """Every request's result, and how many were scored now (all ranks).
 
         Requests are cut in row order into chunks of ``spec.chunk``, whatever the number of processes: a chunk's
         missing requests are one engine call (its batches, hence its float sums, are the same in one process or
@@ -210,8 +204,6 @@ class Scoring:
                 inputs.finite_scores(values, config, [indices[i] for i in part])
                 scored_now = {keys[i]: v for i, v in zip(part, values)}
                 cache.put({k: v for k, v in scored_now.items() if k not in committed})
-                if not fresh:
-                    after_first()
                 fresh.update(scored_now)
         known.update(self.ranks.merged(fresh))
         results = [known[k] for k in keys]

@@ -8,8 +8,9 @@ machine, whole PROST with a one-layer model (docs/speed.md), of a 30-s run: 3.6 
 in 15 full ones) and 1.6 s at exit. So in a process the command owns (the console command and ``python -m physprobe``:
 ``own_process``), the collector looks among new objects every ``YOUNG_COLLECTION`` allocations, and ``settle`` moves
 every object alive into its permanent generation (``gc.freeze``), so that later collections, and the one at exit,
-walk only what is made after it: 0.8 s in all, none at exit. Objects frozen are still freed when nothing refers to
-them; a reference cycle among them is not, until the process ends. So ``settle`` first collects once, so that what
+walk only what is made after it: about 1 s in all (0.3 s of it the two collections before freezing), none at
+exit. Objects frozen are still freed when nothing refers to them; a reference cycle among them is not, until the
+process ends. So ``settle`` first collects once, so that what
 loading a model left in cycles (a GGUF file's converted tensors) is freed, not kept; ``leaving``, at the command's
 end, only freezes. Neither does anything in a test or notebook that runs commands one after another in its own
 process.

@@ -894,8 +894,10 @@ def test_a_data_parallel_score_ends_whole_with_its_launcher(how, inputs, tmp_pat
                "--protocol", "sentence-sum", "--batch-size", "1", "--num-processes", "2"]  # fmt: skip
     log = tmp_path / "stderr.txt"
     with open(log, "wb") as stderr:
+        # Ctrl-C as from a terminal: the command starts with SIGINT's default action, whatever this process inherited
+        # (a process that ignores SIGINT passes that on through exec; an earlier test in the suite can leave it so).
         launcher = psutil.Popen(command, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.DEVNULL, stderr=stderr,
-                                start_new_session=True)  # fmt: skip
+                                start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
     deadline = time.monotonic() + 300
     while not (out / "run.rank1.lock").exists() and launcher.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -30,7 +30,7 @@ class Made:
     """Folders built once per test run, keyed by what they hold, under pytest's base temporary folder (the one all
     xdist workers share); the first worker to ask builds, under a file lock, the others wait and reuse it.
 
-    ``folder(name, key, build)`` is ``ROOT/<name>-<digest of key>/<name>``: ``build(path)`` writes ``path`` once (in
+    ``folder(name, key, build)`` is ``ROOT/<digest of name and key>/<name>``: ``build(path)`` writes ``path`` once (in
     place, so that no path inside it goes stale), then a ``.done`` mark; a build that failed half-way is made again.
     What is made is shared: a test that changes it copies it first (``shutil.copytree``)."""
 
@@ -40,7 +40,7 @@ class Made:
 
     def folder(self, name: str, key, build) -> Path:
         digest = hashlib.sha256(json.dumps([name, key], sort_keys=True, default=str).encode()).hexdigest()[:16]
-        home = self.root / f"{name}-{digest}"
+        home = self.root / digest  # the digest alone: a model's protocol can be picked by words in its path
         with FileLock(str(home) + ".lock"):
             done = home / ".done"  # written last: a build that failed half-way is built again, never reused
             if not done.exists():
@@ -192,9 +192,9 @@ def llama_server(tmp_path_factory):
 
 # --- Markers: what makes a test cost ----------------------------------------------------------------------------------
 SERVER_FIXTURES = {"llama_server"}
-# Time limits (seconds) beside setup.cfg's default of 300 for every test, setup and teardown included: a fresh virtual
+# Time limits (seconds) beside setup.cfg's default of 600 for every test, setup and teardown included: a fresh virtual
 # environment installs physprobe[dev] (minutes), and the first test of the real server starts it and scores through it.
-TIMEOUTS = {"venv": 1800, "server": 900}
+TIMEOUTS = {"venv": 1800, "server": 1800}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -69,6 +69,8 @@ def test_each_backend_serves_exactly_the_request_types_its_registry_line_names(n
     # named but not served would fail at scoring time, one served but not named would never be offered.
     engines = backends.backend_class(name).ENGINES
     assert {kind.__name__ for kind in engines} == set(backends.REGISTRY[name].serves)
+    versions = backends.backend_class(name).ENGINE_VERSIONS  # each engine's version, for the resume cache's key
+    assert set(versions) == set(engines) and all(type(v) is int and v >= 1 for v in versions.values())
     assert all(issubclass(kind, requests.Request) and getattr(requests, kind.__name__) is kind for kind in engines)
 
 

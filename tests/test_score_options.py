@@ -10,6 +10,7 @@ import sys
 import pytest
 import torch
 
+from physprobe.backends.base import BackendError
 from physprobe.backends.hf import model as hf_model
 from physprobe.cli import main
 from physprobe.protocols import model_options
@@ -143,6 +144,42 @@ def test_cache_key_changes_with_what_changes_a_score(models, prost_build, tmp_pa
     runner.run(spec.make(str(changed), "prost", out=out, data=prost_build.parent, **args))
     second = json.loads((out / "run.json").read_text())
     assert second["scored_now"] == 8 and first["backend"]["model_revision"] != second["backend"]["model_revision"]
+
+
+def test_an_engines_version_rescores_and_physprobes_release_does_not(models, prost_build, tmp_path, monkeypatch):
+    """The resume cache's key holds the version of the engine that answered (``ENGINE_VERSIONS``) and the protocol's
+    (``Protocol.version``): bumping the one the run's requests go to rescores them, with the same figures; another
+    release number of physprobe, or another engine's version, serves them from the cache."""
+    from physprobe.backends.hf import HFBackend
+    from physprobe.data import registry
+    from physprobe.protocols.requests import Choice, MeanTokens
+
+    out, args = tmp_path / "run", dict(configs=["mass"], limit=8, bootstrap_iters=0)
+
+    def scored_now() -> int:
+        record = runner.run(spec.make(str(models["gpt"]), "prost", out=out, data=prost_build.parent, **args))
+        assert record.spec.sends == "MeanTokens" and record.protocol == "released-gpt"  # prost's causal default
+        return json.loads((out / "run.json").read_text())["scored_now"], record.metrics
+
+    first, metrics = scored_now()
+    assert first == 8
+    installed = provenance.installed
+    monkeypatch.setattr(provenance, "installed", lambda names: {**installed(names), "physprobe": "9.9.9"})
+    assert scored_now() == (0, metrics)  # a new release number: the same engines, the answers kept
+    monkeypatch.setattr(HFBackend, "ENGINE_VERSIONS", {**HFBackend.ENGINE_VERSIONS, Choice: 2})
+    assert scored_now() == (0, metrics)  # an engine this run does not use
+    monkeypatch.setattr(HFBackend, "ENGINE_VERSIONS", {**HFBackend.ENGINE_VERSIONS, MeanTokens: 2})
+    assert scored_now() == (8, metrics)  # its engine changed: every request scored again
+    assert scored_now() == (0, metrics)
+    protocol = registry.evaluation("prost").protocol("released-gpt")
+    object.__setattr__(protocol, "version", 2)  # a frozen declaration, restored below
+    try:
+        assert scored_now() == (8, metrics)
+    finally:
+        object.__setattr__(protocol, "version", 1)
+    monkeypatch.setattr(HFBackend, "ENGINE_VERSIONS", {Choice: 1})
+    with pytest.raises(BackendError, match=r"^--backend hf declares no version of its MeanTokens engine"):
+        scored_now()
 
 
 def test_run_json_provenance_and_bootstrap(models, prost_build, tmp_path, capsys):

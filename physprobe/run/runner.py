@@ -86,6 +86,17 @@ def backend_of(spec: RunSpec) -> Backend:
     return backends.create(spec.backend, spec.settings, spec.described)
 
 
+def engine_version(model: Backend, kind: type) -> int:
+    """The version of the engine ``model`` serves ``kind`` with (``Backend.ENGINE_VERSIONS``: the resume cache's key);
+    one line naming the backend where it declares none."""
+    version = getattr(model, "ENGINE_VERSIONS", {}).get(kind)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise BackendError(f"--backend {model.name} declares no version of its {kind.__name__} engine (ENGINE_VERSIONS[{kind.__name__}], "
+                           f"got {version!r}): give each engine a whole number, bumped when its results change "
+                           "(docs/adding_a_backend.md)")  # fmt: skip
+    return version
+
+
 class Scoring:
     """A spec being scored: its model (made once, not loaded), protocol, cache and ranks.
     ``make_backend(spec)`` makes the model (default: ``backend_of``); a caller scoring one model on several
@@ -96,6 +107,7 @@ class Scoring:
         self.evaluation = registry.evaluation(spec.benchmark)
         self.protocol = self.evaluation.protocol(spec.protocol)
         self.model = (make_backend or backend_of)(spec)  # options checked; no weights, no request
+        self.engine_version = engine_version(self.model, self.protocol.sends)
         self.loaded_before = self.model.load_seconds  # a model made before may have loaded in an earlier run
         self.identity: dict = {}
         self.revisions: dict[str, str] = {}
@@ -166,8 +178,8 @@ class Scoring:
         many); each result is committed as the backend hands it over (``ResultHandle.answered``), the rest when the
         call returns. A request any rank's cache holds is never rescored.
         """
-        keys = Cache.keys(requests, **self.identity, physprobe=provenance.versions()["physprobe"], protocol=self.protocol.name,
-                          dataset=self.revisions[config])  # fmt: skip
+        keys = Cache.keys(requests, **self.identity, engine=self.engine_version, protocol=self.protocol.name,
+                          protocol_version=self.protocol.version, dataset=self.revisions[config])  # fmt: skip
         cuts = parallel.chunks(len(requests), self.spec.chunk)
         known = self.ranks.merged(cache.get(keys, self.protocol.sends.result))
         owner = self.ranks.owners(cuts, requests, self.model.tokenizer if self.ranks.world > 1 else None)

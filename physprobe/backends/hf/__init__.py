@@ -244,6 +244,10 @@ def _generate_each(loaded, requests: list[GenerateEach], templating: Templating,
 # The engine of each request type this backend serves (``physprobe.backends.REGISTRY`` names the same types).
 ENGINES = {Choice: _choice, MeanTokens: _mean_tokens, Masked: _masked, MaskedPair: _masked_pair, Seq2Seq: _seq2seq,
            Entailment: _entailment, YesNo: _yes_no, Generate: _generate, GenerateEach: _generate_each}  # fmt: skip
+# Each engine's version, in the resume cache's key: bumped when a change to the engine (or to code it runs: batching,
+# packing, attention, generation) moves the numbers it returns, so a resumed run never reads the older engine's answers.
+ENGINE_VERSIONS = {Choice: 1, MeanTokens: 1, Masked: 1, MaskedPair: 1, Seq2Seq: 1, Entailment: 1, YesNo: 1, Generate: 1,
+                   GenerateEach: 1}  # fmt: skip
 
 
 def computed_dtype(model) -> str:
@@ -290,6 +294,7 @@ class HFBackend(Backend):
 
     name = "hf"
     ENGINES = ENGINES
+    ENGINE_VERSIONS = ENGINE_VERSIONS
 
     @staticmethod
     def parse_model_args(text: str | None) -> dict:

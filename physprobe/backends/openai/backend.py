@@ -316,6 +316,8 @@ class OpenAIBackend(Backend):
         return texts, needs, assemble, self.client.echo
 
     ENGINES = {Generate: _generate_asks, GenerateEach: _generate_each_asks, Choice: _choice_asks, YesNo: _yes_no_asks}
+    # Each engine's version (the resume cache's key): bumped when a change moves the results it builds of the answers.
+    ENGINE_VERSIONS = {Generate: 1, GenerateEach: 1, Choice: 1, YesNo: 1}
 
     def _generate(self, request: Generate) -> Answer:
         if request.first_token_choices:

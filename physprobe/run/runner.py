@@ -200,6 +200,7 @@ class Scoring:
                 committed: set[str] = set()
 
                 def answered(index: int, value: Result, part=part, committed=committed) -> None:
+                    self.check_answers(config, [indices[i] for i in part], {index: value})
                     inputs.finite_scores([value], config, [indices[part[index]]])
                     cache.put({keys[part[index]]: value})
                     committed.add(keys[part[index]])
@@ -213,15 +214,40 @@ class Scoring:
                 except ServedModelChanged as error:  # the answers since its last matching probe may be the other model's
                     cache.drop([keys[part[i]] for i in error.unconfirmed])
                     raise BackendError(f"{self.spec.benchmark}/{config}: {error}") from None
+                self.check_answers(config, [indices[i] for i in part], values)
                 inputs.finite_scores(values, config, [indices[i] for i in part])
-                scored_now = {keys[i]: v for i, v in zip(part, values)}
+                scored_now = {keys[i]: v for i, v in zip(part, values, strict=True)}
                 cache.put({k: v for k, v in scored_now.items() if k not in committed})
                 fresh.update(scored_now)
         known.update(self.ranks.merged(fresh))
         results = [known[k] for k in keys]
         if self.ranks.world > 1 and self.ranks.main:  # a later single-process run into ``out`` resumes from every rank's scores
-            cache.put(dict(zip(keys, results)))
+            cache.put(dict(zip(keys, results, strict=True)))
         return results, self.ranks.total(sum(map(len, todo)))
+
+    def check_answers(self, config: str, rows: list[int], values) -> None:
+        """One line naming the backend, the config and the row unless ``values`` (a list in order, or ``{place:
+        result}`` handed over one by one) holds one result per request of a call on ``rows`` (dataset indices), each
+        of the request type's result class (``Request.result``): a backend's answer is never counted short or read
+        in another shape. The row named is the first left without its answer, or the one answered wrongly."""
+        kind, where = self.protocol.sends, f"--backend {self.spec.backend} on {self.spec.benchmark}/{config}"
+        fix = "a backend returns one result per request, in order (docs/adding_a_backend.md)"
+        call = f"a call of {len(rows)} {kind.__name__} requests"
+        if isinstance(values, dict):
+            answered = values
+        elif isinstance(values, (list, tuple)):
+            if len(values) != len(rows):
+                row = rows[min(len(values), len(rows) - 1)]
+                raise BackendError(f"{where} row {row}: answered {len(values)} results to {call}; {fix}")
+            answered = dict(enumerate(values))
+        else:
+            raise BackendError(f"{where} row {rows[0]}: answered {type(values).__name__} to {call}, not a list of results; {fix}")
+        for place, value in answered.items():
+            if isinstance(place, bool) or not isinstance(place, int) or not 0 <= place < len(rows):
+                raise BackendError(f"{where} row {rows[0]}: handed over a result for request {place!r} of {call}; {fix}")
+            if not isinstance(value, kind.result):
+                raise BackendError(f"{where} row {rows[place]}: answered {type(value).__name__} to a {kind.__name__} request, "
+                                   f"which is answered by {kind.result.__name__}; {fix}")  # fmt: skip
 
     def pooled_baselines(self, scored: dict[str, ScoredConfig], pooled: dict) -> dict[str, Baselines]:
         """The baselines of each pooled figure, over its configs' rows together (rank 0)."""

@@ -386,7 +386,7 @@ def scored_as_wrong(predictions: Sequence[int], references: Sequence[int], num_c
     >>> scored_as_wrong([1, UNPARSED, UNPARSED], [1, 0, 3], 4)
     [1, 1, 0]
     """
-    return [(ref + 1) % num_choices if p == UNPARSED else p for p, ref in zip(predictions, references)]
+    return [(ref + 1) % num_choices if p == UNPARSED else p for p, ref in zip(predictions, references, strict=True)]
 
 
 def load_metric(name: str):

@@ -78,7 +78,10 @@ def config_names(published: list[Run], identities: list[str]) -> list[str]:
     """
     names = [config_name(run.id, run.record.benchmark) for run in published]
     shared = {name for name in names if names.count(name) > 1}
-    return [f"{name[: NAME_LENGTH - 9]}-{identity[:8]}" if name in shared else name for name, identity in zip(names, identities)]
+    return [
+        f"{name[: NAME_LENGTH - 9]}-{identity[:8]}" if name in shared else name
+        for name, identity in zip(names, identities, strict=True)
+    ]
 
 
 def run_folders(folders: list[Path]) -> list[Path]:
@@ -136,7 +139,7 @@ def write(folders: list[Path], out: Path, name: str, model_id: str | None = None
         with contextlib.chdir(staging):  # the report names each run by its folder in the repository: runs/<config>
             report = render([Path("runs") / config for config in configs], Path(scratch) / "report")
         shutil.copytree(report / "figures", staging / "figures")
-        card(name, dict(zip(configs, published_runs)), (report / "report.md").read_text(encoding="utf-8")).save(
+        card(name, dict(zip(configs, published_runs, strict=True)), (report / "report.md").read_text(encoding="utf-8")).save(
             staging / "README.md"
         )
         redaction.check_leaks(staging, forbidden)

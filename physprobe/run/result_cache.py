@@ -143,7 +143,7 @@ class Cache:
         for (text,) in self.db.execute("SELECT value FROM measured WHERE scope = ? ORDER BY rowid", (scope,)):
             stored = _loads(text)
             if (isinstance(stored, list) and len(stored) == len(values)
-                    and all(abs(a - b) <= MEASURE_TOLERANCE for a, b in zip(stored, values))):  # fmt: skip
+                    and all(abs(a - b) <= MEASURE_TOLERANCE for a, b in zip(stored, values, strict=True))):  # fmt: skip
                 return {**identity, "measured": stored}
         try:
             self.db.execute("INSERT INTO measured VALUES (?, ?)", (scope, json.dumps(values)))

@@ -129,13 +129,17 @@ class Scoring:
             with ThreadPoolExecutor(1) as pool:
                 read = pool.submit(self.model.prompts, requests if self.ranks.main else [])
                 results, now = self.results(config, requests, [indices[i] for i in kept], cache)
-                draws.append(self.samples(config, indices, rows, dict(zip(kept, zip(requests, results))), read.result()))
+                draws.append(
+                    self.samples(
+                        config, indices, rows, dict(zip(kept, zip(requests, results, strict=True), strict=True)), read.result()
+                    )
+                )
             fresh += now
         samples = draws[0]
         figures = config_figures.figures(self.evaluation, protocol, config, samples, self.spec.bootstrap_iters,
                                          self.ranks.main and bool(built))  # fmt: skip
         if len(draws) > 1:
-            samples = [dataclasses.replace(row[0], draws=row) for row in zip(*draws)]
+            samples = [dataclasses.replace(row[0], draws=row) for row in zip(*draws, strict=True)]
             each = [config_figures.metrics(self.evaluation, protocol, config, drawn) for drawn in draws]
             spread = config_figures.over_samples(each, draws)
             figures = dataclasses.replace(figures, metrics={**figures.metrics, "samples": spread})
@@ -148,7 +152,7 @@ class Scoring:
         if decoding is None:
             return requests
         return [decoded(request, decoding, sample_seed(self.spec.seed, self.spec.benchmark, config, index, sample, decoding))
-                for request, index in zip(requests, indices)]  # fmt: skip
+                for request, index in zip(requests, indices, strict=True)]  # fmt: skip
 
     def samples(self, config: str, indices: list[int], rows: list[dict], answered: dict[int, tuple],
                 prompts: list[tuple[list[str], list[int] | None]]) -> list[Sample]:  # fmt: skip
@@ -159,7 +163,7 @@ class Scoring:
         outcomes = {i: self.protocol.outcome(result, request) for i, (request, result) in answered.items()}
         inputs.references(reference, [rows[i] for i in outcomes], [o.options for o in outcomes.values()], config,
                           [indices[i] for i in outcomes])  # fmt: skip
-        read = dict(zip(answered, prompts))
+        read = dict(zip(answered, prompts, strict=False))  # no prompts on a rank but 0 (none recorded there)
         samples = []
         for i, row in enumerate(rows):
             gold = tuple(reference(row))

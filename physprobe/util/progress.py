@@ -525,7 +525,7 @@ def _counter(desc: str, total: float | None, unit: str, nested: bool, done: floa
         if total is None:
             return tqdm(desc=desc, bar_format="{desc}: {elapsed}", leave=not nested)
         return _terminal_bar(desc, total, unit, leave=not nested, done=done, overall=overall)
-    global _REPORTER
+    global _REPORTER  # noqa: PLW0603 - the process's one log reporter (one thread), made at first use
     if _REPORTER is None:
         _REPORTER = Reporter(sys.stderr, INTERVAL)
     return Step(desc, total, unit, _REPORTER, done=done)

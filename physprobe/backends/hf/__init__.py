@@ -142,7 +142,7 @@ def _seq2seq(loaded, requests: list[Seq2Seq], templating: Templating, options: d
     from physprobe.backends.hf import seq2seq
 
     templating.applied(Seq2Seq)
-    questions = list(zip([r.source for r in requests], seq2seq_targets(requests, loaded.tokenizer)))
+    questions = list(zip([r.source for r in requests], seq2seq_targets(requests, loaded.tokenizer), strict=True))
     return _scores(seq2seq.seq2seq_logprobs(loaded.model, loaded.tokenizer, questions, loaded.device, **options))
 
 
@@ -226,7 +226,7 @@ def _generate(loaded, requests: list[Generate], templating: Templating, options:
                                   chat=templating.applied(Generate), **options)  # fmt: skip
     resolved = iter(first_token_choices([r for r in requests if r.first_token_choices], loaded.tokenizer))
     return [dataclasses.replace(answer, choices=tuple(next(resolved))) if r.first_token_choices else answer
-            for answer, r in zip(answers, requests)]  # fmt: skip
+            for answer, r in zip(answers, requests, strict=True)]  # fmt: skip
 
 
 def _generate_each(loaded, requests: list[GenerateEach], templating: Templating, options: dict) -> list[Answers]:

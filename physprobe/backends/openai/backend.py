@@ -55,7 +55,7 @@ def same_weights(first: dict, now: dict) -> bool:
     first_values, now_values = first.get("measured", []), now.get("measured", [])
     return ({k: v for k, v in first.items() if k != "measured"} == {k: v for k, v in now.items() if k != "measured"}
             and len(first_values) == len(now_values)
-            and all(abs(a - b) <= MEASURE_TOLERANCE for a, b in zip(first_values, now_values)))  # fmt: skip
+            and all(abs(a - b) <= MEASURE_TOLERANCE for a, b in zip(first_values, now_values, strict=True)))  # fmt: skip
 
 
 def after_shared_prefix(echoed: Sequence[Sequence[tuple[str, float | None]]]) -> list[float]:

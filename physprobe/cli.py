@@ -23,7 +23,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from physprobe.errors import PhysprobeError
 from physprobe.exit_status import handled
 from physprobe.protocols import METHODS
 from physprobe.util import collector, progress
@@ -90,45 +89,44 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _spec_options(args: argparse.Namespace) -> dict:
-    """``physprobe score``'s options as ``spec.make`` (and ``card_run.make``) take them, the model and benchmark aside."""
-    from physprobe.util.redact import scrub  # run.json's command line: no credential of a URL it gives
+def score_options(args: argparse.Namespace):
+    """``physprobe score``'s options as one value (``ScoreOptions.from_namespace``), with the command line as run.json
+    keeps it (no credential of a URL it gives).
 
-    return dict(
-        out=args.out, data=args.data, dataset_repo=args.dataset_repo, revision=args.revision,
-        configs=args.config.split(",") if args.config is not None else None, method=args.method, protocol=args.protocol,
-        limit=args.limit, backend=args.backend, model_args=args.model_args, device=args.device, dtype=args.dtype,
-        batch_size=args.batch_size, gguf_file=args.gguf_file, truncate=args.truncate, chat=chat_setting(args),
-        bootstrap_iters=args.bootstrap_iters, processes=args.num_processes or 1, command=["physprobe", *map(scrub, args.argv)],
-        label=args.label, decoding=args.decoding, samples=args.samples, seed=args.seed,
-    )  # fmt: skip
+    >>> options = score_options(parser().parse_args(["score", "--model", "m", "--benchmark", "prost", "--config", "mass"]))
+    >>> options.configs, options.chat.mode
+    (('mass',), 'off')
+    """
+    from physprobe.record.options import ScoreOptions
+    from physprobe.util.redact import scrub
+
+    return ScoreOptions.from_namespace(args, ("physprobe", *map(scrub, getattr(args, "argv", ()))))
 
 
 def _score(args: argparse.Namespace) -> int:
-    from physprobe.run import card_run
+    options = score_options(args)
+    return _score_card(options) if options.card else _score_benchmark(options)
 
-    return _score_card(args) if card_run.is_card(args.benchmark) else _score_benchmark(args)
 
-
-def _score_benchmark(args: argparse.Namespace) -> int:
+def _score_benchmark(options) -> int:
     """``physprobe score --benchmark NAME``: one run folder, in one process or ``--num-processes``."""
     from physprobe.record import spec as run_spec
     from physprobe.run import parallel, runner
 
-    spec = run_spec.make(args.model, args.benchmark, **_spec_options(args))
+    spec = run_spec.of(options)
     record = runner.run(spec) if spec.processes == 1 else parallel.score_in_processes(spec)
     print("\n".join(summary_lines(record)))
     print(f"-> {spec.out}")
     return 0
 
 
-def _score_card(args: argparse.Namespace) -> int:
+def _score_card(options) -> int:
     """``physprobe score --benchmark all`` (or a list): the card run, then its card (each benchmark's figures per
     config: ``physprobe report``)."""
     from physprobe.report import card
     from physprobe.run import card_run
 
-    result = card_run.score_card(card_run.make(args.model, args.benchmark, **_spec_options(args)))
+    result = card_run.score_card(card_run.of(options))
     print(card.card_text([result.out / name for name in result.records]))
     print(f"-> {result.out} (physprobe report {result.out} writes the card with its figure)")
     return 0
@@ -164,23 +162,6 @@ def summary_lines(record) -> list[str]:
         if config in flags:
             lines.append(f"  ⚠ {' and '.join(flags[config])} answers: see the warning above; the report marks this run")
     return lines
-
-
-def chat_setting(args: argparse.Namespace):
-    """The run's ``Chat`` from ``--apply-chat-template [NAME]`` and ``--system-instruction``: prompts are read raw,
-    as the papers' released scripts read them, unless a template is asked for.
-
-    >>> args = ["score", "--model", "m", "--benchmark", _benchmarks()[0]]
-    >>> chat_setting(parser().parse_args([*args, "--apply-chat-template"])), chat_setting(parser().parse_args(args)).mode
-    (Chat(mode='on', template=None, system_instruction=None), 'off')
-    """
-    from physprobe.backends.chat import Chat
-
-    if args.system_instruction is not None and not args.system_instruction.strip():
-        raise PhysprobeError("--system-instruction is empty; give the instruction's text, or leave the option out")
-    if args.apply_chat_template is None:
-        return Chat("off", system_instruction=args.system_instruction)
-    return Chat("on", args.apply_chat_template or None, args.system_instruction)
 
 
 def protocol_table(benchmarks: list[str]) -> str:
@@ -332,7 +313,9 @@ def _scored_arguments(score_cmd: argparse.ArgumentParser) -> None:
         help=f"{', '.join(_benchmarks())}; or several, comma-separated, or all: the model loaded once, each "
         "benchmark scored with its default protocol into --out/<benchmark> (default --out: runs/<model>)",
     )
-    score_cmd.add_argument("--config", help="comma-separated configs (default: those of the paper's tables)")
+    score_cmd.add_argument(
+        "--config", dest="configs", type=_comma_list, help="comma-separated configs (default: those of the paper's tables)"
+    )
     score_cmd.add_argument("--method", choices=METHODS, help="default: the protocol's (see `physprobe protocols`)")
     score_cmd.add_argument("--protocol", help="a protocol of the benchmark (default: the paper's for the model's family)")
 
@@ -410,7 +393,9 @@ def _running_arguments(score_cmd: argparse.ArgumentParser) -> None:
     )
     score_cmd.add_argument(
         "--num-processes",
+        dest="processes",
         type=int,
+        default=1,
         help="score in N processes (accelerate launch; data parallel): "
         "requests split by token count, rank 0 writes the run folder",
     )

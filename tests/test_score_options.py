@@ -301,3 +301,29 @@ def test_cache_keys_are_the_bytes_earlier_versions_wrote():
         Cache.keys(requests, **{**parts, "dataset": "abc124"})[0]
         != "145f42eae070d6d97a4fc0b54df19fae99473105a459eeb26f2f815d6d98a352"
     )
+
+
+def test_the_options_are_one_typed_value_with_a_rule_on_each_field():
+    """``ScoreOptions`` (the command line's or a Python call's): each rule is its field's one line, a value of the
+    wrong type from a caller is one line naming the option, and a card's options are each benchmark's, checked again."""
+    from physprobe.errors import PhysprobeError
+    from physprobe.record.options import ScoreOptions
+
+    options = ScoreOptions.of(model="gpt2", benchmark="prost", configs=["mass"], model_args="revision=main", batch_size="4")
+    assert (options.configs, options.model_args, options.batch_size, options.backend) == (
+        ("mass",),
+        {"revision": "main"},
+        4,
+        "hf",
+    )
+    assert options.out == "runs/gpt2-prost" and options.settings().batch_size == 4
+    with pytest.raises(PhysprobeError, match=r"^--limit 'ten': give a whole number$"):
+        ScoreOptions.of(model="gpt2", benchmark="prost", limit="ten")
+    with pytest.raises(PhysprobeError, match=r"^'samplez' is not an option of physprobe score; known: model, benchmark, "):
+        spec.make("gpt2", "prost", samplez=3)
+    with pytest.raises(PhysprobeError, match=r"^--samples True: give a whole number of at least 1"):
+        ScoreOptions.of(model="gpt2", benchmark="prost", samples=True)
+    card = ScoreOptions.of(model="gpt2", benchmark="all", method="mlm")  # a card's benchmark rules wait for each benchmark
+    assert card.card and card.out is None
+    with pytest.raises(PhysprobeError, match=r"^newton cannot be scored with method 'mlm'"):
+        card.for_benchmark("newton", "runs/gpt2/newton")

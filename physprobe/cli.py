@@ -244,7 +244,18 @@ def parser() -> argparse.ArgumentParser:
     )
     protocols_cmd.add_argument("benchmark", nargs="?", choices=_benchmarks())
     protocols_cmd.set_defaults(run=_protocols)
-    report_cmd = commands.add_parser("report", help="paper-style tables and plots across score runs")
+    _report_arguments(commands.add_parser("report", help="paper-style tables and plots across score runs"))
+    _export_arguments(commands.add_parser("export", help="write physprobe's benchmarks as tasks of another evaluation tool"))
+    from physprobe import publish  # its options only: nothing heavy is imported before it runs
+
+    publish_cmd = commands.add_parser("publish", help="publish the benchmarks, metric Spaces or score runs to the Hub")
+    publish.add_arguments(publish_cmd)
+    publish_cmd.set_defaults(run=_publish)
+    return top
+
+
+def _report_arguments(report_cmd: argparse.ArgumentParser) -> None:
+    """The options of ``physprobe report``: the run folders, the report folder, the Differences' reference and resamples."""
     report_cmd.add_argument(
         "runs",
         nargs="+",
@@ -271,7 +282,10 @@ def parser() -> argparse.ArgumentParser:
         help="compare runs of different protocols or data revisions too, on the questions they share (refused by default)",
     )
     report_cmd.set_defaults(run=_report)
-    export_cmd = commands.add_parser("export", help="write physprobe's benchmarks as tasks of another evaluation tool")
+
+
+def _export_arguments(export_cmd: argparse.ArgumentParser) -> None:
+    """The options of ``physprobe export``: the tool, the task folder, the data and the decoding the tasks carry."""
     export_cmd.add_argument("tool", choices=["lm-eval"], help="lm-eval: an EleutherAI lm-evaluation-harness 0.4 task folder")
     export_cmd.add_argument("--out", required=True, help="task folder to write (pass it to lm_eval --include_path)")
     export_cmd.add_argument(
@@ -287,12 +301,11 @@ def parser() -> argparse.ArgumentParser:
     )
     export_cmd.add_argument("--model", help="with --decoding released: the model whose released decoding the tasks carry")
     export_cmd.set_defaults(run=_export)
-    from physprobe import publish  # its options only: nothing heavy is imported before it runs
 
-    publish_cmd = commands.add_parser("publish", help="publish the benchmarks, metric Spaces or score runs to the Hub")
-    publish.add_arguments(publish_cmd)
-    publish_cmd.set_defaults(run=_publish)
-    return top
+
+def _comma_list(text: str) -> list[str]:
+    """A comma-separated argument's entries, as given (``ScoreOptions`` checks them)."""
+    return text.split(",")
 
 
 def _score_arguments(score_cmd: argparse.ArgumentParser) -> None:

@@ -201,33 +201,38 @@ class Scoring:
             f"{self.spec.benchmark}/{config}", mine, self.protocol.sends.unit, done=mine - left, weight=weight
         ) as bar:
             for part in todo:
-                committed: set[str] = set()
-
-                def answered(index: int, value: Result, part=part, committed=committed) -> None:
-                    self.check_answers(config, [indices[i] for i in part], {index: value})
-                    inputs.finite_scores([value], config, [indices[part[index]]])
-                    cache.put({keys[part[index]]: value})
-                    committed.add(keys[part[index]])
-
-                try:
-                    values = self.model.score(
-                        [requests[i] for i in part], ResultHandle(bar, answered, sum(work[i] for i in part) / len(part))
-                    )
-                except RequestError as error:
-                    raise BackendError(f"{self.spec.benchmark}/{config} row {indices[part[error.index]]}: {error}") from None
-                except ServedModelChanged as error:  # the answers since its last matching probe may be the other model's
-                    cache.drop([keys[part[i]] for i in error.unconfirmed])
-                    raise BackendError(f"{self.spec.benchmark}/{config}: {error}") from None
-                self.check_answers(config, [indices[i] for i in part], values)
-                inputs.finite_scores(values, config, [indices[i] for i in part])
-                scored_now = {keys[i]: v for i, v in zip(part, values, strict=True)}
-                cache.put({k: v for k, v in scored_now.items() if k not in committed})
-                fresh.update(scored_now)
+                rows, items = [indices[i] for i in part], sum(work[i] for i in part) / len(part)
+                fresh.update(self.call(config, [requests[i] for i in part], [keys[i] for i in part], rows, cache, bar, items))
         known.update(self.ranks.merged(fresh))
         results = [known[k] for k in keys]
         if self.ranks.world > 1 and self.ranks.main:  # a later single-process run into ``out`` resumes from every rank's scores
             cache.put(dict(zip(keys, results, strict=True)))
         return results, self.ranks.total(sum(map(len, todo)))
+
+    def call(self, config: str, asked: list, keys: list[str], rows: list[int], cache: Cache, bar, items: float) -> dict:
+        """One engine call on the requests ``asked`` (their cache ``keys``, their dataset ``rows``; ``items`` of work
+        each): each result checked and committed as the backend hands it over, the rest when the call returns. Returns
+        the call's results by key."""
+        committed: set[str] = set()
+
+        def answered(index: int, value: Result) -> None:
+            self.check_answers(config, rows, {index: value})
+            inputs.finite_scores([value], config, [rows[index]])
+            cache.put({keys[index]: value})
+            committed.add(keys[index])
+
+        try:
+            values = self.model.score(asked, ResultHandle(bar, answered, items))
+        except RequestError as error:
+            raise BackendError(f"{self.spec.benchmark}/{config} row {rows[error.index]}: {error}") from None
+        except ServedModelChanged as error:  # the answers since its last matching probe may be the other model's
+            cache.drop([keys[i] for i in error.unconfirmed])
+            raise BackendError(f"{self.spec.benchmark}/{config}: {error}") from None
+        self.check_answers(config, rows, values)
+        inputs.finite_scores(values, config, rows)
+        scored = dict(zip(keys, values, strict=True))
+        cache.put({k: v for k, v in scored.items() if k not in committed})
+        return scored
 
     def check_answers(self, config: str, rows: list[int], values) -> None:
         """One line naming the backend, the config and the row unless ``values`` (a list in order, or ``{place:

@@ -12,8 +12,6 @@ from physprobe.backends.hf import HFBackend
 from physprobe.cli import main
 from physprobe.protocols.results import Answer
 
-from . import tiny_models
-
 TEXTS = ["The ball rolls off the table.", "A heavy brick is on the shelf.", "Which object is the heaviest?"] * 20
 
 
@@ -40,8 +38,8 @@ class LyingBackend(HFBackend):
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    return tiny_models.causal_lm(tmp_path_factory.mktemp("liar") / "gpt", TEXTS)
+def model(tiny_model):
+    return tiny_model("causal", TEXTS)
 
 
 @pytest.fixture

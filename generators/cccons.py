@@ -206,7 +206,7 @@ class PartialOrder:
     def contradictions(self) -> list[tuple[str, str]]:
         """Pairs ordered both ways after closure (cycles in the release's facts)."""
         i, j = np.nonzero(self.larger & self.larger.T & np.triu(np.ones_like(self.larger), 1))
-        return [(self.nouns[a], self.nouns[b]) for a, b in zip(i, j)]
+        return [(self.nouns[a], self.nouns[b]) for a, b in zip(i, j, strict=True)]
 
 
 def partial_order(rows: Iterable[Mapping]) -> PartialOrder:

@@ -224,7 +224,7 @@ def statistics(rows: Sequence[Mapping]) -> dict[str, object]:
         "triples": len(rows) * len(CLASSES),
         "instances_annotated": len(rows) * len(CLASSES) * 3,  # Table 3: pairs x classes x three annotators
         "positives": int(per_class.sum()),
-        "positives_per_class": dict(zip(CLASS_NAMES, per_class.tolist())),
+        "positives_per_class": dict(zip(CLASS_NAMES, per_class.tolist(), strict=True)),
         "avg_objects_per_class": float(per_class.mean()),
         "most_prominent": (CLASS_NAMES[int(per_class.argmax())], int(per_class.max())),
         "least_prominent": (CLASS_NAMES[int(per_class.argmin())], int(per_class.min())),

@@ -23,7 +23,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from physprobe.errors import PhysprobeError
 from physprobe.exit_status import handled
 from physprobe.protocols import METHODS
 from physprobe.util import collector, progress
@@ -90,45 +89,44 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _spec_options(args: argparse.Namespace) -> dict:
-    """``physprobe score``'s options as ``spec.make`` (and ``card_run.make``) take them, the model and benchmark aside."""
-    from physprobe.util.redact import scrub  # run.json's command line: no credential of a URL it gives
+def score_options(args: argparse.Namespace):
+    """``physprobe score``'s options as one value (``ScoreOptions.from_namespace``), with the command line as run.json
+    keeps it (no credential of a URL it gives).
 
-    return dict(
-        out=args.out, data=args.data, dataset_repo=args.dataset_repo, revision=args.revision,
-        configs=args.config.split(",") if args.config is not None else None, method=args.method, protocol=args.protocol,
-        limit=args.limit, backend=args.backend, model_args=args.model_args, device=args.device, dtype=args.dtype,
-        batch_size=args.batch_size, gguf_file=args.gguf_file, truncate=args.truncate, chat=chat_setting(args),
-        bootstrap_iters=args.bootstrap_iters, processes=args.num_processes or 1, command=["physprobe", *map(scrub, args.argv)],
-        label=args.label, decoding=args.decoding, samples=args.samples, seed=args.seed,
-    )  # fmt: skip
+    >>> options = score_options(parser().parse_args(["score", "--model", "m", "--benchmark", "prost", "--config", "mass"]))
+    >>> options.configs, options.chat.mode
+    (('mass',), 'off')
+    """
+    from physprobe.record.options import ScoreOptions
+    from physprobe.util.redact import scrub
+
+    return ScoreOptions.from_namespace(args, ("physprobe", *map(scrub, getattr(args, "argv", ()))))
 
 
 def _score(args: argparse.Namespace) -> int:
-    from physprobe.run import card_run
+    options = score_options(args)
+    return _score_card(options) if options.card else _score_benchmark(options)
 
-    return _score_card(args) if card_run.is_card(args.benchmark) else _score_benchmark(args)
 
-
-def _score_benchmark(args: argparse.Namespace) -> int:
+def _score_benchmark(options) -> int:
     """``physprobe score --benchmark NAME``: one run folder, in one process or ``--num-processes``."""
     from physprobe.record import spec as run_spec
     from physprobe.run import parallel, runner
 
-    spec = run_spec.make(args.model, args.benchmark, **_spec_options(args))
+    spec = run_spec.of(options)
     record = runner.run(spec) if spec.processes == 1 else parallel.score_in_processes(spec)
     print("\n".join(summary_lines(record)))
     print(f"-> {spec.out}")
     return 0
 
 
-def _score_card(args: argparse.Namespace) -> int:
+def _score_card(options) -> int:
     """``physprobe score --benchmark all`` (or a list): the card run, then its card (each benchmark's figures per
     config: ``physprobe report``)."""
     from physprobe.report import card
     from physprobe.run import card_run
 
-    result = card_run.score_card(card_run.make(args.model, args.benchmark, **_spec_options(args)))
+    result = card_run.score_card(card_run.of(options))
     print(card.card_text([result.out / name for name in result.records]))
     print(f"-> {result.out} (physprobe report {result.out} writes the card with its figure)")
     return 0
@@ -164,23 +162,6 @@ def summary_lines(record) -> list[str]:
         if config in flags:
             lines.append(f"  ⚠ {' and '.join(flags[config])} answers: see the warning above; the report marks this run")
     return lines
-
-
-def chat_setting(args: argparse.Namespace):
-    """The run's ``Chat`` from ``--apply-chat-template [NAME]`` and ``--system-instruction``: prompts are read raw,
-    as the papers' released scripts read them, unless a template is asked for.
-
-    >>> args = ["score", "--model", "m", "--benchmark", _benchmarks()[0]]
-    >>> chat_setting(parser().parse_args([*args, "--apply-chat-template"])), chat_setting(parser().parse_args(args)).mode
-    (Chat(mode='on', template=None, system_instruction=None), 'off')
-    """
-    from physprobe.backends.chat import Chat
-
-    if args.system_instruction is not None and not args.system_instruction.strip():
-        raise PhysprobeError("--system-instruction is empty; give the instruction's text, or leave the option out")
-    if args.apply_chat_template is None:
-        return Chat("off", system_instruction=args.system_instruction)
-    return Chat("on", args.apply_chat_template or None, args.system_instruction)
 
 
 def protocol_table(benchmarks: list[str]) -> str:
@@ -263,7 +244,18 @@ def parser() -> argparse.ArgumentParser:
     )
     protocols_cmd.add_argument("benchmark", nargs="?", choices=_benchmarks())
     protocols_cmd.set_defaults(run=_protocols)
-    report_cmd = commands.add_parser("report", help="paper-style tables and plots across score runs")
+    _report_arguments(commands.add_parser("report", help="paper-style tables and plots across score runs"))
+    _export_arguments(commands.add_parser("export", help="write physprobe's benchmarks as tasks of another evaluation tool"))
+    from physprobe import publish  # its options only: nothing heavy is imported before it runs
+
+    publish_cmd = commands.add_parser("publish", help="publish the benchmarks, metric Spaces or score runs to the Hub")
+    publish.add_arguments(publish_cmd)
+    publish_cmd.set_defaults(run=_publish)
+    return top
+
+
+def _report_arguments(report_cmd: argparse.ArgumentParser) -> None:
+    """The options of ``physprobe report``: the run folders, the report folder, the Differences' reference and resamples."""
     report_cmd.add_argument(
         "runs",
         nargs="+",
@@ -290,7 +282,10 @@ def parser() -> argparse.ArgumentParser:
         help="compare runs of different protocols or data revisions too, on the questions they share (refused by default)",
     )
     report_cmd.set_defaults(run=_report)
-    export_cmd = commands.add_parser("export", help="write physprobe's benchmarks as tasks of another evaluation tool")
+
+
+def _export_arguments(export_cmd: argparse.ArgumentParser) -> None:
+    """The options of ``physprobe export``: the tool, the task folder, the data and the decoding the tasks carry."""
     export_cmd.add_argument("tool", choices=["lm-eval"], help="lm-eval: an EleutherAI lm-evaluation-harness 0.4 task folder")
     export_cmd.add_argument("--out", required=True, help="task folder to write (pass it to lm_eval --include_path)")
     export_cmd.add_argument(
@@ -306,12 +301,11 @@ def parser() -> argparse.ArgumentParser:
     )
     export_cmd.add_argument("--model", help="with --decoding released: the model whose released decoding the tasks carry")
     export_cmd.set_defaults(run=_export)
-    from physprobe import publish  # its options only: nothing heavy is imported before it runs
 
-    publish_cmd = commands.add_parser("publish", help="publish the benchmarks, metric Spaces or score runs to the Hub")
-    publish.add_arguments(publish_cmd)
-    publish_cmd.set_defaults(run=_publish)
-    return top
+
+def _comma_list(text: str) -> list[str]:
+    """A comma-separated argument's entries, as given (``ScoreOptions`` checks them)."""
+    return text.split(",")
 
 
 def _score_arguments(score_cmd: argparse.ArgumentParser) -> None:
@@ -332,7 +326,9 @@ def _scored_arguments(score_cmd: argparse.ArgumentParser) -> None:
         help=f"{', '.join(_benchmarks())}; or several, comma-separated, or all: the model loaded once, each "
         "benchmark scored with its default protocol into --out/<benchmark> (default --out: runs/<model>)",
     )
-    score_cmd.add_argument("--config", help="comma-separated configs (default: those of the paper's tables)")
+    score_cmd.add_argument(
+        "--config", dest="configs", type=_comma_list, help="comma-separated configs (default: those of the paper's tables)"
+    )
     score_cmd.add_argument("--method", choices=METHODS, help="default: the protocol's (see `physprobe protocols`)")
     score_cmd.add_argument("--protocol", help="a protocol of the benchmark (default: the paper's for the model's family)")
 
@@ -410,7 +406,9 @@ def _running_arguments(score_cmd: argparse.ArgumentParser) -> None:
     )
     score_cmd.add_argument(
         "--num-processes",
+        dest="processes",
         type=int,
+        default=1,
         help="score in N processes (accelerate launch; data parallel): "
         "requests split by token count, rank 0 writes the run folder",
     )

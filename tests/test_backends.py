@@ -2,7 +2,6 @@
 ``hf`` backend (what the model reads, worked by hand from the template; the cache key, run.json and
 metrics.json; the one-line errors; the unparsed warning) on a tiny GPT-2 whose tokenizer has a template."""
 
-import dataclasses
 import hashlib
 import json
 import subprocess
@@ -24,6 +23,7 @@ from physprobe.protocols import requests
 from physprobe.protocols.requests import Choice, Generate, GenerateEach, YesNo
 from physprobe.protocols.results import Answer
 from physprobe.record import spec
+from physprobe.record.options import ScoreOptions
 
 from . import tiny_models
 
@@ -70,6 +70,8 @@ def test_each_backend_serves_exactly_the_request_types_its_registry_line_names(n
     # named but not served would fail at scoring time, one served but not named would never be offered.
     engines = backends.backend_class(name).ENGINES
     assert {kind.__name__ for kind in engines} == set(backends.REGISTRY[name].serves)
+    versions = backends.backend_class(name).ENGINE_VERSIONS  # each engine's version, for the resume cache's key
+    assert set(versions) == set(engines) and all(type(v) is int and v >= 1 for v in versions.values())
     assert all(issubclass(kind, requests.Request) and getattr(requests, kind.__name__) is kind for kind in engines)
 
 
@@ -88,15 +90,15 @@ def test_a_protocol_the_backend_cannot_serve_is_one_line_naming_those_that_can(m
     monkeypatch.setitem(
         backends.REGISTRY, "generate-only", backends.Registered("nowhere:GenerateOnly", ("Generate",), False, False)
     )
-    arguments = spec.Arguments(model="gpt2", benchmark="prost", out="runs/gpt2-prost", data=spec.DataChoice(), backend="generate-only",
-                               model_args={})  # fmt: skip
+    # Built unchecked (its checks would import the registered class): the options as they reach ``resolve``.
+    arguments = ScoreOptions.model_construct(model="gpt2", benchmark="prost", out="runs/gpt2-prost", backend="generate-only")
     source = DataSource("prost", "data/prost", None, ("default",))
     with pytest.raises(BackendError, match="protocol 'released-gpt' asks for mean log-probabilities of the options' tokens, "
                                            "which --backend generate-only cannot serve; use --backend hf$"):  # fmt: skip
         spec.resolve(arguments, Description("causal", "GPT2LMHeadModel"), source)
     with pytest.raises(BackendError, match="protocol 'sentence-sum' asks for log-likelihoods of options after a shared context, "
                                            "which --backend generate-only cannot serve; use --backend hf or openai$"):  # fmt: skip
-        spec.resolve(dataclasses.replace(arguments, protocol="sentence-sum"), Description("causal", "GPT2LMHeadModel"), source)
+        spec.resolve(arguments.model_copy(update={"protocol": "sentence-sum"}), Description("causal", "GPT2LMHeadModel"), source)
 
 
 # --- chat templates: what the model reads -------------------------------------------------------

@@ -155,9 +155,9 @@ def test_arguments_of_one_benchmark_are_refused_in_one_line(tmp_path, capsys, ex
 def test_a_card_goes_under_runs_and_the_model_name_and_holds_one_run_per_benchmark(tmp_path):
     card = card_run.make("models/smol", "cccons,prost", gguf_file="SmolLM2.Q4_1.gguf", data=tmp_path, limit=5)
     assert card.out.as_posix() == "runs/SmolLM2.Q4_1"
-    assert [(a.benchmark, a.out, a.limit) for a in card.arguments] == [
+    assert [(a.benchmark, a.out, a.limit) for a in card.options] == [
         ("cccons", "runs/SmolLM2.Q4_1/cccons", 5), ("prost", "runs/SmolLM2.Q4_1/prost", 5)]  # fmt: skip
-    assert [a.benchmark for a in card_run.make("gpt2", "all", out=tmp_path).arguments] == registry.names()
+    assert [a.benchmark for a in card_run.make("gpt2", "all", out=tmp_path).options] == registry.names()
 
 
 def test_a_backend_made_for_one_benchmark_serves_the_next(tiny, built_all, monkeypatch):

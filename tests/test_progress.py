@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 from tqdm import tqdm
 
-from physprobe.util import progress
+from physprobe.util import progress, progress_lines
 from physprobe.util.progress import Adding, Reporter, Step
 
 
@@ -228,7 +228,7 @@ def test_a_cards_terminal_bar_tells_its_tallys_time_left_without_a_rate(monkeypa
     several kinds)."""
     _terminal(monkeypatch)
     now = [0.0]
-    monkeypatch.setattr(progress, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(progress_lines, "time", SimpleNamespace(monotonic=lambda: now[0]))  # the tally's clock
     with progress.overall("card", 460, 100 * 25 + 360 * 45) as card:
         _at(card, 0.0, now)
         with progress.bar("prost/default", 100, "options", done=100, weight=25):

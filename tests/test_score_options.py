@@ -10,6 +10,7 @@ import sys
 import pytest
 import torch
 
+from physprobe.backends.base import BackendError
 from physprobe.backends.hf import model as hf_model
 from physprobe.cli import main
 from physprobe.protocols import model_options
@@ -144,6 +145,42 @@ def test_cache_key_changes_with_what_changes_a_score(models, prost_build, tmp_pa
     assert second["scored_now"] == 8 and first["backend"]["model_revision"] != second["backend"]["model_revision"]
 
 
+def test_an_engines_version_rescores_and_physprobes_release_does_not(models, prost_build, tmp_path, monkeypatch):
+    """The resume cache's key holds the version of the engine that answered (``ENGINE_VERSIONS``) and the protocol's
+    (``Protocol.version``): bumping the one the run's requests go to rescores them, with the same figures; another
+    release number of physprobe, or another engine's version, serves them from the cache."""
+    from physprobe.backends.hf import HFBackend
+    from physprobe.data import registry
+    from physprobe.protocols.requests import Choice, MeanTokens
+
+    out, args = tmp_path / "run", dict(configs=["mass"], limit=8, bootstrap_iters=0)
+
+    def scored_now() -> int:
+        record = runner.run(spec.make(str(models["gpt"]), "prost", out=out, data=prost_build.parent, **args))
+        assert record.spec.sends == "MeanTokens" and record.protocol == "released-gpt"  # prost's causal default
+        return json.loads((out / "run.json").read_text())["scored_now"], record.metrics
+
+    first, metrics = scored_now()
+    assert first == 8
+    installed = provenance.installed
+    monkeypatch.setattr(provenance, "installed", lambda names: {**installed(names), "physprobe": "9.9.9"})
+    assert scored_now() == (0, metrics)  # a new release number: the same engines, the answers kept
+    monkeypatch.setattr(HFBackend, "ENGINE_VERSIONS", {**HFBackend.ENGINE_VERSIONS, Choice: 2})
+    assert scored_now() == (0, metrics)  # an engine this run does not use
+    monkeypatch.setattr(HFBackend, "ENGINE_VERSIONS", {**HFBackend.ENGINE_VERSIONS, MeanTokens: 2})
+    assert scored_now() == (8, metrics)  # its engine changed: every request scored again
+    assert scored_now() == (0, metrics)
+    protocol = registry.evaluation("prost").protocol("released-gpt")
+    object.__setattr__(protocol, "version", 2)  # a frozen declaration, restored below
+    try:
+        assert scored_now() == (8, metrics)
+    finally:
+        object.__setattr__(protocol, "version", 1)
+    monkeypatch.setattr(HFBackend, "ENGINE_VERSIONS", {Choice: 1})
+    with pytest.raises(BackendError, match=r"^--backend hf declares no version of its MeanTokens engine"):
+        scored_now()
+
+
 def test_run_json_provenance_and_bootstrap(models, prost_build, tmp_path, capsys):
     out = tmp_path / "run"
     args = ["score", "--model", str(models["gpt"]), "--benchmark", "prost", "--config", "mass", "--limit", "40",
@@ -265,3 +302,29 @@ def test_cache_keys_are_the_bytes_earlier_versions_wrote():
         Cache.keys(requests, **{**parts, "dataset": "abc124"})[0]
         != "145f42eae070d6d97a4fc0b54df19fae99473105a459eeb26f2f815d6d98a352"
     )
+
+
+def test_the_options_are_one_typed_value_with_a_rule_on_each_field():
+    """``ScoreOptions`` (the command line's or a Python call's): each rule is its field's one line, a value of the
+    wrong type from a caller is one line naming the option, and a card's options are each benchmark's, checked again."""
+    from physprobe.errors import PhysprobeError
+    from physprobe.record.options import ScoreOptions
+
+    options = ScoreOptions.of(model="gpt2", benchmark="prost", configs=["mass"], model_args="revision=main", batch_size="4")
+    assert (options.configs, options.model_args, options.batch_size, options.backend) == (
+        ("mass",),
+        {"revision": "main"},
+        4,
+        "hf",
+    )
+    assert options.out == "runs/gpt2-prost" and options.settings().batch_size == 4
+    with pytest.raises(PhysprobeError, match=r"^--limit 'ten': give a whole number$"):
+        ScoreOptions.of(model="gpt2", benchmark="prost", limit="ten")
+    with pytest.raises(PhysprobeError, match=r"^'samplez' is not an option of physprobe score; known: model, benchmark, "):
+        spec.make("gpt2", "prost", samplez=3)
+    with pytest.raises(PhysprobeError, match=r"^--samples True: give a whole number of at least 1"):
+        ScoreOptions.of(model="gpt2", benchmark="prost", samples=True)
+    card = ScoreOptions.of(model="gpt2", benchmark="all", method="mlm")  # a card's benchmark rules wait for each benchmark
+    assert card.card and card.out is None
+    with pytest.raises(PhysprobeError, match=r"^newton cannot be scored with method 'mlm'"):
+        card.for_benchmark("newton", "runs/gpt2/newton")

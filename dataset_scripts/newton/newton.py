@@ -124,7 +124,7 @@ def make_rows(paths: Mapping[str, Path]) -> MadeRows:
             "label": 0 if entry.polarity == "low" else 2,
             "agreement": entry.agreement,
         }  # fmt: skip
-        for r, entry in zip(rows, repo.entries)
+        for r, entry in zip(rows, repo.entries, strict=True)
     ]
     configs = {
         "repository": [

@@ -35,4 +35,4 @@ TABLE_6 = {
 
 def by_tag(model: str) -> dict[str, float]:
     """A model's Table 6 accuracies keyed by upstream scenario tag."""
-    return dict(zip(TABLE_6_COLUMNS, TABLE_6[model][0]))
+    return dict(zip(TABLE_6_COLUMNS, TABLE_6[model][0], strict=True))

@@ -201,7 +201,7 @@ def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> d
     preds = scored_as_wrong([predictions[i] for i in kept], refs, len(OPTIONS))
     names = [rows[i]["name"] for i in kept]
     parsed = {name: superlative_pair(name) for name in set(names)}  # a few hundred templates for thousands of rows
-    pairs, inverted = zip(*map(parsed.get, names))
+    pairs, inverted = zip(*map(parsed.get, names), strict=True)
     position_of = {name: template_position(name) for name in parsed}
     # Table 7 pools each concept's questions per side (results.py process_preds_inverse), whether or not a
     # question's own pair has its other side among the rows (a --limit run may hold one side).

@@ -161,7 +161,7 @@ def metrics(config: str, rows: list[dict], predictions: list, scores: list, ties
     rank = load_metric("affordance_rank")
     refs = [list(r["labels"]) for r in rows]
     clean = [from_yes_set(p) if p is not None else [s if s is not None else -1e9 for s in row_scores]
-             for p, row_scores in zip(predictions, scores)]  # fmt: skip
+             for p, row_scores in zip(predictions, scores, strict=True)]  # fmt: skip
     prefix = "in_context_" if in_context else ""
     if not any(1 in labels and 0 in labels for labels in refs):  # e.g. a --limit sample of pairs without a negative
         return {prefix + mode: {"n": 0, "skipped": len(rows)} for mode in ("strict", "pairwise")}
@@ -398,7 +398,9 @@ EVALUATION = Evaluation(
     metrics=metrics,
     reference=lambda row: [i for i, label in enumerate(row["labels"]) if label == 1],  # the positive classes
     classes=len(text2afford.CLASS_NAMES),
-    groups=lambda row, config: tuple(name for name, label in zip(text2afford.CLASS_NAMES, row["labels"]) if label == 1),
+    groups=lambda row, config: tuple(
+        name for name, label in zip(text2afford.CLASS_NAMES, row["labels"], strict=True) if label == 1
+    ),
 )
 
 

@@ -202,7 +202,7 @@ def _by_class(scores, labels, class_names, mode, average, ties):
     if len(set(class_names)) != len(class_names):
         raise ValueError(f"class_names repeats a name: {list(class_names)}")
     parts = [_class_counts(scores[i : i + CHUNK], labels[i : i + CHUNK], mode, ties) for i in range(0, len(scores), CHUNK)]
-    correct, total = (np.concatenate(column) for column in zip(*parts))
+    correct, total = (np.concatenate(column) for column in zip(*parts, strict=True))
     out = {}
     for index, name in enumerate(class_names):
         made = total[:, index] > 0
@@ -284,7 +284,7 @@ class AffordanceRank(evaluate.Metric):
             raise ValueError("no pair has a positive class and a negative class: nothing to score")
         parts = [_counts(scores[i : i + CHUNK], labels[i : i + CHUNK], mode, k, ties, map_ties)
                  for i in range(0, len(scores), CHUNK)]  # fmt: skip
-        correct, total, ap = (np.concatenate(column) for column in zip(*parts))
+        correct, total, ap = (np.concatenate(column) for column in zip(*parts, strict=True))
         if average == "micro":
             accuracy = correct.sum() / total.sum()
         else:

@@ -20,7 +20,7 @@ def parse_rows(name, text):
     try:
         rows = json.loads(text or "")
     except json.JSONDecodeError as error:
-        raise gr.Error(f"{name}: not a JSON list of lists ({error})")
+        raise gr.Error(f"{name}: not a JSON list of lists ({error})") from None
     if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
         raise gr.Error(f"{name}: expected a list of lists such as [[0.9, 0.1], [0.2, 0.8]]")
     return rows
@@ -35,7 +35,7 @@ def whole_number(name, text):
     try:
         value = float(text)
     except ValueError:
-        raise gr.Error(f"{name}: not a number ({text!r})")
+        raise gr.Error(f"{name}: not a number ({text!r})") from None
     return int(value) if value.is_integer() else value
 
 
@@ -47,7 +47,7 @@ def compute(predictions, references, mode, average, k):
         result = metric.compute(predictions=parse_rows("predictions", predictions),
                                 references=parse_rows("references", references), **kwargs)  # fmt: skip
     except (ValueError, TypeError) as error:
-        raise gr.Error(str(error))
+        raise gr.Error(str(error)) from None
     result = json.loads(json.dumps(result))  # JSON keys are strings (by_position is keyed by int)
     return result["accuracy"], result["map"], result
 

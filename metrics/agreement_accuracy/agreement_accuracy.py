@@ -171,9 +171,11 @@ class AgreementAccuracy(evaluate.Metric):
             if len(keys) != n:
                 raise ValueError(f"{argument} has {len(keys)} entries but there are {n} predictions")
             _check_keys(argument, keys)
-            keys = np.asarray(keys)
+            group_of = np.asarray(keys)
             result[key] = {
-                group.item(): _figures(correct[keys == group], None if agreements is None else agreements[keys == group], reading)
-                for group in np.unique(keys)
+                group.item(): _figures(
+                    correct[group_of == group], None if agreements is None else agreements[group_of == group], reading
+                )
+                for group in np.unique(group_of)
             }
         return result

@@ -24,7 +24,7 @@ def parse_list(name, text):
         try:
             return json.loads(text)
         except json.JSONDecodeError as error:
-            raise gr.Error(f"{name}: not a JSON list ({error})")
+            raise gr.Error(f"{name}: not a JSON list ({error})") from None
     return [_value(item.strip()) for item in text.split(",")]
 
 
@@ -49,7 +49,7 @@ def compute(predictions, references, agreements, groups, reading):
     try:
         result = metric.compute(**{k: v for k, v in kwargs.items() if v is not None})
     except (ValueError, TypeError) as error:
-        raise gr.Error(str(error))
+        raise gr.Error(str(error)) from None
     result = json.loads(json.dumps(result))  # JSON keys are strings (by_position is keyed by int)
     return result.get("agreement_accuracy"), result["accuracy"], result
 

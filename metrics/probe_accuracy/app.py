@@ -24,7 +24,7 @@ def parse_list(name, text):
         try:
             return json.loads(text)
         except json.JSONDecodeError as error:
-            raise gr.Error(f"{name}: not a JSON list ({error})")
+            raise gr.Error(f"{name}: not a JSON list ({error})") from None
     items = [item.strip() for item in text.split(",")]
     return [int(i) if i.lstrip("-").isdigit() else {"true": True, "false": False}.get(i.lower(), i) for i in items]
 
@@ -38,7 +38,7 @@ def whole_number(name, text):
     try:
         value = float(text)
     except ValueError:
-        raise gr.Error(f"{name}: not a number ({text!r})")
+        raise gr.Error(f"{name}: not a number ({text!r})") from None
     return int(value) if value.is_integer() else value
 
 
@@ -62,7 +62,7 @@ def compute(
     try:
         result = metric.compute(**{k: v for k, v in kwargs.items() if v is not None})
     except (ValueError, TypeError) as error:
-        raise gr.Error(str(error))
+        raise gr.Error(str(error)) from None
     result = json.loads(json.dumps(result))  # JSON keys are strings (by_position is keyed by int)
     return result["accuracy"], result.get("macro_accuracy"), result.get("inverse_gap"), result
 

@@ -248,16 +248,18 @@ class ProbeAccuracy(evaluate.Metric):
         if templates is not None:
             # A template belongs to one group: its name alone is its key (no joined strings that could collide).
             owner = {}
-            for index, (template, group) in enumerate(zip(templates.tolist(), groups.tolist())):
+            for index, (template, group) in enumerate(zip(templates.tolist(), groups.tolist(), strict=True)):
                 if owner.setdefault(template, group) != group:
                     raise ValueError(
                         f"templates[{index}] = {template!r} is in groups {owner[template]!r} and {group!r}; a template belongs to one group"
                     )
             t_keys, t_means, t_counts = _mean_by(templates, correct)
             owners = [owner[_key(k)] for k in t_keys]
-            out["by_template"] = {_key(k): {"accuracy": float(m), "n": int(c)} for k, m, c in zip(t_keys, t_means, t_counts)}
-            means = np.array([np.mean([m for m, o in zip(t_means, owners) if o == _key(group)]) for group in keys])
-        out["by_group"] = {_key(k): {"accuracy": float(m), "n": int(c)} for k, m, c in zip(keys, means, counts)}
+            out["by_template"] = {
+                _key(k): {"accuracy": float(m), "n": int(c)} for k, m, c in zip(t_keys, t_means, t_counts, strict=True)
+            }
+            means = np.array([np.mean([m for m, o in zip(t_means, owners, strict=True) if o == _key(group)]) for group in keys])
+        out["by_group"] = {_key(k): {"accuracy": float(m), "n": int(c)} for k, m, c in zip(keys, means, counts, strict=True)}
         out["macro_accuracy"] = float(means.mean())
         return out
 
@@ -270,7 +272,7 @@ class ProbeAccuracy(evaluate.Metric):
             cell_keys, cell_means, _ = _mean_by(cells, correct)
             owners = np.array([key.split("\x1f")[0] for key in cell_keys])
             means = np.array([cell_means[owners == str(k)].mean() for k in keys])
-        return {_key(k): {"accuracy": float(m), "n": int(c)} for k, m, c in zip(keys, means, counts)}
+        return {_key(k): {"accuracy": float(m), "n": int(c)} for k, m, c in zip(keys, means, counts, strict=True)}
 
     @staticmethod
     def _inverse_gaps(correct, pairs, inverted, groups, reading):

@@ -23,7 +23,8 @@ A backend answers ``physprobe.protocols.requests`` objects. The runner uses thes
 - ``tokenizer``: the model's tokenizer where the backend has one (None: data-parallel ranks balance their work by
   characters instead of tokens).
 
-The request types a backend serves are its ``ENGINES`` keys, and its ``REGISTRY`` line (``physprobe.backends``)
+The request types a backend serves are its ``ENGINES`` keys, with each engine's version in ``ENGINE_VERSIONS`` (the
+resume cache's key: bumped when the engine's numbers change), and its ``REGISTRY`` line (``physprobe.backends``)
 names the same types (a test holds them equal); for a type it does not serve, ``physprobe.record.spec`` stops the run
 before anything loads, naming the backends that serve it.
 
@@ -84,6 +85,9 @@ class Backend(abc.ABC):
 
     name: ClassVar[str]
     ENGINES: ClassVar[dict]  # request type -> how this backend serves it (``REGISTRY`` names the same types)
+    # request type -> the version of its engine, in the resume cache's key: bumped when a change moves the results it
+    # returns, so a run resumed after the change rescores rather than read the older engine's answers (the same keys)
+    ENGINE_VERSIONS: ClassVar[dict]
     load_seconds: float = 0.0  # seconds spent loading the model (or connecting): run.json's timings
     tokenizer = None  # the model's tokenizer, where the backend has one
 

@@ -148,6 +148,9 @@ class Protocol:
     needs_chat: bool = False  # the released script sent the prompt through a chat API or template: a run applies one
     configs: tuple[str, ...] = ()  # the configs scored without --config, where the released script reads other rows
     released: Released | None = field(default=None, compare=False)  # the released script's decoding (--decoding released)
+    # The protocol's version, in the resume cache's key: bumped when a change to how it builds its requests changes the
+    # answers they get while their texts stay the same (a request's own key holds its texts and options).
+    version: int = 1
 
     def __post_init__(self):
         if self.asks not in METHOD_OF:
@@ -383,7 +386,7 @@ def scored_as_wrong(predictions: Sequence[int], references: Sequence[int], num_c
     >>> scored_as_wrong([1, UNPARSED, UNPARSED], [1, 0, 3], 4)
     [1, 1, 0]
     """
-    return [(ref + 1) % num_choices if p == UNPARSED else p for p, ref in zip(predictions, references)]
+    return [(ref + 1) % num_choices if p == UNPARSED else p for p, ref in zip(predictions, references, strict=True)]
 
 
 def load_metric(name: str):

@@ -17,7 +17,7 @@ from physprobe.errors import DataError, ModelLoadError, ScoringError
 def finite_scores(results: list, config: str, rows: list[int]) -> None:
     """``ScoringError`` naming the first row whose result (``physprobe.protocols.results``) holds NaN or infinity (never
     scored as an option)."""
-    for result, row in zip(results, rows):
+    for result, row in zip(results, rows, strict=True):
         bad = result.not_finite()
         if bad is not None:
             raise ScoringError(f"config {config} row {row}: the model gave a non-finite score ({bad}) (in float16 this is "
@@ -37,7 +37,7 @@ def references(reference, rows: list[dict], options: list[int], config: str, ind
     Traceback (most recent call last):
     physprobe.errors.DataError: config mass row 0: the gold answer is not an option index ('A'); fix or rebuild the data
     """
-    for row, count, index in zip(rows, options, indices):
+    for row, count, index in zip(rows, options, indices, strict=True):
         try:
             gold = reference(row)
         except (TypeError, ValueError, KeyError):

@@ -212,6 +212,6 @@ def hub_commit(name: str, revision: str | None) -> str:
         raise ModelOptionError(
             f"there is no model {name} on the Hub (or it is private); check --model, or pass a local folder"
         ) from None
-    except Exception as error:  # connection refused, DNS, timeouts: the Hub is out of reach
+    except Exception as error:  # noqa: BLE001 - whatever else huggingface_hub raises (connection refused, DNS, timeouts): the Hub is out of reach
         raise ModelOptionError(f"cannot reach the Hugging Face Hub ({constants.ENDPOINT}) for model {name} ({type(error).__name__}); "
                                "download the model where the Hub is reachable and pass its folder as --model") from None  # fmt: skip

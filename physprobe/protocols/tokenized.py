@@ -35,7 +35,7 @@ def encoded(tokenizer, texts: Sequence[str], special: bool = False) -> list[list
     ([[97, 98], [], [97, 98], [99]], 1)
     """
     distinct = list(dict.fromkeys(text for text in texts if text or special))
-    found = dict(zip(distinct, tokenizer(distinct, add_special_tokens=special)["input_ids"])) if distinct else {}
+    found = dict(zip(distinct, tokenizer(distinct, add_special_tokens=special)["input_ids"], strict=True)) if distinct else {}
     return [found[text] if text or special else [] for text in texts]
 
 
@@ -71,15 +71,15 @@ def mean_token_ids(requests: Sequence[MeanTokens], tokenizer) -> list[list[list[
                            "option while the text is encoded whole; choose a protocol that frames it with BOS and EOS")  # fmt: skip
     # read once (a tokenizer's attributes are slow to get), where a pad stands for an option
     pad, pad_id = (tokenizer.pad_token, tokenizer.pad_token_id) if any(spliced) else (None, None)
-    texts = [f"{before}{pad}{after}" for request, apart in zip(requests, spliced) if apart
+    texts = [f"{before}{pad}{after}" for request, apart in zip(requests, spliced, strict=True) if apart
              for before, _, after in request.options]  # fmt: skip
     wholes = iter(encoded(tokenizer, texts, special=True))
-    segments = iter(encoded(tokenizer, [segment for request, apart in zip(requests, spliced)
+    segments = iter(encoded(tokenizer, [segment for request, apart in zip(requests, spliced, strict=True)
                                         for option in request.options for segment in (option[1:2] if apart else option)]))  # fmt: skip
     bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
     eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
     resolved = []
-    for request, apart in zip(requests, spliced):
+    for request, apart in zip(requests, spliced, strict=True):
         if apart:
             rows = []
             for _ in request.options:

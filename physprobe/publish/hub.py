@@ -103,8 +103,8 @@ def tag_all(repos: list, api, org: str, token: str, tag: str, log=print) -> None
     heads, already = {}, set()
     for repo in repos:
         repo_id = repo.repo_id(org)
-        heads[repo_id] = with_retries(lambda: api.repo_info(repo_id, repo_type=repo.hub_type, token=token).sha, repo_id, log)
-        refs = with_retries(lambda: api.list_repo_refs(repo_id, repo_type=repo.hub_type, token=token), repo_id, log)
+        heads[repo_id] = with_retries(lambda: api.repo_info(repo_id, repo_type=repo.hub_type, token=token).sha, repo_id, log)  # noqa: B023 - called at once, in this iteration
+        refs = with_retries(lambda: api.list_repo_refs(repo_id, repo_type=repo.hub_type, token=token), repo_id, log)  # noqa: B023 - called at once
         existing = {ref.name: ref.target_commit for ref in refs.tags}
         if tag in existing and existing[tag] != heads[repo_id]:
             raise PublishError(
@@ -118,7 +118,9 @@ def tag_all(repos: list, api, org: str, token: str, tag: str, log=print) -> None
             log(f"tagged     {repo_id} (already {tag})")
             continue
         with_retries(
-            lambda: api.create_tag(repo_id, tag=tag, revision=heads[repo_id], repo_type=repo.hub_type, token=token), repo_id, log
+            lambda: api.create_tag(repo_id, tag=tag, revision=heads[repo_id], repo_type=repo.hub_type, token=token),  # noqa: B023 - called at once
+            repo_id,
+            log,
         )
         log(f"tagged     {repo_id} {tag}")
 

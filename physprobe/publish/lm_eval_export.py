@@ -283,8 +283,8 @@ def _write(out: Path, data: Path | None, benchmarks: list[str] | None, decoding:
         groups: dict[str, list[str]] = {}
         source = hub_data.local(data, benchmark) if data is not None else hub_data.hub(benchmark)
         first_rows = {config: source.load(config)[0] for config in registry.evaluation(benchmark).configs}
-        for config, family, protocol_name, note in exported_tasks(benchmark, first_rows):
-            protocol = registry.evaluation(benchmark).protocol(protocol_name)
+        for config, family, protocol_name, exported_note in exported_tasks(benchmark, first_rows):
+            protocol, note = registry.evaluation(benchmark).protocol(protocol_name), exported_note
             if family == "seq2seq" and protocol.answer != "text":
                 note = "; ".join(filter(None, [note, SEQ2SEQ_EOS]))
             decoded = protocol.decoding(decoding, model) if protocol.answer == "text" else GREEDY

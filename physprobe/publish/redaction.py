@@ -204,7 +204,7 @@ def check_unaltered(files: RunFiles, path: Path, redaction: Redaction) -> None:
     rows, expected = table.to_pylist(), each_text(local.to_pylist(), redaction.known)
     why = "another schema" if table.schema != local.schema else f"{len(rows)} rows for {len(expected)}"
     if table.schema == local.schema and len(rows) == len(expected):
-        changed = next(((i, k) for i, (a, b) in enumerate(zip(rows, expected)) for k in b if a[k] != b[k]), None)
+        changed = next(((i, k) for i, (a, b) in enumerate(zip(rows, expected, strict=True)) for k in b if a[k] != b[k]), None)
         if changed is None:
             return
         why = f"row {expected[changed[0]].get('row')} of config {escaped(str(expected[changed[0]].get('config')))} ({changed[1]}) altered"

@@ -12,6 +12,8 @@ names the runs as the report names them, and writes the folder ``out/name``::
     runs/<config>/run.json
     runs/<config>/metrics.json
     runs/<config>/predictions.parquet   one row per scored question (the Hub's dataset viewer shows it)
+    schema/run.schema.json          the JSON Schema of run.json and of metrics.json (``run_record.json_schemas``)
+    schema/metrics.schema.json
 
 What is published is an allow-list, verified (``physprobe.publish.verify``): those four files of each run, never
 through a link, each as the run folder's marker recorded it, the record agreeing with its predictions; anything else
@@ -42,7 +44,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 from physprobe.errors import PublishError
 from physprobe.publish import redaction
 from physprobe.publish.verify import check_record, read_verified
-from physprobe.record.run_record import METRICS_JSON, PREDICTIONS, RUN_JSON, SPEC_JSON
+from physprobe.record.run_record import METRICS_JSON, PREDICTIONS, RUN_JSON, SCHEMA_FOLDER, SCHEMAS, SPEC_JSON
 from physprobe.report import runs as report_runs
 from physprobe.report.blocks import Heading, Paragraph, TableBlock
 from physprobe.report.document import headlines
@@ -78,7 +80,10 @@ def config_names(published: list[Run], identities: list[str]) -> list[str]:
     """
     names = [config_name(run.id, run.record.benchmark) for run in published]
     shared = {name for name in names if names.count(name) > 1}
-    return [f"{name[: NAME_LENGTH - 9]}-{identity[:8]}" if name in shared else name for name, identity in zip(names, identities)]
+    return [
+        f"{name[: NAME_LENGTH - 9]}-{identity[:8]}" if name in shared else name
+        for name, identity in zip(names, identities, strict=True)
+    ]
 
 
 def run_folders(folders: list[Path]) -> list[Path]:
@@ -136,7 +141,10 @@ def write(folders: list[Path], out: Path, name: str, model_id: str | None = None
         with contextlib.chdir(staging):  # the report names each run by its folder in the repository: runs/<config>
             report = render([Path("runs") / config for config in configs], Path(scratch) / "report")
         shutil.copytree(report / "figures", staging / "figures")
-        card(name, dict(zip(configs, published_runs)), (report / "report.md").read_text(encoding="utf-8")).save(
+        (staging / "schema").mkdir()  # run.json's and metrics.json's JSON Schema, for other tools reading the runs
+        for schema in SCHEMAS.values():
+            shutil.copyfile(SCHEMA_FOLDER / schema, staging / "schema" / schema)
+        card(name, dict(zip(configs, published_runs, strict=True)), (report / "report.md").read_text(encoding="utf-8")).save(
             staging / "README.md"
         )
         redaction.check_leaks(staging, forbidden)

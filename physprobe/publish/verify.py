@@ -104,7 +104,7 @@ def check_record(files: RunFiles) -> None:
         raise PublishError(f"{escaped(str(folder / SPEC_JSON))} is not the spec {run_json} records; {again(folder)}")
     try:
         table = files.predictions()
-        rows = list(zip(table.column("config").to_pylist(), table.column("row").to_pylist()))
+        rows = list(zip(table.column("config").to_pylist(), table.column("row").to_pylist(), strict=True))
     except Exception as error:  # noqa: BLE001 - not Parquet, or without the columns physprobe writes
         raise PublishError(f"{predictions} cannot be read as physprobe's predictions ({type(error).__name__}: "
                            f"{escaped(str(error).splitlines()[0] if str(error) else '')}); {again(folder)}") from None  # fmt: skip

@@ -16,7 +16,7 @@ import re
 
 from physprobe.errors import RunRecordError
 from physprobe.protocols import COUNTS, METHODS
-from physprobe.record.spec import label_fault
+from physprobe.record.options import label_fault
 
 FRACTIONS = {"accuracy", "map", "agreement"}  # words of a key naming a fraction (0-1)
 PARTS_OF_N = ("undecided", "unparsed")  # counts of scored questions, so at most ``n``

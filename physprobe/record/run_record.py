@@ -140,6 +140,40 @@ class RunRecord:
         return data
 
 
+SCHEMAS = {RUN_JSON: "run.schema.json", METRICS_JSON: "metrics.schema.json"}  # each file's JSON Schema, as published
+SCHEMA_FOLDER = Path(__file__).parent / "schemas"  # where the package ships them
+
+
+def json_schemas() -> dict[str, dict]:
+    """The JSON Schema (draft 2020-12) of run.json and of metrics.json, by ``SCHEMAS``' names: run.json's read from the
+    record's own types (pydantic's reading of the dataclasses), without what is never written (the metrics, in their
+    file of their own; ``RunSpec.described``) and no field but the types'; metrics.json's, objects of numbers, nulls and
+    objects of them. ``physprobe/record/schemas/`` holds them (a test keeps them equal); ``physprobe publish`` puts
+    them beside the runs.
+
+    >>> schemas = json_schemas()
+    >>> schemas["run.schema.json"]["properties"]["schema_version"], sorted(schemas)
+    ({'const': 3}, ['metrics.schema.json', 'run.schema.json'])
+    """
+    from pydantic import TypeAdapter
+
+    run = TypeAdapter(RunRecord).json_schema()
+    definitions = run["$defs"]
+    del run["properties"]["metrics"], definitions["RunSpec"]["properties"]["described"], definitions["Description"]
+    run["required"].remove("metrics")
+    run["properties"]["schema_version"] = {"const": SCHEMA_VERSION}
+    for typed in (run, *definitions.values()):
+        typed["additionalProperties"] = False
+    figures = {
+        "type": "object",
+        "additionalProperties": {"anyOf": [{"type": "number"}, {"type": "null"}, {"$ref": "#/$defs/figures"}]},
+    }
+    metrics = {"title": "metrics.json", "type": "object", "additionalProperties": {"$ref": "#/$defs/figures"},
+               "$defs": {"figures": figures}}  # fmt: skip
+    dialect = {"$schema": "https://json-schema.org/draft/2020-12/schema"}
+    return {SCHEMAS[RUN_JSON]: {**dialect, **run, "title": "run.json"}, SCHEMAS[METRICS_JSON]: {**dialect, **metrics}}
+
+
 def write(folder: Path, run_owner: Owner, record: RunRecord, samples: list) -> None:
     """Check ``record`` as ``load`` would, then replace the run folder's results as one: spec.json, predictions.parquet
     (a line per sample, ``physprobe.run.samples.Sample.line``), metrics.json and run.json (the cache and lock stay)."""

@@ -218,7 +218,7 @@ def card(runs: list[Run]) -> Card:
     lines = []
     for name, paper, row in rows(runs):
         here = [c.runs.get(name) for c in columns]
-        cells = [_cell(run, c.name, paper.title, row, paper, notes) for run, c in zip(here, columns)]
+        cells = [_cell(run, c.name, paper.title, row, paper, notes) for run, c in zip(here, columns, strict=True)]
         placed = [(run, source(row, run)[1]) for run in here if run is not None]
         top, people = best(row), human(row)
         lines.append(Line(name, paper, row, row.sources[0][0], cells, [baseline_cell(run, c, 0) for run, c in placed],
@@ -297,7 +297,7 @@ def panels(found: Card) -> list[Panel]:
     for line in found.lines:
         full = 100 if line.table.scale == "percent" else 1
         bars = []
-        for cell, colour in zip(line.cells, colours):
+        for cell, colour in zip(line.cells, colours, strict=True):
             error = None if cell.interval is None else (full * cell.interval[0], full * cell.interval[1])
             value = None if cell.value is None else full * cell.value
             bars.append(Bar("", value, cell.text, error, colour, True, cell.warned))
@@ -324,7 +324,7 @@ def card_figure(found: Card, path: Path) -> bool:
     heights = [sum(len(bars) + 0.8 for _, bars, *_ in panel.figures) for panel in drawn]
     fig, axes = plt.subplots(len(drawn), 1, figsize=(9.5, 0.26 * sum(heights) + 1.1 * len(drawn) + 1.0 + 0.13 * note_lines),
                              gridspec_kw={"height_ratios": heights}, squeeze=False)  # fmt: skip
-    for axis, panel in zip(axes[:, 0], drawn):
+    for axis, panel in zip(axes[:, 0], drawn, strict=True):
         _card_panel(axis, panel)
     legend = _card_legend(fig, plt, found.columns)
     fig.suptitle("Your models against the papers' best models and humans", fontsize=11)
@@ -377,7 +377,7 @@ def _card_legend(fig, plt, columns: list[Model]):
     colours = [OKABE_ITO[i % len(OKABE_ITO)] for i in range(len(columns))]
     handles = [
         Patch(facecolor=colour, edgecolor="#333333", label=f"{column.name} (95% interval)")
-        for column, colour in zip(columns, colours)
+        for column, colour in zip(columns, colours, strict=True)
     ]
     handles += [Patch(facecolor="white", edgecolor="#333333", hatch="////", label="⚠ its figures say little (footnote)"),
                 Patch(color=PUBLISHED_GREY, label="the paper's best model"), Patch(color=HUMAN_GREEN, label="human (paper)"),
@@ -423,11 +423,11 @@ def card_text(folders: list[Path]) -> str:
     rows = [block.header] + block.rows
     widths = [max(len(r[i]) for r in rows) for i in range(len(block.header))]
     lines = []
-    for row, kind in zip(rows, ["header", *block.kinds]):
+    for row, kind in zip(rows, ["header", *block.kinds], strict=True):
         if kind == "section":
             lines.append(row[0])
         else:
-            lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+            lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
         if kind == "header":
             lines.append("  ".join("-" * width for width in widths))
     return "\n".join(lines + [""] + found.notes)

@@ -250,8 +250,8 @@ class _Side:
     def swapped(self, other: _Side, swap) -> _Side:
         """This side with ``other``'s answers where ``swap`` is True (its own protocol's options)."""
         mixed = copy.copy(self)
-        mixed.predictions = [b if s else a for a, b, s in zip(self.predictions, other.predictions, swap)]
-        mixed.scores = [b if s else a for a, b, s in zip(self.scores, other.scores, swap)]
+        mixed.predictions = [b if s else a for a, b, s in zip(self.predictions, other.predictions, swap, strict=True)]
+        mixed.scores = [b if s else a for a, b, s in zip(self.scores, other.scores, swap, strict=True)]
         return mixed
 
     def figures(self, indices) -> dict:
@@ -340,7 +340,7 @@ def _is_mean(side: _Side, values, paths: list[str], whole: dict, draws) -> bool:
     checks = [(whole, np.arange(values.shape[1]))] + [(side.figures(d), d) for d in draws[:CHECKS]]
     for found, indices in checks:
         means = _mean(values, indices[None, :])[:, 0]
-        for path, mean in zip(paths, means):
+        for path, mean in zip(paths, means, strict=True):
             value = _value(found, path)
             if (value is None) != bool(np.isnan(mean)) or (value is not None and abs(value - mean) > TOLERANCE):
                 return False
@@ -360,7 +360,7 @@ def _differences(evaluation: Evaluation, config: str, shown: list[Figure], pairs
     paths = [f.path for f in shown]
     draws = paired.draws(len(rows), resamples, seed)
     values = [side.values(paths) for side in sides]
-    fast = all(_is_mean(s, v, paths, w, draws) for s, v, w in zip(sides, values, whole))
+    fast = all(_is_mean(s, v, paths, w, draws) for s, v, w in zip(sides, values, whole, strict=True))
     swaps = paired.swaps(len(rows), resamples, seed)
     if fast:
         resampled = [_mean(v, draws) for v in values]

@@ -166,7 +166,7 @@ def bars_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path)
         axis.set_visible(False)
     lines = {}
     rows = max(len(p[4]) for p in panels)
-    for axis, (table, column, part, title, series, chances) in zip(axes.flat, panels):
+    for axis, (table, column, part, title, series, chances) in zip(axes.flat, panels, strict=False):  # spare axes hidden
         _bar_panel(axis, table, column, part, title, series, chances, colours, lines, rows)
     _fit_labels(fig, axes, ncols, 1 if shared else ncols)
     legend = _legend(fig, plt, runs, colours, lines)
@@ -229,7 +229,7 @@ def _bar_panel(axis, table, column, part, title: str, series, chances, colours: 
     axis.set_title(textwrap.fill(title, 34), fontsize=9)
     axis.set_yticks(range(len(series)))
     axis.set_yticklabels([s.name for s in series], fontsize=7)
-    for label, s in zip(axis.get_yticklabels(), series):
+    for label, s in zip(axis.get_yticklabels(), series, strict=False):  # matplotlib may keep fewer labels than series
         if s.run:
             label.set_fontweight("bold")
     axis.set_ylim(rows - 0.5, -0.5)  # the same bar thickness in every panel
@@ -253,14 +253,14 @@ def lines_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path
     x = list(range(len(columns)))
     ends = []
     for s in series:
-        points = [(i, v) for i, v in zip(x, s.values) if v is not None]
+        points = [(i, v) for i, v in zip(x, s.values, strict=True) if v is not None]
         if not points:
             continue
-        xs, ys = zip(*points)
+        xs, ys = zip(*points, strict=True)
         if s.run:
             errors = [s.errors[i] for i in xs]
-            low = [y - e[0] if e else 0 for y, e in zip(ys, errors)]
-            high = [e[1] - y if e else 0 for y, e in zip(ys, errors)]
+            low = [y - e[0] if e else 0 for y, e in zip(ys, errors, strict=True)]
+            high = [e[1] - y if e else 0 for y, e in zip(ys, errors, strict=True)]
             axis.errorbar(xs, ys, yerr=[low, high], color=colours[s.name], marker="o", linewidth=2.2, capsize=3, label=s.name)
         else:  # a missing value breaks the line rather than bridging it
             axis.plot(x, [math.nan if v is None else v for v in s.values], color="#999999", marker=".", linewidth=1)

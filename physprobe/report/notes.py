@@ -69,7 +69,7 @@ def missing_texts(missing: list[Missing]) -> dict[Missing, str]:
             text = (f"{who} scored no question of this column (or none it decided) among the --limit {limit} "
                     f"questions of `{config}`")  # fmt: skip
         else:
-            segments = zip(*(m.detail.split(".") for m in members))
+            segments = zip(*(m.detail.split(".") for m in members), strict=False)  # the segments all share
             pattern = ".".join(s[0] if len(set(s)) == 1 else "*" for s in segments)
             text = f"metrics.json of {who} has no `{pattern}`"
         texts.update({m: text for m in members})

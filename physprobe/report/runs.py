@@ -113,7 +113,7 @@ def name_runs(runs: list[Run]) -> None:
     """Name the report's runs (``Run.id``), apart within each benchmark (its tables and figures)."""
     for benchmark in {r.record.benchmark for r in runs}:
         group = [r for r in runs if r.record.benchmark == benchmark]
-        for run, found in zip(group, name([model_name(r.record) for r in group], [traits(r.record) for r in group])):
+        for run, found in zip(group, name([model_name(r.record) for r in group], [traits(r.record) for r in group]), strict=True):
             run.id = found
 
 

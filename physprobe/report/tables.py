@@ -210,8 +210,8 @@ def _paper_protocols(benchmark: str, raw: dict, where: str) -> dict[str, tuple[s
     evaluation = registry.evaluation(benchmark)
     known = {p.name: p for p in evaluation.protocols}
     out = {}
-    for method, names in raw.items():
-        names = tuple(_as_tuple(names))
+    for method, listed in raw.items():
+        names = tuple(_as_tuple(listed))
         for name in names:
             if name not in known:
                 raise DeclarationError(f"{where} protocols.{method}: {benchmark} has no protocol {name!r}; "

@@ -41,7 +41,7 @@ def to_markdown(blocks: list) -> str:
         elif isinstance(block, TableBlock):
             out.append("| " + " | ".join(_md_escape(h) for h in block.header) + " |")
             out.append("|" + "---|" * len(block.header))
-            for row, kind in zip(block.rows, block.kinds):
+            for row, kind in zip(block.rows, block.kinds, strict=True):
                 cells = [_md_escape(c) for c in row]
                 if kind in ("run", "section") and cells[0]:
                     cells[0] = f"**{cells[0]}**"
@@ -84,7 +84,7 @@ def to_html(blocks: list) -> str:
                 else '<div class="scroll"><table><thead><tr>'
             )
             out.append("".join(f"<th>{_html_text(h)}</th>" for h in block.header) + "</tr></thead><tbody>")
-            for row, kind in zip(block.rows, block.kinds):
+            for row, kind in zip(block.rows, block.kinds, strict=True):
                 if kind == "section":
                     out.append(f'<tr class="section"><td colspan="{len(row)}">{_html_text(row[0])}</td></tr>')
                 else:

@@ -59,7 +59,7 @@ def compute(evaluation: Evaluation, config: str, rows: list[dict], options: list
         def given(answers: list[int]) -> dict:  # scores one-hot on the answer: what a model sure of it gives
             key = tuple(answers)
             if key not in scored:
-                scored[key] = figures(answers, [[float(i == a) for i in range(o)] for a, o in zip(answers, options)])
+                scored[key] = figures(answers, [[float(i == a) for i in range(o)] for a, o in zip(answers, options, strict=True)])
             return copy.deepcopy(scored[key])
 
         majority = given([majority_answer] * len(rows))
@@ -76,7 +76,9 @@ def compute(evaluation: Evaluation, config: str, rows: list[dict], options: list
         rotations = [[float((c + j) % classes) for c in range(classes)] for j in range(classes)]
         rankings = rotations + [[classes - 1 - s for s in ranking] for ranking in rotations]
         chance = _mean([provenance.overall_figures(figures(none, [ranking] * len(rows))) for ranking in rankings])
-        answered = [p if p is not None else _ranks(s) for p, s in zip(predictions, scores) if p is not None or None not in s]
+        answered = [
+            p if p is not None else _ranks(s) for p, s in zip(predictions, scores, strict=True) if p is not None or None not in s
+        ]
     top = Counter(answered).most_common(1)
     commonest_answer, commonest = top[0] if top else (None, 0)
     if majority_answer is None:  # a set or ranking of classes, not an option

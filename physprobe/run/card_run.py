@@ -1,7 +1,7 @@
 """The card run: ``physprobe score --benchmark all`` (or a comma-separated list) scores one model on several
 benchmarks, each with its default protocol for the model's family, the model made and loaded once.
 
-The arguments are checked for every benchmark first (``spec.check``), the model described once (no weights), and
+The options are checked for every benchmark first (``ScoreOptions.for_benchmark``), the model described once (no weights), and
 each benchmark's run resolved from that description (``spec.resolve``). Each benchmark is a run of its own
 (``physprobe.run.runner``, given the card's ``Models``): its own folder under one parent (``runs/<model>/<benchmark>``),
 its own spec, record and resume cache, so a card killed mid-way and run again re-scores nothing already answered. A
@@ -17,7 +17,6 @@ scored options: ``runner.work``), those cached as done (``progress.overall``: be
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,12 +26,11 @@ from physprobe.backends.base import Backend
 from physprobe.data import registry
 from physprobe.errors import BackendError, PhysprobeError, ProtocolError
 from physprobe.record import spec as run_spec
+from physprobe.record.options import CARD, ScoreOptions, names_a_card
 from physprobe.record.run_record import RunRecord
-from physprobe.record.spec import Arguments, RunSpec
+from physprobe.record.spec import RunSpec
 from physprobe.run import runner
 from physprobe.util import progress
-
-ALL = "all"
 
 
 def is_card(benchmark: str) -> bool:
@@ -41,14 +39,14 @@ def is_card(benchmark: str) -> bool:
     >>> is_card("prost"), is_card("all"), is_card("prost,cccons")
     (False, True, True)
     """
-    return benchmark == ALL or "," in benchmark
+    return names_a_card(benchmark)
 
 
 def names(benchmark: str) -> tuple[str, ...]:
     """The benchmarks ``--benchmark`` names: every registered one for ``all``, else each of a comma-separated list
     (each known, once)."""
     known = registry.names()
-    if benchmark == ALL:
+    if benchmark == CARD:
         return tuple(known)
     listed = [name.strip() for name in benchmark.split(",")]
     if not all(listed):
@@ -69,49 +67,53 @@ def default_parent(model: str, gguf_file: str | None) -> Path:
 
 @dataclass(frozen=True)
 class Card:
-    """A card run's arguments, checked (no data read, no model described): one ``spec.Arguments`` per benchmark,
-    each into ``out/<benchmark>``."""
+    """A card run's options, checked (no data read, no model described): one ``ScoreOptions`` per benchmark, each
+    into ``out/<benchmark>``."""
 
     out: Path
-    arguments: tuple[Arguments, ...]
+    options: tuple[ScoreOptions, ...]
 
 
-def make(model: str, benchmark: str, *, out: str | os.PathLike | None = None, configs=None, protocol: str | None = None,
-         dataset_repo: str | None = None, processes: int = 1, gguf_file: str | None = None, **options) -> Card:  # fmt: skip
-    """Check a card run's arguments (``options``: those of ``spec.make``) for each benchmark it names.
+def make(model: str, benchmark: str, **options) -> Card:
+    """A card run of a Python call's options (those of ``spec.make``): ``of(ScoreOptions)``."""
+    return of(run_spec.check(model, benchmark, **options))
+
+
+def of(options: ScoreOptions) -> Card:
+    """Check a card run's ``options`` for each benchmark it names.
 
     ``--config``, ``--protocol`` and ``--dataset-repo`` name one benchmark's configs, protocols and dataset, and
     ``--num-processes`` launches one benchmark's run: each is refused here with the fix (score that benchmark on its
     own).
     """
-    chosen = names(benchmark)
-    for given, option, what in ((configs, "--config", "configs"), (protocol, "--protocol", "protocols"),
-                                (dataset_repo, "--dataset-repo", "Hub dataset")):  # fmt: skip
+    chosen = names(options.benchmark)
+    for given, option, what in ((options.configs, "--config", "configs"), (options.protocol, "--protocol", "protocols"),
+                                (options.dataset_repo, "--dataset-repo", "Hub dataset")):  # fmt: skip
         if given is not None:
             raise ProtocolError(f"{option} names one benchmark's {what}; score several benchmarks with their default "
                                 f"protocols, or that benchmark on its own (--benchmark NAME {option} ...)")  # fmt: skip
-    if options.get("decoding", "greedy") != "greedy" or options.get("samples", 1) != 1:
+    if options.decoding != "greedy" or options.samples != 1:
         raise ProtocolError("--decoding released and --samples apply to one benchmark's generating protocol; score that "
                             "benchmark on its own (--benchmark NAME --decoding released ...)")  # fmt: skip
-    if processes > 1:
+    if options.processes > 1:
         raise PhysprobeError("--num-processes splits one benchmark's run over processes; score each benchmark on its own "
                              "with --num-processes, or the card in one process")  # fmt: skip
-    parent = Path(out) if out is not None else default_parent(model, gguf_file)
-    return Card(parent, tuple(run_spec.check(model, name, out=parent / name, gguf_file=gguf_file, **options) for name in chosen))
+    parent = Path(options.out) if options.out is not None else default_parent(options.model, options.gguf_file)
+    return Card(parent, tuple(options.for_benchmark(name, parent / name) for name in chosen))
 
 
 def resolved(card: Card) -> tuple[list[RunSpec], dict[str, str]]:
     """Each benchmark's run, resolved from one description of the model (``Backend.describe``, once for the card),
     and the benchmarks it cannot score, each with why (no default protocol fits the model, the backend cannot serve
     the protocol's requests)."""
-    first = card.arguments[0]
+    first = card.options[0]
     described = backends.describe(first.backend, first.settings())
     specs, skipped = [], {}
-    for arguments in card.arguments:
+    for options in card.options:
         try:
-            specs.append(run_spec.resolve(arguments, described, arguments.data.source(arguments.benchmark)))
+            specs.append(run_spec.resolve(options, described, options.source()))
         except (ProtocolError, BackendError) as error:
-            skipped[arguments.benchmark] = str(error)
+            skipped[options.benchmark] = str(error)
     return specs, skipped
 
 

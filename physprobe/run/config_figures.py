@@ -140,7 +140,7 @@ def over_samples(draws: list[dict], samples: list[list[Sample]]) -> dict:
     shared = [path for path in leaves[0] if all(path in other for other in leaves)]
     mean = {p: statistics.fmean(x[p] for x in leaves) for p in shared}
     sd = {p: statistics.stdev(x[p] for x in leaves) for p in shared}
-    rows = [list(row) for row in zip(*samples) if row[0].answered]
+    rows = [list(row) for row in zip(*samples, strict=True) if row[0].answered]
     shares = [collections.Counter(s.decision for s in row).most_common(1)[0][1] / len(row) for row in rows]
     return {"drawn": len(draws), "mean": _tree(mean), "sd": _tree(sd),
             "agreement": statistics.fmean(shares) if shares else None}  # fmt: skip

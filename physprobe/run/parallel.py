@@ -202,7 +202,7 @@ def launch(spec) -> int:
                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "physprobe.run.launched"]  # fmt: skip
     env = dict(os.environ, **{LAUNCHER: str(os.getpid()), SPEC: spec.to_json()},
                **({"ACCELERATE_USE_CPU": "true"} if spec.settings.device == "cpu" else {}))  # fmt: skip
-    child = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_kill_me_with_parent)
+    child = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_kill_me_with_parent)  # noqa: PLW1509 - the death signal is set between fork and exec, where nothing else can
     errors: list[str] = []
 
     def relay() -> None:

@@ -1,7 +1,9 @@
 """The resume cache of ``physprobe score``: every request's result in SQLite, keyed by all that changes it.
 
-A key is the sha256 of the run's key base (``key_base`` of the backend's identity, the physprobe version, the
-protocol and the dataset revision) and the request (``Request.key``); a value is the
+A key is the sha256 of the run's key base (``key_base`` of the backend's identity, the version of the engine that
+answers the request type (``Backend.ENGINE_VERSIONS``), the protocol with its version (``Protocol.version``) and the
+dataset revision) and the request (``Request.key``); never physprobe's release number, which does not change between
+commits, so an engine fixed in place rescores the answers it changes and nothing else does. A value is the
 result's cached form (``physprobe.protocols.results``: ``to_json``, read back by the request type's result class). Results are committed as the backend hands them over (a server's answers one by one, an
 in-process engine's per engine call; ``synchronous=OFF``: a commit is a write to the operating system, which a
 killed process cannot lose), so an interrupted run (Ctrl-C, SIGKILL, out-of-memory, a server gone) restarts where
@@ -141,7 +143,7 @@ class Cache:
         for (text,) in self.db.execute("SELECT value FROM measured WHERE scope = ? ORDER BY rowid", (scope,)):
             stored = _loads(text)
             if (isinstance(stored, list) and len(stored) == len(values)
-                    and all(abs(a - b) <= MEASURE_TOLERANCE for a, b in zip(stored, values))):  # fmt: skip
+                    and all(abs(a - b) <= MEASURE_TOLERANCE for a, b in zip(stored, values, strict=True))):  # fmt: skip
                 return {**identity, "measured": stored}
         try:
             self.db.execute("INSERT INTO measured VALUES (?, ?)", (scope, json.dumps(values)))

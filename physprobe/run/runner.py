@@ -86,6 +86,17 @@ def backend_of(spec: RunSpec) -> Backend:
     return backends.create(spec.backend, spec.settings, spec.described)
 
 
+def engine_version(model: Backend, kind: type) -> int:
+    """The version of the engine ``model`` serves ``kind`` with (``Backend.ENGINE_VERSIONS``: the resume cache's key);
+    one line naming the backend where it declares none."""
+    version = getattr(model, "ENGINE_VERSIONS", {}).get(kind)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise BackendError(f"--backend {model.name} declares no version of its {kind.__name__} engine (ENGINE_VERSIONS[{kind.__name__}], "
+                           f"got {version!r}): give each engine a whole number, bumped when its results change "
+                           "(docs/adding_a_backend.md)")  # fmt: skip
+    return version
+
+
 class Scoring:
     """A spec being scored: its model (made once, not loaded), protocol, cache and ranks.
     ``make_backend(spec)`` makes the model (default: ``backend_of``); a caller scoring one model on several
@@ -96,6 +107,7 @@ class Scoring:
         self.evaluation = registry.evaluation(spec.benchmark)
         self.protocol = self.evaluation.protocol(spec.protocol)
         self.model = (make_backend or backend_of)(spec)  # options checked; no weights, no request
+        self.engine_version = engine_version(self.model, self.protocol.sends)
         self.loaded_before = self.model.load_seconds  # a model made before may have loaded in an earlier run
         self.identity: dict = {}
         self.revisions: dict[str, str] = {}
@@ -117,13 +129,17 @@ class Scoring:
             with ThreadPoolExecutor(1) as pool:
                 read = pool.submit(self.model.prompts, requests if self.ranks.main else [])
                 results, now = self.results(config, requests, [indices[i] for i in kept], cache)
-                draws.append(self.samples(config, indices, rows, dict(zip(kept, zip(requests, results))), read.result()))
+                draws.append(
+                    self.samples(
+                        config, indices, rows, dict(zip(kept, zip(requests, results, strict=True), strict=True)), read.result()
+                    )
+                )
             fresh += now
         samples = draws[0]
         figures = config_figures.figures(self.evaluation, protocol, config, samples, self.spec.bootstrap_iters,
                                          self.ranks.main and bool(built))  # fmt: skip
         if len(draws) > 1:
-            samples = [dataclasses.replace(row[0], draws=row) for row in zip(*draws)]
+            samples = [dataclasses.replace(row[0], draws=row) for row in zip(*draws, strict=True)]
             each = [config_figures.metrics(self.evaluation, protocol, config, drawn) for drawn in draws]
             spread = config_figures.over_samples(each, draws)
             figures = dataclasses.replace(figures, metrics={**figures.metrics, "samples": spread})
@@ -136,7 +152,7 @@ class Scoring:
         if decoding is None:
             return requests
         return [decoded(request, decoding, sample_seed(self.spec.seed, self.spec.benchmark, config, index, sample, decoding))
-                for request, index in zip(requests, indices)]  # fmt: skip
+                for request, index in zip(requests, indices, strict=True)]  # fmt: skip
 
     def samples(self, config: str, indices: list[int], rows: list[dict], answered: dict[int, tuple],
                 prompts: list[tuple[list[str], list[int] | None]]) -> list[Sample]:  # fmt: skip
@@ -147,7 +163,7 @@ class Scoring:
         outcomes = {i: self.protocol.outcome(result, request) for i, (request, result) in answered.items()}
         inputs.references(reference, [rows[i] for i in outcomes], [o.options for o in outcomes.values()], config,
                           [indices[i] for i in outcomes])  # fmt: skip
-        read = dict(zip(answered, prompts))
+        read = dict(zip(answered, prompts, strict=False))  # no prompts on a rank but 0 (none recorded there)
         samples = []
         for i, row in enumerate(rows):
             gold = tuple(reference(row))
@@ -166,8 +182,8 @@ class Scoring:
         many); each result is committed as the backend hands it over (``ResultHandle.answered``), the rest when the
         call returns. A request any rank's cache holds is never rescored.
         """
-        keys = Cache.keys(requests, **self.identity, physprobe=provenance.versions()["physprobe"], protocol=self.protocol.name,
-                          dataset=self.revisions[config])  # fmt: skip
+        keys = Cache.keys(requests, **self.identity, engine=self.engine_version, protocol=self.protocol.name,
+                          protocol_version=self.protocol.version, dataset=self.revisions[config])  # fmt: skip
         cuts = parallel.chunks(len(requests), self.spec.chunk)
         known = self.ranks.merged(cache.get(keys, self.protocol.sends.result))
         owner = self.ranks.owners(cuts, requests, self.model.tokenizer if self.ranks.world > 1 else None)
@@ -185,31 +201,62 @@ class Scoring:
             f"{self.spec.benchmark}/{config}", mine, self.protocol.sends.unit, done=mine - left, weight=weight
         ) as bar:
             for part in todo:
-                committed: set[str] = set()
-
-                def answered(index: int, value: Result, part=part, committed=committed) -> None:
-                    inputs.finite_scores([value], config, [indices[part[index]]])
-                    cache.put({keys[part[index]]: value})
-                    committed.add(keys[part[index]])
-
-                try:
-                    values = self.model.score(
-                        [requests[i] for i in part], ResultHandle(bar, answered, sum(work[i] for i in part) / len(part))
-                    )
-                except RequestError as error:
-                    raise BackendError(f"{self.spec.benchmark}/{config} row {indices[part[error.index]]}: {error}") from None
-                except ServedModelChanged as error:  # the answers since its last matching probe may be the other model's
-                    cache.drop([keys[part[i]] for i in error.unconfirmed])
-                    raise BackendError(f"{self.spec.benchmark}/{config}: {error}") from None
-                inputs.finite_scores(values, config, [indices[i] for i in part])
-                scored_now = {keys[i]: v for i, v in zip(part, values)}
-                cache.put({k: v for k, v in scored_now.items() if k not in committed})
-                fresh.update(scored_now)
+                rows, items = [indices[i] for i in part], sum(work[i] for i in part) / len(part)
+                fresh.update(self.call(config, [requests[i] for i in part], [keys[i] for i in part], rows, cache, bar, items))
         known.update(self.ranks.merged(fresh))
         results = [known[k] for k in keys]
         if self.ranks.world > 1 and self.ranks.main:  # a later single-process run into ``out`` resumes from every rank's scores
-            cache.put(dict(zip(keys, results)))
+            cache.put(dict(zip(keys, results, strict=True)))
         return results, self.ranks.total(sum(map(len, todo)))
+
+    def call(self, config: str, asked: list, keys: list[str], rows: list[int], cache: Cache, bar, items: float) -> dict:
+        """One engine call on the requests ``asked`` (their cache ``keys``, their dataset ``rows``; ``items`` of work
+        each): each result checked and committed as the backend hands it over, the rest when the call returns. Returns
+        the call's results by key."""
+        committed: set[str] = set()
+
+        def answered(index: int, value: Result) -> None:
+            self.check_answers(config, rows, {index: value})
+            inputs.finite_scores([value], config, [rows[index]])
+            cache.put({keys[index]: value})
+            committed.add(keys[index])
+
+        try:
+            values = self.model.score(asked, ResultHandle(bar, answered, items))
+        except RequestError as error:
+            raise BackendError(f"{self.spec.benchmark}/{config} row {rows[error.index]}: {error}") from None
+        except ServedModelChanged as error:  # the answers since its last matching probe may be the other model's
+            cache.drop([keys[i] for i in error.unconfirmed])
+            raise BackendError(f"{self.spec.benchmark}/{config}: {error}") from None
+        self.check_answers(config, rows, values)
+        inputs.finite_scores(values, config, rows)
+        scored = dict(zip(keys, values, strict=True))
+        cache.put({k: v for k, v in scored.items() if k not in committed})
+        return scored
+
+    def check_answers(self, config: str, rows: list[int], values) -> None:
+        """One line naming the backend, the config and the row unless ``values`` (a list in order, or ``{place:
+        result}`` handed over one by one) holds one result per request of a call on ``rows`` (dataset indices), each
+        of the request type's result class (``Request.result``): a backend's answer is never counted short or read
+        in another shape. The row named is the first left without its answer, or the one answered wrongly."""
+        kind, where = self.protocol.sends, f"--backend {self.spec.backend} on {self.spec.benchmark}/{config}"
+        fix = "a backend returns one result per request, in order (docs/adding_a_backend.md)"
+        call = f"a call of {len(rows)} {kind.__name__} requests"
+        if isinstance(values, dict):
+            answered = values
+        elif isinstance(values, (list, tuple)):
+            if len(values) != len(rows):
+                row = rows[min(len(values), len(rows) - 1)]
+                raise BackendError(f"{where} row {row}: answered {len(values)} results to {call}; {fix}")
+            answered = dict(enumerate(values))
+        else:
+            raise BackendError(f"{where} row {rows[0]}: answered {type(values).__name__} to {call}, not a list of results; {fix}")
+        for place, value in answered.items():
+            if isinstance(place, bool) or not isinstance(place, int) or not 0 <= place < len(rows):
+                raise BackendError(f"{where} row {rows[0]}: handed over a result for request {place!r} of {call}; {fix}")
+            if not isinstance(value, kind.result):
+                raise BackendError(f"{where} row {rows[place]}: answered {type(value).__name__} to a {kind.__name__} request, "
+                                   f"which is answered by {kind.result.__name__}; {fix}")  # fmt: skip
 
     def pooled_baselines(self, scored: dict[str, ScoredConfig], pooled: dict) -> dict[str, Baselines]:
         """The baselines of each pooled figure, over its configs' rows together (rank 0)."""

@@ -33,7 +33,7 @@ _owned = False  # whether this process ends when the command does
 def own_process() -> None:
     """Mark this process as the command's own (it ends when the command does): new objects are looked at every
     ``YOUNG_COLLECTION`` allocations, and ``settle`` freezes."""
-    global _owned
+    global _owned  # noqa: PLW0603 - the process's one flag, set once by the console command
     _owned = True
     gc.set_threshold(YOUNG_COLLECTION, 20, 10)
 

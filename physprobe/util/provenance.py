@@ -54,7 +54,7 @@ def folder_hash(folder: str | os.PathLike) -> str:
     digest = hashlib.sha256()
     root = Path(folder)
     files = sorted(p for p in root.rglob("*") if p.is_file())
-    for path, file_digest in zip(files, file_digests(files)):
+    for path, file_digest in zip(files, file_digests(files), strict=True):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
         digest.update(file_digest)
     return "sha256:" + digest.hexdigest()

@@ -120,7 +120,7 @@ def _as(hint, value, where: str, path: str):
         if origin is tuple and args and args[-1] is not Ellipsis:  # a fixed-length tuple
             if len(value) != len(args):
                 _fail(where, path, value, f"a list of {len(args)}")
-            return tuple(_as(a, v, where, f"{path}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+            return tuple(_as(a, v, where, f"{path}[{i}]") for i, (a, v) in enumerate(zip(args, value, strict=True)))
         items = [_as(args[0] if args else object, v, where, f"{path}[{i}]") for i, v in enumerate(value)]
         return tuple(items) if origin is tuple else items
     if origin is dict:

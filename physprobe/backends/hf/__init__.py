@@ -142,7 +142,7 @@ def _seq2seq(loaded, requests: list[Seq2Seq], templating: Templating, options: d
     from physprobe.backends.hf import seq2seq
 
     templating.applied(Seq2Seq)
-    questions = list(zip([r.source for r in requests], seq2seq_targets(requests, loaded.tokenizer)))
+    questions = list(zip([r.source for r in requests], seq2seq_targets(requests, loaded.tokenizer), strict=True))
     return _scores(seq2seq.seq2seq_logprobs(loaded.model, loaded.tokenizer, questions, loaded.device, **options))
 
 
@@ -226,7 +226,7 @@ def _generate(loaded, requests: list[Generate], templating: Templating, options:
                                   chat=templating.applied(Generate), **options)  # fmt: skip
     resolved = iter(first_token_choices([r for r in requests if r.first_token_choices], loaded.tokenizer))
     return [dataclasses.replace(answer, choices=tuple(next(resolved))) if r.first_token_choices else answer
-            for answer, r in zip(answers, requests)]  # fmt: skip
+            for answer, r in zip(answers, requests, strict=True)]  # fmt: skip
 
 
 def _generate_each(loaded, requests: list[GenerateEach], templating: Templating, options: dict) -> list[Answers]:
@@ -244,6 +244,10 @@ def _generate_each(loaded, requests: list[GenerateEach], templating: Templating,
 # The engine of each request type this backend serves (``physprobe.backends.REGISTRY`` names the same types).
 ENGINES = {Choice: _choice, MeanTokens: _mean_tokens, Masked: _masked, MaskedPair: _masked_pair, Seq2Seq: _seq2seq,
            Entailment: _entailment, YesNo: _yes_no, Generate: _generate, GenerateEach: _generate_each}  # fmt: skip
+# Each engine's version, in the resume cache's key: bumped when a change to the engine (or to code it runs: batching,
+# packing, attention, generation) moves the numbers it returns, so a resumed run never reads the older engine's answers.
+ENGINE_VERSIONS = {Choice: 1, MeanTokens: 1, Masked: 1, MaskedPair: 1, Seq2Seq: 1, Entailment: 1, YesNo: 1, Generate: 1,
+                   GenerateEach: 1}  # fmt: skip
 
 
 def computed_dtype(model) -> str:
@@ -290,6 +294,7 @@ class HFBackend(Backend):
 
     name = "hf"
     ENGINES = ENGINES
+    ENGINE_VERSIONS = ENGINE_VERSIONS
 
     @staticmethod
     def parse_model_args(text: str | None) -> dict:

@@ -115,5 +115,5 @@ class FilledLayer(DynamicLayer):
 def filled_cache(keys: list[torch.Tensor], values: list[torch.Tensor], filled: int) -> DynamicCache:
     """A ``DynamicCache`` of ``FilledLayer`` s: per layer, a buffer whose first ``filled`` positions are set."""
     cache = DynamicCache()
-    cache.layers = [FilledLayer(k, v, filled) for k, v in zip(keys, values)]
+    cache.layers = [FilledLayer(k, v, filled) for k, v in zip(keys, values, strict=True)]
     return cache

@@ -250,7 +250,7 @@ def run_batches(n_items: int, lengths: Sequence[int], step: Callable[[list[int]]
     while pending:
         batch = pending.pop(0)
         try:
-            for index, value in zip(batch, step(batch)):
+            for index, value in zip(batch, step(batch), strict=True):
                 results[index] = value
             if progress is not None:
                 progress.update(len(batch))
@@ -271,7 +271,7 @@ def shared_length(sequences: Sequence[Sequence[int]]) -> int:
     """
     shortest = min(map(len, sequences)) - 1
     n = 0
-    for a, b in zip(min(sequences), max(sequences)):  # what the first and last in token order share, all share
+    for a, b in zip(min(sequences), max(sequences), strict=False):  # what the first and last in token order share, all share
         if n == shortest or a != b:
             break
         n += 1

@@ -95,14 +95,16 @@ def masked_logprobs(model, tokenizer, texts: Sequence[str], candidates: Sequence
         if text.count("[MASK]") != 1:
             raise ScoringError(f"masked-LM input must hold exactly one [MASK]: {text[:80]!r}")
     encoded, masks = [], []
-    for text, ids in zip(
-        texts, tokenizer([t.replace("[MASK]", tokenizer.mask_token) for t in texts])["input_ids"] if texts else []
+    for text, whole in zip(
+        texts, tokenizer([t.replace("[MASK]", tokenizer.mask_token) for t in texts])["input_ids"] if texts else [], strict=True
     ):
-        ids = _mask_window(ids, ids.index(tokenizer.mask_token_id), limit, truncate, special, f"input {text[:60]!r}")
+        ids = _mask_window(whole, whole.index(tokenizer.mask_token_id), limit, truncate, special, f"input {text[:60]!r}")
         encoded.append(ids)
         masks.append(ids.index(tokenizer.mask_token_id))
     words = sorted({w for ws in candidates for w in ws})
-    word_ids = dict(zip(words, tokenizer([" " + w for w in words], add_special_tokens=False)["input_ids"] if words else []))
+    word_ids = dict(
+        zip(words, tokenizer([" " + w for w in words], add_special_tokens=False)["input_ids"] if words else [], strict=True)
+    )
     single = [[word_ids[w][0] if len(word_ids[w]) == 1 else None for w in ws] for ws in candidates]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     return _at_mask(model, encoded, masks, single, pad, device, batch_tokens, max_batch, progress, head=_mlm_head(model))
@@ -129,7 +131,7 @@ def masked_pair_logprobs(model, tokenizer, requests: Sequence[tuple[str, str, Se
     pairs = tokenizer([first for first, _, _ in requests], [second.replace("[MASK]", tokenizer.mask_token) for _, second, _ in requests],
                       return_token_type_ids=True) if requests else {"input_ids": []}  # fmt: skip
     words = list(dict.fromkeys(w for _, _, ws in requests for w in ws))
-    word_ids = dict(zip(words, tokenizer.convert_tokens_to_ids(words))) if words else {}
+    word_ids = dict(zip(words, tokenizer.convert_tokens_to_ids(words), strict=True)) if words else {}
     encoded, types, masks, cand = [], [], [], []
     for row, (first, _, words) in enumerate(requests):
         ids = check_length(pairs["input_ids"][row], limit, False, f"input {first[:60]!r}")

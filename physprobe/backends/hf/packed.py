@@ -275,7 +275,7 @@ def totals(model, tokenized: list[list[list[int]]], device: torch.device, batch_
             sums = _batch_sums(model, laid, device)
             parts.append(sums)
             filled[0] += len(sums)
-            return [(filled[0] - len(sums) + start, len(tokenized[i])) for start, i in zip(laid.starts, batch)]
+            return [(filled[0] - len(sums) + start, len(tokenized[i])) for start, i in zip(laid.starts, batch, strict=True)]
 
         located = run_batches(len(tokenized), lengths, step, batch_tokens, max_batch, progress, batches=batches)
     sums = torch.cat(parts).tolist() if parts else []

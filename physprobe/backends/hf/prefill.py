@@ -109,7 +109,7 @@ def prompt_caches(model, prompts: list[list[int]], plan: PromptPlan, device: tor
             table = [(k.new_zeros((len(plan.clusters), k.shape[1], width, k.shape[3])),
                       v.new_zeros((len(plan.clusters), v.shape[1], width, v.shape[3]))) for k, v in layers]  # fmt: skip
         where = torch.tensor(members, device=device)
-        for (keys, values), (k, v) in zip(table, layers):
+        for (keys, values), (k, v) in zip(table, layers, strict=True):
             keys[where, :, width - k.shape[2] :] = k
             values[where, :, width - v.shape[2] :] = v
         table_mask[where, width - real.shape[1] :] = real

@@ -69,7 +69,7 @@ def sequence_logprobs(model, tokenizer, questions: Sequence[Sequence[str]], devi
     tokenized, at = [], 0
     for texts in questions:
         tokenized.append([check_length(ids, limit, truncate, f"option text {text[:60]!r}")
-                          for ids, text in zip(flat[at : at + len(texts)], texts)])  # fmt: skip
+                          for ids, text in zip(flat[at : at + len(texts)], texts, strict=True)])  # fmt: skip
         at += len(texts)
     return option_totals(model, tokenized, device, batch_tokens, max_batch, progress, count_prefix=False)
 
@@ -90,7 +90,7 @@ def cached_totals(model, tokenized: list[list[list[int]]], device: torch.device,
                   progress, count_prefix: bool) -> list[list[float]]:  # fmt: skip
     """``option_totals`` by the cached plan: prefixes first, then the options' own tokens on their prefix's cache."""
     prefixes = [common_prefix(ids) for ids in tokenized]
-    costs = [n + sum(len(ids) - n - 1 for ids in options) for n, options in zip(prefixes, tokenized)]
+    costs = [n + sum(len(ids) - n - 1 for ids in options) for n, options in zip(prefixes, tokenized, strict=True)]
     batches = _prefix_sorted_batches(prefixes, costs, batch_tokens, max_batch)
     pass_cost = pass_tokens(model, device)
 
@@ -98,10 +98,10 @@ def cached_totals(model, tokenized: list[list[list[int]]], device: torch.device,
         apart = [i for i in batch if not shared_length(tokenized[i])]  # options sharing no token: each run whole
         together = [i for i in batch if i not in apart]
         scores = dict(zip(apart, _whole_sequences(model, [tokenized[i] for i in apart], [1] * len(apart), device, batch_tokens,
-                                                  count_prefix)))  # fmt: skip
+                                                  count_prefix), strict=True))  # fmt: skip
         if together:
             scores.update(zip(together, _shared_prefix_batch(model, [tokenized[i] for i in together], [prefixes[i] for i in together],
-                                                             device, batch_tokens, count_prefix, pass_cost)))  # fmt: skip
+                                                             device, batch_tokens, count_prefix, pass_cost), strict=True))  # fmt: skip
         return [scores[i] for i in batch]
 
     return run_batches(len(tokenized), costs, step, batch_tokens, max_batch, progress, batches=batches)
@@ -193,7 +193,7 @@ def _add_suffix_scores(model, keys: list[torch.Tensor], values: list[torch.Tenso
         logits = model(input_ids=ids, attention_mask=torch.cat([key_mask, key_mask.new_ones((len(items), m))], dim=1),
                        position_ids=start[:, None] + torch.arange(m, device=device), past_key_values=cache).logits  # fmt: skip
         extra = token_logprobs(logits, targets).sum(-1).tolist()
-        for (q, o, _), value in zip(items, extra):
+        for (q, o, _), value in zip(items, extra, strict=True):
             totals[q][o] += value
 
 
@@ -229,4 +229,7 @@ def mean_token_logprobs(model, tokenizer, questions: Sequence[Sequence[Sequence[
             if len(ids) < 2:
                 raise ScoringError(f"token sequence {ids} has {len(ids)} id(s): a mean token log-probability needs at least 2")
     totals = option_totals(model, tokenized, device, batch_tokens, max_batch, progress, count_prefix=True)
-    return [[total / (len(ids) - 1) for total, ids in zip(row, options)] for row, options in zip(totals, tokenized)]
+    return [
+        [total / (len(ids) - 1) for total, ids in zip(row, options, strict=True)]
+        for row, options in zip(totals, tokenized, strict=True)
+    ]

@@ -33,7 +33,7 @@ def seq2seq_logprobs(model, tokenizer, questions: Sequence[tuple[str, Sequence[s
     limit = length_limit(model, tokenizer)
     texts = [text for text, _ in questions]
     inputs = [check_length(ids, limit, truncate, f"input {text[:60]!r}")
-              for text, ids in zip(texts, tokenizer(texts)["input_ids"] if texts else [])]  # fmt: skip
+              for text, ids in zip(texts, tokenizer(texts)["input_ids"] if texts else [], strict=True)]  # fmt: skip
     # A target is text, or token ids when a protocol fixes them (e.g. PROST's T5 span: sentinel, option's first token).
     texts = iter(
         tokenized.encoded(tokenizer, [t for _, options in questions for t in options if not isinstance(t, list)], special=True)
@@ -41,7 +41,7 @@ def seq2seq_logprobs(model, tokenizer, questions: Sequence[tuple[str, Sequence[s
     targets = [[t if isinstance(t, list) else next(texts) for t in options] for _, options in questions]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     start = model.config.decoder_start_token_id if model.config.decoder_start_token_id is not None else pad
-    lengths = [len(ids) + sum(map(len, options)) for ids, options in zip(inputs, targets)]
+    lengths = [len(ids) + sum(map(len, options)) for ids, options in zip(inputs, targets, strict=True)]
     batch_tokens, max_batch = batch_limits(model, device, batch_tokens, max_batch, (8192, 64))
 
     def step(batch: list[int]) -> list[list[float]]:

@@ -55,7 +55,7 @@ def same_weights(first: dict, now: dict) -> bool:
     first_values, now_values = first.get("measured", []), now.get("measured", [])
     return ({k: v for k, v in first.items() if k != "measured"} == {k: v for k, v in now.items() if k != "measured"}
             and len(first_values) == len(now_values)
-            and all(abs(a - b) <= MEASURE_TOLERANCE for a, b in zip(first_values, now_values)))  # fmt: skip
+            and all(abs(a - b) <= MEASURE_TOLERANCE for a, b in zip(first_values, now_values, strict=True)))  # fmt: skip
 
 
 def after_shared_prefix(echoed: Sequence[Sequence[tuple[str, float | None]]]) -> list[float]:
@@ -94,6 +94,19 @@ class ServerInfo:
     served_model: str
     options: dict
     requests_sent: int
+
+
+def _askers(needs: list[list[int]]) -> dict[int, list[int]]:
+    """Per ask, the requests that need its answer (each once), from each request's asks.
+
+    >>> _askers([[0, 1], [1, 1]])
+    {0: [0], 1: [0, 1]}
+    """
+    askers: dict[int, list[int]] = {}
+    for index, need in enumerate(needs):
+        for ask in dict.fromkeys(need):
+            askers.setdefault(ask, []).append(index)
+    return askers
 
 
 class OpenAIBackend(Backend):
@@ -206,11 +219,8 @@ class OpenAIBackend(Backend):
             return []
         kind = type(requests[0])
         self.identity(kind)  # the fingerprint every later probe is compared with (asked once per run)
-        if getattr(requests[0], "seed", None) is not None and not self._said_unreproducible:
-            self._said_unreproducible = True
-            print(f"physprobe: warning: the sampled answers are drawn by the server at {self.base_url}, sent with physprobe's "
-                  "seed of each answer (the OpenAI API's seed, best effort; a server may ignore it): they are not "
-                  "reproducible as the hf backend's are", file=sys.stderr)  # fmt: skip
+        if getattr(requests[0], "seed", None) is not None:
+            self._say_unreproducible()
         applied = self.chat_applied(kind)
         client = self._connect()
         unconfirmed: list[int] = []  # requests answered since the last probe that found the same weights
@@ -226,10 +236,7 @@ class OpenAIBackend(Backend):
             unconfirmed.clear()
 
         asks, needs, assemble, send = self.ENGINES[kind](self, requests)
-        askers: dict[int, list[int]] = {}
-        for index, need in enumerate(needs):
-            for ask in dict.fromkeys(need):
-                askers.setdefault(ask, []).append(index)
+        askers = _askers(needs)
         asked = [len(set(need)) for need in needs]
         waiting = list(asked)
         answers: dict[int, object] = {}
@@ -259,6 +266,14 @@ class OpenAIBackend(Backend):
             raise RequestError(str(error), askers[error.index][0]) from None
         confirm()
         return results
+
+    def _say_unreproducible(self) -> None:
+        """The run's warning, once, that a server draws its sampled answers (physprobe's seeds best effort)."""
+        if not self._said_unreproducible:
+            self._said_unreproducible = True
+            print(f"physprobe: warning: the sampled answers are drawn by the server at {self.base_url}, sent with physprobe's "
+                  "seed of each answer (the OpenAI API's seed, best effort; a server may ignore it): they are not "
+                  "reproducible as the hf backend's are", file=sys.stderr)  # fmt: skip
 
     def _unchanged(self, applied: bool) -> bool:
         """Whether the server still answers the fingerprint probe as at the run's start (``same_weights``); a reply that
@@ -316,6 +331,8 @@ class OpenAIBackend(Backend):
         return texts, needs, assemble, self.client.echo
 
     ENGINES = {Generate: _generate_asks, GenerateEach: _generate_each_asks, Choice: _choice_asks, YesNo: _yes_no_asks}
+    # Each engine's version (the resume cache's key): bumped when a change moves the results it builds of the answers.
+    ENGINE_VERSIONS = {Generate: 1, GenerateEach: 1, Choice: 1, YesNo: 1}
 
     def _generate(self, request: Generate) -> Answer:
         if request.first_token_choices:

@@ -94,7 +94,7 @@ def parse_echo(body: dict) -> list[tuple[str, float | None]]:
         raise Malformed("logprobs without a list of tokens and a list of token_logprobs")
     if len(values) != len(tokens):
         raise Malformed(f"{len(tokens)} tokens but {len(values)} token_logprobs (one per token)")
-    for i, (token, value) in enumerate(zip(tokens, values)):
+    for i, (token, value) in enumerate(zip(tokens, values, strict=True)):
         _text(token, f"tokens[{i}]")
         if value is None and i == 0:
             continue
@@ -112,7 +112,7 @@ def parse_echo(body: dict) -> list[tuple[str, float | None]]:
                 raise Malformed(
                     f"text_offset[{i}] is {printable(json.dumps(offset), 40)}, not a whole number at least the one before"
                 )
-    return list(zip(tokens, values))
+    return list(zip(tokens, values, strict=True))
 
 
 class Reply(NamedTuple):

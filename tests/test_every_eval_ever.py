@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 import re
+import shutil
 from pathlib import Path
 
 import jsonschema
@@ -45,7 +46,8 @@ def runs(built_all, tmp_path_factory):
     """A causal card run (every benchmark the family takes), a Text2Afford NLI run and a NEWTON run sampled twice."""
     root = tmp_path_factory.mktemp("eee_runs")
     texts = tiny_models.benchmark_texts(built_all)
-    causal, nli = tiny_models.causal_lm(root / "gpt", texts), tiny_models.nli(root / "nli", texts)
+    # a causal model whose name NEWTON's released scripts decode by sampling (their falcon class, top_k=10)
+    causal, nli = tiny_models.causal_lm(root / "tiny-falcon", texts), tiny_models.nli(root / "nli", texts)
     common = ["--limit", str(LIMIT), "--data", str(built_all)]
     assert main(["score", "--model", str(causal), "--benchmark", "all", "--out", str(root / "card"), *common]) == 0
     assert main(["score", "--model", str(nli), "--benchmark", "text2afford", "--out", str(root / "nli-t2a"), *common]) == 0
@@ -221,7 +223,7 @@ def test_nothing_local_and_model_id(exported, runs, tmp_path):
         if path.is_file():
             assert str(root) not in path.read_text() and str(Path.home()) + "/" not in path.read_text()
     ids = {record["model_info"]["id"] for _, record in records(exported)}
-    assert all(re.fullmatch(r"(gpt|nli)@sha256:[0-9a-f]{12}", i) for i in ids), ids
+    assert all(re.fullmatch(r"(tiny-falcon|nli)@sha256:[0-9a-f]{12}", i) for i in ids), ids
     named = tmp_path / "named"
     assert main(["export", "every-eval-ever", str(root / "card"), "--model-id", "me/tiny-gpt", "--out", str(named)]) == 0
     assert {p.relative_to(named).parts[1:3] for p in named.rglob("*.json") if not p.name.startswith(".")} == {("me", "tiny-gpt")}
@@ -238,10 +240,9 @@ def test_refusals(runs, tmp_path, capsys):
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
     assert main(["export", "every-eval-ever", "--papers", "--out", str(foreign)]) == 2
+    assert "exists and is not a physprobe output (it holds notes.txt)" in capsys.readouterr().err
     assert (foreign / "notes.txt").read_text() == "mine" and len(list(foreign.iterdir())) == 1
     copy = tmp_path / "tampered"
-    import shutil
-
     shutil.copytree(root / "card" / "prost", copy, symlinks=True)
     (copy / "metrics.json").write_text((copy / "metrics.json").read_text().replace('"n"', '"n" ', 1))
     assert main(["export", "every-eval-ever", str(copy), "--out", str(tmp_path / "z")]) == 2

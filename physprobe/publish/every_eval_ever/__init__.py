@@ -121,6 +121,7 @@ def _write_run(staging: Path, run: Run, files: RunFiles, organization: str, mode
                       json.dumps(record.config_revisions, sort_keys=True))  # fmt: skip
     retrieved = records.epoch(record.started, record.timings.total_s)
     evaluation_id = f"{record.benchmark}/{model}/{retrieved}"
+    name = short_name(model, (info.get("backend") or {}).get("gguf_file"), record.label)
     generation = records.generation_config(record, spec)
     results = figures.results(run, records.source_data(record, spec), generation)
     lines = instances.Reader(record, evaluation_id, model, {r["evaluation_result_id"] for r in results}).lines(predictions)
@@ -132,7 +133,7 @@ def _write_run(staging: Path, run: Run, files: RunFiles, organization: str, mode
     aggregate = {
         "schema_version": records.SCHEMA_VERSION, "evaluation_id": evaluation_id, "evaluation_timestamp": record.started,
         "retrieved_timestamp": retrieved, "source_metadata": records.source_metadata(organization),
-        "model_info": records.model_info(record, spec, info, model, short_name(model, (info.get("backend") or {}).get("gguf_file"), record.label)),
+        "model_info": records.model_info(record, info, model, name, local=published is not None),
         "eval_library": records.eval_library(record), "evaluation_results": results,
         "detailed_evaluation_results": {
             "format": "jsonl", "file_path": f"data/{record.benchmark}/{developer}/{folder_name}/{uid}_samples.jsonl",

@@ -102,7 +102,7 @@ class Reader:
         metric = None if prediction == -1 else prediction
         figures = self.evaluation.metrics(config, [row], [metric], [scores], **self.protocol.metric_options)
         found = self.evaluation.headline_of(figures)
-        return None if found is None or (figures.get("skipped") or 0) else found[1]
+        return None if found is None else found[1]
 
     def line(self, line: dict, generated, prediction: int, draw: int | None) -> dict | None:
         """One instance line; None for a question no figure scores."""

@@ -53,10 +53,11 @@ def epoch(iso: str, seconds: float = 0.0) -> str:
     return str(int(calendar.timegm(time.strptime(iso, "%Y-%m-%dT%H:%M:%SZ")) + seconds))
 
 
-def model_info(record: RunRecord, spec: dict, info: dict, model_id: str, name: str) -> dict:
-    """The run's ``model_info``; ``spec``/``info``: its published spec.json and run.json."""
+def model_info(record: RunRecord, info: dict, model_id: str, name: str, local: bool) -> dict:
+    """The run's ``model_info``; ``info``: its published run.json, ``local``: whether the model is a local folder (its
+    weights may be nobody's but the user's), else a Hub id (open weights, where the in-process backend loaded them)."""
     backend = info.get("backend") or {}
-    hub_model = record.backend_name == "hf" and model_id == spec.get("model") and "/" in model_id
+    hub_model = record.backend_name == "hf" and not local
     details = {"deployment_type": "self_deployed" if record.backend_name == "hf" else UNKNOWN,
                "model_availability": "open_weights" if hub_model else UNKNOWN,
                "family": record.spec.family, "backend": record.backend_name}  # fmt: skip

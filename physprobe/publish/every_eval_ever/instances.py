@@ -152,6 +152,10 @@ class Reader:
                      and self.protocol.fallback(generated, options))  # fmt: skip
         if fell_back:
             method = f"fallback: {self.protocol.fallback_reason} (protocol {self.protocol.name})"
+        elif prediction == UNPARSED:
+            method += ": the answer names no option (unparsed, counted wrong)"
+        elif prediction < 0 and self.evaluation.classes is None:
+            method += ": no option won, a score was missing (undecided)"
         if self.evaluation.classes is not None:  # the metric reads the classes' scores (a YES set, or a ranking)
             value = _json(scores)
         else:

@@ -110,6 +110,7 @@ def test_every_record_and_line_validates(exported, validators):
     assert {path.parts[-4] for path, _ in found} == {"prost", "cccons", "newton", "text2afford"}
     for path, record in found:
         aggregate.validate(record)
+        assert record["source_metadata"]["source_organization_name"] == "physprobe tests"
         samples, lines = samples_of(exported, record)
         assert samples.parent == path.parent and samples.name == path.stem + "_samples.jsonl"
         details, where = record["detailed_evaluation_results"], path.relative_to(exported).parts
@@ -253,10 +254,16 @@ def test_refusals(runs, tmp_path, capsys):
     assert not (tmp_path / "z").exists()
 
 
-def test_papers_round_trip_to_the_printed_cells(tmp_path, validators, monkeypatch):
+def test_papers_round_trip_to_the_printed_cells(tmp_path, validators, monkeypatch, capsys):
     aggregate, _ = validators
-    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")
     out = tmp_path / "papers"
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")
+    assert main(["export", "every-eval-ever", "--papers", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "physprobe: error: SOURCE_DATE_EPOCH='yesterday' is not a Unix time in whole seconds; set it to one, or unset it"
+    ]
+    assert not out.exists()
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")
     assert main(["export", "every-eval-ever", "--papers", "--out", str(out)]) == 0
     found = records(out)
     expected = {}

@@ -23,7 +23,6 @@ import yaml
 
 from physprobe.cli import main
 
-from . import tiny_models
 from .conftest import REPO, UPSTREAM
 
 SCHEMAS = UPSTREAM / "every_eval_ever"
@@ -42,12 +41,11 @@ def validators():
 
 
 @pytest.fixture(scope="module")
-def runs(built_all, tmp_path_factory):
+def runs(built_all, benchmark_texts, tiny_model, tmp_path_factory):
     """A causal card run (every benchmark the family takes), a Text2Afford NLI run and a NEWTON run sampled twice."""
     root = tmp_path_factory.mktemp("eee_runs")
-    texts = tiny_models.benchmark_texts(built_all)
     # a causal model whose name NEWTON's released scripts decode by sampling (their falcon class, top_k=10)
-    causal, nli = tiny_models.causal_lm(root / "tiny-falcon", texts), tiny_models.nli(root / "nli", texts)
+    causal, nli = tiny_model("causal", benchmark_texts, name="tiny-falcon"), tiny_model("nli", benchmark_texts, name="nli")
     common = ["--limit", str(LIMIT), "--data", str(built_all)]
     assert main(["score", "--model", str(causal), "--benchmark", "all", "--out", str(root / "card"), *common]) == 0
     assert main(["score", "--model", str(nli), "--benchmark", "text2afford", "--out", str(root / "nli-t2a"), *common]) == 0
@@ -104,6 +102,9 @@ def lookup(data: dict, key: str):
     return data
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("every_eval_ever_runs")
+@pytest.mark.timeout(1200)  # the module's runs are made in the first test's setup
 def test_every_record_and_line_validates(exported, validators):
     aggregate, instance = validators
     found = records(exported)
@@ -126,6 +127,9 @@ def test_every_record_and_line_validates(exported, validators):
                 assert line["evaluation_result_id"] in {r["evaluation_result_id"] for r in record["evaluation_results"]}
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("every_eval_ever_runs")
+@pytest.mark.timeout(1200)  # the module's runs are made in the first test's setup
 def test_figures_read_back_as_metrics_json(exported, runs):
     for _, record in records(exported):
         folder = run_folder(runs, record)
@@ -170,6 +174,9 @@ def test_figures_read_back_as_metrics_json(exported, runs):
         assert cards, benchmark  # the card's headline figures are among them
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("every_eval_ever_runs")
+@pytest.mark.timeout(1200)  # the module's runs are made in the first test's setup
 def test_lines_read_back_as_predictions(exported, runs):
     for _, record in records(exported):
         folder = run_folder(runs, record)
@@ -211,6 +218,9 @@ def test_lines_read_back_as_predictions(exported, runs):
                 assert first["evaluation"]["score"] == 0.0
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("every_eval_ever_runs")
+@pytest.mark.timeout(1200)  # the module's runs are made in the first test's setup
 def test_same_runs_same_bytes(exported, runs, tmp_path):
     _, folders = runs
     again = tmp_path / "again"
@@ -220,11 +230,17 @@ def test_same_runs_same_bytes(exported, runs, tmp_path):
     assert all((exported / f).read_bytes() == (again / f).read_bytes() for f in files)
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("every_eval_ever_runs")
+@pytest.mark.timeout(1200)  # the module's runs are made in the first test's setup
 def test_nothing_local_and_model_id(exported, runs, tmp_path):
     root, folders = runs
+    models = {json.loads((folder / "spec.json").read_text())["model"] for folder in (root / "card" / "prost", *folders[1:])}
+    local = [str(root), str(Path.home()) + "/", *models, *{str(Path(m).parent) for m in models}]
+    assert len(models) == 2 and all(Path(m).is_absolute() for m in models)
     for path in exported.rglob("*"):
         if path.is_file():
-            assert str(root) not in path.read_text() and str(Path.home()) + "/" not in path.read_text()
+            assert not [text for text in local if text in path.read_text()], path
     ids = {record["model_info"]["id"] for _, record in records(exported)}
     assert all(re.fullmatch(r"(tiny-falcon|nli)@sha256:[0-9a-f]{12}", i) for i in ids), ids
     named = tmp_path / "named"
@@ -232,6 +248,9 @@ def test_nothing_local_and_model_id(exported, runs, tmp_path):
     assert {p.relative_to(named).parts[1:3] for p in named.rglob("*.json") if not p.name.startswith(".")} == {("me", "tiny-gpt")}
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("every_eval_ever_runs")
+@pytest.mark.timeout(1200)  # the module's runs are made in the first test's setup
 def test_refusals(runs, tmp_path, capsys):
     root, _ = runs
     assert main(["export", "every-eval-ever", "--out", str(tmp_path / "x")]) == 2

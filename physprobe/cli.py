@@ -12,6 +12,7 @@ physprobe protocols
 physprobe score --model gpt2 --benchmark newton --model-args revision=main,dtype=bfloat16 --batch-size auto
 physprobe report runs/roberta-prost runs/gpt2-prost --out report
 physprobe export lm-eval --out lm_eval_tasks [--data data]
+physprobe export every-eval-ever runs/SmolLM2-135M-Instruct.Q4_1 --papers --out every_eval_ever
 physprobe publish --runs runs/my-model --runs-repo my-runs --org ME --push
 """
 
@@ -23,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from physprobe.errors import PhysprobeError
 from physprobe.exit_status import handled
 from physprobe.protocols import METHODS
 from physprobe.util import collector, progress
@@ -211,6 +213,62 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export_arguments(export_cmd: argparse.ArgumentParser) -> None:
+    """``physprobe export lm-eval`` (the benchmarks as lm-evaluation-harness tasks) and ``physprobe export
+    every-eval-ever`` (runs and the papers' tables as Every Eval Ever records)."""
+    tools = export_cmd.add_subparsers(dest="tool", required=True, metavar="TOOL")
+    lm_eval_cmd = tools.add_parser("lm-eval", help="an EleutherAI lm-evaluation-harness 0.4 task folder")
+    lm_eval_cmd.add_argument("--out", required=True, help="task folder to write (pass it to lm_eval --include_path)")
+    lm_eval_cmd.add_argument(
+        "--data",
+        help="a local build (physprobe build) whose Parquet files the tasks read (default: physprobe/<benchmark> on the Hub)",
+    )
+    lm_eval_cmd.add_argument(
+        "--decoding",
+        choices=["greedy", "released"],
+        default="greedy",
+        help="generating tasks decode greedily (the default) or as the protocol's released script did (--model: the model "
+        "whose settings they carry, where the released scripts decode by model)",
+    )
+    lm_eval_cmd.add_argument("--model", help="with --decoding released: the model whose released decoding the tasks carry")
+    lm_eval_cmd.set_defaults(run=_export)
+    _every_eval_ever_arguments(
+        tools.add_parser("every-eval-ever", help="score runs and the papers' tables as Every Eval Ever records (schema 0.3.0)")
+    )
+
+
+def _every_eval_ever_arguments(command: argparse.ArgumentParser) -> None:
+    """The options of ``physprobe export every-eval-ever``."""
+    command.add_argument("runs", nargs="*", metavar="RUNS", help="run folders written by physprobe score, or a card run's folder")
+    command.add_argument("--papers", action="store_true", help="the papers' published tables too (every paper_tables.yaml row)")
+    command.add_argument("--out", required=True, help="folder to write, laid out as the datastore's data/ folder")
+    command.add_argument("--organization", default="unknown", help="who ran the runs (the records' source organisation)")
+    command.add_argument(
+        "--model-id",
+        metavar="ID",
+        help="the id a local model's records name it by, e.g. ORG/NAME "
+        "(default: its folder's name and content digest, never its path)",
+    )
+    command.set_defaults(run=_export_every_eval_ever)
+
+
+def _export_every_eval_ever(args: argparse.Namespace) -> int:
+    from physprobe.publish import every_eval_ever
+
+    if not args.runs and not args.papers:
+        raise PhysprobeError("physprobe export every-eval-ever: give run folders (RUNS), --papers, or both")
+    if args.model_id is not None and (not args.runs or not args.model_id.strip() or args.model_id.strip() != args.model_id
+                                      or not args.model_id.isprintable()):  # fmt: skip
+        raise PhysprobeError(
+            f"--model-id {args.model_id!r}: give a local model's id on one printable line, e.g. ORG/NAME, with RUNS"
+        )
+    written = every_eval_ever.export(Path(args.out), [Path(r) for r in args.runs], args.papers, args.organization, args.model_id)
+    for folder, why in written.skipped:
+        print(f"physprobe: skipped {folder}: {why}", file=sys.stderr)
+    print(f"{written.records} records, {written.lines} instance lines -> {args.out}")
+    return 0
+
+
 def _publish(args: argparse.Namespace) -> int:
     from physprobe import publish
 
@@ -245,7 +303,9 @@ def parser() -> argparse.ArgumentParser:
     protocols_cmd.add_argument("benchmark", nargs="?", choices=_benchmarks())
     protocols_cmd.set_defaults(run=_protocols)
     _report_arguments(commands.add_parser("report", help="paper-style tables and plots across score runs"))
-    _export_arguments(commands.add_parser("export", help="write physprobe's benchmarks as tasks of another evaluation tool"))
+    _export_arguments(
+        commands.add_parser("export", help="write physprobe's benchmarks, runs or the papers' tables in another tool's format")
+    )
     from physprobe import publish  # its options only: nothing heavy is imported before it runs
 
     publish_cmd = commands.add_parser("publish", help="publish the benchmarks, metric Spaces or score runs to the Hub")
@@ -282,25 +342,6 @@ def _report_arguments(report_cmd: argparse.ArgumentParser) -> None:
         help="compare runs of different protocols or data revisions too, on the questions they share (refused by default)",
     )
     report_cmd.set_defaults(run=_report)
-
-
-def _export_arguments(export_cmd: argparse.ArgumentParser) -> None:
-    """The options of ``physprobe export``: the tool, the task folder, the data and the decoding the tasks carry."""
-    export_cmd.add_argument("tool", choices=["lm-eval"], help="lm-eval: an EleutherAI lm-evaluation-harness 0.4 task folder")
-    export_cmd.add_argument("--out", required=True, help="task folder to write (pass it to lm_eval --include_path)")
-    export_cmd.add_argument(
-        "--data",
-        help="a local build (physprobe build) whose Parquet files the tasks read (default: physprobe/<benchmark> on the Hub)",
-    )
-    export_cmd.add_argument(
-        "--decoding",
-        choices=["greedy", "released"],
-        default="greedy",
-        help="generating tasks decode greedily (the default) or as the protocol's released script did (--model: the model "
-        "whose settings they carry, where the released scripts decode by model)",
-    )
-    export_cmd.add_argument("--model", help="with --decoding released: the model whose released decoding the tasks carry")
-    export_cmd.set_defaults(run=_export)
 
 
 def _comma_list(text: str) -> list[str]:

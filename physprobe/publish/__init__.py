@@ -26,7 +26,8 @@ missing. The last line says what state the release is in. The token comes from `
 huggingface_hub login and is never printed.
 
 This subpackage also holds ``lm_eval_export`` (``physprobe export lm-eval``: the benchmarks as
-lm-evaluation-harness tasks). May import every stage below it (``report``, ``run``, ``record``, ``data``,
+lm-evaluation-harness tasks) and ``every_eval_ever`` (``physprobe export every-eval-ever``: runs and the papers'
+tables as Every Eval Ever records, through the same verification and redaction). May import every stage below it (``report``, ``run``, ``record``, ``data``,
 ``protocols``, ``util``) and ``exit_status``; imported only by ``cli`` and ``upload.py``.
 
 >>> parser = argparse.ArgumentParser(prog="physprobe publish")

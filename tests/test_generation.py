@@ -1,6 +1,6 @@
 """Greedy generation that stops per sequence: the same texts as ``model.generate`` over left-padded prompts for the
-full token budget, cut afterwards (the path physprobe took before), on every generate protocol; no padding fed and
-no token slot spent on a finished answer."""
+full token budget, cut afterwards (the path physprobe took before), on every generate protocol; little padding fed,
+no token read past an answer's end, and a causal batch kept full (``continuous``) until the last prompts."""
 
 import random
 

@@ -19,10 +19,12 @@ With ``--chat-template`` each prompt is one user turn through SmolLM2's chat tem
 included), read without added special tokens by both tools (lm-eval: ``--apply_chat_template``).
 
 Printed per benchmark, min/median/max over ``--runs`` runs, tools interleaved in one process (generation only, the
-models loaded once): seconds and the ratio to lm-eval; prompt tokens fed (padding included) against the prompts'
-own tokens; generated token slots (one per row per decoding step, the prompt pass's token included) against the
-tokens needed (up to each answer's stop string or EOS, counted on lm-eval's own full-budget token ids); and
-whether the texts, cut at the stop strings, are identical. On CUDA also, per benchmark and tool: model FLOPs
+models loaded once): seconds and lm-eval's seconds over the tool's (its speed against lm-eval); prompt tokens fed
+(padding included) against the prompts' own tokens; generated token slots (one per row per decoding step, the
+prompt pass's token included) against the tokens needed (up to each answer's stop string or EOS, counted on lm-eval's
+own full-budget token ids); decoding steps (one-token passes) against the fewest a batch of the tool's widest step
+could take (``fewest_steps``: the tokens needed over its rows, plus the longest answer); milliseconds per generated
+token slot; and whether the texts, cut at the stop strings, are identical. On CUDA also, per benchmark and tool: model FLOPs
 utilisation (2 x non-embedding parameters x every token fed, prompt and decoding, plus causal attention, over the
 card's bf16 matrix-product rate measured in the run), the GPU's busy share (a torch.profiler trace of one more run),
 peak memory; and the card's rates: bf16 matrix products and the same model's dense trunk on a large batch.
@@ -116,7 +118,7 @@ class Fed:
     ``mark_prompt_passes``) count as prompt tokens even where they feed one token per row on a shared prefix's cache."""
 
     def __init__(self, model):
-        self.prompt = self.steps = self.attention_flops = 0
+        self.prompt = self.steps = self.attention_flops = self.passes = self.widest = 0
         self.in_prompt_pass = False
         config = model.config
         heads = getattr(config, "num_attention_heads", None) or config.n_head
@@ -137,6 +139,8 @@ class Fed:
         cached = cache.get_seq_length() if cache is not None else 0
         if not self.in_prompt_pass and cached > 0 and ids.shape[1] == 1:
             self.steps += ids.numel()
+            self.passes += 1
+            self.widest = max(self.widest, ids.shape[0])
         else:
             self.prompt += ids.numel()
         rows, width = ids.shape
@@ -156,11 +160,13 @@ class Fed:
         prefill._padded_pass = marked
 
     def reset(self) -> None:
-        self.prompt = self.steps = self.attention_flops = 0
+        self.prompt = self.steps = self.attention_flops = self.passes = self.widest = 0
 
     def snapshot(self, prompts: int) -> dict:
-        """Prompt tokens fed, generated token slots (``slots``) and attention FLOPs since the last ``reset``."""
-        return {"prompt": self.prompt, "slots": self.slots(prompts), "attention": self.attention_flops}
+        """Prompt tokens fed, generated token slots (``slots``), decoding steps (``passes``: one-token passes, each
+        row of the batch one slot) and the most rows one held (``widest``), attention FLOPs, since the last ``reset``."""
+        return {"prompt": self.prompt, "slots": self.slots(prompts), "attention": self.attention_flops, "passes": self.passes,
+                "widest": self.widest}  # fmt: skip
 
     def slots(self, prompts: int) -> int:
         """Generated token slots: one per decoding step per row, and each prompt's first answer token."""
@@ -173,14 +179,21 @@ def chat_prompt(tokenizer, prompt: str) -> str:
     return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False)
 
 
-def needed_tokens(answers: list[list[int]], tokenizer, stop: list[str]) -> int:
-    """Tokens up to (and including) each answer's EOS or the token completing its stop string."""
-    total = 0
-    for ids in answers:
-        n = next((k + 1 for k in range(len(ids)) if ids[k] == tokenizer.eos_token_id
-                  or stopped(tokenizer.decode(ids[: k + 1], skip_special_tokens=True), stop)), len(ids))  # fmt: skip
-        total += n
-    return total
+def needed_tokens(answers: list[list[int]], tokenizer, stop: list[str]) -> list[int]:
+    """Each answer's tokens up to (and including) its EOS or the token completing its stop string."""
+    return [next((k + 1 for k in range(len(ids)) if ids[k] == tokenizer.eos_token_id
+                  or stopped(tokenizer.decode(ids[: k + 1], skip_special_tokens=True), stop)), len(ids))
+            for ids in answers]  # fmt: skip
+
+
+def fewest_steps(needed: list[int], rows: int) -> int:
+    """The decoding steps a batch of ``rows`` rows cannot do with fewer than about: every token needed, ``rows`` a step,
+    and then the longest answer (the issue's measure of the limit; a step gives each row one token).
+
+    >>> fewest_steps([3, 1, 8, 2], rows=2)
+    15
+    """
+    return -(-sum(needed) // max(rows, 1)) + max(needed, default=0)
 
 
 def lm_eval_runner(model, tokenizer_dir: Path, tasks_dir: Path, device: str, batch_size: str, chat: bool, measured):
@@ -294,7 +307,8 @@ def measure_benchmark(
     stop = list(benchmark.protocol.stop)
     same = sum(answer.text == cut(their_texts[key], stop) for answer, key in zip(ours, benchmark.keys))
     own = sum(len(tokenizer(r["prompt"], add_special_tokens=not chat)["input_ids"]) for r in benchmark.requests)
-    return {"rows": len(benchmark.keys), "identical": same, "needed": needed_tokens(answers, tokenizer, stop), "prompt": own,
+    needed = needed_tokens(answers, tokenizer, stop)
+    return {"rows": len(benchmark.keys), "identical": same, "needed": sum(needed), "answers": needed, "prompt": own,
             "physprobe": fed.snapshot(len(benchmark.keys)), "lm-eval": theirs}  # fmt: skip
 
 
@@ -361,13 +375,18 @@ def main() -> None:
     size = sum(p.numel() for p in model.parameters()) / 1e6
     print(f"\n{size:.0f}M-parameter {args.model} model, {args.dtype}, {args.device}; the first {args.limit} rows of each config; "
           f"{args.runs} runs, tools interleaved; generation only (models loaded); min/median/max")  # fmt: skip
-    print(f"{'benchmark':<9} {'tool':<10} {'wall s':>20} {'/ lm-eval':>17} {'prompt fed / own':>22} {'slots / needed':>22}")
+    print(f"{'benchmark':<9} {'tool':<10} {'wall s':>20} {'lm-eval / tool':>17} {'prompt fed / own':>18} {'slots / needed':>17} "
+          f"{'steps / fewest (rows)':>22} {'ms / token':>17}")  # fmt: skip
     for benchmark, tools in table.items():
         f = figures[benchmark]
         for tool, times in tools.items():
-            ratio = spread([t / p for t, p in zip(times, tools["lm-eval"])])
+            speed = spread([p / t for t, p in zip(times, tools["lm-eval"])])
             fed_vs_own, slots_vs_needed = f"{f[tool]['prompt']:,} / {f['prompt']:,}", f"{f[tool]['slots']:,} / {f['needed']:,}"
-            print(f"{benchmark:<9} {tool:<10} {spread(times, 1):>20} {ratio:>17} {fed_vs_own:>22} {slots_vs_needed:>22}")
+            fewest = fewest_steps(f["answers"], f[tool]["widest"])
+            steps = f"{f[tool]['passes']:,} / {fewest:,} ({f[tool]['widest']})"
+            per_token = spread([1000 * t / f[tool]["slots"] for t in times])  # per token generated (slot)
+            print(f"{benchmark:<9} {tool:<10} {spread(times, 1):>20} {speed:>17} {fed_vs_own:>18} {slots_vs_needed:>17} {steps:>22} "
+                  f"{per_token:>17}")  # fmt: skip
         print(f"{benchmark:<9} identical texts (cut at the stop strings): {f['identical']}/{f['rows']}")
     if cuda:
         matrix, trunk = statistics.median(rates["matrix"]), statistics.median(rates["trunk"])

@@ -1,6 +1,6 @@
 """Greedy generation that stops per sequence: the same texts as ``model.generate`` over left-padded prompts for the
-full token budget, cut afterwards (the path physprobe took before), on every generate protocol; no padding fed and
-no token slot spent on a finished answer."""
+full token budget, cut afterwards (the path physprobe took before), on every generate protocol; little padding fed,
+no token read past an answer's end, and a causal batch kept full (``continuous``) until the last prompts."""
 
 import random
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tokenizers import processors
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerFast
 
-from physprobe.backends.hf import batching, generation, prefill, scoring
+from physprobe.backends.hf import batching, continuous, generation, prefill, scoring, stepping
 from physprobe.data import registry
 from physprobe.protocols import answers
 
@@ -118,21 +118,56 @@ def test_texts_equal_the_full_budget_path_cut_afterwards(tiny, built_all, benchm
     assert texts == expected
 
 
+def _is_step(kwargs) -> bool:
+    """Whether a forward pass is a decoding step of the continuous batch (on its slots' cache)."""
+    cache = kwargs.get("past_key_values")
+    return cache is not None and bool(cache.layers) and isinstance(cache.layers[0], continuous.SlotLayer)
+
+
+def test_the_batch_stays_full_until_the_last_prompts(tiny, built_all, monkeypatch):
+    """48 prompts of NEWTON's four tracks through 8 slots: while prompts wait, every step runs at least 7 answers
+    that go on (a group comes in once 2 slots are free), each group's prompts prefilled together; the steps stay
+    within 1.3x of the fewest (the tokens needed after each first one, 8 a step, plus the longest answer); and the
+    texts are each prompt's alone, cut afterwards."""
+    model, tokenizer = tiny["causal"]
+    requests = [r for config in ("track1", "track2_boolean", "track2_mc", "track3")
+                for r in _requests(built_all, "newton", "released-generate", config, tokenizer, n=12)]  # fmt: skip
+    stepped, admitted = [], []  # per step: answers going on, and prompts come in so far; per admission its group
+    step, admit = continuous._Slots.step, continuous._admit
+    monkeypatch.setattr(continuous._Slots, "step",
+                        lambda self, *a: stepped.append((self.busy(), sum(map(len, admitted)))) or step(self, *a))  # fmt: skip
+    monkeypatch.setattr(continuous, "_admit", lambda *a: admitted.append(list(a[3])) or admit(*a))
+    with torch.inference_mode():
+        texts = _texts(generation.generate(model, tokenizer, requests, torch.device("cpu"), max_batch=8))
+        assert texts == _full_budget_then_cut(model, tokenizer, requests, seq2seq=False)
+        needed = _answer_lengths(model, tokenizer, requests, seq2seq=False)
+    assert sorted(row for group in admitted for row in group) == list(range(len(requests)))
+    assert len(admitted) > 4 and len(admitted[0]) == 8 and all(len(group) >= 2 for group in admitted[1:-1])
+    early = [busy for busy, come in stepped if come < len(requests)]  # the steps before the last group came in
+    assert len(early) > len(stepped) / 2 and min(early) >= 7
+    fewest = -(-sum(n - 1 for n in needed) // 8) + max(needed)
+    assert len(stepped) <= 1.3 * fewest and len(set(needed)) > 2
+
+
 @pytest.mark.parametrize("benchmark, protocol, config, template", [
     ("cccons", "question-generate", "ordinary", False), ("cccons", "question-generate", "ordinary", True),
     ("newton", "released-generate", "track3", False)])  # fmt: skip
 def test_causal_decoding_feeds_shared_prefixes_once_little_padding_and_no_finished_row(tiny, built_all, benchmark, protocol,
-                                                                                       config, template):  # fmt: skip
+                                                                                       config, template, monkeypatch):  # fmt: skip
     """One batch of 24 prompts (raw, or behind one instruction, as a chat template's system turn puts one): the
     tokens fed are each run's shared prefix once, each group's own tokens padded to its longest (padding within a
-    tenth of the prompts' tokens), and one per answer token after the first, until the answer's end; the texts
-    are those of the full-budget path."""
+    tenth of the prompts' tokens), and one per answer token after the first, until the answer's end (a slot whose
+    answer ended may run in a step until a quarter of the batch is free, its tokens never read); the texts are those
+    of the full-budget path."""
     model, tokenizer = tiny["causal"]
     requests = _requests(built_all, benchmark, protocol, config, tokenizer, n=24)
     if template:
         requests = [{**r, "prompt": "Answer the question with one of the two objects. " + r["prompt"]} for r in requests]
-    fed = []
-    hook = model.register_forward_pre_hook(lambda module, args, kwargs: fed.append(kwargs["input_ids"].numel()), with_kwargs=True)
+    fed, stepped = [], []  # tokens of each prompt pass; rows of each step whose answer goes on
+    hook = model.register_forward_pre_hook(lambda module, args, kwargs: None if _is_step(kwargs) else fed.append(kwargs["input_ids"].numel()),
+                                           with_kwargs=True)  # fmt: skip
+    step = continuous._Slots.step
+    monkeypatch.setattr(continuous._Slots, "step", lambda self, *a: stepped.append(self.busy()) or step(self, *a))
     try:
         with torch.inference_mode():
             texts = _texts(generation.generate(model, tokenizer, requests, torch.device("cpu"), max_batch=24))
@@ -148,7 +183,7 @@ def test_causal_decoding_feeds_shared_prefixes_once_little_padding_and_no_finish
     prefix_fed = sum(len(g) * max(heads[i] for i in g) for g in plan.prefix_groups)
     own_fed = sum(len(g) * max(own[i] for i in g) for g in plan.groups)
     assert len(set(needed)) > 2 and len(plan.groups) < len(set(own))
-    assert sum(fed) == prefix_fed + own_fed + sum(n - 1 for n in needed)
+    assert sum(fed) == prefix_fed + own_fed and sum(stepped) == sum(n - 1 for n in needed)
     # The plan costs less than feeding every prompt whole in one pass per exact length, and what sharing saves is
     # real: every prompt behind the instruction shares it; NEWTON Track 3's prompts share their scenario's context.
     lengths = [len(p) for p in prompts]
@@ -269,6 +304,13 @@ def _one_at_a_time(model, prompts: list[list[int]], budget: int, seq2seq: bool =
     return answers
 
 
+def _decoded(model, prompts: list[list[int]], budget: int, rows: int | None = None) -> list[list[int]] | None:
+    """Greedy answer tokens of causal ``prompts`` through the continuous batch (``rows`` slots: all by default), each
+    running to ``budget`` (no EOS, no stop string)."""
+    return continuous.decode(model, prompts, [budget] * len(prompts), lambda row, tokens: False, None, torch.device("cpu"),
+                             rows or len(prompts))  # fmt: skip
+
+
 def test_alibi_models_get_no_padding_between_prefix_and_own_tokens(monkeypatch):
     """MPT biases attention by cache slot, not by position_ids: its prompts sharing a prefix but of different own
     lengths run in exact-length groups, and the answers are each prompt's alone (padded together, they are not)."""
@@ -282,12 +324,13 @@ def test_alibi_models_get_no_padding_between_prefix_and_own_tokens(monkeypatch):
     for _ in range(12):
         shared = [rng.randrange(1, 98) for _ in range(80)]
         trials.append([shared + [rng.randrange(1, 98)], shared + [rng.randrange(1, 98) for _ in range(8)]])
-    assert not generation.positions_follow_ids(model)
+    prompts = [prompt for trial in trials for prompt in trial]
+    assert not continuous.positions_follow_ids(model)
     with torch.inference_mode():
-        expected = [_one_at_a_time(model, prompts, 6) for prompts in trials]
-        assert [generation._greedy(model, p, 6, lambda r, t: False, None, torch.device("cpu")) for p in trials] == expected
-        monkeypatch.setattr(generation, "positions_follow_ids", lambda model: True)  # padded as for a rotary model
-        assert [generation._greedy(model, p, 6, lambda r, t: False, None, torch.device("cpu")) for p in trials] != expected
+        expected = _one_at_a_time(model, prompts, 6)
+        assert _decoded(model, prompts, 6, rows=4) == expected  # four slots: the pairs come in as groups
+        monkeypatch.setattr(continuous, "positions_follow_ids", lambda model: True)  # padded as for a rotary model
+        assert _decoded(model, prompts, 6, rows=4) != expected
 
 
 def test_seq2seq_prompts_are_right_padded_for_learned_positions():
@@ -365,7 +408,7 @@ def test_sliding_window_models_take_the_fast_path_where_the_window_holds_everyth
     original = generation._generated
     monkeypatch.setattr(generation, "_generated", lambda *a, **k: fell_back.append(1) or original(*a, **k))
     with torch.inference_mode():
-        answers = generation._greedy(model, prompts, 6, lambda r, t: False, None, torch.device("cpu"))
+        answers = _decoded(model, prompts, 6, rows=2)
         assert (answers is not None) == fast
         if answers is not None:
             assert answers == _one_at_a_time(model, prompts, 6)
@@ -382,18 +425,15 @@ def test_sliding_window_models_take_the_fast_path_where_the_window_holds_everyth
 
 
 @pytest.mark.parametrize("every", [3, 8])
-@pytest.mark.parametrize("family", ["causal", "seq2seq"])
-def test_answers_copied_to_the_host_every_few_steps_are_the_same(tiny, built_all, family, every, monkeypatch):
-    """Decoding with the answers copied to the host every ``every`` steps (as on an accelerator): the same texts as a
-    copy after every step; a finished row decodes at most ``every`` - 1 tokens more before it leaves; a copy every
-    ``every`` steps (or at the budget), not one per step."""
-    model, tokenizer = tiny[family]
+def test_seq2seq_answers_copied_to_the_host_every_few_steps_are_the_same(tiny, built_all, every, monkeypatch):
+    """Seq2seq decoding with the answers copied to the host every ``every`` steps (as on an accelerator): the same
+    texts as a copy after every step; a finished row decodes at most ``every`` - 1 tokens more before it leaves; a copy
+    every ``every`` steps (or at the budget), not one per step."""
+    model, tokenizer = tiny["seq2seq"]
     requests = _requests(built_all, "newton", "released-generate", "track2_mc", tokenizer, n=12)
     with torch.inference_mode():
-        expected = _texts(
-            generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq", max_batch=12)
-        )
-        needed = _answer_lengths(model, tokenizer, requests, seq2seq=family == "seq2seq")
+        expected = _texts(generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=True, max_batch=12))
+        needed = _answer_lengths(model, tokenizer, requests, seq2seq=True)
     calls = []  # per decoding step: its rows, and whether the answers were copied to the host after it
     add = generation._Answers.add
 
@@ -402,18 +442,39 @@ def test_answers_copied_to_the_host_every_few_steps_are_the_same(tiny, built_all
         calls.append((len(tokens), keep is not None))
         return keep
 
-    monkeypatch.setattr(generation, "SYNC_EVERY", {"cpu": every})
+    monkeypatch.setattr(stepping, "SYNC_EVERY", {"cpu": every})
     monkeypatch.setattr(generation._Answers, "add", counted)
     with torch.inference_mode():
-        texts = _texts(
-            generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=family == "seq2seq", max_batch=12)
-        )
+        texts = _texts(generation.generate(model, tokenizer, requests, torch.device("cpu"), seq2seq=True, max_batch=12))
     assert texts == expected and len(set(needed)) > 2
     slots = sum(rows for rows, _ in calls)  # tokens generated: a row per step
     assert sum(needed) < slots <= sum(needed) + (every - 1) * len(requests)
     copies = [k for k, (_, copied) in enumerate(calls) if copied]
     assert all(later - earlier == every for earlier, later in zip([-1, *copies], copies[:-1]))  # the last: at the end
     assert len(copies) == -(-len(calls) // every) < len(calls)
+
+
+@pytest.mark.parametrize("every", [3, 8])
+def test_causal_answers_read_every_few_steps_are_the_same(tiny, built_all, every, monkeypatch):
+    """The continuous batch with its answers read on the host every ``every`` steps or prefills (as on an
+    accelerator), 12 prompts through 5 slots: the same texts as a read after every step; a row whose answer ended
+    decodes at most ``every`` - 1 tokens more before its slot is freed; every read but the last takes ``every``."""
+    model, tokenizer = tiny["causal"]
+    requests = _requests(built_all, "newton", "released-generate", "track2_mc", tokenizer, n=12)
+    with torch.inference_mode():
+        expected = _texts(generation.generate(model, tokenizer, requests, torch.device("cpu"), max_batch=5))
+        needed = _answer_lengths(model, tokenizer, requests, seq2seq=False)
+    fed, reads = [], []  # per step the rows whose end is not yet read; per read the entries it took
+    step, read = continuous._Slots.step, continuous._Ledger.read
+    monkeypatch.setattr(continuous._Slots, "step", lambda self, *a: fed.append(self.busy()) or step(self, *a))
+    monkeypatch.setattr(continuous._Ledger, "read", lambda self: reads.append(len(self.pending)) or read(self))
+    monkeypatch.setattr(stepping, "SYNC_EVERY", {"cpu": every})
+    with torch.inference_mode():
+        texts = _texts(generation.generate(model, tokenizer, requests, torch.device("cpu"), max_batch=5))
+    assert texts == expected and len(set(needed)) > 2
+    # Each answer's first token comes from its prompt's pass, each other from a step.
+    assert sum(needed) - len(requests) < sum(fed) <= sum(needed) - len(requests) + (every - 1) * len(requests)
+    assert set(reads[:-1]) == {every} and len(reads) < len(fed)
 
 
 @pytest.mark.parametrize("implementation", ["sdpa", "eager"])
@@ -429,10 +490,10 @@ def test_decoding_steps_take_a_4d_mask_in_the_attention_implementations_form(imp
     rng = random.Random(1)
     prompts = [[1, *[rng.randrange(2, 98) for _ in range(n)]] for n in (2, 9, 5, 14)]
     masks = []
-    original = generation.step_mask
-    monkeypatch.setattr(generation, "step_mask", lambda real, model: masks.append(original(real, model)) or masks[-1])
+    original = continuous.step_mask
+    monkeypatch.setattr(continuous, "step_mask", lambda real, model: masks.append(original(real, model)) or masks[-1])
     with torch.inference_mode():
-        answers = generation._greedy(model, prompts, 6, lambda r, t: False, None, torch.device("cpu"))
+        answers = _decoded(model, prompts, 6)
         assert answers == _one_at_a_time(model, prompts, 6)
     assert masks and all(m.dim() == 4 for m in masks)
     assert {m.dtype for m in masks} == ({torch.bool} if implementation == "sdpa" else {torch.float32})

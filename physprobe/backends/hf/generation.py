@@ -1,23 +1,23 @@
-"""Generation-based scoring: batched greedy decoding of each prompt's answer, cut at the first stop string.
+"""Generation-based scoring: the greedy (or seeded sampled) answer to each prompt, cut at the first stop string.
 
-A causal model's batch holds prompts in token order; each run of prompts sharing a token prefix (a chat
-template's system turn, NEWTON's attribute question or context) runs that prefix once, then the prompts' own
-tokens run in groups of near-equal length (padded where a pass would cost more than the padding: ``prefill``);
-their key/value caches join one decoding batch, left-padded (masked), in buffers each step writes in place,
-and each row leaves the batch as soon as its answer is done: its stop string has appeared (after the answer's leading blank lines, as ``answers.cut``
-reads it), or EOS, or its token budget. Those are read on the host: on a CPU after every step; on an accelerator the
-steps' tokens stay on the device and are copied every ``SYNC_EVERY`` steps (``_Answers``), the device never waiting
-for the host in between. A step's mask goes in as a 4D mask where the model reads one (``step_mask``), so that
-transformers builds none. On CUDA a decoding batch holds as many rows as the free memory holds with their caches
-(``batching.batch_limits``). A seq2seq batch runs its encoder once, then decodes the same way, rows
-leaving as their answers end. Models whose generation config asks for logits processors (``argmax_decodes``), and
-models whose cache this layout cannot be built from (``attention.cache_layers``: a sliding window narrower than the
-cache would grow), read padded prompts in ``model.generate``, which applies the processors and stops once every
-row of the batch is done. The answer text is returned as generated (special tokens dropped, cut before the first stop string);
-a protocol's ``match`` turns it into an option, or None (``unparsed``). Progress moves step by step: each row is
-one request, advanced by its share of decoding steps taken (its prompt's pass what it costs, then one per answer
-token, of those plus its token budget) and completed when its answer ends (``_Shares``).
+A causal model's answers come from one continuous batch (``continuous``): prompts in token order are prefilled in
+groups (each run of prompts sharing a token prefix, a chat template's system turn or NEWTON's attribute question
+or context, runs it once: ``prefill``) into the slots finished answers leave, so every decoding step runs as many rows
+as the budget holds (on CUDA as many as the free memory holds with their caches: ``batching.batch_limits``) until
+the last prompts. A row's answer is done when its stop string has appeared (after the answer's leading blank lines,
+as ``answers.cut`` reads it), or EOS, or its token budget; those are read on the host after every step on a CPU,
+every ``stepping.SYNC_EVERY`` steps on an accelerator. A seq2seq batch runs its encoder once, then decodes a token
+per row per step (``_greedy_seq2seq``), rows leaving the batch as their answers end. Models whose generation config
+asks for logits processors (``argmax_decodes``), and models whose cache the decoding buffers cannot be built from
+(``attention.cache_layers``: a sliding window narrower than the cache would grow), read padded prompts batch by batch
+in ``model.generate``, which applies the processors and stops once every row of the batch is done; a beam search
+runs one prompt at a time (``_beamed``). The answer text is returned as generated (special tokens dropped, cut before
+the first stop string); a protocol's ``match`` turns it into an option, or None (``unparsed``). Progress moves step
+by step: each row is one request, advanced by its share of decoding steps taken (its prompt's pass what it costs,
+then one per answer token, of those plus its token budget) and completed when its answer ends (``stepping.Shares``).
 
+>>> answer_budget(40, 128, 128, False)  # NEWTON's released max_length=128 counts a causal model's prompt
+88
 """
 
 from __future__ import annotations
@@ -28,78 +28,28 @@ import torch
 from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-from physprobe.backends.hf.attention import custom_mask, filled_cache, positions_follow_ids, takes_custom_masks
+from physprobe.backends.hf import continuous
 from physprobe.backends.hf.batching import (
     batch_limits,
     check_length,
-    forward,
     left_padded,
     max_positions,
     pad_right,
-    pass_tokens,
     run_batches,
     token_order_batches,
 )
 from physprobe.backends.hf.draws import SeededDraws
-from physprobe.backends.hf.prefill import PromptPlan, prompt_caches
+from physprobe.backends.hf.stepping import Shares, picker, sync_every
 from physprobe.protocols import tokenized
 from physprobe.protocols.answers import cut, stopped
 from physprobe.protocols.decoding import Decoding
-from physprobe.protocols.requests import prompt_steps
 from physprobe.protocols.results import Answer
 
 
-class _Shares:
-    """A decoding batch's progress at the grain of its steps: each row is one request (``update(1)`` in all), of which
-    its prompt's pass counts as the steps it costs (``prompt_steps``: one, and a quarter of one a token, as
-    a card's time left weighs it) and each answer token as one more, out of those and its token budget; a row is
-    complete when its answer ends. So a count moves once the prompts have run, by what their pass cost, and then
-    with every step, in proportion to the steps left (what takes the time), not once per batch of answers.
-    ``progress`` is the engine's counter (``update(n)``), or None.
-
-    >>> class Counter:
-    ...     n = 0.0
-    ...     def update(self, k): self.n += k
-    >>> counter = Counter(); shares = _Shares(counter, limits=[4, 2], prompts=[12, 4])  # prompts of 4 and 1 steps
-    >>> shares.seen([(0, 0, False)]); counter.n  # row 0's prompt has run: 4 of its 8 steps
-    0.5
-    >>> shares.seen([(0, 2, False), (1, 1, True)]); round(counter.n, 6)  # 6 of 8; row 1 ended
-    1.75
-    >>> shares.finish(); counter.n
-    2.0
-    """
-
-    def __init__(self, progress, limits: list[int], prompts: list[int]):
-        self.progress, self.limits = progress, limits
-        self.prompts = [prompt_steps(tokens) for tokens in prompts]
-        self.shown = [0.0] * len(limits)
-
-    def seen(self, rows: list[tuple[int, int, bool]]) -> None:
-        """Rows whose prompts have run, with their answers so far: (row, answer tokens, ended)."""
-        moved = 0.0
-        for row, tokens, ended in rows:
-            read = self.prompts[row]
-            share = 1.0 if ended else min((read + tokens) / (read + self.limits[row]), 1.0)
-            moved += share - self.shown[row]
-            self.shown[row] = share
-        if moved and self.progress is not None:
-            self.progress.update(moved)
-
-    def finish(self) -> None:
-        """Every row answered."""
-        self.seen([(row, 0, True) for row in range(len(self.limits))])
-
-    def rewind(self) -> None:
-        """Take back what the batch reported (it runs again, halved, after running out of memory)."""
-        if self.progress is not None and any(self.shown):
-            self.progress.update(-sum(self.shown))
-        self.shown = [0.0] * len(self.limits)
-
-
 class _Counted(StoppingCriteria):
-    """``model.generate``'s per-step hook that reports its rows' answers so far to ``_Shares`` (it stops nothing)."""
+    """``model.generate``'s per-step hook that reports its rows' answers so far to ``Shares`` (it stops nothing)."""
 
-    def __init__(self, shares: _Shares, rows: list[int], start: int):
+    def __init__(self, shares: Shares, rows: list[int], start: int):
         self.shares, self.rows, self.start = shares, rows, start
 
     def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
@@ -141,33 +91,13 @@ def argmax_decodes(model) -> bool:
     return not any(active)
 
 
-# Decoding steps between two copies of the answers to the host (where EOS, budgets and stop strings are read): on a
-# CPU a copy costs nothing, so rows leave at once; on an accelerator each copy waits for the queued steps, so 8 run
-# between two (a finished row decodes at most 7 tokens more, dropped; not measured on a GPU).
-SYNC_EVERY = {"cpu": 1}
-
-
-def sync_every(device: torch.device) -> int:
-    """Decoding steps per copy of the answers to the host on ``device`` (``SYNC_EVERY``; 8 on an accelerator)."""
-    return SYNC_EVERY.get(device.type, 8)
-
-
-def step_mask(real: torch.Tensor, model) -> torch.Tensor:
-    """A decoding step's attention mask (``real``: 1 at a cached or fed token, 0 at padding): as a 4D mask where the
-    model takes one (``attention.custom_mask``; transformers then builds none, and reads no tensor on the host to
-    decide whether it can skip it), else as it is."""
-    if takes_custom_masks(model):
-        return custom_mask(real[:, None, :].bool(), model)
-    return real
-
-
 class _Answers:
     """The answer tokens of a decoding batch's rows (``alive``: the request row of each batch row). Each step's tokens
     stay on the device until ``every`` steps have run (or the budget is reached); then they are copied to the host at
     once and read step by step: a row ends at EOS, at its budget or when ``done(row, tokens)``, its later tokens
     dropped, so the answers are those of a copy after every step. ``shares`` hears of every row read."""
 
-    def __init__(self, n: int, budget: int, done, eos: int | None, every: int, shares: _Shares | None = None):
+    def __init__(self, n: int, budget: int, done, eos: int | None, every: int, shares: Shares | None = None):
         self.tokens: list[list[int]] = [[] for _ in range(n)]
         self.alive, self.ended = list(range(n)), [False] * n
         self.budget, self.done, self.eos, self.every, self.shares = budget, done, eos, every, shares
@@ -198,69 +128,8 @@ class _Answers:
         self.alive = [self.alive[j] for j in keep]
 
 
-def _pick(draws: SeededDraws | None):
-    """How a decoding step takes each row's token from its logits: the argmax, or the row's seeded draw."""
-    return draws.pick if draws is not None else lambda logits, rows: logits.argmax(-1)
-
-
-def _greedy(model, prompts: list[list[int]], budget: int, done, eos: int | None, device: torch.device,
-            shares: _Shares | None = None, draws: SeededDraws | None = None) -> list[list[int]] | None:  # fmt: skip
-    """The greedy answer tokens of causal ``prompts`` (up to EOS), or with ``draws`` each row's seeded sample; None
-    when ``attention.cache_layers`` refuses the model's cache (this layout cannot be built from it).
-
-    Prompts run as ``prompt_caches`` plans them (shared prefixes once, own tokens in groups of near-equal length);
-    their caches go, left-padded, into one table per layer with room for ``budget`` more tokens, where each decoding step
-    writes its keys and values in place (``filled_cache``); a token per row per step, rows leaving the batch
-    once ``done(row, tokens)`` or EOS or ``budget`` ends them.
-    """
-    lengths = [len(p) for p in prompts]
-    # Padding between a row's prefix and its own tokens is harmless where positions come from position_ids; a model
-    # biasing attention by cache slot (ALiBi: MPT, Bloom) gets groups of exact length (padding only before the prefix).
-    plan = PromptPlan.of(prompts, pass_tokens(model, device) if positions_follow_ids(model) else 0)
-    width, n = plan.width(prompts), len(prompts)
-    keys: list[torch.Tensor] = []
-    values: list[torch.Tensor] = []
-    tokens = torch.zeros(n, dtype=torch.long, device=device)
-    mask = torch.ones((n, width + budget), dtype=torch.long, device=device)  # the answer's columns: 1
-    mask[:, :width] = 0
-    pick = _pick(draws)
-    for rows, layers, real, first in prompt_caches(model, prompts, plan, device, width + budget, draws and draws.pick):
-        if layers is None:
-            return None
-        if not keys:
-            keys = [k.new_zeros((n, k.shape[1], width + budget, k.shape[3])) for k, _ in layers]
-            values = [v.new_zeros((n, v.shape[1], width + budget, v.shape[3])) for _, v in layers]
-        where = torch.tensor(rows, device=device)
-        start = width - real.shape[1]
-        for layer, (k, v) in enumerate(layers):
-            keys[layer][where, :, start:width] = k
-            values[layer][where, :, start:width] = v
-        mask[where, start:width] = real
-        tokens[where] = first
-        if shares is not None:
-            shares.seen([(row, 0, False) for row in rows])  # these prompts have run
-    cache = filled_cache(keys, values, width)
-    position = torch.tensor(lengths, device=device)
-    answers = _Answers(n, budget, done, eos, sync_every(device), shares)
-    while True:
-        keep = answers.add(tokens)  # None: the tokens stay on the device
-        if keep is not None and not keep:
-            break
-        if keep is not None and len(keep) < len(answers.alive):  # finished rows leave the batch
-            select = torch.tensor(keep, device=device)
-            cache.batch_select_indices(select)
-            tokens, position, mask = tokens[select], position[select], mask[select]
-            answers.leave(keep)
-        seen = cache.get_seq_length() + 1
-        logits = forward(model, 1, input_ids=tokens[:, None], attention_mask=step_mask(mask[:, :seen], model),
-                         position_ids=position[:, None], past_key_values=cache).logits  # fmt: skip
-        tokens = pick(logits[:, -1], answers.alive)
-        position = position + 1
-    return answers.tokens
-
-
 def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int | None, pad: int,
-                    device: torch.device, shares: _Shares | None = None, draws: SeededDraws | None = None) -> list[list[int]] | None:  # fmt: skip
+                    device: torch.device, shares: Shares | None = None, draws: SeededDraws | None = None) -> list[list[int]] | None:  # fmt: skip
     """The greedy answer tokens of seq2seq ``prompts`` (up to EOS), or with ``draws`` each row's seeded sample; None
     when the model's cache is not a plain ``EncoderDecoderCache`` of ``DynamicCache`` s.
 
@@ -279,7 +148,7 @@ def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int
     tokens = torch.full((len(prompts),), start, dtype=torch.long, device=device)
     cache = None
     answers = _Answers(len(prompts), budget, done, eos, sync_every(device), shares)
-    pick = _pick(draws)
+    pick = picker(draws)
     while True:
         out = model(encoder_outputs=(encoded,), attention_mask=attention, decoder_input_ids=tokens[:, None],
                     past_key_values=cache, use_cache=True)  # fmt: skip
@@ -300,7 +169,7 @@ def _greedy_seq2seq(model, prompts: list[list[int]], budget: int, done, eos: int
 
 
 def _generated(model, tokenizer, prompts: list[list[int]], budget: int, stops: list[Sequence[str]], pad: int, eos: int | None,
-               seq2seq: bool, one_length: bool, shares: _Shares | None = None, draws: SeededDraws | None = None) -> list[list[int]]:  # fmt: skip
+               seq2seq: bool, one_length: bool, shares: Shares | None = None, draws: SeededDraws | None = None) -> list[list[int]]:  # fmt: skip
     """Answer tokens from ``model.generate``: a causal batch left-padded, a seq2seq batch right-padded (a learned
     position table counts from the first token), or with ``one_length`` prompts of one length per call, so that no
     logits processor (an n-gram ban, a repetition penalty) sees padding, as one prompt at a time would not. With
@@ -356,7 +225,7 @@ def _encoded(
 
 
 def _beamed(model, prompts: list[list[int]], limits: list[int], decoding: Decoding, pad: int, eos: int | None, seq2seq: bool,
-            shares: _Shares) -> list[list[int]]:  # fmt: skip
+            shares: Shares) -> list[list[int]]:  # fmt: skip
     """Beam-search answer tokens, one prompt per ``model.generate(num_beams=...)`` call, as the released script ran
     them (NEWTON's alpaca class: no other prompt's padding beside it), each up to its budget in ``limits``."""
     answers = []
@@ -370,30 +239,47 @@ def _beamed(model, prompts: list[list[int]], limits: list[int], decoding: Decodi
     return answers
 
 
-def _answer_batch(model, tokenizer, prompts: list[list[int]], stops: list[Sequence[str]], limits: list[int], device: torch.device,
-                  seq2seq: bool, plain: bool, progress, decoding: Decoding | None = None, seeds: Sequence[int | None] = ()) -> list[Answer]:  # fmt: skip
-    """The answers of one decoding batch: ``prompts`` (token ids), each row stopping at its stop strings or its
-    token budget in ``limits``; greedy decoding (or, where ``decoding`` samples, each row's draw seeded with its
-    ``seeds``: ``draws.SeededDraws``) where ``plain`` (``argmax_decodes``) and the model's cache allows it, else
-    ``model.generate``; a beam search one prompt at a time (``_beamed``). Progress moves by each row's share of
-    steps (``_Shares``), taken back on out-of-memory."""
+def _stopper(tokenizer, stops: list[Sequence[str]], limits: list[int]):
+    """Whether a row's answer so far (its token ids) is done: at its budget in ``limits``, or its stop string shown."""
 
     def done(row: int, tokens: list[int]) -> bool:
         return len(tokens) >= limits[row] or (
             bool(stops[row]) and stopped(tokenizer.decode(tokens, skip_special_tokens=True), stops[row])
         )
 
+    return done
+
+
+class _Refused(Exception):
+    """The continuous loop cannot build its cache from the model's (``attention.cache_layers``)."""
+
+
+def _answer_batch(model, tokenizer, prompts: list[list[int]], stops: list[Sequence[str]], limits: list[int], device: torch.device,
+                  seq2seq: bool, plain: bool, progress, decoding: Decoding | None = None, seeds: Sequence[int | None] = (),
+                  slots: int | None = None) -> list[Answer]:  # fmt: skip
+    """The answers of ``prompts`` (token ids), each row stopping at its stop strings or its token budget in ``limits``:
+    with ``slots``, a causal model's greedy answers (or, where ``decoding`` samples, each row's draw seeded with its
+    ``seeds``: ``draws.SeededDraws``) decoded continuously, ``slots`` rows at a time (``continuous.decode``;
+    ``_Refused`` where the model's cache does not allow it); else one decoding batch: a seq2seq model's own loop where
+    ``plain`` (``argmax_decodes``) and its cache allow it, else ``model.generate``; a beam search one prompt at a
+    time (``_beamed``). Progress moves by each row's share of steps (``stepping.Shares``), taken back on
+    out-of-memory."""
+    done = _stopper(tokenizer, stops, limits)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     eos = tokenizer.eos_token_id
     answers = None
-    shares = _Shares(progress, limits, [len(prompt) for prompt in prompts])
+    shares = Shares(progress, limits, [len(prompt) for prompt in prompts])
     draws = SeededDraws(decoding, list(seeds)) if decoding is not None and decoding.samples else None
     try:
         if decoding is not None and decoding.kind == "beam":
             answers = _beamed(model, prompts, limits, decoding, pad, eos, seq2seq, shares)
-        elif plain:
-            answers = (_greedy_seq2seq(model, prompts, max(limits), done, eos, pad, device, shares, draws) if seq2seq
-                       else _greedy(model, prompts, max(limits), done, eos, device, shares, draws))  # fmt: skip
+        elif slots is not None:
+            answers = continuous.decode(model, prompts, limits, done, eos, device, slots, shares, draws)
+            if answers is None:
+                shares.rewind()
+                raise _Refused
+        elif plain and seq2seq:
+            answers = _greedy_seq2seq(model, prompts, max(limits), done, eos, pad, device, shares, draws)
         if answers is None:  # model.generate runs every row to the batch's budget, so cut to each row's
             shares.rewind()
             answers = _generated(model, tokenizer, prompts, max(limits), stops, pad, eos, seq2seq, one_length=not plain,
@@ -407,6 +293,33 @@ def _answer_batch(model, tokenizer, prompts: list[list[int]], stops: list[Sequen
     return [Answer(cut(text, stop), len(tokens)) for text, stop, tokens in zip(decoded, stops, kept)]
 
 
+def _answer_members(model, tokenizer, requests: Sequence[dict], encoded: list[list[int]], budgets: list[int], members: list[int],
+                    device: torch.device, seq2seq: bool, plain: bool, progress, limits: tuple[int, int], flowing: bool) -> list[Answer]:  # fmt: skip
+    """The answers of requests ``members`` (one bound, one decoding): with ``flowing``, all of them through one
+    continuous batch of as many slots as ``limits`` (tokens, rows) hold with the longest prompt and budget; else in
+    batches, a causal batch's prompts in token order (shared prefixes together), a seq2seq batch's of similar length.
+    On out-of-memory a batch (the continuous one too) runs again as two halves (``batching.run_batches``)."""
+    batch_tokens, max_batch = limits
+
+    def step(batch: list[int]) -> list[Answer]:
+        chosen = [members[i] for i in batch]
+        slots = None
+        if flowing:
+            longest = max(len(encoded[i]) + budgets[i] for i in chosen)
+            slots = min(max_batch, max(1, batch_tokens // longest), len(chosen))
+        return _answer_batch(model, tokenizer, [encoded[i] for i in chosen], [requests[i]["stop"] for i in chosen],
+                             [budgets[i] for i in chosen], device, seq2seq, plain, progress, requests[members[0]].get("decoding"),
+                             [requests[i].get("seed") for i in chosen], slots)  # fmt: skip
+
+    most = max(budgets[i] for i in members)
+    if flowing:
+        order = [list(range(len(members)))]
+    else:
+        order = None if seq2seq else token_order_batches([encoded[i] for i in members], most, batch_tokens, max_batch)
+    return run_batches(len(members), [len(encoded[i]) + budgets[i] for i in members], step, batch_tokens, max_batch,
+                       batches=order)  # fmt: skip
+
+
 def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, seq2seq: bool = False,
              batch_tokens: int | None = None, max_batch: int | None = None, truncate: bool = False, progress=None,
              chat: bool = False) -> list[Answer]:  # fmt: skip
@@ -417,36 +330,31 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
     A prompt is encoded as the tokenizer encodes it (its special tokens included), unless ``chat``: a prompt
     rendered by a chat template carries its own.
 
-    Requests are batched by length (and by ``max_new_tokens``), each row stopping at its ``answer_budget``; on
-    CUDA out-of-memory the batch halves.
+    Requests go by their bound (``max_new_tokens``) and decoding, each row stopping at its ``answer_budget``: a
+    causal model's greedy or sampled answers through one continuous batch (``continuous``), else in batches
+    (``_answer_members``); on CUDA out-of-memory a batch halves.
     """
     encoded, budgets = _encoded(model, tokenizer, requests, seq2seq, truncate, chat)
     plain = argmax_decodes(model)
     # Rows of a decoding batch: on CUDA as many as the free memory holds with their caches (hundreds), else 128.
-    batch_tokens, max_batch = batch_limits(model, device, batch_tokens, max_batch, (8192, 128), logits=False, cached=True)
+    limits = batch_limits(model, device, batch_tokens, max_batch, (8192, 128), logits=False, cached=True)
     texts: list[Answer] = [Answer("")] * len(requests)
-    # Requests batch by their bound (max_new_tokens); within a batch each row stops at its own budget (a prompt
-    # counted in max_length leaves its row fewer tokens), so prompts of many lengths still share a batch.
-    # Requests batch by their decoding too (a batch decodes one way).
+    # Requests go by their bound (max_new_tokens); within it each row stops at its own budget (a prompt counted in
+    # max_length leaves its row fewer tokens), so prompts of many lengths still share a batch. By their decoding too
+    # (a batch decodes one way).
     by_bound: dict[tuple, list[int]] = {}
     for index, request in enumerate(requests):
         decoding = request.get("decoding")
         by_bound.setdefault((request["max_new_tokens"], repr(decoding)), []).append(index)
-
     for members in (by_bound[bound] for bound in sorted(by_bound)):
-
-        def step(batch: list[int], members=members) -> list[Answer]:
-            chosen = [members[i] for i in batch]
-            return _answer_batch(model, tokenizer, [encoded[i] for i in chosen], [requests[i]["stop"] for i in chosen],
-                                 [budgets[i] for i in chosen], device, seq2seq, plain, progress,
-                                 requests[members[0]].get("decoding"), [requests[i].get("seed") for i in chosen])  # fmt: skip
-
+        decoding = requests[members[0]].get("decoding")
+        flowing = plain and not seq2seq and (decoding is None or decoding.kind != "beam")
+        arguments = (model, tokenizer, requests, encoded, budgets, members, device, seq2seq, plain, progress, limits)
         with torch.inference_mode():
-            # A causal batch holds prompts in token order (shared prefixes together); a seq2seq batch similar lengths.
-            most = max(budgets[i] for i in members)
-            order = None if seq2seq else token_order_batches([encoded[i] for i in members], most, batch_tokens, max_batch)
-            answers = run_batches(len(members), [len(encoded[i]) + budgets[i] for i in members], step,
-                                  batch_tokens, max_batch, batches=order)  # fmt: skip
+            try:
+                answers = _answer_members(*arguments, flowing)
+            except _Refused:  # a cache the continuous batch cannot take: model.generate, batch by batch
+                answers = _answer_members(*arguments, False)
         for index, answer in zip(members, answers):
             texts[index] = answer
     return texts

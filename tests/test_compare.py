@@ -2,6 +2,7 @@
 runs of known structure, checked against scipy and hand-worked values; a report of two real runs."""
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -13,8 +14,9 @@ from physprobe.cli import main
 from physprobe.data import registry
 from physprobe.errors import ComparisonError
 from physprobe.protocols import Evaluation
+from physprobe.protocols.units import Unit
 from physprobe.record import run_folder, run_record
-from physprobe.report import compare, differences, paired
+from physprobe.report import compare, difference_figure, differences, paired
 from physprobe.report.cells import wilson
 from physprobe.report.runs import load_run
 from physprobe.run.samples import Sample
@@ -25,8 +27,11 @@ CCONS = registry.evaluation("cccons")
 
 
 def _rows(n: int, tag: str = "") -> list[dict]:
-    """CConS-shaped rows: a gold object (0 or 1) and no difficulty, their content told apart by ``tag``."""
-    return [{"context": f"question {i}{tag}", "obj1": "a", "obj2": "b", "label": i % 2, "difficulty": None} for i in range(n)]
+    """CConS-shaped rows: a gold object (0 or 1), no difficulty and an object pair of their own (each its own unit), their
+    content told apart by ``tag``."""
+    return [
+        {"context": f"question {i}{tag}", "obj1": f"a{i}", "obj2": f"b{i}", "label": i % 2, "difficulty": None} for i in range(n)
+    ]
 
 
 def write_run(folder: Path, right: list[bool], rows: list[dict] | None = None, protocol: str = "answer-loglik",
@@ -74,7 +79,8 @@ def test_identical_runs_differ_by_zero_with_p_one(tmp_path):
     found = compare.compare(a, b, resamples=200)
     assert [d.figure.key for d in found.differences] == ["ordinary.accuracy"]
     (d,) = found.differences
-    assert (d.delta, d.low, d.high, d.p, d.test, d.discordant) == (0.0, 0.0, 0.0, 1.0, "McNemar exact", (0, 0))
+    assert (d.delta, d.low, d.high, d.test, d.differing, d.tested) == (0.0, 0.0, 0.0, "not tested", 0, False)
+    assert (d.units, d.unit, d.questions) == (120, "object pair", 120)  # each row its own pair (``_rows``)
     assert found.matched == {"ordinary": 120} and found.dropped == {}
 
 
@@ -85,7 +91,7 @@ def test_thirty_of_four_hundred_one_way_is_mcnemars_exact_p(tmp_path):
     (d,) = compare.compare(a, b, resamples=300).differences
     assert d.discordant == (30, 0) and d.delta == pytest.approx(-30 / 400) and d.a == 1.0
     assert abs(d.p - scipy.stats.binomtest(0, 30, 0.5).pvalue) < 1e-12
-    assert d.high < 0 and d.excludes_zero
+    assert d.high < 0 and d.tested and d.differing == 30 and (d.units, d.unit) == (400, "object pair")
 
 
 def test_paired_interval_is_narrower_than_unpaired_when_outcomes_correlate(tmp_path):
@@ -144,15 +150,16 @@ def test_a_macro_figures_interval_covers_the_true_difference():
 
 def test_a_group_of_two_questions_both_lost_is_no_evidence():
     """A macro accuracy over two groups: two questions of one, right for A and wrong for B, and one of the other, right
-    for both. B - A = -0.5, and most bootstrap resamples say so, but swapping the runs' answers gives -0.5, 0, 0, +0.5
-    alike, so randomisation's p is near 1/2 (McNemar's on the two would be 0.5)."""
+    for both. B - A = -0.5, and every bootstrap resample says B is no better, but two differing questions cannot show a
+    difference (swapping their answers gives -0.5, 0, 0, +0.5 alike, p at least 1/2): the figure is not tested, and
+    takes no part in Holm's correction."""
     demo = Evaluation("demo", ("default",), (), metrics=_macro)
     rows = [{"label": 0, "group": 0}, {"label": 0, "group": 0}, {"label": 0, "group": 1}]
     pairs = [(compare._Answer("", row, "decided", 0, []), compare._Answer("", row, "decided", int(row["group"] == 0), []))
              for row in rows]  # fmt: skip
     (d,) = compare._differences(demo, "default", [compare.Figure("default.macro_accuracy", "macro")], pairs, [{}, {}], 1000, 5)
     assert d.delta == -0.5 and d.high <= 0
-    assert d.test == "approximate randomisation" and abs(d.p - 0.5) < 0.05, d.p
+    assert (d.test, d.tested, d.differing, d.units, d.holm) == ("not tested", False, 2, 3, None)
 
 
 def test_the_resampled_means_are_the_wirings_own_figures(tmp_path, monkeypatch):
@@ -162,7 +169,7 @@ def test_the_resampled_means_are_the_wirings_own_figures(tmp_path, monkeypatch):
     a, b = _loaded(write_run(tmp_path / "a", (rng.random(80) < 0.5).tolist()),
                    write_run(tmp_path / "b", (rng.random(80) < 0.7).tolist(), model="other"))  # fmt: skip
     fast = compare.compare(a, b, resamples=100).differences[0]
-    monkeypatch.setattr(compare, "_is_mean", lambda *args: False)
+    monkeypatch.setattr(compare, "is_mean", lambda *args: False)
     slow = compare.compare(a, b, resamples=100).differences[0]
     assert (fast.low, fast.high, fast.delta) == pytest.approx((slow.low, slow.high, slow.delta), abs=1e-12)
     assert fast.test == "McNemar exact" and slow.test == "approximate randomisation"
@@ -327,3 +334,116 @@ def test_a_report_states_the_intersection_and_refuses_another_protocol(tiny_runs
     across = tmp_path / "across"
     assert main(["report", *folders, "--out", str(across), "--compare-across"]) == 0
     assert "compared across: their protocols differ" in (across / "report.md").read_text()
+
+
+# --- units, the tested rule, the verdict, what a run can detect ---------------------------------------------------
+
+
+def _accuracy(config, rows, predictions, scores):
+    """A plain accuracy, hand-written: the share of questions whose prediction is the row's label."""
+    return {"n": len(rows), "accuracy": sum(p == r["label"] for p, r in zip(predictions, rows)) / len(rows)}
+
+
+def _pairs(a_right, b_right, units):
+    """Matched answers of two runs on rows whose ``unit`` is given, right where ``*_right``."""
+    rows = [{"label": 0, "unit": int(u)} for u in units]
+    return [(compare._Answer("", row, "decided", 0 if x else 1, []), compare._Answer("", row, "decided", 0 if y else 1, []))
+            for row, x, y in zip(rows, a_right, b_right)]  # fmt: skip
+
+
+BY_UNIT = Evaluation("demo", ("default",), (), metrics=_accuracy, unit=Unit("cluster", lambda row, config: row["unit"], "demo"))
+BY_QUESTION = Evaluation("demo", ("default",), (), metrics=_accuracy)
+ACCURACY = compare.Figure("default.accuracy", "accuracy")
+
+
+def test_the_unit_resampled_interval_is_wider_by_the_design_effect():
+    """150 units of m = 4 questions each; both runs' answers depend only on the unit (the same within it), so the
+    intra-unit correlation is 1 and the design effect 1 + (m - 1) = 4: resampling whole units gives an interval and a
+    standard error sqrt(4) = 2 times those of resampling single questions, up to the bootstrap's own noise."""
+    rng = np.random.default_rng(11)
+    a_unit, b_unit = rng.random(150) < 0.55, rng.random(150) < 0.7
+    units = np.repeat(np.arange(150), 4)
+    pairs = _pairs(a_unit[units], b_unit[units], units)
+    (by_unit,) = compare._differences(BY_UNIT, "default", [ACCURACY], pairs, [{}, {}], 4000, 3)
+    (by_question,) = compare._differences(BY_QUESTION, "default", [ACCURACY], pairs, [{}, {}], 4000, 3)
+    assert (by_unit.units, by_unit.unit, by_question.units, by_question.unit) == (150, "cluster", 600, "question")
+    assert by_unit.delta == by_question.delta
+    width = (by_unit.high - by_unit.low) / (by_question.high - by_question.low)
+    assert 1.8 < width < 2.2, width
+    assert 1.85 < by_unit.detectable / by_question.detectable < 2.15
+    assert by_question.test == "McNemar exact" and by_unit.test == "approximate randomisation"  # units of 4: swapped whole
+    assert by_unit.p > by_question.p  # the clustered test is the more cautious
+
+
+def test_a_figure_is_tested_only_where_six_units_differ():
+    """Five discordant questions all one way cannot reach p < 0.05 (McNemar: 2 x 0.5^5 = 0.0625): not tested; six
+    can (0.031): tested."""
+    for discordant, tested in ((5, False), (6, True)):
+        b_right = [i >= discordant for i in range(40)]
+        (d,) = compare._differences(BY_QUESTION, "default", [ACCURACY], _pairs([True] * 40, b_right, range(40)), [{}, {}], 200, 1)
+        assert (d.differing, d.tested) == (discordant, tested)
+        assert (d.test, d.p) == (("McNemar exact", 2 * 0.5**6) if tested else ("not tested", 1.0))
+    assert paired.mcnemar(5, 0) == 0.0625 > paired.ALPHA > paired.mcnemar(6, 0)
+
+
+def _difference(name, p, differing=10, percent=False, delta=0.1):
+    figure = compare.Figure(f"default.{name}", name, percent, 1 if percent else 3)
+    return compare.Difference(figure, 0.5, 0.5 + delta, delta, delta - 0.05, delta + 0.05, p,
+                              "approximate randomisation" if differing >= paired.MIN_DIFFERING else "not tested",
+                              40, 200, units=40, unit="cluster", differing=differing, detectable=0.08)  # fmt: skip
+
+
+def test_holm_is_over_the_tested_figures_and_is_the_one_verdict(tmp_path):
+    """Holm over the two tested differences only (p 0.02 and 0.03: adjusted 0.04 and 0.04, both below 0.05); with
+    the ten untested ones counted it would be 0.24. The star, the footnote and the figure's filled marker read it."""
+    found = [_difference("one", 0.02), _difference("two", 0.03)] + [_difference(f"same{i}", 1.0, 0) for i in range(10)]
+    comparison = compare.Comparison("demo", "A", "B", tuple(found), {"default": 40}, {}, 1, 200)
+    section = differences.Section("demo", "A", (comparison,), ())
+
+    class _Record:
+        benchmark = "demo"
+
+    class _Run:
+        id, record, differences = "B", _Record(), {}
+
+    run = _Run()
+    (done,) = differences._holm([section], [run])
+    adjusted = {d.figure.name: d.holm for d in done.comparisons[0].differences}
+    assert adjusted["one"] == pytest.approx(0.04) and adjusted["two"] == pytest.approx(0.04) and adjusted["same0"] is None
+    assert done.tested == 2 and [d.differs for d in done.comparisons[0].differences[:3]] == [True, True, False]
+    note = differences.card_note(run, "default.one")
+    assert "differs (p (Holm) 0.04)" in note and "+0.100" in note
+    assert "not tested (identical answers)" in differences.card_note(run, "default.same0")
+    (table, line) = [b for b in differences.blocks(done, tmp_path) if type(b).__name__ in ("TableBlock", "Notes")]
+    assert [row[0] for row in table.rows] == ["one", "two"] and all(row[3].endswith(" *") for row in table.rows)
+    assert line.items == [f"B: not tested: 10 figures with identical answers (no test of so few could reach p < {paired.ALPHA})"]
+    figure = difference_figure.draw_figure(done)
+    (axis,) = figure.axes
+    filled = [line.get_markerfacecolor() != "white" for line in axis.lines if line.get_marker() == "o"]
+    assert filled == [True, True]
+
+
+def test_differences_print_on_the_cards_scale_and_to_the_decimals_their_units_resolve():
+    d = _difference("macro", 0.01, percent=True, delta=0.0833)
+    assert differences.signed(d.delta, d.figure) == "+8.3"  # PROST's card prints 8.3, not 0.083
+    assert differences.interval(d) == "+3 to +13"  # 40 units: 2.5 points a unit, whole points
+    few = compare.Difference(d.figure, 0.2, 0.25, 0.05, -1.0, 0.772, 1.0, "not tested", 4, 1000, units=4)
+    assert differences.interval(few) == "-100 to +77"  # 4 units: 25 points a unit, whole points
+
+
+def test_the_detectable_difference_has_eighty_percent_power_in_a_simulation():
+    """docs/comparing.md's worked example: 400 independent questions, 20% of them discordant. The detectable
+    difference the comparison states (2.80 x the resampled difference's standard error) is about
+    2.80 x sqrt(0.2 / 400) = 0.063; runs simulated with that true difference and the same discordance are told apart by
+    McNemar's test at 5% in about 80% of 400 replications."""
+    rng = np.random.default_rng(5)
+    kinds = rng.choice(4, size=400, p=[0.5, 0.3, 0.1, 0.1])  # both right, both wrong, A alone, B alone
+    pairs = _pairs(np.isin(kinds, (0, 2)), np.isin(kinds, (0, 3)), range(400))
+    (d,) = compare._differences(BY_QUESTION, "default", [ACCURACY], pairs, [{}, {}], 2000, 2)
+    assert d.detectable == pytest.approx(2.8016 * math.sqrt((0.2 - d.delta**2) / 400), rel=0.08)
+    only_a, only_b = (0.2 - d.detectable) / 2, (0.2 + d.detectable) / 2
+    told = 0
+    for _ in range(400):
+        drawn = rng.choice(3, size=400, p=[1 - 0.2, only_a, only_b])
+        told += paired.mcnemar(int(np.sum(drawn == 1)), int(np.sum(drawn == 2))) < 0.05
+    assert 0.72 <= told / 400 <= 0.88, told

@@ -1,11 +1,13 @@
 """Paired comparisons of runs on the same questions (``physprobe.report.compare``, ``paired``, ``differences``): synthetic
 runs of known structure, checked against scipy and hand-worked values; a report of two real runs."""
 
+import dataclasses
 import json
 import math
 import re
 from pathlib import Path
 
+import matplotlib.text
 import numpy as np
 import pytest
 import scipy.stats
@@ -432,18 +434,57 @@ def test_differences_print_on_the_cards_scale_and_to_the_decimals_their_units_re
 
 
 def test_the_detectable_difference_has_eighty_percent_power_in_a_simulation():
-    """docs/comparing.md's worked example: 400 independent questions, 20% of them discordant. The detectable
-    difference the comparison states (2.80 x the resampled difference's standard error) is about
-    2.80 x sqrt(0.2 / 400) = 0.063; runs simulated with that true difference and the same discordance are told apart by
-    McNemar's test at 5% in about 80% of 400 replications."""
-    rng = np.random.default_rng(5)
-    kinds = rng.choice(4, size=400, p=[0.5, 0.3, 0.1, 0.1])  # both right, both wrong, A alone, B alone
+    """docs/comparing.md's worked example: 400 independent questions, 200 right for both, 120 wrong for both, 40 right
+    for A alone and 40 for B alone. The detectable difference the comparison states (2.80 x the resampled
+    difference's standard error, 1000 resamples, seed 1234) is about 2.80 x sqrt(0.2 / 400) = 0.063, as the docs say;
+    runs simulated with that true difference and the same discordance are told apart by McNemar's test at 5% in
+    about 80% of 400 replications."""
+    kinds = np.repeat([0, 1, 2, 3], [200, 120, 40, 40])  # both right, both wrong, A alone, B alone
     pairs = _pairs(np.isin(kinds, (0, 2)), np.isin(kinds, (0, 3)), range(400))
-    (d,) = compare._differences(BY_QUESTION, "default", [ACCURACY], pairs, [{}, {}], 2000, 2)
-    assert d.detectable == pytest.approx(2.8016 * math.sqrt((0.2 - d.delta**2) / 400), rel=0.08)
+    (d,) = compare._differences(BY_QUESTION, "default", [ACCURACY], pairs, [{}, {}], paired.RESAMPLES, paired.SEED)
+    assert d.delta == 0 and d.detectable == pytest.approx(2.8016 * math.sqrt(0.2 / 400), rel=0.08)
+    text = (REPO / "docs" / "comparing.md").read_text()
+    assert f"the comparison states ±{d.detectable:.3f}" in text, d.detectable
+    assert "2.80 × sqrt(0.2 / 400) = 0.063" in text
+    rng = np.random.default_rng(5)
     only_a, only_b = (0.2 - d.detectable) / 2, (0.2 + d.detectable) / 2
     told = 0
     for _ in range(400):
         drawn = rng.choice(3, size=400, p=[1 - 0.2, only_a, only_b])
         told += paired.mcnemar(int(np.sum(drawn == 1)), int(np.sum(drawn == 2))) < 0.05
     assert 0.72 <= told / 400 <= 0.88, told
+
+
+def test_the_differences_figure_has_no_label_repeated_or_cut():
+    """Text2Afford's fifteen classes for two runs, named as its groups table names them (one long table title): every
+    text of the figure (title, axis label, tick labels, legend) is drawn once where it should be and inside the figure,
+    the classes' labels shortened to the table's short name and the class."""
+    classes = ["Grasp", "Lift", "Throw", "Push", "Fix", "Ride", "Play", "Watch", "SitOn", "Feed", "Row", "PourFrom",
+               "LookThrough", "WriteWith", "TypeOn"]  # fmt: skip
+    title = "Accuracy per affordance class (a physprobe breakdown; the paper prints no per-class table)"
+    comparisons = []
+    for run, shift in (("a-model-with-a-long-name", 0.0), ("another-model", 0.05)):
+        found = [dataclasses.replace(_difference(c, 0.001 * (i + 1)), figure=compare.Figure(f"default.by_class.{c}", f"{title}: {c}"),
+                                     delta=0.01 * i + shift, low=0.01 * i + shift - 0.04, high=0.01 * i + shift + 0.04, holm=0.01)
+                 for i, c in enumerate(classes)]  # fmt: skip
+        comparisons.append(compare.Comparison("text2afford", "reference-model", run, tuple(found), {"default": 40}, {}, 1, 200))
+    figure = difference_figure.draw_figure(differences.Section("text2afford", "reference-model", tuple(comparisons), ()))
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    box = figure.bbox
+    (axis,) = figure.axes
+    low, high = axis.get_xlim()
+    hidden = [t for t in axis.get_xticklabels() if not low <= t.get_position()[0] <= high]  # outside the axis: not drawn
+    texts = [t for t in figure.findobj(matplotlib.text.Text) if t.get_visible() and t.get_text().strip() and t not in hidden]
+    labels = [t.get_text().replace("\n", " ") for t in axis.get_yticklabels()]
+    assert labels == [f"Accuracy per affordance class: {c}" for c in classes]
+    assert len(set(labels)) == len(labels)
+    shown = [t.get_text() for t in texts if t not in axis.get_xticklabels()]
+    assert len(shown) == len(set(shown)), [s for s in shown if shown.count(s) > 1]
+    for text in texts:
+        extent = text.get_window_extent(renderer)
+        assert extent.x0 >= box.x0 - 0.5 and extent.x1 <= box.x1 + 0.5, text.get_text()
+        assert extent.y0 >= box.y0 - 0.5 and extent.y1 <= box.y1 + 0.5, text.get_text()
+    ticks = [t.get_text() for t in axis.get_xticklabels() if t.get_text() and t not in hidden]
+    assert len(ticks) >= 3 and len(set(ticks)) == len(ticks)  # ticks that tell values apart
+    assert axis.get_title() == "text2afford: differences from reference-model"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from physprobe.report.figures import OKABE_ITO, _plt, _save
 
-LABEL_WIDTH = 34  # characters of a wrapped label
+LABEL_WIDTH = 40  # characters of a wrapped label
 
 
 def label(name: str) -> str:
@@ -56,7 +56,7 @@ def draw_figure(section):
     axis.set_axisbelow(True)
     unit = "points" if percent else "0–1"
     axis.set_xlabel(f"B − A ({unit}), 95% paired interval over resampled units; filled: p (Holm) < 0.05", fontsize=8)
-    axis.set_title(f"{section.benchmark}: differences from {section.reference}", fontsize=10)
+    axis.set_title(textwrap.fill(f"{section.benchmark}: differences from {section.reference}", 80), fontsize=10)
     handles, seen = [], set()
     for handle, name in zip(*axis.get_legend_handles_labels()):
         if name not in seen:

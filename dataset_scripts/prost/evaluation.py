@@ -224,7 +224,7 @@ def _sliding(row: dict) -> bool:
 
 
 CONCEPT_OBJECTS = Unit(
-    "concept's object set",
+    "object set",
     lambda row, config: (row["group"], frozenset((row["A"], row["B"], row["C"], row["D"]))),
     "a concept's templates ask the same four objects in every order (647 sets for 18,736 questions: 24 questions each "
     "for an affordance, 96 for mass, height and circumference)",

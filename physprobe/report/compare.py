@@ -152,6 +152,16 @@ def figures(run: Run) -> list[Figure]:
     return list(found.values())
 
 
+def card_figures(run: Run) -> list[Figure]:
+    """The card's figures of ``run``: each card row's figure as ``run``'s method reads it."""
+    found = []
+    for row in paper_tables(run.record.benchmark).card:
+        table, column = next(((t, c) for t, c in row.sources if t.methods is None or run.method in t.methods), row.sources[0])
+        if column.keys[0]:
+            found.append(Figure(column.keys[0], f"{table.source or table.title}: {column.name}", *_scale(table)))
+    return found
+
+
 def _scale(table) -> tuple[bool, int]:
     return table.scale == "percent", table.digits
 

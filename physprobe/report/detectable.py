@@ -29,8 +29,9 @@ RESAMPLES = 200  # enough for a standard error to about 5% (the interval of a co
 @dataclass(frozen=True)
 class Alone:
     """A run's figure alone: its ``value``, ``questions`` in ``units`` units (``unit``), the figure's standard
-    error over resampled units and the difference ``detectable`` against an independent run of the same spread
-    (None where every unit scores alike: no spread to plan from)."""
+    error over resampled units and the difference ``detectable`` against an independent run of the same spread.
+    Where every unit scores alike (a figure of 0 or 1: no spread), the standard error is a share's at Agresti and
+    Coull's adjusted share (x + 2) / (n + 4) over its n units (``adjusted``); None where even that cannot be said."""
 
     value: float
     questions: int
@@ -38,6 +39,7 @@ class Alone:
     unit: str
     standard_error: float
     detectable: float | None
+    adjusted: bool = False  # every unit scored alike: the standard error of Agresti and Coull's adjusted share
 
 
 def alone(run: Run, key: str, resamples: int = RESAMPLES, seed: int = paired.SEED) -> Alone | None:
@@ -78,35 +80,38 @@ def _alone(folder: Path, key: str, resamples: int, seed: int) -> Alone | None:
     error = float(np.std(drawn, ddof=1)) if len(drawn) > 1 else 0.0
     name = evaluation.unit.name if evaluation.unit is not None else "question"
     counted = int(np.sum(~np.isnan(values[0])))
-    return Alone(value, counted, len(set(of[~np.isnan(values[0])].tolist())), name, error,
-                 paired.detectable(math.sqrt(2) * error) if error > 0 else None)  # fmt: skip
+    held = len(set(of[~np.isnan(values[0])].tolist()))
+    adjusted = error == 0 and 0 <= value <= 1 and held > 0
+    if adjusted:  # every unit scored alike: a share's variance at Agresti and Coull's adjusted share over its units
+        share = (value * held + 2) / (held + 4)
+        error = math.sqrt(share * (1 - share) / held)
+    return Alone(value, counted, held, name, error, paired.detectable(math.sqrt(2) * error) if error > 0 else None, adjusted)
 
 
 def phrase(found: Alone, percent: bool) -> str:
     """What a run's figure can detect, as the card's footnote and the score summary say it.
 
-    >>> phrase(Alone(0.2, 20, 18, "object set", 0.09, 0.3566), True)
-    'with 20 questions (18 object sets), differences under ~36 points from another run cannot be told from noise (80% power, 5%; from this run's spread, the other run taken as independent)'
+    >>> print(phrase(Alone(0.2, 20, 18, "object set", 0.09, 0.3566), True))
+    with 20 questions (18 object sets), differences under ~36 points from another run cannot be told from noise (80% power, 5%; this run's spread, the other run independent)
     """
     if found.detectable is None:
         return (f"with {found.questions} questions ({found.units} {found.unit}s), every unit scoring alike: no spread to "
                 "tell what a comparison could detect")  # fmt: skip
     size = f"~{100 * found.detectable:.0f} points" if percent else f"~{found.detectable:.2f}"
+    spread = "every unit alike: Agresti-Coull's adjusted share" if found.adjusted else "this run's spread"
     return (f"with {found.questions} questions ({found.units} {found.unit}s), differences under {size} from another run "
-            "cannot be told from noise (80% power, 5%; from this run's spread, the other run taken as independent)")  # fmt: skip
+            f"cannot be told from noise (80% power, 5%; {spread}, the other run independent)")  # fmt: skip
 
 
 def summary_lines(folder: Path) -> list[str]:
     """For ``physprobe score --limit N``'s summary: per card figure of the run in ``folder``, what it can detect
     (none for a run without ``--limit``: every question counted, nothing to plan)."""
-    from physprobe.report.tables import paper_tables
-
     run = load_run(folder)
     if run.record.limit is None:
         return []
     lines = []
-    for figure in compare.figures(run)[: len(paper_tables(run.record.benchmark).card)]:
+    for figure in compare.card_figures(run):
         found = alone(run, figure.key)
         if found is not None:
-            lines.append(f"  {figure.name} ({figure.config}): {phrase(found, figure.percent)}")
+            lines.append(f"  {figure.name}: {phrase(found, figure.percent)}")
     return lines

@@ -105,7 +105,7 @@ def card_note(run: Run, key: str) -> str | None:
     reference, d = run.differences.get(key, (None, None))
     if d is None:
         found = detectable.alone(run, key)
-        figure = next((f for f in compare.figures(run) if f.key == key), None)
+        figure = next((f for f in compare.figures(run) if f.key == key), None)  # its scale
         return None if found is None else f"run {run.id}: {detectable.phrase(found, figure is not None and figure.percent)}"
     rests = f"on the same {d.questions} questions ({d.units} {d.unit}s)"
     detect = f"; detectable at 80% power: {_bound(d.detectable, d)}" if d.detectable else ""

@@ -13,9 +13,10 @@ smaller count, doubled (at most 1). 30 discordant questions all one way:
 >>> mcnemar(30, 0) == 2 / 2**30, mcnemar(0, 0), mcnemar(5, 5)
 (True, 1.0, 1.0)
 
-The bootstrap draws ``resamples`` sets of question indices (with repeats) from a seeded generator; the interval is
-the 2.5th and 97.5th percentiles of the resampled differences. Approximate randomisation swaps the two runs' answers
-on a random half of the questions (``swaps``), ``resamples`` times: under no difference either run could have given
+The bootstrap draws ``resamples`` sets of whole units (a benchmark's questions share units: ``Evaluation.unit``; each
+unit drawn brings all its questions) from a seeded generator, as counts per unit (``draws``); the interval is the
+2.5th and 97.5th percentiles of the resampled differences. Approximate randomisation swaps the two runs' answers on
+a random half of the units (``swaps``), ``resamples`` times: under no difference either run could have given
 either answer, so the p-value is how often a swapped difference is at least as far from zero as the observed one,
 counted with the observed: (1 + hits) / (1 + resamples). It holds for a handful of questions, where a bootstrap's
 p-value does not (two questions, both lost: the bootstrap sees -1 every time, the swaps see -1, 0, 0, +1).

@@ -188,7 +188,9 @@ def blocks(section: Section, figures_dir: Path, total: int | None = None) -> lis
     notes = []
     for comparison in section.comparisons:
         unit = next((d.unit for d in comparison.differences), "question")
-        units = {d.figure.config: d.units for d in comparison.differences}
+        units: dict[str, int] = {}
+        for d in comparison.differences:  # a config's units: those of its widest figure (a group's hold fewer)
+            units[d.figure.config] = max(units.get(d.figure.config, 0), d.units)
         held = ", ".join(f"{config} {count}" for config, count in units.items())
         out.append(Paragraph(f"{comparison.other} (B) against {section.reference} (A, the reference); unit: the {unit} "
                              f"({held} {unit}s); {comparison.resamples} resamples, seed {comparison.seed}; p (Holm) over "

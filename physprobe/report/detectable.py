@@ -103,10 +103,10 @@ def phrase(found: Alone, percent: bool) -> str:
             f"cannot be told from noise (80% power, 5%; {spread}, the other run independent)")  # fmt: skip
 
 
-def summary_lines(folder: Path) -> list[str]:
+def summary_lines(folder: Path | str) -> list[str]:
     """For ``physprobe score --limit N``'s summary: per card figure of the run in ``folder``, what it can detect
     (none for a run without ``--limit``: every question counted, nothing to plan)."""
-    run = load_run(folder)
+    run = load_run(Path(folder))
     if run.record.limit is None:
         return []
     lines = []

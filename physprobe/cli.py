@@ -113,11 +113,12 @@ def _score(args: argparse.Namespace) -> int:
 def _score_benchmark(options) -> int:
     """``physprobe score --benchmark NAME``: one run folder, in one process or ``--num-processes``."""
     from physprobe.record import spec as run_spec
+    from physprobe.report import detectable
     from physprobe.run import parallel, runner
 
     spec = run_spec.of(options)
     record = runner.run(spec) if spec.processes == 1 else parallel.score_in_processes(spec)
-    print("\n".join(summary_lines(record)))
+    print("\n".join(summary_lines(record) + detectable.summary_lines(spec.out)))
     print(f"-> {spec.out}")
     return 0
 

@@ -20,6 +20,7 @@ from physprobe.generators import cccons
 from physprobe.protocols import Evaluation, Protocol, decided, first_mentioned, load_metric, scored_as_wrong, several_mentioned
 from physprobe.protocols.decoding import Decoding, Released
 from physprobe.protocols.requests import Choice, Generate, Masked, Seq2Seq
+from physprobe.protocols.units import Unit
 
 FORMATS = "CConS §4 'Tasks Format Details'"
 
@@ -95,8 +96,16 @@ def metrics(config: str, rows: list[dict], predictions: list, scores: list) -> d
 MLM_RULE = f"{FORMATS}: 'If the sum of the probabilities of the first two options exceeds 0.5'"
 QUESTION = f"{FORMATS}, Format for Generative Models (GPT-3, T0)"
 
+OBJECT_PAIR = Unit(
+    "object pair",
+    lambda row, config: frozenset((row["obj1"], row["obj2"])),
+    "a pair of objects is compared in several contexts (and in both no-context files); within one file nearly every "
+    "question has its own pair (Ordinary: 729 pairs for 772 questions, CCommon: 315 for 332)",
+)
+
 EVALUATION = Evaluation(
     benchmark="cccons",
+    unit=OBJECT_PAIR,
     # Table 2: Ordinary, CCommon, NoCon (both no-context files pooled); Table 3: the four split files.
     configs=(
         "ordinary",

@@ -21,6 +21,7 @@ import re
 from physprobe.protocols import Evaluation, Protocol, decided, first_mentioned, load_metric, several_mentioned
 from physprobe.protocols.decoding import Decoding, Released
 from physprobe.protocols.requests import Choice, Generate, Seq2Seq
+from physprobe.protocols.units import Unit
 
 LABELS = "abcd"
 # The released flan and unifiedqa classes (hf_track*.py, utils/huggingface_models.py) call
@@ -309,8 +310,17 @@ GPT_CHAT = {
     "fallback_reason": SEVERAL,
     "released": GPT_DECODING,
 }
+OBJECT_SET = Unit(
+    "object set",
+    lambda row, config: frozenset([row["object"]] if "object" in row else row.get("objects") or row["choices"]),
+    "Track 1 asks up to eight attributes of one object (777 objects, 2,891 questions); Track 2 Boolean compares a pair "
+    "(or states of one object) under several attributes and polarities (10,112 sets, 44,182 questions); Track 2 "
+    "multiple-choice and Track 3 questions each offer their own set of objects",
+)
+
 EVALUATION = Evaluation(
     benchmark="newton",
+    unit=OBJECT_SET,
     headline=("agreement_accuracy", "accuracy"),
     configs=("track1", "track2_boolean", "track2_mc", "track3"),
     pooled={"track2": ("track2_boolean", "track2_mc")},  # Table 5 Combined: both kinds of question together

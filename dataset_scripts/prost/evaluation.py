@@ -21,6 +21,7 @@ from physprobe.generators.prost import superlative_pair
 from physprobe.protocols import Evaluation, Protocol, decided, load_metric, scored_as_wrong
 from physprobe.protocols.decoding import Decoding, Released
 from physprobe.protocols.requests import Choice, Generate, Masked, MeanTokens, Seq2Seq
+from physprobe.protocols.units import Unit
 
 OPTIONS = "ABCD"
 UPSTREAM = "nala-cub/prost@d6285efa src/baselines/"
@@ -222,8 +223,16 @@ def _sliding(row: dict) -> bool:
     return "sliding" in row["name"]
 
 
+CONCEPT_OBJECTS = Unit(
+    "object set",
+    lambda row, config: (row["group"], frozenset((row["A"], row["B"], row["C"], row["D"]))),
+    "a concept's templates ask the same four objects in every order (647 sets for 18,736 questions: 24 questions each "
+    "for an affordance, 96 for mass, height and circumference)",
+)
+
 EVALUATION = Evaluation(
     benchmark="prost",
+    unit=CONCEPT_OBJECTS,
     headline=("macro_accuracy",),
     configs=("default",),
     protocols=(

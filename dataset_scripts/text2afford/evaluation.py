@@ -27,6 +27,7 @@ from physprobe.generators import text2afford
 from physprobe.protocols import Evaluation, Protocol, load_metric
 from physprobe.protocols.decoding import Decoding, Released
 from physprobe.protocols.requests import Entailment, Masked, MaskedPair, YesNo
+from physprobe.protocols.units import Unit
 
 CLASSES = text2afford.CLASSES
 # Class words of the released FLAN-T5 script (src/LLM/zero_shot_LLM.py, its oov_class_map); the other
@@ -195,8 +196,16 @@ VLM_DECODING = Released(Decoding.greedy(f"{AFFORDANCE}src/VLM/zero_shot_llava.py
                                         "max_new_tokens=5, no sampling)"))  # fmt: skip
 LOGPROB_RULE = "YES=1 if P(' YES') > P(' NO'), else NO=0; ties wrong (Appendix G; physprobe's earlier default)"
 TIES_CORRECT = {"ties": "correct"}
+SENTENCE = Unit(
+    "sentence",
+    lambda row, config: row["sentence"],
+    "a sentence is rated for each of its objects (1,879 sentences for 2,368 rows, 166 rows repeating a sentence-object "
+    "pair), and a row's fifteen classes are rated on the one sentence-object pair",
+)
+
 EVALUATION = Evaluation(
     benchmark="text2afford",
+    unit=SENTENCE,
     headline=("pairwise.accuracy", "in_context_pairwise.accuracy"),
     skipped_reason=("no class pair to rank: the annotators agreed on no positive class (paper footnote 5) or on no negative one"),
     configs=("default",),

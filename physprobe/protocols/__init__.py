@@ -60,6 +60,7 @@ from physprobe.protocols.requests import (
     YesNo,
 )
 from physprobe.protocols.results import Answer, Answers, Scores
+from physprobe.protocols.units import Unit
 
 FAMILIES = ("causal", "mlm", "seq2seq", "nli")
 # The method of each request type a protocol may declare: the family whose own scores it reads, else the format
@@ -296,7 +297,8 @@ class Evaluation:
     attribute or scenario, Text2Afford's positive classes), so that a ``--limit`` run holds a row of each before it
     spreads the rest (``physprobe.data.sampling``); None: the benchmark's figures have no such groups;
     ``skipped_reason``: why the metric wiring leaves some rows out of every figure, counted in ``skipped``
-    (Text2Afford's rows with nothing to rank).
+    (Text2Afford's rows with nothing to rank); ``unit``: the unit its questions share (``units.Unit``), which a
+    comparison of two runs resamples and swaps whole.
     """
 
     benchmark: str
@@ -310,6 +312,7 @@ class Evaluation:
     classes: int | None = None  # a row's gold is a set of this many classes (``reference``: the positive ones); None: one option
     groups: Callable[[dict, str], tuple[str, ...]] | None = None  # the breakdowns' groups a row counts in (--limit covers each)
     skipped_reason: str | None = None  # why the metric wiring leaves a row out of every figure (metrics.json ``skipped``)
+    unit: Unit | None = None  # the unit its questions share, resampled whole by a comparison (None: each question alone)
 
     def headline_of(self, metrics: dict) -> tuple[str, float] | None:
         """The headline figure of one config's ``metrics``: the first of ``headline`` it holds, as (key, value);

@@ -55,6 +55,8 @@ class Figure:
 
     key: str
     name: str
+    percent: bool = False  # printed in % on the card and in its table (PROST, NEWTON), else 0-1
+    digits: int = 3  # the decimals its table prints
 
     @property
     def config(self) -> str:
@@ -67,10 +69,14 @@ class Figure:
 
 @dataclass(frozen=True)
 class Difference:
-    """One figure of two runs on the same ``questions``: the reference's value ``a``, the other's ``b``, ``delta``
-    = b - a, its paired bootstrap 95% interval [``low``, ``high``] over ``resamples`` resamples that held a value for
-    both, the ``p``-value of ``test`` (``discordant``: McNemar's questions right for A alone and for B alone) and
-    ``holm``, the p-value adjusted over the report's differences."""
+    """One figure of two runs on the same ``questions``, held by ``units`` units (``unit``: the benchmark's, or
+    "question"): the reference's value ``a``, the other's ``b``, ``delta`` = b - a, its paired bootstrap 95% interval
+    [``low``, ``high``] over ``resamples`` resamples of whole units that held a value for both, the minimum
+    difference ``detectable`` at 80% power and 5% (``paired.detectable`` of the resampled differences' standard
+    error), the units on which the runs' answers differ (``differing``), and, where at least
+    ``paired.MIN_DIFFERING`` do, the ``p``-value of ``test`` (``discordant``: McNemar's questions right for A alone
+    and for B alone) and ``holm``, the p-value adjusted over the report's tested differences. ``test`` is "not
+    tested" (``p`` 1, no ``holm``) where fewer units differ."""
 
     figure: Figure
     a: float
@@ -82,13 +88,23 @@ class Difference:
     test: str
     questions: int
     resamples: int
+    units: int = 0
+    unit: str = "question"
+    differing: int = 0
+    detectable: float | None = None
     discordant: tuple[int, int] | None = None
     holm: float | None = None
 
     @property
-    def excludes_zero(self) -> bool:
-        """Whether the 95% interval excludes a difference of zero."""
-        return self.low is not None and (self.low > 0 or self.high < 0)
+    def tested(self) -> bool:
+        """Whether enough units differ for a test to decide (``paired.MIN_DIFFERING``)."""
+        return self.test != "not tested"
+
+    @property
+    def differs(self) -> bool:
+        """The verdict, read by the table's star, the figure's filled marker and the card: tested, and its
+        Holm-adjusted p below ``paired.ALPHA``."""
+        return self.tested and self.holm is not None and self.holm < paired.ALPHA
 
 
 @dataclass(frozen=True)
@@ -127,13 +143,27 @@ def figures(run: Run) -> list[Figure]:
         table, column = next(((t, c) for t, c in row.sources if t.methods is None or run.method in t.methods), row.sources[0])
         for key in column.keys:
             if key:
-                found.setdefault(key, Figure(key, f"{table.source or table.title}: {column.name}"))
+                found.setdefault(key, Figure(key, f"{table.source or table.title}: {column.name}", *_scale(table)))
         groups = row.groups
         for group in groups.columns if groups is not None else ():
             for key in group.keys:
                 if key and not group.summary:
-                    found.setdefault(key, Figure(key, f"{groups.source or groups.title}: {group.name}"))
+                    found.setdefault(key, Figure(key, f"{groups.source or groups.title}: {group.name}", *_scale(groups)))
     return list(found.values())
+
+
+def card_figures(run: Run) -> list[Figure]:
+    """The card's figures of ``run``: each card row's figure as ``run``'s method reads it."""
+    found = []
+    for row in paper_tables(run.record.benchmark).card:
+        table, column = next(((t, c) for t, c in row.sources if t.methods is None or run.method in t.methods), row.sources[0])
+        if column.keys[0]:
+            found.append(Figure(column.keys[0], f"{table.source or table.title}: {column.name}", *_scale(table)))
+    return found
+
+
+def _scale(table) -> tuple[bool, int]:
+    return table.scale == "percent", table.digits
 
 
 def answers(run: Run) -> dict[str, dict[int, _Answer]]:
@@ -232,14 +262,14 @@ def _matched(ours: dict[int, _Answer], theirs: dict[int, _Answer]) -> tuple[list
     return kept, reasons
 
 
-def _value(figures: dict, path: str) -> float | None:
+def value_at(figures: dict, path: str) -> float | None:
     node = figures
     for part in path.split("."):
         node = node.get(part) if isinstance(node, dict) else None
     return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
 
 
-class _Side:
+class Side:
     """One run's answers on the matched questions, through the benchmark's metric wiring."""
 
     def __init__(self, evaluation: Evaluation, config: str, rows: list[dict], answers: list[_Answer], options: dict):
@@ -247,7 +277,7 @@ class _Side:
         self.predictions = [x.prediction for x in answers]
         self.scores = [x.scores for x in answers]
 
-    def swapped(self, other: _Side, swap) -> _Side:
+    def swapped(self, other: Side, swap) -> Side:
         """This side with ``other``'s answers where ``swap`` is True (its own protocol's options)."""
         mixed = copy.copy(self)
         mixed.predictions = [b if s else a for a, b, s in zip(self.predictions, other.predictions, swap, strict=True)]
@@ -265,130 +295,150 @@ class _Side:
         import numpy as np
 
         alone = [self.figures([i]) for i in range(len(self.rows))]
-        return np.array([[math.nan if (v := _value(f, path)) is None else v for f in alone] for path in paths])
+        return np.array([[math.nan if (v := value_at(f, path)) is None else v for f in alone] for path in paths])
 
 
-def _counted_mean(drawn):
-    """The mean over the last axis of the values that are not NaN (NaN where none is)."""
+def _drawn(counts, of):
+    """The question indices of one resample: each question as many times as its unit (``of``) was drawn."""
     import numpy as np
 
-    counted = ~np.isnan(drawn)
-    total, count = np.where(counted, drawn, 0.0).sum(axis=-1), counted.sum(axis=-1)
-    return np.divide(total, count, out=np.full(total.shape, math.nan), where=count > 0)
+    return np.repeat(np.arange(len(of)), counts[of])
 
 
-def _mean(values, draws):
-    """Per resample (rows of ``draws``), the mean of each figure's values over the drawn questions it counts (NaN
-    where it counts none): a (figures, resamples) array."""
-    import numpy as np
-
-    chunk = max(1, BUDGET // values.size)
-    return np.concatenate(
-        [_counted_mean(values[:, draws[start : start + chunk]]) for start in range(0, len(draws), chunk)], axis=1
-    )
-
-
-def _swapped_means(values: list, swaps):
-    """Per swap (rows of ``swaps``), B's mean minus A's of each figure's values, the two runs' values traded where
-    the swap is True: a (figures, swaps) array (NaN where a figure counts no question)."""
-    import numpy as np
-
-    ours, theirs = (v[:, None, :] for v in values)
-    out, chunk = [], max(1, BUDGET // values[0].size)
-    for start in range(0, len(swaps), chunk):
-        swap = swaps[None, start : start + chunk]
-        out.append(_counted_mean(np.where(swap, ours, theirs)) - _counted_mean(np.where(swap, theirs, ours)))
-    return np.concatenate(out, axis=1)
-
-
-def _resampled(side: _Side, paths: list[str], draws, bar):
-    """Each figure of ``paths`` on each resample, by the wiring: a (figures, resamples) array (NaN where a resample
-    gives a figure no value)."""
+def resampled_figures(side: Side, paths: list[str], draws, of, bar):
+    """Each figure of ``paths`` on each resample of units (rows of ``draws``), by the wiring: a (figures, resamples)
+    array (NaN where a resample gives a figure no value)."""
     import numpy as np
 
     found = np.full((len(paths), len(draws)), math.nan)
-    for r, indices in enumerate(draws):
-        figures = side.figures(indices)
+    for r, counts in enumerate(draws):
+        figures = side.figures(_drawn(counts, of))
         for i, path in enumerate(paths):
-            value = _value(figures, path)
+            value = value_at(figures, path)
             found[i, r] = math.nan if value is None else value
         bar.update(1)
     return found
 
 
-def _swapped(sides: list[_Side], paths: list[str], swaps, bar):
-    """Per swap, B's figures minus A's by the wiring, the two runs' answers traded where the swap is True: a
-    (figures, swaps) array (NaN where a swap gives a figure no value)."""
+def _swapped(sides: list[Side], paths: list[str], swaps, of, bar):
+    """Per swap of units (rows of ``swaps``), B's figures minus A's by the wiring, the two runs' answers traded on
+    the units where the swap is True: a (figures, swaps) array (NaN where a swap gives a figure no value)."""
     import numpy as np
 
     every = range(len(sides[0].rows))
     found = np.full((len(paths), len(swaps)), math.nan)
-    for r, swap in enumerate(swaps):
+    for r, swap in enumerate(swaps[:, of]):
         a, b = sides[0].swapped(sides[1], swap).figures(every), sides[1].swapped(sides[0], swap).figures(every)
         for i, path in enumerate(paths):
-            x, y = _value(a, path), _value(b, path)
+            x, y = value_at(a, path), value_at(b, path)
             found[i, r] = math.nan if x is None or y is None else y - x
         bar.update(2)
     return found
 
 
-def _is_mean(side: _Side, values, paths: list[str], whole: dict, draws) -> bool:
+def is_mean(side: Side, values, paths: list[str], whole: dict, draws, of) -> bool:
     """Whether every figure of ``paths`` is the mean of its questions' ``values``: on the whole set (``whole``) and
     on the first ``CHECKS`` resamples, as the wiring computes them."""
     import numpy as np
 
-    checks = [(whole, np.arange(values.shape[1]))] + [(side.figures(d), d) for d in draws[:CHECKS]]
+    resamples = [_drawn(counts, of) for counts in draws[:CHECKS]]
+    checks = [(whole, np.arange(values.shape[1]))] + [(side.figures(d), d) for d in resamples]
     for found, indices in checks:
-        means = _mean(values, indices[None, :])[:, 0]
+        means = paired.weighted_means(values, np.bincount(indices, minlength=values.shape[1])[None, :])[:, 0]
         for path, mean in zip(paths, means, strict=True):
-            value = _value(found, path)
+            value = value_at(found, path)
             if (value is None) != bool(np.isnan(mean)) or (value is not None and abs(value - mean) > TOLERANCE):
                 return False
     return True
 
 
-def _differences(evaluation: Evaluation, config: str, shown: list[Figure], pairs, options, resamples: int, seed: int):
-    """The differences of one config's (or pooled figure's) ``shown`` figures on the matched ``pairs``."""
+def units_of(evaluation: Evaluation, config: str, rows: list[dict]):
+    """Each question's unit (``Evaluation.unit``) as an index, and the number of units: every question its own
+    where the benchmark declares none.
+
+    >>> demo = Evaluation("demo", ("default",), (), metrics=dict)
+    >>> units_of(demo, "default", [{}, {}])[0].tolist()
+    [0, 1]
+    """
     import numpy as np
 
+    if evaluation.unit is None:
+        return np.arange(len(rows)), len(rows)
+    keys: dict = {}
+    of = np.array([keys.setdefault(evaluation.unit.key(row, config), len(keys)) for row in rows], dtype=int)
+    return of, len(keys)
+
+
+def _differences(evaluation: Evaluation, config: str, shown: list[Figure], pairs, options, resamples: int, seed: int):
+    """The differences of one config's (or pooled figure's) ``shown`` figures on the matched ``pairs``."""
+
     rows = [x.data for x, _ in pairs]
-    sides = [_Side(evaluation, config, rows, [p[k] for p in pairs], options[k]) for k in (0, 1)]
+    sides = [Side(evaluation, config, rows, [p[k] for p in pairs], options[k]) for k in (0, 1)]
     whole = [side.figures(range(len(rows))) for side in sides]
-    shown = [f for f in shown if all(_value(w, f.path) is not None for w in whole)]
+    shown = [f for f in shown if all(value_at(w, f.path) is not None for w in whole)]
     if not shown:
         return []
     paths = [f.path for f in shown]
-    draws = paired.draws(len(rows), resamples, seed)
+    of, units = units_of(evaluation, config, rows)
+    draws, swaps = paired.draws(units, resamples, seed), paired.swaps(units, resamples, seed)
     values = [side.values(paths) for side in sides]
-    fast = all(_is_mean(s, v, paths, w, draws) for s, v, w in zip(sides, values, whole, strict=True))
-    swaps = paired.swaps(len(rows), resamples, seed)
-    if fast:
-        resampled = [_mean(v, draws) for v in values]
-        swapped = _swapped_means(values, swaps)
+    if all(is_mean(s, v, paths, w, draws, of) for s, v, w in zip(sides, values, whole, strict=True)):
+        resampled = [_chunked(lambda w, v=v: paired.weighted_means(v, w), draws[:, of], values[0].size) for v in values]
+        swapped = _chunked(lambda s: paired.swapped_means(*values, s), swaps[:, of].astype(float), values[0].size)
+        fast = True
     else:
         with progress.bar(f"differences {evaluation.benchmark}/{config}", 4 * resamples, "resamples") as bar:
-            resampled = [_resampled(side, paths, draws, bar) for side in sides]
-            swapped = _swapped(sides, paths, swaps, bar)
-    out = []
-    for i, figure in enumerate(shown):
-        a, b = (_value(w, figure.path) for w in whole)
-        deltas = resampled[1][i] - resampled[0][i]
-        deltas = deltas[~np.isnan(deltas)]
-        low, high = paired.interval(deltas) if len(deltas) else (None, None)
-        va, vb = values[0][i], values[1][i]
-        counted = ~np.isnan(va)
-        binary = (
-            fast
-            and np.array_equal(counted, ~np.isnan(vb))
-            and np.isin(va[counted], (0, 1)).all()
-            and np.isin(vb[counted], (0, 1)).all()
-        )
-        if binary:
-            discordant = (int(np.sum((va == 1) & (vb == 0))), int(np.sum((va == 0) & (vb == 1))))
-            p, test = paired.mcnemar(*discordant), "McNemar exact"
-        else:
-            permuted = swapped[i][~np.isnan(swapped[i])]
-            discordant, p, test = None, paired.randomisation_p(permuted, b - a), "approximate randomisation"
-        questions = int(np.sum(counted | ~np.isnan(vb)))  # the matched questions the figure counts, for either run
-        out.append(Difference(figure, a, b, b - a, low, high, p, test, questions, len(deltas), discordant))
-    return out
+            resampled = [resampled_figures(side, paths, draws, of, bar) for side in sides]
+            swapped = _swapped(sides, paths, swaps, of, bar)
+        fast = False
+    found = [_Drawn(resampled[1][i] - resampled[0][i], swapped[i], values[0][i], values[1][i]) for i in range(len(paths))]
+    name = evaluation.unit.name if evaluation.unit is not None else "question"
+    return [
+        _difference(f, [value_at(w, f.path) for w in whole], d, of, units, name, fast) for f, d in zip(shown, found, strict=True)
+    ]
+
+
+def _chunked(means, weights, size: int):
+    """``means`` of ``weights``' rows taken a chunk at a time (at most ``BUDGET`` values held at once)."""
+    import numpy as np
+
+    chunk = max(1, BUDGET // size)
+    return np.concatenate([means(weights[start : start + chunk]) for start in range(0, len(weights), chunk)], axis=1)
+
+
+@dataclass(frozen=True)
+class _Drawn:
+    """One figure's resampled differences, swapped differences and both runs' values of each question alone."""
+
+    deltas: object
+    swapped: object
+    ours: object
+    theirs: object
+
+
+def _difference(figure: Figure, both: list[float], drawn: _Drawn, of, units: int, name: str, fast: bool) -> Difference:
+    """A figure's ``Difference``: interval and standard error of the resampled differences, the units on which the
+    runs differ, and, where enough do (``paired.MIN_DIFFERING``), the test."""
+    import numpy as np
+
+    a, b = both
+    deltas = drawn.deltas[~np.isnan(drawn.deltas)]
+    low, high = paired.interval(deltas) if len(deltas) else (None, None)
+    va, vb = drawn.ours, drawn.theirs
+    counted = ~np.isnan(va) | ~np.isnan(vb)
+    unlike = counted & ~((va == vb) | (np.isnan(va) & np.isnan(vb)))
+    differing = len(set(of[unlike].tolist()))
+    spread = float(np.std(deltas, ddof=1)) if len(deltas) > 1 else None
+    common = dict(questions=int(counted.sum()), units=len(set(of[counted].tolist())), unit=name, differing=differing,
+                  detectable=None if spread is None else paired.detectable(spread))  # fmt: skip
+    if differing < paired.MIN_DIFFERING:
+        return Difference(figure, a, b, b - a, low, high, 1.0, "not tested", resamples=len(deltas), **common)
+    single = units == len(of)  # each unit one question: McNemar's exact test where the figure is an accuracy
+    binary = fast and single and np.array_equal(~np.isnan(va), ~np.isnan(vb)) and np.isin(va[counted], (0, 1)).all()
+    if binary and np.isin(vb[counted], (0, 1)).all():
+        discordant = (int(np.sum((va == 1) & (vb == 0))), int(np.sum((va == 0) & (vb == 1))))
+        return Difference(figure, a, b, b - a, low, high, paired.mcnemar(*discordant), "McNemar exact",
+                          resamples=len(deltas), discordant=discordant, **common)  # fmt: skip
+    permuted = drawn.swapped[~np.isnan(drawn.swapped)]
+    return Difference(figure, a, b, b - a, low, high, paired.randomisation_p(permuted, b - a), "approximate randomisation",
+                      resamples=len(deltas), **common)  # fmt: skip

@@ -13,9 +13,10 @@ smaller count, doubled (at most 1). 30 discordant questions all one way:
 >>> mcnemar(30, 0) == 2 / 2**30, mcnemar(0, 0), mcnemar(5, 5)
 (True, 1.0, 1.0)
 
-The bootstrap draws ``resamples`` sets of question indices (with repeats) from a seeded generator; the interval is
-the 2.5th and 97.5th percentiles of the resampled differences. Approximate randomisation swaps the two runs' answers
-on a random half of the questions (``swaps``), ``resamples`` times: under no difference either run could have given
+The bootstrap draws ``resamples`` sets of whole units (a benchmark's questions share units: ``Evaluation.unit``; each
+unit drawn brings all its questions) from a seeded generator, as counts per unit (``draws``); the interval is the
+2.5th and 97.5th percentiles of the resampled differences. Approximate randomisation swaps the two runs' answers on
+a random half of the units (``swaps``), ``resamples`` times: under no difference either run could have given
 either answer, so the p-value is how often a swapped difference is at least as far from zero as the observed one,
 counted with the observed: (1 + hits) / (1 + resamples). It holds for a handful of questions, where a bootstrap's
 p-value does not (two questions, both lost: the bootstrap sees -1 every time, the swaps see -1, 0, 0, +1).
@@ -29,12 +30,19 @@ p-value does not (two questions, both lost: the bootstrap sees -1 every time, th
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 
 from physprobe.util import provenance
 
 SEED = provenance.BOOTSTRAP_SEED  # the comparison's resamples, as every run's own bootstrap
 RESAMPLES = 1000
+ALPHA = 0.05  # the verdict: a difference "differs" where its Holm-adjusted p is below this
+# A test is run only where at least this many units differ between the two runs: with k units differing, a test
+# that swaps whole units (or McNemar's, k discordant questions) sees at most 2^k outcomes, the observed one and its
+# mirror among them, so its p is at least 2 / 2^k: 0.0625 for k = 5, 0.031 for k = 6.
+MIN_DIFFERING = 6
+POWER_FACTOR = statistics.NormalDist().inv_cdf(1 - ALPHA / 2) + statistics.NormalDist().inv_cdf(0.80)  # 2.80
 
 
 def mcnemar(only_a: int, only_b: int) -> float:
@@ -47,27 +55,73 @@ def mcnemar(only_a: int, only_b: int) -> float:
     return min(1.0, 2 * tail / 2**n)
 
 
-def draws(n: int, resamples: int, seed: int = SEED):
-    """The bootstrap's question indices: a (``resamples``, ``n``) array, each row ``n`` draws with repeats.
+def draws(units: int, resamples: int, seed: int = SEED):
+    """The bootstrap's draws of whole units: a (``resamples``, ``units``) array, how many times each unit is drawn
+    when ``units`` are drawn with repeats (the same draws for both runs).
 
-    >>> draws(3, 2, seed=0).shape
-    (2, 3)
+    >>> counts = draws(3, 2, seed=0)
+    >>> counts.shape, counts.sum(axis=1).tolist()
+    ((2, 3), [3, 3])
     """
     import numpy as np  # here, not at the top: argument errors stay fast (see tests/test_startup.py)
 
-    return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    drawn = np.random.default_rng(seed).integers(0, units, size=(resamples, units))
+    offsets = (np.arange(resamples)[:, None] * units + drawn).ravel()
+    return np.bincount(offsets, minlength=resamples * units).reshape(resamples, units)
 
 
-def swaps(n: int, resamples: int, seed: int = SEED):
-    """Approximate randomisation's swaps: a (``resamples``, ``n``) array of booleans, True where the two runs'
-    answers to a question trade places (each with probability 1/2).
+def swaps(units: int, resamples: int, seed: int = SEED):
+    """Approximate randomisation's swaps of whole units: a (``resamples``, ``units``) array of booleans, True where
+    the two runs' answers to every question of a unit trade places (each unit with probability 1/2).
 
     >>> swaps(3, 2, seed=0).dtype
     dtype('bool')
     """
     import numpy as np
 
-    return np.random.default_rng([seed, 1]).random((resamples, n)) < 0.5
+    return np.random.default_rng([seed, 1]).random((resamples, units)) < 0.5
+
+
+def weighted_means(values, weights):
+    """Per row of ``weights`` (a resample's multiplicity of each question), the weighted mean of each figure's
+    ``values`` (figures x questions, NaN where a figure does not count a question) over the questions it counts:
+    a (figures, resamples) array, NaN where a resample holds none of them.
+
+    >>> import numpy as np
+    >>> weighted_means(np.array([[1.0, 0.0, np.nan]]), np.array([[2, 1, 1], [0, 0, 3]])).round(3).tolist()
+    [[0.667, nan]]
+    """
+    import numpy as np
+
+    counted = ~np.isnan(values)
+    total, count = np.where(counted, values, 0.0) @ weights.T, counted.astype(float) @ weights.T
+    return np.divide(total, count, out=np.full(total.shape, math.nan), where=count > 0)
+
+
+def swapped_means(ours, theirs, swapped):
+    """Per row of ``swapped`` (True where a question's two answers trade places), B's mean minus A's of each
+    figure, the runs' values (figures x questions, NaN where uncounted) traded where True: (figures, swaps)."""
+    import numpy as np
+
+    kept = 1.0 - swapped
+    filled = [np.where(np.isnan(v), 0.0, v) for v in (ours, theirs)]
+    counted = [(~np.isnan(v)).astype(float) for v in (ours, theirs)]
+    means = []
+    for first, second in ((0, 1), (1, 0)):  # A's side (its own values kept), then B's
+        total = filled[first] @ kept.T + filled[second] @ swapped.T
+        count = counted[first] @ kept.T + counted[second] @ swapped.T
+        means.append(np.divide(total, count, out=np.full(total.shape, math.nan), where=count > 0))
+    return means[1] - means[0]
+
+
+def detectable(standard_error: float) -> float:
+    """The minimum detectable difference of a two-sided test at 5% with 80% power: (z(0.975) + z(0.80)) times the
+    difference's standard error (2.80 times; Miller, "Adding Error Bars to Evals", 2024, §5).
+
+    >>> round(detectable(0.1), 4)
+    0.2802
+    """
+    return POWER_FACTOR * standard_error
 
 
 def interval(deltas: Sequence[float]) -> tuple[float, float]:

@@ -22,7 +22,7 @@ FILTERS = {
     "status wrong of run 0": "$('run').value='0'; $('status').value='W'; $('status').onchange();",
     "discordant runs 0, 1": "$('run').value=''; $('status').value=''; $('a').value='0'; $('b').value='1'; "
     "$('discordant').value='both'; $('discordant').onchange();",
-    "text search 'heavier'": "$('discordant').value=''; $('q').value='heavier'; $('q').oninput();",
+    "text search 'roll'": "$('discordant').value=''; $('q').value='roll'; $('q').oninput();",
 }
 
 

@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from physprobe.cli import main
-from physprobe.report import differences, explorer
+from physprobe.report import contents, differences, explorer
+from physprobe.report.tables import paper_tables
 
 from . import tiny_models
 from .browser import launch_options
@@ -22,21 +23,21 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def runs(built_all, tmp_path_factory) -> list[Path]:
-    """Three tiny causal models (other seeds) on the same 40 PROST questions, one protocol: a Differences section with
-    McNemar rows; and a tiny model generating CConS answers (unparsed ones among them)."""
+    """Three tiny causal models (other seeds) on the same 40 PROST questions, one protocol (a Differences section of
+    approximate randomisation: PROST's figures average templates); two of them on 24 CConS questions ranked by
+    log-likelihood (McNemar rows); and one generating CConS answers (unparsed ones among them)."""
     root = tmp_path_factory.mktemp("explorer_runs")
     texts = tiny_models.benchmark_texts(built_all)
+    models = [tiny_models.causal_lm(root / f"gpt{seed}", texts, layers=1, seed=seed) for seed in range(3)]
+    plans = [(f"prost-gpt{i}", model, ["--benchmark", "prost", "--limit", "40"]) for i, model in enumerate(models)]
+    plans += [(f"cccons-gpt{i}", models[i], ["--benchmark", "cccons", "--config", "ordinary", "--limit", "24", "--protocol",
+                                            "answer-loglik"]) for i in range(2)]  # fmt: skip
+    plans += [("cccons-generated", models[2], ["--benchmark", "cccons", "--config", "ordinary", "--limit", "12"])]
     folders = []
-    for seed in range(3):
-        model = tiny_models.causal_lm(root / f"gpt{seed}", texts, layers=1, seed=seed)
-        out = root / f"prost-gpt{seed}"
-        assert main(["score", "--model", str(model), "--benchmark", "prost", "--limit", "40", "--data", str(built_all),
-                     "--out", str(out)]) == 0  # fmt: skip
-        folders.append(out)
-    out = root / "cccons-gpt0"
-    assert main(["score", "--model", str(root / "gpt0"), "--benchmark", "cccons", "--config", "ordinary", "--limit", "12",
-                 "--data", str(built_all), "--out", str(out)]) == 0  # fmt: skip
-    return [*folders, out]
+    for name, model, args in plans:
+        assert main(["score", "--model", str(model), *args, "--data", str(built_all), "--out", str(root / name)]) == 0
+        folders.append(root / name)
+    return folders
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +91,8 @@ def test_header_and_contents_resolve(rendered, runs, browser):
     assert missing == [] and len(targets) >= 10
     assert set(targets) == {f"#{i}" for i, _ in sections} | set(t for t in targets if t.startswith("#figure-"))
     assert all(back for _, back in sections)
-    assert {"#prost", "#cccons"} <= set(targets) and any(t.endswith("-differences") for t in targets)
+    benchmarks = {f"#{contents.slug(paper_tables(b).title)}" for b in ("prost", "cccons")}
+    assert benchmarks <= set(targets) and sum(t.endswith("-differences") and not t.startswith("#figure-") for t in targets) == 2
     for folder in runs:  # the header reads each run's record: its command, physprobe version, when it ran
         record = json.loads((folder / "run.json").read_text())
         assert " ".join(record["spec"]["command"]) in header
@@ -139,35 +141,43 @@ def test_explorer_holds_every_question_and_filters_as_the_predictions_say(render
 
 
 def test_each_differences_row_opens_its_discordant_questions(rendered, runs, browser):
-    """A Differences row's link opens the explorer on its figure's questions one run got right and the other wrong:
-    as many as the McNemar test's b + c in differences.json, and as counted here from the two predictions."""
+    """A Differences row's link opens the explorer on its figure's questions one run got right and the other wrong,
+    as many as counted here from the two predictions; for a row McNemar's test decides, its b + c in
+    differences.json."""
     compared = json.loads((rendered / differences.JSON).read_text())
-    prost = next(s for s in compared if s["benchmark"] == "prost")
     page, errors = opened(browser, (rendered / "report.html").as_uri())
     links = page.eval_on_selector_all("div.explore a", "as => as.map(a => [a.textContent, a.href])")
     page.close()
-    reference = lines(runs[0])
-    checked = 0
-    for comparison in prost["comparisons"]:
-        other = {line["row"]: line for line in lines(runs[int(comparison["other"][-1])])}
-        for d in (d for d in comparison["differences"] if d["discordant"] is not None):
-            text, href = next((t, h) for t, h in links if t.startswith(f"{comparison['other']}, {d['figure']['name']}:"))
-            group = d["figure"]["key"].split(".")[2] if ".by_group." in d["figure"]["key"] else None
-            expected = sum(counted(x) and counted(other[x["row"]]) and right(x) != right(other[x["row"]])
-                           for x in reference if group is None or json.loads(x["row_json"])["group"] == group)  # fmt: skip
-            assert f"b + c = {sum(d['discordant'])} " in text and sum(d["discordant"]) == expected
-            page, errors = opened(browser, href)
-            page.wait_for_selector("body[data-ready='1']")
-            assert int(page.get_attribute("#count", "data-count")) == expected, (text, href)
-            page.close()
-            checked += 1
-    assert checked >= 4 and errors == []
+    folders = {"prost": {f"gpt{i}": runs[i] for i in range(3)}, "cccons": {"gpt0": runs[3], "gpt1": runs[4]}}
+    checked, mcnemar = 0, 0
+    for section in compared:
+        reference = lines(folders[section["benchmark"]][section["reference"]])
+        for comparison in section["comparisons"]:
+            other = {(line["config"], line["row"]): line for line in lines(folders[section["benchmark"]][comparison["other"]])}
+            for d in comparison["differences"]:
+                text, href = next((t, h) for t, h in links if t.startswith(f"{comparison['other']}, {d['figure']['name']}:"))
+                key = d["figure"]["key"].split(".")
+                group = key[2] if key[1] == "by_group" else None
+                expected = sum(counted(x) and counted(y) and right(x) != right(y) for x in reference
+                               if (y := other.get((x["config"], x["row"]))) and x["config"] == key[0]
+                               and (group is None or json.loads(x["row_json"])["group"] == group))  # fmt: skip
+                if d["discordant"] is not None:
+                    assert f"b + c = {sum(d['discordant'])} " in text and sum(d["discordant"]) == expected
+                    mcnemar += 1
+                page, found = opened(browser, href)
+                page.wait_for_selector("body[data-ready='1']")
+                assert int(page.get_attribute("#count", "data-count")) == expected, (text, href)
+                page.close()
+                errors += found
+                checked += 1
+    assert checked >= 10 and mcnemar >= 1 and errors == []
 
 
 def test_explorer_names_statuses_and_rules_of_a_generation_protocol(rendered, runs, browser):
     page, errors = opened(browser, (rendered / explorer.link("cccons")).as_uri())
     page.wait_for_selector("body[data-ready='1']")
-    found = lines(runs[3])
+    found = lines(runs[5])
+    page.select_option("#run", "2")
     page.select_option("#status", "U")
     assert int(page.get_attribute("#count", "data-count")) == sum(line["status"] == "unparsed" for line in found)
     cells = page.eval_on_selector_all("#rows td.s-U", "ts => ts.map(t => t.textContent)")

@@ -272,7 +272,8 @@ def difference_links(section, runs: list[Run], found) -> list:
                 told = (f"b + c = {sum(d.discordant)} discordant questions ({d.discordant[0]} right for {comparison.reference} "
                         f"alone, {d.discordant[1]} for {comparison.other} alone)")  # fmt: skip
             else:
-                told = f"the discordant questions (its test, {d.test}, reads every question's figure, not b + c)"
+                count = explorer.discordant(found, configs, group, a, b)
+                told = f"{count} discordant questions (this row's test is {d.test}, not McNemar's b + c)"
             items.append((0, f"{comparison.other}, {d.figure.name}: {told}", target))
     return [Links(items, "Each row's questions in the question explorer", "explore")] if items else []
 

@@ -62,6 +62,20 @@ class Explorer:
         return next((part for part in path.split(".") if part in known), None)
 
 
+def discordant(found: Explorer, configs: tuple[str, ...], group: str | None, a: int, b: int) -> int:
+    """How many questions of ``configs`` (and ``group``) runs ``a`` and ``b`` both answered, one right and the other
+    wrong (an unparsed answer counts wrong; undecided and excluded ones are in no figure): what the explorer's
+    discordant filter shows."""
+    wanted = {found.data["configs"].index(c) for c in configs if c in found.data["configs"]}
+    count = 0
+    for question in found.data["questions"]:
+        x, y = question["a"][a], question["a"][b]
+        if question["c"] in wanted and (group is None or group in question["g"]) and x and y:
+            if x[0][0] in "RWU" and y[0][0] in "RWU" and (x[0][0] == "R") != (y[0][0] == "R"):
+                count += 1
+    return count
+
+
 def _options(request) -> list[str]:
     """The options a request offers, as text: its counted items (continuations, candidates, targets, prompts,
     sentence pairs, token sequences), a Generate's choices; where they are whole texts that differ in a few words

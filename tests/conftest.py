@@ -1,20 +1,89 @@
-"""Shared fixtures: the upstream mirror in ../shared, quiet progress bars, throwaway caches."""
+"""Shared fixtures: the upstream mirror in ../shared, things built once per test run (``made``), quiet progress bars,
+throwaway caches, the markers each kind of costly test gets, and the check that no test leaves the process changed."""
 
 import doctest
+import hashlib
+import inspect
+import json
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 
 import datasets
 import evaluate
 import pytest
+from filelock import FileLock
+
+from tests import state
 
 REPO = Path(__file__).resolve().parents[1]
 UPSTREAM = Path(os.environ.get("PHYSPROBE_SOURCE_DIR", REPO.parent / "shared" / "data" / "upstream"))
 
 datasets.disable_progress_bars()
 datasets.logging.set_verbosity_error()
+
+
+# --- Built once per test run, shared by every pytest-xdist worker ------------------------------------------------------
+class Made:
+    """Folders built once per test run, keyed by what they hold, under pytest's base temporary folder (the one all
+    xdist workers share); the first worker to ask builds, under a file lock, the others wait and reuse it.
+
+    ``folder(name, key, build)`` is ``ROOT/<name>-<digest of key>/<name>``: ``build(path)`` writes ``path`` once (in
+    place, so that no path inside it goes stale), then a ``.done`` mark; a build that failed half-way is made again.
+    What is made is shared: a test that changes it copies it first (``shutil.copytree``)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+
+    def folder(self, name: str, key, build) -> Path:
+        digest = hashlib.sha256(json.dumps([name, key], sort_keys=True, default=str).encode()).hexdigest()[:16]
+        home = self.root / f"{name}-{digest}"
+        with FileLock(str(home) + ".lock"):
+            done = home / ".done"  # written last: a build that failed half-way is built again, never reused
+            if not done.exists():
+                shutil.rmtree(home, ignore_errors=True)
+                home.mkdir()
+                build(home / name)
+                done.touch()
+        return home / name
+
+
+@pytest.fixture(scope="session")
+def made(tmp_path_factory) -> Made:
+    """The run's shared builds (``Made``): under xdist, beside the workers' own temporary folders."""
+    base = tmp_path_factory.getbasetemp()
+    return Made((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "made")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(made):
+    """``tiny_model(kind, texts, name=..., **options)``: a tiny model of ``kind`` (``tests/tiny_models.py``: causal,
+    masked, nli, seq2seq) trained on ``texts``, made once per run for each (kind, texts, name, options); its folder is
+    named ``name`` (a model's folder name can pick its protocol). Shared: copy it before changing it."""
+    from tests import tiny_models
+
+    makers = {"causal": tiny_models.causal_lm, "masked": tiny_models.masked_lm, "nli": tiny_models.nli,
+              "seq2seq": tiny_models.seq2seq}  # fmt: skip
+
+    def make(kind: str, texts, name: str | None = None, **options) -> Path:
+        texts = list(texts)
+        chosen = inspect.signature(makers[kind]).bind(None, texts, **options)
+        chosen.apply_defaults()  # seed=0 said or not: one model
+        key = [kind, texts, {k: v for k, v in chosen.arguments.items() if k not in ("folder", "texts")}]
+        return made.folder(name or kind, key, lambda path: makers[kind](path, texts, **options))
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def benchmark_texts(built_all) -> list[str]:
+    """``tiny_models.benchmark_texts(built_all)``, read once per worker."""
+    from tests import tiny_models
+
+    return tiny_models.benchmark_texts(built_all)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -44,13 +113,31 @@ def upstream_copy(upstream_dir, tmp_path) -> Path:
     return copy
 
 
+def _build_into(benchmarks, upstream_dir):
+    def build_all(out: Path) -> None:
+        from physprobe.data.dataset_folder import build
+
+        out.mkdir()
+        for benchmark in benchmarks:
+            build(benchmark, out, upstream_dir)
+
+    return build_all
+
+
 @pytest.fixture(scope="session")
-def prost_build(upstream_dir, tmp_path_factory) -> Path:
-    """PROST built once for the session into a temporary folder; returns ``OUT/prost``."""
-    from physprobe.data.dataset_folder import build
+def prost_build(made, upstream_dir) -> Path:
+    """PROST built once for the run into a folder of its own; returns ``OUT/prost``."""
     from physprobe.dataset_scripts.prost.prost import PROST
 
-    return build(PROST, tmp_path_factory.mktemp("build"), upstream_dir).path
+    return made.folder("build", ["prost", str(upstream_dir)], _build_into([PROST], upstream_dir)) / "prost"
+
+
+@pytest.fixture(scope="session")
+def built_all(made, upstream_dir) -> Path:
+    """Every benchmark built once for the run; returns the folder holding them. Shared: read it, never write it."""
+    from physprobe.dataset_scripts import BENCHMARKS
+
+    return made.folder("built", ["all", str(upstream_dir)], _build_into(list(BENCHMARKS.values()), upstream_dir))
 
 
 def run_metric_examples(metric) -> doctest.TestResults:
@@ -65,18 +152,6 @@ def run_metric_examples(metric) -> doctest.TestResults:
     finally:
         os.chdir(cwd)
     return runner.summarize(verbose=False)
-
-
-@pytest.fixture(scope="session")
-def built_all(upstream_dir, tmp_path_factory) -> Path:
-    """Every benchmark built once for the session; returns the folder holding them."""
-    from physprobe.data.dataset_folder import build
-    from physprobe.dataset_scripts import BENCHMARKS
-
-    out = tmp_path_factory.mktemp("built")
-    for benchmark in BENCHMARKS.values():
-        build(benchmark, out, upstream_dir)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +174,60 @@ def rank():
 
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory):
-    """llama.cpp's OpenAI-compatible server with SmolLM2-135M-Instruct (``tests/llama_server.py``), once per session."""
+    """llama.cpp's OpenAI-compatible server with SmolLM2-135M-Instruct (``tests/llama_server.py``), once per worker;
+    every test that uses it runs on one worker (the ``llama_server`` xdist group, set below), so it starts once per run.
+    At start-up it must answer a prompt of several tokens (``LlamaServer.check_answers``)."""
     from tests.llama_server import LlamaServer
 
-    with LlamaServer(tmp_path_factory.mktemp("llama") / "server.log") as server:
+    server = LlamaServer(tmp_path_factory.mktemp("llama") / "server.log")
+    try:
+        server.start()
+    except RuntimeError as error:
+        pytest.fail(str(error).splitlines()[0], pytrace=False)
+    try:
         yield server
+    finally:
+        server.stop()
+
+
+# --- Markers: what makes a test cost ----------------------------------------------------------------------------------
+SERVER_FIXTURES = {"llama_server"}
+# Time limits (seconds) beside setup.cfg's default of 300 for every test, setup and teardown included: a fresh virtual
+# environment installs physprobe[dev] (minutes), and the first test of the real server starts it and scores through it.
+TIMEOUTS = {"venv": 1800, "server": 900}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests of the real llama.cpp server get ``server`` and share one xdist group (one server per run); tests marked
+    with a key of ``TIMEOUTS`` get its time limit, unless they carry their own ``timeout`` marker."""
+    for item in items:
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.server)
+            item.add_marker(pytest.mark.xdist_group("llama_server"))
+        limits = [seconds for marker, seconds in TIMEOUTS.items() if item.get_closest_marker(marker)]
+        if limits and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(max(limits)))
+
+
+# --- No test leaves the process changed ---------------------------------------------------------------------------------
+def pytest_configure(config):
+    """Run as if started from a terminal. A run started in the background by a shell without job control (``pytest &``
+    in a script, ``nohup``, a CI runner's step) starts with SIGINT ignored, and exec passes that on to every process a
+    test starts, where Python then installs no KeyboardInterrupt: a test that stops a child with Ctrl-C saw it run to
+    its end. Here SIGINT raises KeyboardInterrupt again, in this process and so in its children (``tests/state.py``
+    keeps any test from changing it afterwards)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture(autouse=True)
+def unchanged_process(request):
+    """Fail the test that leaves the process changed: a signal handler, an environment variable, the working directory,
+    a non-daemon thread still running, torch's thread count (``tests/state.py``). What changed is put back, so the
+    next test starts clean and the failure names only the test that made it."""
+    before = state.snapshot()
+    yield
+    changes = state.changes(before)
+    if changes:
+        state.restore(before)
+        pytest.fail(f"{request.node.nodeid} left the process changed: {'; '.join(changes)}", pytrace=False)

@@ -18,8 +18,10 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import random
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -164,6 +166,8 @@ FAULTS = {
     "nested": lambda p, a, h: (200, "application/json", b"[" * 200_000),
     **{name: None for name in ("drip_body", "drip_headers", "endless_chunked", "flood")},  # written by hand: WRITTEN
     "flaky": None,  # the first attempt of every other request a 503 or a 429
+    # A prompt of two words or more kills the server with SIGSEGV, as llama.cpp's AMX kernels do (only under spawn).
+    "segfault_past_one_word": None,
 }
 ANSWER_PATHS = ("/v1/completions", "/v1/chat/completions")
 
@@ -307,6 +311,10 @@ class FakeServer:
                     if self.path in ANSWER_PATHS and faulty
                     else None
                 )
+                if fault == "segfault_past_one_word":
+                    if len(words(str(body.get("prompt", "")))) > 1:
+                        os.kill(os.getpid(), signal.SIGSEGV)
+                    fault = None  # a prompt of one word: answered
                 if answer is None:
                     sent = _json(404, {"error": {"message": f"no such model or path: {self.path}"}})
                 elif fault == "flaky":  # the first attempt of every other request fails

@@ -43,8 +43,46 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DEATHSIG, signal.SIGKILL)
 
 
+PROBES = ("Hello", "Hello there, how are you today?")  # one token, then several
+
+
+def check_answers(
+    base_url: str,
+    model: str,
+    headers: dict,
+    process: subprocess.Popen | None = None,
+    log: Path | None = None,
+    timeout: float = 120.0,
+) -> None:
+    """Raise ``RuntimeError`` (one line) unless the server at ``base_url`` completes each of ``PROBES``: a server whose
+    list of models answers can still die on its first prompt of two tokens or more (llama.cpp's AMX matrix kernels do,
+    on a CPU with AMX: docs/servers.md), and the tests would then fail as connection errors, far from the cause."""
+    answered = []
+    for prompt in PROBES:
+        body = {"model": model, "prompt": prompt, "max_tokens": 1, "temperature": 0}
+        try:
+            reply = httpx.post(f"{base_url}/completions", json=body, headers=headers, timeout=timeout)
+            failure = None if reply.status_code == 200 else f"answered HTTP {reply.status_code}"
+        except httpx.TransportError as error:
+            failure = f"dropped the connection ({type(error).__name__})"
+        if failure is not None:
+            if process is not None:
+                try:
+                    process.wait(5)
+                except subprocess.TimeoutExpired:
+                    pass
+            if process is not None and process.poll() is not None:
+                failure = f"exited with status {process.returncode}"
+            done = f"it answered {' and '.join(map(repr, answered))} but" if answered else "it"
+            raise RuntimeError(f"the server at {base_url} cannot answer a prompt of {len(prompt.split())} word(s): {done} "
+                               f"{failure} on {prompt!r}; a llama.cpp built with AMX kernels crashes so on a CPU with AMX: "
+                               f"rebuild it portably (docs/servers.md){f'; its log: {log}' if log else ''}")  # fmt: skip
+        answered.append(prompt)
+
+
 class LlamaServer:
-    """One llama.cpp server process; ``start()`` returns once ``/v1/models`` answers, ``stop()`` ends it."""
+    """One llama.cpp server process; ``start()`` returns once ``/v1/models`` answers and the server completes a prompt of
+    one token and one of several (``check_answers``), ``stop()`` ends it."""
 
     # One thread: on a loaded 2-core machine two llama.cpp threads spin against each other (32 tokens: 28 s, one: 2.3 s).
     def __init__(self, log: Path, api_key: str | None = None, threads: int = 1, port: int | None = None):
@@ -76,12 +114,19 @@ class LlamaServer:
                 raise RuntimeError(f"llama.cpp server exited with {self.process.returncode}:\n{tail}")
             try:
                 if httpx.get(f"{self.base_url}/models", headers=headers, timeout=2).status_code == 200:
-                    return self
+                    break
             except httpx.TransportError:
                 pass
             time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"llama.cpp server on port {self.port} did not answer within {timeout:.0f} s; see {self.log}")
+        else:
+            self.stop()
+            raise RuntimeError(f"llama.cpp server on port {self.port} did not answer within {timeout:.0f} s; see {self.log}")
+        try:
+            check_answers(self.base_url, ALIAS, headers, self.process, self.log)
+        except RuntimeError:
+            self.stop()
+            raise
+        return self
 
     def kill(self) -> None:
         """SIGKILL the server (a crash, as a test of resuming sees it) and reap it."""

@@ -32,17 +32,18 @@ TEMPLATE = ("{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endf
 
 
 @pytest.fixture(scope="module")
-def models(built_all, tmp_path_factory):
+def models(built_all, made, tiny_model):
     """A tiny GPT-2 without a chat template and the same one with ``TEMPLATE``."""
     table = pq.read_table(built_all / "cccons" / "ordinary" / "test-00000-of-00001.parquet").to_pylist()
     texts = [f"{r['generative_input']} {r['obj1']} {r['obj2']}" for r in table]
-    root = tmp_path_factory.mktemp("chat-models")
-    plain = tiny_models.causal_lm(root / "plain", texts)
-    chat = tiny_models.causal_lm(root / "chat", texts)
-    tokenizer = AutoTokenizer.from_pretrained(chat)
-    tokenizer.chat_template = TEMPLATE
-    tokenizer.save_pretrained(chat)
-    return {"plain": plain, "chat": chat}
+
+    def chat_model(folder):
+        tiny_models.causal_lm(folder, texts)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        tokenizer.chat_template = TEMPLATE
+        tokenizer.save_pretrained(folder)
+
+    return {"plain": tiny_model("causal", texts, "plain"), "chat": made.folder("chat", ["causal", texts, TEMPLATE], chat_model)}
 
 
 def _loaded(folder):
@@ -283,6 +284,7 @@ def test_a_separator_placeholder_becomes_the_tokenizers_separator(models, monkey
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_scoring_prints_no_notice_of_transformers_cache_rename(models, built_all, tmp_path):
     # transformers 5.2x renamed a forward's past_key_values to cache and says so on every forward (a FutureWarning) and
     # once in its log; the engines pass the name every transformers 5 accepts, so physprobe silences just those two.

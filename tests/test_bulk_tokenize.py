@@ -11,8 +11,6 @@ from physprobe.data import registry
 from physprobe.protocols import tokenized
 from physprobe.protocols.requests import MeanTokens, Seq2Seq
 
-from . import tiny_models
-
 
 class Words(PreTrainedTokenizer):
     """A slow (pure-Python) tokenizer of whole words and punctuation, BOS ``<s>`` before and EOS ``</s>`` after a text
@@ -48,8 +46,8 @@ def prost_rows(built_all):
 
 
 @pytest.fixture(scope="module")
-def tokenizers(built_all, prost_rows, tmp_path_factory):
-    folder = tiny_models.causal_lm(tmp_path_factory.mktemp("bulk") / "tiny-causal", tiny_models.benchmark_texts(built_all))
+def tokenizers(benchmark_texts, prost_rows, tiny_model):
+    folder = tiny_model("causal", benchmark_texts, "tiny-causal")
     fast = AutoTokenizer.from_pretrained(folder)
     words = [
         w
@@ -134,12 +132,14 @@ def test_encoded_reads_each_distinct_text_once_and_an_empty_one_as_no_tokens():
 
 
 @pytest.mark.slow
-def test_a_prost_config_of_2000_questions_costs_a_few_dozen_tokenizer_calls(built_all, tmp_path, monkeypatch):
+def test_a_prost_config_of_2000_questions_costs_a_few_dozen_tokenizer_calls(
+    built_all, benchmark_texts, tiny_model, tmp_path, monkeypatch
+):
     """``physprobe score`` of PROST's default config, 2,000 questions, released-gpt with a tokenizer whose name does
     not start with ``gpt`` (the text encoded whole, the option spliced in): the earlier code called the tokenizer eight
     times a question (16,000); now two calls per engine call of 256 questions, one for the prompts' token counts and
     the tokenizer's check at load (``inputs.usable_tokenizer``, two)."""
-    model = tiny_models.causal_lm(tmp_path / "tiny-causal", tiny_models.benchmark_texts(built_all), layers=1)
+    model = tiny_model("causal", benchmark_texts, "tiny-causal", layers=1)
     calls = []
     original = PreTrainedTokenizerBase.__call__
 

@@ -21,17 +21,12 @@ import transformers
 from physprobe.backends.hf import gguf_cache
 from physprobe.backends.hf import model as hf_model
 
-from . import tiny_models
-
 TEXTS = ["A leaf, a coin, an egg and an apple fall.", "Which is heavier, a key or a box? Answer: (a)"]
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tiny")
-    return tiny_models.causal_lm(folder / "gpt", TEXTS * 20), tiny_models.causal_lm(
-        folder / "other", ["other words"] * 40, seed=1
-    )
+def tiny(tiny_model):
+    return tiny_model("causal", TEXTS * 20, "gpt"), tiny_model("causal", ["other words"] * 40, "other", seed=1)
 
 
 def planned(tiny_folder, cache):

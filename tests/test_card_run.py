@@ -26,7 +26,6 @@ from physprobe.report import paper_tables
 from physprobe.run import card_run
 from physprobe.util import progress
 
-from . import tiny_models
 from .conftest import REPO
 from .run_folders import cached
 
@@ -34,11 +33,10 @@ LIMIT = 6
 
 
 @pytest.fixture(scope="module")
-def tiny(built_all, tmp_path_factory):
-    root = tmp_path_factory.mktemp("card-models")
-    texts = tiny_models.benchmark_texts(built_all)
-    return {"causal": tiny_models.causal_lm(root / "gpt", texts), "mlm": tiny_models.masked_lm(root / "bert", texts),
-            "seq2seq": tiny_models.seq2seq(root / "t5", texts), "nli": tiny_models.nli(root / "nli", texts)}  # fmt: skip
+def tiny(benchmark_texts, tiny_model):
+    texts = benchmark_texts
+    return {"causal": tiny_model("causal", texts, "gpt"), "mlm": tiny_model("masked", texts, "bert"),
+            "seq2seq": tiny_model("seq2seq", texts, "t5"), "nli": tiny_model("nli", texts, "nli")}  # fmt: skip
 
 
 def takes(benchmark: str, family: str) -> bool:
@@ -111,6 +109,7 @@ sys.exit(main(sys.argv[1:]))
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_a_card_killed_mid_way_rescores_nothing_it_answered(tiny, built_all, tmp_path):
     parent, script, stalled = tmp_path / "card", tmp_path / "kill.py", tmp_path / "stalled"
     script.write_text(textwrap.dedent(KILL_AT))

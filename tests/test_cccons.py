@@ -21,8 +21,9 @@ def upstream_rows(upstream_dir, config):
 
 
 @pytest.fixture(scope="module")
-def built(upstream_dir, tmp_path_factory):
-    return build(builder.CCCONS, tmp_path_factory.mktemp("cccons"), upstream_dir).path
+def built(built_all):
+    """CConS as ``physprobe build all`` builds it (conftest.built_all, once per run)."""
+    return built_all / builder.CCCONS.name
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,6 @@ from physprobe.dataset_scripts.cccons import evaluation as cccons
 from physprobe.protocols.requests import Generate
 from physprobe.protocols.results import Answer
 
-from . import tiny_models
-
 EVALUATION = registry.evaluation("cccons")
 CONFIGS = ("ordinary", "ccommon", "ordinary_easy", "ordinary_hard", "ccommon_easy", "ccommon_hard",
            "ordinary_nocontext", "ccommon_nocontext")  # fmt: skip
@@ -32,12 +30,11 @@ def by_config(built_all):
 
 
 @pytest.fixture(scope="module")
-def tiny(by_config, tmp_path_factory):
+def tiny(by_config, tiny_model):
     texts = [f"{r['mlm_input']} {r['generative_input']} larger bigger smaller shorter" for r in by_config["ordinary"]]
     texts += [r["generative_input"] for r in by_config["ccommon"]]
-    root = tmp_path_factory.mktemp("cccons-models")
-    return {"mlm": tiny_models.masked_lm(root / "bert", texts), "causal": tiny_models.causal_lm(root / "gpt", texts),
-            "seq2seq": tiny_models.seq2seq(root / "t5", texts)}  # fmt: skip
+    return {"mlm": tiny_model("masked", texts, "bert"), "causal": tiny_model("causal", texts, "gpt"),
+            "seq2seq": tiny_model("seq2seq", texts, "t5")}  # fmt: skip
 
 
 def test_default_configs_are_every_subset_the_paper_reports():

@@ -225,25 +225,23 @@ def test_the_worked_example_of_the_docs(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def tiny_runs(built_all, tmp_path_factory):
+def tiny_runs(built_all, benchmark_texts, tiny_model, made):
     """Two tiny causal models (tests/tiny_models.py, other seeds) on PROST, --limit 40; a third on another --limit and
-    a fourth with another protocol."""
-    from tests import tiny_models
+    a fourth with another protocol; scored once per test run (conftest.made; read them, never write them)."""
+    models = [tiny_model("causal", benchmark_texts, f"gpt{seed}", seed=seed) for seed in (0, 1)]
+    plan = [("first", models[0], ["--limit", "40"]), ("second", models[1], ["--limit", "40"]),
+            ("fewer", models[1], ["--limit", "25", "--label", "fewer"]),
+            ("other-protocol", models[1], ["--limit", "40", "--protocol", "sentence-sum", "--label", "sum"])]  # fmt: skip
 
-    root = tmp_path_factory.mktemp("compare_runs")
-    texts = tiny_models.benchmark_texts(built_all)
-    models = [tiny_models.causal_lm(root / f"gpt{seed}", texts, seed=seed) for seed in (0, 1)]
-    runs = {}
-    for name, model, extra in [("first", models[0], ["--limit", "40"]), ("second", models[1], ["--limit", "40"]),
-                               ("fewer", models[1], ["--limit", "25", "--label", "fewer"]),
-                               ("other-protocol", models[1], ["--limit", "40", "--protocol", "sentence-sum", "--label", "sum"])]:  # fmt: skip
-        out = root / name
-        assert (
-            main(["score", "--model", str(model), "--benchmark", "prost", "--data", str(built_all), "--out", str(out), *extra])
-            == 0
-        )
-        runs[name] = out
-    return runs
+    def score(root):
+        root.mkdir()
+        for name, model, extra in plan:
+            out = root / name
+            assert main(["score", "--model", str(model), "--benchmark", "prost", "--data", str(built_all), "--out", str(out),
+                         *extra]) == 0  # fmt: skip
+
+    root = made.folder("compare_runs", [str(built_all), [(n, str(m), e) for n, m, e in plan]], score)
+    return {name: root / name for name, _, _ in plan}
 
 
 @pytest.fixture(scope="module")
@@ -280,6 +278,7 @@ def test_a_report_of_two_real_runs_holds_the_differences(tiny_runs, compared):
 
 
 @pytest.mark.slow
+@pytest.mark.browser
 def test_the_differences_in_a_real_browser(compared, tmp_path):
     """Headless Chromium shows the Differences section: its table and its figure, loaded, no console error."""
     from playwright import sync_api

@@ -20,7 +20,6 @@ from physprobe.protocols import Protocol
 from physprobe.protocols.decoding import Decoding, Released, sample_seed
 from physprobe.protocols.requests import Choice, Generate, GenerateEach, decoded
 from physprobe.publish.lm_eval_export import export
-from tests import tiny_models
 
 GENERATING = [(b, p) for b in registry.names() for p in registry.evaluation(b).protocols if p.generates]
 
@@ -102,11 +101,11 @@ WORDS = "the a heavy light glass brick stone feather falls rolls breaks bends is
 
 
 @pytest.fixture(scope="module")
-def tiny_causal(tmp_path_factory):
+def tiny_causal(tiny_model):
     """A tiny random GPT-2 (``tests/tiny_models.py``) and its tokenizer, trained on sentences of a small vocabulary."""
     rng = random.Random(0)
     texts = [" ".join(rng.choice(WORDS) for _ in range(12)) + "." for _ in range(400)]
-    folder = tiny_models.causal_lm(tmp_path_factory.mktemp("decoding") / "gpt", texts)
+    folder = tiny_model("causal", texts, "gpt")
     return AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
 
 

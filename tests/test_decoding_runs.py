@@ -34,15 +34,19 @@ CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{%
 
 
 @pytest.fixture(scope="module")
-def models(built_all, tmp_path_factory):
+def models(built_all, made, tmp_path_factory):
     """One tiny GPT-2 with a chat template, saved under each name the released decodings read."""
     texts = list(datasets.load_dataset(str(built_all / "newton"), "track3", split="test").select(range(1500))["question"])
     texts += datasets.load_dataset(str(built_all / "text2afford"), "default", split="test")["sentence"]
     root = tmp_path_factory.mktemp("sampled")
-    folder = tiny_models.causal_lm(root / "tiny-base", texts)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    tokenizer.chat_template = CHAT_TEMPLATE
-    tokenizer.save_pretrained(folder)
+
+    def chat_model(folder):
+        tiny_models.causal_lm(folder, texts)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        tokenizer.chat_template = CHAT_TEMPLATE
+        tokenizer.save_pretrained(folder)
+
+    folder = made.folder("tiny-base", ["causal", texts, CHAT_TEMPLATE], chat_model)
     named = {}
     for name in {m for *_, m in SAMPLED}:
         (root / name).symlink_to(folder)

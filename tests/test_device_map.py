@@ -10,16 +10,15 @@ import transformers
 
 from physprobe.backends.hf.model import input_device
 from physprobe.cli import main
-from tests import tiny_models
 
-# (family, builder, protocol, share of the weights' bytes allowed on cpu). The tiny BERT keeps its embeddings and
+# (family, tiny model kind (conftest.tiny_model), protocol, share of the weights' bytes allowed on cpu). The tiny BERT keeps its embeddings and
 # tied head on cpu only from 0.8 (below: all on disk, or accelerate 1.15's tied-weight IndexError at 0.7).
 ENGINES = [
-    ("causal", tiny_models.causal_lm, "sentence-sum", 0.5),  # sequences: the shared-prefix KV cache
-    ("causal", tiny_models.causal_lm, "released-gpt", 0.5),  # mean_ids
-    ("causal", tiny_models.causal_lm, "sentence-sum", 0.0),  # all on disk: the first weights are on the meta device
-    ("mlm", tiny_models.masked_lm, "released-mlm", 0.9),  # masked: the MLM head at the mask
-    ("seq2seq", tiny_models.seq2seq, "released-t5", 0.5),  # seq2seq: encoder once, targets in the decoder
+    ("causal", "causal", "sentence-sum", 0.5),  # sequences: the shared-prefix KV cache
+    ("causal", "causal", "released-gpt", 0.5),  # mean_ids
+    ("causal", "causal", "sentence-sum", 0.0),  # all on disk: the first weights are on the meta device
+    ("mlm", "masked", "released-mlm", 0.9),  # masked: the MLM head at the mask
+    ("seq2seq", "seq2seq", "released-t5", 0.5),  # seq2seq: encoder once, targets in the decoder
 ]
 
 
@@ -28,10 +27,10 @@ def _share_of_the_weights(auto, folder, share: float) -> str:
     return f"{int(sum(p.numel() * p.element_size() for p in model.parameters()) * share) // 1024}KiB"
 
 
-@pytest.mark.parametrize(("family", "make", "protocol", "share"), ENGINES, ids=[f"{e[2]}-{e[3]}" for e in ENGINES])
-def test_cpu_and_disk_offload_scores_equal_the_whole_model(prost_build, tmp_path, family, make, protocol, share):
+@pytest.mark.parametrize(("family", "kind", "protocol", "share"), ENGINES, ids=[f"{e[2]}-{e[3]}" for e in ENGINES])
+def test_cpu_and_disk_offload_scores_equal_the_whole_model(prost_build, tiny_model, tmp_path, family, kind, protocol, share):
     rows = pq.read_table(prost_build / "default" / "test-00000-of-00001.parquet").to_pylist()[:300]
-    model = make(tmp_path / "model", [f"{r['context']} {r['question']} {r['A']} {r['B']} {r['C']} {r['D']}" for r in rows])
+    model = tiny_model(kind, [f"{r['context']} {r['question']} {r['A']} {r['B']} {r['C']} {r['D']}" for r in rows], "model")
     auto = getattr(transformers, {"causal": "AutoModelForCausalLM", "mlm": "AutoModelForMaskedLM",
                                   "seq2seq": "AutoModelForSeq2SeqLM"}[family])  # fmt: skip
     budget = _share_of_the_weights(auto, model, share)

@@ -131,13 +131,13 @@ IDS = [c.name for c in COMMANDS]
 
 
 @pytest.fixture(scope="module")
-def inputs(built_all, upstream_dir, tmp_path_factory):
+def inputs(built_all, upstream_dir, tiny_model, tmp_path_factory):
     folder = tmp_path_factory.mktemp("suite")
     spec = folder / "spec.yaml"
     spec.write_text(SPEC)
     rows = pq.read_table(built_all / "prost" / data_file("default", "test")).to_pylist()[::40]
     texts = [f"{r['context']} {r['question']} {r['A']} {r['B']} {r['C']} {r['D']}" for r in rows]
-    model = tiny_models.causal_lm(folder / "models" / "gpt", texts)
+    model = tiny_model("causal", texts, "gpt")
     runs = folder / "runs" / "gpt2"  # a parent of finished runs, for upload --runs
     figures = {"mass": {"accuracy": 0.5, "n": 2, "undecided": 0}}
     run_record.write(runs / "prost", run_folder.owner("gpt2", "prost", False), record("prost", "causal", figures, model="gpt2"),
@@ -318,6 +318,7 @@ sys.exit(main(sys.argv[3:]))
 
 @pytest.mark.parametrize("where", ["before", "after"])
 @pytest.mark.parametrize("command", [pytest.param(c, id=c.name, marks=[pytest.mark.slow] if c.slow else []) for c in COMMANDS])
+@pytest.mark.processes
 def test_a_kill_at_the_swap_leaves_a_complete_version_and_the_next_run_cleans_up(command, where, inputs, tmp_path):
     out = tmp_path / "out"
     target = command.target(out)
@@ -591,6 +592,7 @@ time.sleep(120)
 
 
 @pytest.mark.parametrize("how", ["kill -9 the launcher", "kill -9 its process group"])
+@pytest.mark.processes
 def test_a_rank_dies_with_its_launcher(how, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO))
     launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, WATCHED], stdout=subprocess.PIPE, text=True, env=env,
@@ -603,6 +605,7 @@ def test_a_rank_dies_with_its_launcher(how, tmp_path):
         pytest.fail(f"the rank outlived its launcher ({how})")
 
 
+@pytest.mark.processes
 def test_a_launched_process_dies_with_its_parent(tmp_path):
     parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
         import subprocess, sys, time
@@ -861,6 +864,7 @@ def test_upload_push_offline_is_one_line_before_any_work(tmp_path, monkeypatch, 
     assert "hf_secret" not in err and not (tmp_path / "hub").exists()
 
 
+@pytest.mark.processes
 def test_a_symlink_committed_in_a_metric_folder_is_refused(tmp_path, monkeypatch):
     from physprobe.errors import PublishError
     from physprobe.publish import folders
@@ -884,6 +888,7 @@ def test_a_symlink_committed_in_a_metric_folder_is_refused(tmp_path, monkeypatch
 
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["ctrl-c", "kill -9 of the launcher's process group"])
+@pytest.mark.processes
 def test_a_data_parallel_score_ends_whole_with_its_launcher(how, inputs, tmp_path):
     from physprobe.errors import FolderInUse
     from physprobe.util.folder_lock import FolderLock

@@ -188,6 +188,7 @@ sys.exit(main(sys.argv[2:]))
 
 
 @pytest.mark.parametrize("where", ["before_replace", "after_exchange", "between_renames"])
+@pytest.mark.processes
 def test_a_build_killed_at_the_replace_step_keeps_a_complete_version(where, prost_build, upstream_dir, tmp_path):
     out = tmp_path / "out"
     previous = out / "prost"
@@ -220,6 +221,7 @@ def test_a_build_killed_at_the_replace_step_keeps_a_complete_version(where, pros
     assert read_built(previous, "mass").num_rows == 1440
 
 
+@pytest.mark.processes
 def test_a_generate_killed_at_the_replace_step_keeps_the_previous_set(upstream_dir, tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(spec_text("sharp"))

@@ -15,7 +15,6 @@ from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokeni
 from physprobe.backends.hf import batching, generation, prefill, scoring
 from physprobe.data import registry
 from physprobe.protocols import answers
-from tests import tiny_models
 
 # Every generate protocol that reads its prompt raw (a chat protocol's prompt is a user turn, read through a
 # template): (benchmark, protocol, config, family).
@@ -44,12 +43,11 @@ def _stops_often(model, token_ids: list[int], scale: float) -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny(built_all, tmp_path_factory):
+def tiny(built_all, tiny_model):
     """A causal and a seq2seq tiny model whose answers end (EOS or a newline) after a few tokens, at different steps.
     The causal tokenizer adds BOS itself, so the prompt's ids are the same whether or not BOS is forced."""
     texts = _prompts(built_all)
-    root = tmp_path_factory.mktemp("stopping")
-    causal_dir = tiny_models.causal_lm(root / "gpt", texts, seed=3)
+    causal_dir = tiny_model("causal", texts, "gpt", seed=3)
     tokenizer = AutoTokenizer.from_pretrained(causal_dir)
     backend = tokenizer.backend_tokenizer
     backend.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tokenizer.bos_token_id)])
@@ -59,7 +57,7 @@ def tiny(built_all, tmp_path_factory):
     causal = AutoModelForCausalLM.from_pretrained(causal_dir).eval()
     newline = tokenizer("\n", add_special_tokens=False)["input_ids"]
     _stops_often(causal, [tokenizer.eos_token_id, *newline], 3.0)
-    seq2seq_dir = tiny_models.seq2seq(root / "t5", texts, seed=3)
+    seq2seq_dir = tiny_model("seq2seq", texts, "t5", seed=3)
     t5_tokenizer = AutoTokenizer.from_pretrained(seq2seq_dir)
     t5 = AutoModelForSeq2SeqLM.from_pretrained(seq2seq_dir).eval()
     with torch.no_grad():  # sharper weights: this tiny T5's answers otherwise hardly depend on its input

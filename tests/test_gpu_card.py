@@ -26,6 +26,8 @@ def gpu_card(monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.processes
+@pytest.mark.timeout(960)  # the smoke run's own limit (900 s, below) and the test's checks
 def test_smoke_run_fills_every_section_and_target(built_all, tmp_path):
     out = tmp_path / "card"
     started = time.monotonic()

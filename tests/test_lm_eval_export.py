@@ -69,6 +69,7 @@ def _lm_eval(model: Path, tasks: list[str], include: Path, out: Path, model_args
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_tasks_exported_to_lm_eval_decide_as_physprobe_score(built_all, tmp_path):
     data = _small_build(built_all, tmp_path / "data")
     model = _tiny_gpt2(tmp_path / "gpt2", data)
@@ -150,6 +151,7 @@ def _assert_decided_as_physprobe_score(tasks: dict, results: dict, samples: dict
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_exported_seq2seq_tasks_in_lm_eval_decide_as_physprobe_score(built_all, tmp_path):
     """lm-eval's seq2seq backend (``backend=seq2seq``: the task's text to the encoder, each choice scored in
     the decoder) on the exported seq2seq tasks, with a tiny random T5.

@@ -6,7 +6,6 @@ from collections import Counter
 import datasets
 import pytest
 
-from physprobe.data.dataset_folder import build
 from physprobe.data.sources import fetch
 from physprobe.dataset_scripts.newton import newton as builder
 from physprobe.errors import DataError
@@ -25,8 +24,9 @@ def repo(upstream_dir):
 
 
 @pytest.fixture(scope="module")
-def built(upstream_dir, tmp_path_factory):
-    return build(builder.NEWTON, tmp_path_factory.mktemp("newton"), upstream_dir).path
+def built(built_all):
+    """NEWTON as ``physprobe build all`` builds it (conftest.built_all, once per run)."""
+    return built_all / builder.NEWTON.name
 
 
 def load(built, config, tmp_path):

@@ -18,6 +18,7 @@ from physprobe.backends.base import BackendError, Settings
 from physprobe.backends.chat import Chat
 from physprobe.backends.openai.backend import OpenAIBackend
 from physprobe.backends.openai.client import Client, ServerOptions
+from physprobe.cli import main
 from physprobe.protocols.requests import Generate, Masked
 from physprobe.record import spec
 from physprobe.run.runner import run
@@ -106,7 +107,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "physprobe", *args], capture_output=True, text=True, timeout=600)
 
 
-def test_cli_errors_are_one_line(built_all):
+def test_cli_errors_are_one_line(built_all, tmp_path, capsys):
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     common = ["score", "--model", ALIAS, "--data", str(built_all), "--limit", "2", "--model-args"]
     for case, (args, expected) in enumerate([
@@ -120,21 +121,21 @@ def test_cli_errors_are_one_line(built_all):
          "serve; use --backend hf\n"),
     ]):  # fmt: skip
         # Each case its own folder: a run folder belongs to one model and benchmark (the first case claims its own).
-        done = cli(*common, *args, "--out", str(built_all.parent / f"never-{case}"))
-        assert done.returncode == 2, done.stderr
-        assert done.stderr.startswith(expected), done.stderr
-        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+        assert main([*common, *args, "--out", str(tmp_path / f"never-{case}")]) == 2
+        stderr = capsys.readouterr().err
+        assert stderr.startswith(expected), stderr
+        assert stderr.count("\n") == 1 and "Traceback" not in stderr
 
 
-def test_the_papers_protocol_a_server_cannot_serve_is_refused_once_the_server_describes_its_model(built_all, tmp_path):
+def test_the_papers_protocol_a_server_cannot_serve_is_refused_once_the_server_describes_its_model(built_all, tmp_path, capsys):
     # The served model is described (/v1/models) before its protocol is chosen: PROST's paper protocol for a causal
     # model reads token ids, which no server gives; nothing but the model list was asked.
     from tests.fake_openai import MODEL, FakeServer
 
     with FakeServer(log=tmp_path / "server.log") as server:
-        done = cli("score", "--model", MODEL, "--data", str(built_all), "--limit", "2", "--model-args", f"base_url={server.base_url}",
-                   "--benchmark", "prost", "--out", str(tmp_path / "never"))  # fmt: skip
-    assert done.returncode == 2 and done.stderr == ("physprobe: error: protocol 'released-gpt' asks for mean log-probabilities of "
+        status = main(["score", "--model", MODEL, "--data", str(built_all), "--limit", "2", "--model-args",
+                       f"base_url={server.base_url}", "--benchmark", "prost", "--out", str(tmp_path / "never")])  # fmt: skip
+    assert status == 2 and capsys.readouterr().err == ("physprobe: error: protocol 'released-gpt' asks for mean log-probabilities of "
                                                     "the options' tokens, which --backend openai cannot serve; use --backend "
                                                     "hf, or --protocol sentence-sum\n")  # fmt: skip
     assert (tmp_path / "server.log").read_text().splitlines() == ["/v1/models"] and not (tmp_path / "never").exists()
@@ -222,6 +223,7 @@ def test_generated_decisions_agree_with_hf(same_questions):
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_killed_server_resumes_from_the_cache(built_all, tmp_path):
     def score(out: Path, url: str, retries: int = 5) -> list[str]:
         return ["score", "--model", ALIAS, "--benchmark", "newton", "--config", "track1", "--limit", "6", "--data",

@@ -73,18 +73,17 @@ def _texts(build, benchmark):
 
 
 FAMILIES = [  # 600 PROST questions: chunks of 256, 256, 88; 300 Text2Afford rows of 15 pairs: 256, 44
-    pytest.param(tiny_models.causal_lm, "prost", "sentence-sum", 600, id="sentence-sum"),  # the quick tier's two processes
-    pytest.param(tiny_models.masked_lm, "prost", "released-mlm", 600, marks=pytest.mark.slow, id="released-mlm"),
-    pytest.param(tiny_models.seq2seq, "prost", "released-t5", 600, marks=pytest.mark.slow, id="released-t5"),
-    pytest.param(
-        tiny_models.nli, "text2afford", "nli-zero-shot-multi-label", 300, marks=pytest.mark.slow, id="nli-zero-shot-multi-label"
-    ),
+    pytest.param("causal", "prost", "sentence-sum", 600, id="sentence-sum"),  # the quick tier's two processes
+    pytest.param("masked", "prost", "released-mlm", 600, marks=pytest.mark.slow, id="released-mlm"),
+    pytest.param("seq2seq", "prost", "released-t5", 600, marks=pytest.mark.slow, id="released-t5"),
+    pytest.param("nli", "text2afford", "nli-zero-shot-multi-label", 300, marks=pytest.mark.slow, id="nli-zero-shot-multi-label"),
 ]
 
 
-@pytest.mark.parametrize(("make", "benchmark", "protocol", "limit"), FAMILIES)
-def test_two_processes_write_the_single_process_run_folder(built_all, tmp_path, make, benchmark, protocol, limit):
-    model = make(tmp_path / "model", _texts(built_all, benchmark))
+@pytest.mark.parametrize(("kind", "benchmark", "protocol", "limit"), FAMILIES)
+@pytest.mark.processes
+def test_two_processes_write_the_single_process_run_folder(built_all, tiny_model, tmp_path, kind, benchmark, protocol, limit):
+    model = tiny_model(kind, _texts(built_all, benchmark), "model")
     single = _score(model, built_all, tmp_path / "single", benchmark, limit, "--protocol", protocol)
     two = _score(model, built_all, tmp_path / "parallel", benchmark, limit, "--protocol", protocol, "--num-processes", "2")
     assert (tmp_path / "parallel" / "predictions.parquet").read_bytes() == (
@@ -117,6 +116,7 @@ def _rank_process(launcher: psutil.Process, rank: int) -> psutil.Process | None:
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_a_rank_killed_mid_run_resumes_from_its_own_cache(prost_build, tmp_path):
     # A GPT-2 large enough that a chunk of 256 questions takes a few seconds: the kill lands mid-run.
     model = tiny_models.causal_lm(tmp_path / "model", _texts(prost_build.parent, "prost"), layers=4, width=256)

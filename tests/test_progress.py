@@ -276,6 +276,7 @@ def test_a_card_counts_the_items_of_its_steps_and_leads_their_lines(monkeypatch)
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_a_score_logged_to_a_file_holds_physprobes_lines_and_no_librarys_bar(built_all, tmp_path):
     # transformers' "Loading weights" bar and any tqdm bar would write carriage returns into the log.
     from . import tiny_models

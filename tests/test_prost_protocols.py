@@ -24,8 +24,6 @@ from physprobe.protocols import tokenized
 from physprobe.protocols.requests import Generate, MeanTokens
 from physprobe.protocols.results import Answer
 
-from . import tiny_models
-
 EVALUATION = registry.evaluation("prost")
 UPSTREAM_MASK = r"( \[MASK\])|(\[MASK\])"
 OPT = "ABCD"
@@ -37,14 +35,13 @@ def rows(built_all):
 
 
 @pytest.fixture(scope="module")
-def tiny(rows, tmp_path_factory):
+def tiny(rows, tiny_model):
     texts = [f"{r['context']} {r['question']} {r['A']} {r['B']} {r['C']} {r['D']}" for r in rows[::5]]
-    root = tmp_path_factory.mktemp("prost-models")
     return {
-        "causal": tiny_models.causal_lm(root / "gpt", texts),
-        "mlm": tiny_models.masked_lm(root / "bert", texts),
-        "seq2seq": tiny_models.seq2seq(root / "t5", texts),
-        "unifiedqa": tiny_models.seq2seq(root / "unifiedqa-t5-tiny", texts),
+        "causal": tiny_model("causal", texts, "gpt"),
+        "mlm": tiny_model("masked", texts, "bert"),
+        "seq2seq": tiny_model("seq2seq", texts, "t5"),
+        "unifiedqa": tiny_model("seq2seq", texts, "unifiedqa-t5-tiny"),
     }
 
 

@@ -26,8 +26,6 @@ from physprobe.protocols.requests import Choice, Generate, Seq2Seq, YesNo
 from physprobe.record import spec
 from physprobe.run import runner
 
-from . import tiny_models
-
 
 def _texts(answers) -> list[str]:
     """The texts of the generation engine's answers."""
@@ -167,13 +165,12 @@ def test_scripted_answers_are_cut_at_the_stop_string_and_matched(scripted):
 
 
 @pytest.fixture(scope="module")
-def tiny(built_all, tmp_path_factory):
+def tiny(built_all, tiny_model):
     import datasets
 
     prost = datasets.load_dataset(str(built_all / "prost"), "default", split="test")
     texts = [f"{r['context']} {r['question']} {r['A']} {r['B']} {r['C']} {r['D']}" for r in prost.select(range(0, 18736, 7))]
-    root = tmp_path_factory.mktemp("gen-models")
-    return {"causal": tiny_models.causal_lm(root / "gpt", texts), "seq2seq": tiny_models.seq2seq(root / "t5", texts)}
+    return {"causal": tiny_model("causal", texts, "gpt"), "seq2seq": tiny_model("seq2seq", texts, "t5")}
 
 
 def _greedy_alone(model, tokenizer, prompt, budget, seq2seq):

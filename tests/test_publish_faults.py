@@ -419,12 +419,9 @@ def test_nothing_secret_or_local_in_anything_published(inputs, tmp_path, monkeyp
 
 
 @pytest.fixture(scope="module")
-def inputs(built_all, tmp_path_factory):
-    from . import tiny_models
-
-    folder = tmp_path_factory.mktemp("publish")
+def inputs(built_all, tiny_model):
     rows = pq.read_table(built_all / "prost" / data_file("mass", "test")).to_pylist()[::40]
-    model = tiny_models.causal_lm(folder / "models" / "gpt", [f"{r['context']} {r['question']} {r['A']} {r['B']}" for r in rows])
+    model = tiny_model("causal", [f"{r['context']} {r['question']} {r['A']} {r['B']}" for r in rows], "gpt")
     return {"build": built_all, "model": model}
 
 

@@ -46,6 +46,7 @@ def floor(name: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.venv
 def test_every_config_round_trips_under_the_lowest_and_the_newest_pyarrow(built_all, tmp_path):
     import datasets
     import pyarrow

@@ -92,6 +92,7 @@ def test_the_datasets_and_metrics_block_reads_the_built_data(built_all, tmp_path
 
 
 @pytest.mark.slow
+@pytest.mark.venv
 def test_a_user_following_the_readme_in_a_fresh_clone(tmp_path):
     """The README's blocks, in order, as a user runs them after cloning: a git repository holding the checkout's files
     beside the shared upstream mirror (``../shared``), the virtual environment the install block makes (``.venv``,

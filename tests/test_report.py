@@ -18,7 +18,6 @@ from physprobe.errors import DeclarationError
 from physprobe.report import differences, tables, writers
 from physprobe.util import paths
 
-from . import tiny_models
 from .browser import launch_options
 from .run_folders import record, write_run
 
@@ -221,32 +220,22 @@ FILLED = {
 
 
 @pytest.fixture(scope="module")
-def runs(built_all, tmp_path_factory):
-    """Eight real run folders: ``physprobe score`` with tiny models (tests/tiny_models.py) and ``--limit``."""
-    root = tmp_path_factory.mktemp("report_runs")
-    texts = tiny_models.benchmark_texts(built_all)
-    texts += [" ".join(cccons.MLM_CANDIDATES)] * 100  # whole words in the vocabulary: the masked LM can decide
-    models = {"causal": tiny_models.causal_lm(root / "gpt", texts), "mlm": tiny_models.masked_lm(root / "bert", texts),
-              "seq2seq": tiny_models.seq2seq(root / "t5", texts), "nli": tiny_models.nli(root / "nli", texts)}  # fmt: skip
-    folders = []
-    for benchmark, family, extra in RUNS:
-        out = root / f"{benchmark}-{family}"
-        args = [
-            "score",
-            "--model",
-            str(models[family]),
-            "--benchmark",
-            benchmark,
-            "--limit",
-            "24",
-            "--data",
-            str(built_all),
-            "--out",
-            str(out),
-        ]
-        assert main(args + extra) == 0
-        folders.append(out)
-    return folders
+def runs(built_all, benchmark_texts, tiny_model, made):
+    """Eight real run folders: ``physprobe score`` with tiny models (tests/tiny_models.py) and ``--limit``, scored once
+    per test run (conftest.made; read them, never write them)."""
+    texts = benchmark_texts + [" ".join(cccons.MLM_CANDIDATES)] * 100  # whole words in the vocabulary: the masked LM can decide
+    models = {"causal": tiny_model("causal", texts, "gpt"), "mlm": tiny_model("masked", texts, "bert"),
+              "seq2seq": tiny_model("seq2seq", texts, "t5"), "nli": tiny_model("nli", texts, "nli")}  # fmt: skip
+
+    def score(root):
+        root.mkdir()
+        for benchmark, family, extra in RUNS:
+            args = ["score", "--model", str(models[family]), "--benchmark", benchmark, "--limit", "24",
+                    "--data", str(built_all), "--out", str(root / f"{benchmark}-{family}")]  # fmt: skip
+            assert main(args + extra) == 0
+
+    root = made.folder("report_runs", [str(built_all), {k: str(v) for k, v in models.items()}, RUNS], score)
+    return [root / f"{benchmark}-{family}" for benchmark, family, _ in RUNS]
 
 
 @pytest.fixture(scope="module")
@@ -384,6 +373,7 @@ def test_report_fills_every_cell_the_runs_scored(rendered, runs):
 
 
 @pytest.mark.slow
+@pytest.mark.browser
 def test_report_html_in_a_real_browser(rendered, runs, tmp_path):
     """Headless Chromium opens report.html with no network: every table and image renders, no console error."""
     from playwright import sync_api

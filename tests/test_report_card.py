@@ -121,6 +121,7 @@ def test_the_card_in_one_call_from_run_folders(parents, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.browser
 def test_the_card_in_a_real_browser(parents, tmp_path):
     """Headless Chromium: the page opens with the card (its table and figure); the runs and per-config tables keep
     every row to one or two lines (a run's row was ~700 px tall when it listed each config's answers in prose)."""

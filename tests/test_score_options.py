@@ -25,9 +25,8 @@ TEXTS = ["The ball rolls off the table.", "A heavy brick is on the shelf.", "Whi
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("models")
-    return {"gpt": tiny_models.causal_lm(root / "gpt", TEXTS), "bert": tiny_models.masked_lm(root / "bert", TEXTS)}
+def models(tiny_model):
+    return {"gpt": tiny_model("causal", TEXTS, "gpt"), "bert": tiny_model("masked", TEXTS, "bert")}
 
 
 @pytest.fixture
@@ -181,6 +180,7 @@ def score_cli(args, endpoint, home):
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_score_reads_the_hub_dataset_by_default(models, prost_build, tmp_path):
     with serve(tmp_path, {"physprobe/prost": prost_build, "someone/prost-fork": prost_build}) as endpoint:
         common = [
@@ -222,6 +222,7 @@ def test_score_reads_the_hub_dataset_by_default(models, prost_build, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_unreachable_hub_is_one_line_with_the_local_way(models, prost_build, tmp_path):
     endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     result = score_cli(["--model", str(models["gpt"]), "--benchmark", "prost"], endpoint, tmp_path / "hf")

@@ -38,13 +38,12 @@ def corpus(built_all):
 
 
 @pytest.fixture(scope="module")
-def tiny(corpus, tmp_path_factory):
-    root = tmp_path_factory.mktemp("models")
+def tiny(corpus, tiny_model):
     return {
-        "causal": tiny_models.causal_lm(root / "gpt", corpus),
-        "mlm": tiny_models.masked_lm(root / "bert", corpus),
-        "seq2seq": tiny_models.seq2seq(root / "t5", corpus),
-        "nli": tiny_models.nli(root / "nli", corpus),
+        "causal": tiny_model("causal", corpus, "gpt"),
+        "mlm": tiny_model("masked", corpus, "bert"),
+        "seq2seq": tiny_model("seq2seq", corpus, "t5"),
+        "nli": tiny_model("nli", corpus, "nli"),
     }
 
 

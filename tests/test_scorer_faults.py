@@ -18,8 +18,6 @@ from physprobe.data.dataset_folder import data_file, read_built
 from physprobe.errors import DataError, FolderInUse
 from physprobe.util.folder_lock import FolderLock
 
-from . import tiny_models
-
 
 @pytest.fixture(scope="module")
 def data(prost_build):
@@ -33,13 +31,13 @@ def corpus(prost_build):
 
 
 @pytest.fixture(scope="module")
-def causal(corpus, tmp_path_factory):
-    return tiny_models.causal_lm(tmp_path_factory.mktemp("models") / "gpt", corpus)
+def causal(corpus, tiny_model):
+    return tiny_model("causal", corpus, "gpt")
 
 
 @pytest.fixture(scope="module")
-def mlm(corpus, tmp_path_factory):
-    return tiny_models.masked_lm(tmp_path_factory.mktemp("models") / "bert", corpus)
+def mlm(corpus, tiny_model):
+    return tiny_model("masked", corpus, "bert")
 
 
 def score_args(model, data, out, *extra):
@@ -99,6 +97,7 @@ def test_a_run_that_raises_releases_its_lock_for_a_retry_in_the_same_process(cau
     assert json.loads((out / "metrics.json").read_text())["mass"]["n"] == 6
 
 
+@pytest.mark.processes
 def test_the_lock_dies_with_its_process(tmp_path):
     import subprocess
     import sys

@@ -366,6 +366,7 @@ def reference(built_all, tmp_path_factory):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.processes
 def test_a_client_killed_at_a_random_point_resumes_sending_only_what_is_missing(seed, reference, built_all, tmp_path):
     kill_at = random.Random(seed).randrange(2, LIMIT)  # answers the server has been asked for (the probe first)
     out = tmp_path / "run"
@@ -385,6 +386,7 @@ def test_a_client_killed_at_a_random_point_resumes_sending_only_what_is_missing(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.processes
 def test_a_server_killed_at_a_random_point_loses_no_answer_it_gave(seed, reference, built_all, tmp_path):
     kill_at = random.Random(seed).randrange(2, LIMIT)
     out, log = tmp_path / "run", tmp_path / "requests.log"

@@ -186,6 +186,7 @@ def test_each_space_computes_its_opening_example_in_process(name, monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", METRICS)
+@pytest.mark.browser
 def test_every_space_opens_on_an_example_that_computes(spaces, tmp_path, name):
     """Chromium opens the Space: its form holds an example, the page shows that example's figures with no error,
     and Compute on the untouched form gives them again."""
@@ -208,6 +209,7 @@ def test_every_space_opens_on_an_example_that_computes(spaces, tmp_path, name):
 
 
 @pytest.mark.slow
+@pytest.mark.browser
 def test_agreement_accuracy_form_in_a_real_browser(spaces, tmp_path):
     manager, options = browser()
     with manager as playwright:

@@ -19,6 +19,7 @@ CONFIG_ERRORS = [["score", "--model", "x", "--benchmark", name, "--config", conf
                                         (["build", "--help"], 0), (["generate", "--help"], 0), (["publish", "--help"], 0),
                                         (["publish", "--runs", "runs/x", "--only", "prost"], 2),
                                         *((argv, 2) for argv in CONFIG_ERRORS)])  # fmt: skip
+@pytest.mark.processes
 def test_help_and_argument_errors_import_nothing_heavy(argv, code):
     """Argument errors that need a benchmark's config names (unknown, repeated, unscorable, empty) too."""
     result = subprocess.run(
@@ -48,6 +49,7 @@ def test_config_names_read_cheaply_are_the_builders(name):
     assert registry.config_names(name) == [config.name for config in registry.builder(name).configs]
 
 
+@pytest.mark.processes
 def test_the_console_command_keeps_the_collector_off_what_it_loaded():
     """``physprobe`` as a command (``cli.command``: the console script, ``python -m physprobe``) owns its process: new
     objects are looked at less often, and what it holds is frozen when it ends, so the collection at exit walks none
@@ -69,6 +71,7 @@ def test_the_console_command_keeps_the_collector_off_what_it_loaded():
     assert "prost" in script.stdout
 
 
+@pytest.mark.processes
 def test_settling_frees_what_loading_left_in_cycles_before_it_freezes():
     """``collector.settle`` (after a model loads): garbage in reference cycles is collected, not frozen for the rest of
     the process (a GGUF file's converted tensors would be kept); what lives is frozen."""

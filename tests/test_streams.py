@@ -53,6 +53,7 @@ def run_closed(command: Command, inputs: dict, out, closed: int, full: int) -> s
 
 
 @pytest.mark.parametrize("command", ALL)
+@pytest.mark.processes
 def test_every_command_completes_with_stdout_or_stderr_closed_or_unwritable(command, request, tmp_path):
     inputs = request.getfixturevalue("suite_inputs")
     assert command.run(inputs, tmp_path / "open") == 0  # the reference: both streams open
@@ -65,6 +66,7 @@ def test_every_command_completes_with_stdout_or_stderr_closed_or_unwritable(comm
     assert outputs(command.target(tmp_path / "no-stdout")) == expected
 
 
+@pytest.mark.processes
 def test_physprobe_protocols_with_stderr_closed_prints_them_all(tmp_path):
     listed = subprocess.run([sys.executable, "-m", "physprobe", "protocols"], capture_output=True, cwd=REPO, check=True).stdout
     closed = subprocess.run([sys.executable, "-m", "physprobe", "protocols"], stdout=subprocess.PIPE, cwd=REPO,
@@ -72,6 +74,7 @@ def test_physprobe_protocols_with_stderr_closed_prints_them_all(tmp_path):
     assert closed.returncode == 0 and closed.stdout == listed and b"text2afford" in listed
 
 
+@pytest.mark.processes
 def test_what_stdout_lost_is_one_line_on_stderr_and_a_reader_that_stops_is_no_fault(tmp_path):
     with open(FULL, "w") as disk:
         result = subprocess.run([sys.executable, "-m", "physprobe", "protocols"], stdout=disk, stderr=subprocess.PIPE, cwd=REPO)
@@ -85,6 +88,7 @@ def test_what_stdout_lost_is_one_line_on_stderr_and_a_reader_that_stops_is_no_fa
     assert reader.wait(timeout=60) == 0 and reader.stderr.read() == b""
 
 
+@pytest.mark.processes
 def test_a_closed_descriptor_is_pointed_at_dev_null_so_no_file_takes_its_number(tmp_path):
     script = (
         "import os, sys\n"

@@ -35,8 +35,9 @@ def test_release_is_pinned_to_the_authors_commit_and_checksum():
 
 
 @pytest.fixture(scope="module")
-def release_build(upstream_dir, tmp_path_factory):
-    return build(TEXT2AFFORD, tmp_path_factory.mktemp("t2a"), upstream_dir).path
+def release_build(built_all):
+    """Text2Afford as ``physprobe build all`` builds it (conftest.built_all, once per run)."""
+    return built_all / TEXT2AFFORD.name
 
 
 @pytest.fixture(scope="module")

@@ -264,6 +264,7 @@ def test_only_git_tracked_metric_files_are_published(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_every_config_loads_by_hub_id_through_olah(hub_dir, tmp_path):
     repos = {f"physprobe/{folder.name}": folder for folder in sorted((hub_dir / "datasets").iterdir())}
     expected = {}

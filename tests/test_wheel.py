@@ -93,6 +93,7 @@ def constraints(path: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.venv
 def test_fresh_venv_builds_and_scores_without_the_checkout(wheel, tmp_path):
     started = time.perf_counter()
     venv = tmp_path / "venv"

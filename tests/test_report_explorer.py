@@ -18,7 +18,8 @@ from physprobe.report.tables import paper_tables
 from . import tiny_models
 from .browser import launch_options
 
-pytestmark = pytest.mark.slow
+# The module's fixture scores six tiny runs and renders the report (about 9 minutes on the shared 2-core machine).
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(1500)]
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,8 @@ from . import figure_checks
 from .run_folders import write_run
 
 VALUES = {"zero": 0.0, "mid": 0.55, "high": 0.9}
+# Drawing and checking every figure of twelve runs' report takes minutes on the shared 2-core machine.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
 def _put(metrics: dict, path: str, value) -> None:

@@ -390,7 +390,7 @@ def test_report_html_in_a_real_browser(rendered, runs, tmp_path):
         page.wait_for_load_state("load")
         tables = page.eval_on_selector_all("table", "ts => ts.map(t => t.rows.length)")
         images = page.eval_on_selector_all("img", "is => is.map(i => [i.complete, i.naturalWidth, i.naturalHeight])")
-        headers = page.eval_on_selector_all("h2", "hs => hs.map(h => h.textContent)")
+        headers = page.eval_on_selector_all("h2", "hs => hs.map(h => h.firstChild.textContent)")
         page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
         browser.close()
     loaded = [report.load_run(r) for r in runs]

@@ -138,7 +138,7 @@ def test_the_card_in_a_real_browser(parents, tmp_path):
         page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
         page.goto((tmp_path / "report" / "report.html").as_uri())
         page.wait_for_load_state("load")
-        first = page.eval_on_selector("h2", "h => h.textContent")
+        first = page.eval_on_selector("h2", "h => h.firstChild.textContent")
         card_table = page.eval_on_selector("table", "t => [t.className, t.getBoundingClientRect().top, t.rows.length]")
         image = page.eval_on_selector("img", "i => [i.complete, i.naturalWidth, i.getBoundingClientRect().top]")
         heights = page.eval_on_selector_all(

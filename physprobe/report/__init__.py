@@ -34,13 +34,15 @@ Example (a run folder written by ``physprobe score``)::
 
     physprobe report runs/roberta-prost runs/gpt2-prost --out report
 
-writes ``report/report.md``, ``report/report.html`` (self-contained) and ``report/figures/*.png``.
+writes ``report/report.md``, ``report/report.html`` (self-contained), ``report/figures/*.png`` and
+``report/explore/prost.html`` (the question explorer).
 
 One job per module: ``tables`` (the paper_tables.yaml schema), ``runs`` (run folders and their names), ``cells`` (a run's
 value, n and interval per cell), ``notes`` (footnote texts), ``card`` (the card), ``document`` (the blocks of the report),
 ``figures`` (matplotlib), ``writers`` (Markdown and HTML), ``output`` (the report folder); ``paired`` (McNemar, the
 paired bootstrap, Holm), ``compare`` (two runs' questions matched and their figures' differences), ``differences`` (the
-Differences section and differences.json).
+Differences section and differences.json), ``contents`` (the report's header, anchors and contents), ``explorer`` (every
+question of a benchmark's runs, and links to a view of them) and ``explorer_page`` (the explorer's self-contained page).
 
 May import: ``physprobe.run`` (baselines), ``physprobe.record``, ``physprobe.data``, ``physprobe.protocols``,
 ``physprobe.util``, ``physprobe.errors``; never ``backends``. Imported by: ``publish`` (a runs repository's card)

@@ -10,6 +10,7 @@ from the same ``Card`` value as the table (``panels``), so every flag, chance an
 
 from __future__ import annotations
 
+import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from physprobe.report.cells import (
     run_cell,
     same_rows_chance,
 )
-from physprobe.report.figures import OKABE_ITO, PUBLISHED_GREY, _plt, _save
+from physprobe.report.figures import FONT, LANE_GAP, OKABE_ITO, PUBLISHED_GREY, TITLE, _lane, _mark_short, _plt, _save
 from physprobe.report.notes import (
     Footnotes,
     apart_note,
@@ -45,6 +46,8 @@ from physprobe.report.writers import to_markdown
 from physprobe.run import baselines
 
 HUMAN_GREEN = "#009E73"
+CARD_WIDTH = 12.0  # inches: within the page's width at the figures' dpi (``figures.MAX_WIDTH``)
+CARD_LANE = 0.9  # the label lane right of 100%, as a share of the axis's 0-100%: a cell's text, marks and all
 INTRO = ("Each benchmark's headline figures as its paper prints them (its scale: % or 0–1, the figure's too), your models "
          "beside the paper's best model and its human figure where printed, and the majority answer and chance on the "
          f"same questions ({SAME_ROWS}: {SAME_ROWS_DEFINITION}). A cell reads: value, n=questions, the shares of answers that named no option (unparsed, "
@@ -313,23 +316,24 @@ def panels(found: Card) -> list[Panel]:
 
 def card_figure(found: Card, path: Path) -> bool:
     """One panel per benchmark (``panels``), in the paper's scale: each model's bar (95% interval; hatched where
-    ⚠), reading as its cell does, the paper's best model and human figure as printed, majority answer and chance on
-    the same rows as ticks; the card's footnotes below. False (nothing written) without a run's value."""
+    ⚠; a diamond in its colour where too short to see), reading as its cell does in the lane right of 100%, the
+    paper's best model and human figure as printed, majority answer and chance on the same rows as ticks; the card's
+    footnotes below, as plain text. False (nothing written) without a run's value."""
     drawn = panels(found)
     if not any(bar.run and bar.value is not None for panel in drawn for _, bars, *_ in panel.figures for bar in bars):
         return False
     plt = _plt()
-    notes = [textwrap.fill(note, 150, subsequent_indent="   ") for note in found.notes]
+    notes = [textwrap.fill(plain(note), 125, subsequent_indent="   ") for note in found.notes]
     note_lines = sum(note.count("\n") + 1 for note in notes)
     heights = [sum(len(bars) + 0.8 for _, bars, *_ in panel.figures) for panel in drawn]
-    fig, axes = plt.subplots(len(drawn), 1, figsize=(9.5, 0.26 * sum(heights) + 1.1 * len(drawn) + 1.0 + 0.13 * note_lines),
+    fig, axes = plt.subplots(len(drawn), 1, figsize=(CARD_WIDTH, 0.3 * sum(heights) + 1.1 * len(drawn) + 1.2 + 0.17 * note_lines),
                              gridspec_kw={"height_ratios": heights}, squeeze=False)  # fmt: skip
     for axis, panel in zip(axes[:, 0], drawn, strict=True):
         _card_panel(axis, panel)
-    legend = _card_legend(fig, plt, found.columns)
-    fig.suptitle("Your models against the papers' best models and humans", fontsize=11)
+    legend = _card_legend(fig, plt, found.columns, drawn)
+    fig.suptitle("Your models against the papers' best models and humans", fontsize=TITLE)
     inches = fig.get_size_inches()[1]
-    text = fig.text(0.01, 0.005, "\n".join(notes), fontsize=6.5, va="bottom", ha="left", family="DejaVu Sans") if notes else None
+    text = fig.text(0.01, 0.005, "\n".join(notes), fontsize=FONT, va="bottom", ha="left", family="DejaVu Sans") if notes else None
     renderer = fig.canvas.get_renderer()
     below = 0.1 + (text.get_window_extent(renderer).height / fig.dpi if text is not None else 0)
     legend.set_bbox_to_anchor((0.5, below / inches), transform=fig.transFigure)
@@ -337,6 +341,15 @@ def card_figure(found: Card, path: Path) -> bool:
     fig.tight_layout(rect=(0, below / inches, 1, 1 - 0.35 / inches))
     _save(fig, plt, path)
     return True
+
+
+def plain(text: str) -> str:
+    """A footnote as a figure prints it: code spans as plain words (a PNG shows no Markdown).
+
+    >>> plain("no question of `default` could be scored (`--samples K`)")
+    'no question of default could be scored (--samples K)'
+    """
+    return re.sub(r"`([^`]*)`", r"\1", text)
 
 
 def _card_panel(axis, panel: Panel) -> None:
@@ -349,41 +362,41 @@ def _card_panel(axis, panel: Panel) -> None:
                 error = None if bar.error is None else [[bar.value - bar.error[0]], [bar.error[1] - bar.value]]
                 axis.barh(y, bar.value, height=0.8, color=bar.colour, xerr=error, ecolor="#333333", capsize=2,
                           edgecolor="#333333" if bar.run else "none", linewidth=0.6, hatch="////" if bar.hatched else None)  # fmt: skip
+                _mark_short(axis, bar.value, y, bar.colour, full)
             text = bar.text + (f"  {bar.label}" if bar.label else "")
-            end = max(bar.value or 0, bar.error[1] if bar.error else 0)  # right of the bar and its interval, where it fits
-            axis.text(min(end + full * 0.01, full * 0.62), y, text, va="center", fontsize=7,
-                      fontweight="bold" if bar.run else "normal", bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=0.6))  # fmt: skip
+            axis.text(full * (1 + LANE_GAP), y, text, va="center", fontsize=FONT, fontweight="bold" if bar.run else "normal")
             y += 1
         for values, style in ((majority, dict(color="black", linestyle="-", linewidth=1.4)),
                               (chances, dict(color="black", linestyle="--", linewidth=1))):  # fmt: skip
-            for value in set(values):
+            for value in sorted(set(values)):
                 axis.plot([value] * 2, [top - 0.5, y - 0.5], **style)
         ticks.append((top + y - 1) / 2)
         labels.append(textwrap.fill(figure, 22))
         y += 0.8
     axis.set_yticks(ticks)
-    axis.set_yticklabels(labels, fontsize=8)
+    axis.set_yticklabels(labels, fontsize=FONT)
     axis.set_ylim(y - 1.2, -0.7)
-    axis.set_xlim(0, full)
-    axis.set_title(f"{panel.title} ({'%' if full == 100 else '0–1'}, as the paper prints it)", fontsize=10, loc="left")
-    axis.tick_params(axis="x", labelsize=7)
-    axis.grid(axis="x", color="#EEEEEE", linewidth=0.6)
-    axis.set_axisbelow(True)
+    _lane(axis, full, CARD_LANE)
+    axis.set_title(f"{panel.title} ({'%' if full == 100 else '0–1'}, as the paper prints it)", fontsize=FONT + 2, loc="left")
 
 
-def _card_legend(fig, plt, columns: list[Model]):
+def _card_legend(fig, plt, columns: list[Model], drawn: list[Panel]):
+    """The card figure's legend: each model drawn, and the kinds of bar and line the figure holds."""
     from matplotlib.patches import Patch
 
+    bars = [bar for panel in drawn for _, found, *_ in panel.figures for bar in found if bar.value is not None]
     colours = [OKABE_ITO[i % len(OKABE_ITO)] for i in range(len(columns))]
-    handles = [
-        Patch(facecolor=colour, edgecolor="#333333", label=f"{column.name} (95% interval)")
-        for column, colour in zip(columns, colours, strict=True)
-    ]
-    handles += [Patch(facecolor="white", edgecolor="#333333", hatch="////", label="⚠ its figures say little (footnote)"),
-                Patch(color=PUBLISHED_GREY, label="the paper's best model"), Patch(color=HUMAN_GREEN, label="human (paper)"),
-                plt.Line2D([], [], color="black", linewidth=1.4, label="majority answer, same rows"),
-                plt.Line2D([], [], color="black", linestyle="--", linewidth=1, label=SAME_ROWS)]  # fmt: skip
-    return fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    handles = [Patch(facecolor=colour, edgecolor="#333333", label=f"{column.name} (95% interval)")
+               for column, colour in zip(columns, colours, strict=True) if any(bar.run and bar.colour == colour for bar in bars)]  # fmt: skip
+    kinds = [(any(bar.hatched for bar in bars), Patch(facecolor="white", edgecolor="#333333", hatch="////",
+                                                      label="⚠ its figures say little (footnote)")),
+             (any(not bar.run and bar.colour == PUBLISHED_GREY for bar in bars), Patch(color=PUBLISHED_GREY, label="the paper's best model")),
+             (any(not bar.run and bar.colour == HUMAN_GREEN for bar in bars), Patch(color=HUMAN_GREEN, label="human (paper)")),
+             (any(m for panel in drawn for _, _, m, _ in panel.figures),
+              plt.Line2D([], [], color="black", linewidth=1.4, label="majority answer, same rows")),
+             (any(c for panel in drawn for *_, c in panel.figures), plt.Line2D([], [], color="black", linestyle="--", linewidth=1, label=SAME_ROWS))]  # fmt: skip
+    handles += [handle for shown, handle in kinds if shown]
+    return fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=FONT, frameon=False)
 
 
 def card_blocks(runs: list[Run], figures_dir: Path | None, image_name: str = "figures/card.png") -> list:

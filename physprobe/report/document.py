@@ -7,9 +7,10 @@ from pathlib import Path
 
 from physprobe.data import registry
 from physprobe.protocols.model_options import model_shown
-from physprobe.report import differences
-from physprobe.report.blocks import Heading, Image, Notes, Paragraph, TableBlock
+from physprobe.report import contents, differences, explorer
+from physprobe.report.blocks import Heading, Image, Links, Notes, Paragraph, TableBlock
 from physprobe.report.card import card_blocks
+from physprobe.report.card import rows as card_rows
 from physprobe.report.cells import MISSING, Counts, Missing, RunCell, Spread, baseline_cell, counts, lookup, number, run_cell
 from physprobe.report.figures import DRAW, chance_notes
 from physprobe.report.notes import Footnotes, answered, apart_note, coverage, exclusion, left_out, missing_texts, protocol_warning
@@ -244,11 +245,48 @@ def _configs_table(runs: list[Run]) -> TableBlock:
     return TableBlock(header, rows, ["detail"] * len(rows))
 
 
-def document(runs: list[Run], figures_dir: Path, skipped: list[tuple[Path, str]] = (), compared: list = ()) -> list:
-    """The report as blocks (headings, tables, notes, images), drawing the figures into ``figures_dir``;
-    ``skipped``: the folders given that are not in it, and why (listed at the end); ``compared``: the Differences
-    sections (``differences.sections``), each after its benchmark's runs."""
-    blocks: list = [Heading(1, "physprobe report"), *card_blocks(runs, figures_dir),
+def card_links(runs: list[Run], explorers: dict) -> list:
+    """Below the card: each card figure's questions in its benchmark's explorer, on the configs it reads."""
+    items = []
+    for benchmark, paper, row in card_rows(runs):
+        if benchmark not in explorers:
+            continue
+        key = next(k for _, column in row.sources for k in column.keys if k)
+        configs = registry.evaluation(benchmark).pooled.get(key.split(".")[0], (key.split(".")[0],))
+        items.append((0, f"{paper.title}: {row.figure} ({', '.join(configs)})", explorer.link(benchmark, configs=configs)))
+    return [Links(items, "Every question behind the card's figures, in the question explorer", "explore")] if items else []
+
+
+def difference_links(section, runs: list[Run], found) -> list:
+    """Below a Differences table: each row's questions in the explorer, the two runs' discordant ones (one right, the
+    other wrong), as many as the McNemar test's b + c where the row's test is McNemar's."""
+    order = [r.id for r in runs]
+    items = []
+    for comparison in section.comparisons:
+        a, b = order.index(comparison.reference), order.index(comparison.other)
+        for d in comparison.differences:
+            configs = registry.evaluation(section.benchmark).pooled.get(d.figure.config, (d.figure.config,))
+            group = found.group_of(configs, d.figure.path)
+            target = explorer.link(section.benchmark, configs=configs, group=group, a=a, b=b, discordant="both")
+            if d.discordant is not None:
+                told = (f"b + c = {sum(d.discordant)} discordant questions ({d.discordant[0]} right for {comparison.reference} "
+                        f"alone, {d.discordant[1]} for {comparison.other} alone)")  # fmt: skip
+            else:
+                count = explorer.discordant(found, configs, group, a, b)
+                told = f"{count} discordant questions (this row's test is {d.test}, not McNemar's b + c)"
+            items.append((0, f"{comparison.other}, {d.figure.name}: {told}", target))
+    return [Links(items, "Each row's questions in the question explorer", "explore")] if items else []
+
+
+def document(runs: list[Run], figures_dir: Path, skipped: list[tuple[Path, str]] = (), compared: list = (),
+             explorers: dict | None = None) -> list:  # fmt: skip
+    """The report as blocks, drawing the figures into ``figures_dir``: its header and contents (``contents``), the
+    card, then per benchmark its runs, Differences, tables and figures; ``skipped``: the folders given that are not
+    in it, and why (listed at the end); ``compared``: the Differences sections (``differences.sections``), each after
+    its benchmark's runs; ``explorers``: the question explorer of each benchmark (``explorer.explorers``), linked from
+    the card and from each Differences row."""
+    explorers = explorers or {}
+    blocks: list = [*card_blocks(runs, figures_dir), *card_links(runs, explorers),
                     Paragraph("Then, per benchmark: the runs, their figures per config beside the baselines of the same "
                               "rows, and the papers' published tables, transcribed as printed, with your runs below them. "
                               "Cells are placed by column name; — marks a cell a run did not score (see its footnote). "
@@ -274,6 +312,10 @@ def document(runs: list[Run], figures_dir: Path, skipped: list[tuple[Path, str]]
         total = sum(len(c.differences) for s in compared for c in s.comparisons)
         for section in (s for s in compared if s.benchmark == benchmark):
             blocks += differences.blocks(section, figures_dir, total)
+            if benchmark in explorers:
+                blocks += difference_links(section, group, explorers[benchmark])
+        if benchmark in explorers:
+            blocks.append(Links([(0, f"{paper.title}: every question of these runs", explorer.link(benchmark))], css="explore"))
         for table in paper.tables:
             block, notes = table_block(table, group, paper)
             source = f"the paper's {table.source}" if table.source else "physprobe; the paper prints no such table"
@@ -294,4 +336,4 @@ def document(runs: list[Run], figures_dir: Path, skipped: list[tuple[Path, str]]
             blocks += [Heading(3, f"{paper.title} figures"), *drawn]
     if skipped:
         blocks += [Heading(2, "Folders not in this report"), Notes([why for _, why in skipped])]
-    return blocks
+    return contents.with_map(contents.header(runs), blocks)

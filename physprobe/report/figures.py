@@ -24,6 +24,14 @@ PUBLISHED_GREY = "#BBBBBB"
 CHANCE = "--"  # chance on the runs' rows (the card's) and a paper's chance level of the same definition
 OTHER_CHANCE = "-."  # a paper's chance level of another definition (``Table.chance_definition``)
 FLAGGED = "⚠ hatched: its figures say little (see the tables' footnotes)"
+SAVE_DPI = 110
+MAX_WIDTH = 12.4  # inches: the page's width (writers.PAGE_WIDTH px) at SAVE_DPI, so a figure is shown at its own size
+FONT = 8  # points: 12.2 px at SAVE_DPI, the smallest text a figure prints (at least 11 px on the page)
+TITLE = 11
+PANEL = 3.3  # inches a panel of bars takes, its label lane included
+LANE, LANE_GAP = 0.5, 0.03  # the label lane right of 100%, as a share of the axis's 0-100%, and the gap before a value
+NAME_WIDTH = 26  # characters a bar's name takes a line
+SHORT = 0.03  # a bar under this share of the axis is marked (``_mark_short``): under about 5 px
 
 
 @dataclass
@@ -112,7 +120,7 @@ def chance_notes(figure: Figure, paper: PaperTables, runs: list[Run]) -> list[st
         for label, _, definition, _ in chance_lines(table, column, part, runs):
             found.setdefault(label.rpartition(" (")[0] or label, definition)
     ordered = sorted(found.items(), key=lambda item: item[0] != SAME_ROWS)  # the card's chance first
-    return [f"{label}: {definition}." for label, definition in ordered]
+    return [f"{label[:1].upper()}{label[1:]}: {definition}." for label, definition in ordered]
 
 
 def shown_name(run: Run) -> str:
@@ -148,20 +156,21 @@ def _run_colours(runs: list[Run]) -> dict[str, str]:
 
 
 def bars_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path) -> bool:
-    """Small multiples: one panel per (table, column), every published model and run as a horizontal bar,
-    the chance level dashed, the paper's human row dotted, 95% intervals on the runs' bars.
-    Returns False (and writes nothing) when no panel has a value."""
-    panels = _bar_panels(figure, paper, runs)
-    if not any(v is not None for *_, series, _ in panels for s in series for v in s.values):
+    """Small multiples: one panel per (table, column) with a value, every published model and run as a horizontal
+    bar, the chance level dashed, the paper's human row dotted, 95% intervals on the runs' bars, each run's value in
+    the panel's label lane right of 100% (``LANE``), so that no line crosses it; as many panels a row as keep the
+    figure within the page's width (``MAX_WIDTH``). Returns False (and writes nothing) when no panel has a value."""
+    panels = [p for p in _bar_panels(figure, paper, runs) if any(v is not None for s in p[4] for v in s.values)]
+    if not panels:
         return False
     plt = _plt()
     colours = _run_colours(runs)
-    ncols = figure.columns or min(len(panels), 5)
-    nrows = math.ceil(len(panels) / ncols)
     shared = len({id(p[0]) for p in panels}) == 1 or len({tuple(s.name for s in p[4]) for p in panels}) == 1
-    height = max(len(p[4]) for p in panels) * 0.24 + 1.1
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.0 * ncols + (1.6 if shared else 1.9 * ncols), height * nrows + 1.2),
-                             squeeze=False, sharey=shared)  # fmt: skip
+    names = max(len(line) for p in panels for s in p[4] for line in _name(s.name).splitlines()) * FONT * 0.6 / 72
+    ncols = _columns(len(panels), figure.columns, names, shared)
+    nrows = math.ceil(len(panels) / ncols)
+    height = max(len(p[4]) for p in panels) * 0.3 + 1.3
+    fig, axes = plt.subplots(nrows, ncols, figsize=(PANEL * ncols + names, height * nrows + 1.2), squeeze=False, sharey=shared)
     for axis in axes.flat[len(panels) :]:
         axis.set_visible(False)
     lines = {}
@@ -169,8 +178,9 @@ def bars_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path)
     for axis, (table, column, part, title, series, chances) in zip(axes.flat, panels, strict=False):  # spare axes hidden
         _bar_panel(axis, table, column, part, title, series, chances, colours, lines, rows)
     _fit_labels(fig, axes, ncols, 1 if shared else ncols)
-    legend = _legend(fig, plt, runs, colours, lines)
-    fig.suptitle(figure.title, fontsize=11)
+    drawn = {s.name for p in panels for s in p[4] if any(v is not None for v in s.values)}
+    legend = _legend(fig, plt, [r for r in runs if shown_name(r) in drawn], colours, lines, drawn)
+    fig.suptitle(figure.title, fontsize=TITLE)
     inches = fig.get_size_inches()[1]
     below = legend.get_window_extent().height / fig.dpi + 0.15  # the legend's rows, and a margin
     fig.tight_layout(rect=(0, below / inches, 1, 1 - 0.45 / inches))
@@ -178,9 +188,23 @@ def bars_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path)
     return True
 
 
+def _columns(panels: int, declared: int | None, names: float, shared: bool) -> int:
+    """Panels a row: the declared number (else 5) or fewer, as many as fit ``MAX_WIDTH`` beside the bars' names."""
+    for ncols in range(min(panels, declared or 5), 1, -1):
+        if PANEL * ncols + names * (1 if shared else ncols) + 0.4 <= MAX_WIDTH:
+            return ncols
+    return 1
+
+
+def _name(name: str) -> str:
+    """A bar's name as its panel prints it: wrapped at ``NAME_WIDTH`` characters."""
+    return textwrap.fill(name, NAME_WIDTH)
+
+
 def _bar_panels(figure: Figure, paper: PaperTables, runs: list[Run]) -> list[tuple]:
     """``bars_figure``'s panels: per (table, column) of the figure's panel specs, the table, the column, the part of
-    the paper's table it reads, its title, its series (every published model and run) and its ``chance_lines``."""
+    the paper's table it reads, its title, its series (every run, and each published model with a value in one of the
+    figure's panels) and its ``chance_lines``."""
     panels = []
     for spec in figure.panels:
         table = paper.table(spec["table"])
@@ -193,19 +217,20 @@ def _bar_panels(figure: Figure, paper: PaperTables, runs: list[Run]) -> list[tup
                 title = spec["title"] if len(names) == 1 else f"{spec['title']}: {column.label}"
             series = _panel_series(table, [column], part, runs)
             panels.append((table, column, part, title, series, chance_lines(table, column, part, runs)))
-    return panels
+    valued = {s.name for p in panels for s in p[4] if any(v is not None for v in s.values)}
+    return [(*p[:4], [s for s in p[4] if s.run or s.name in valued], p[5]) for p in panels]  # no row of a model with no value
 
 
 def _bar_panel(axis, table, column, part, title: str, series, chances, colours: dict[str, str], lines: dict, rows: int) -> None:
     """One panel of ``bars_figure`` on ``axis``: a bar per series (the runs' with their intervals and values, hatched
-    where ⚠), the chance and human lines (added to ``lines``, by legend label), ``rows`` bars' room whatever the
-    panel holds."""
+    where ⚠; one too short to see marked in its colour, ``_mark_short``), the chance and human lines (added to
+    ``lines``, by legend label), ``rows`` bars' room whatever the panel holds; values in the lane right of 100%."""
     full = 100 if table.scale == "percent" else 1
     for i, s in enumerate(series):
         value = s.values[0]
         if value is None:
             if s.run:
-                axis.text(full * 0.01, i, "no value (see table)", va="center", fontsize=7, color="#777777", style="italic")
+                axis.text(full * (1 + LANE_GAP), i, "no value", va="center", fontsize=FONT, color="#555555", style="italic")
             continue
         colour = colours[s.name] if s.run else PUBLISHED_GREY
         error = None
@@ -214,29 +239,42 @@ def _bar_panel(axis, table, column, part, title: str, series, chances, colours: 
         hatched = s.run and s.flagged[0]
         axis.barh(i, value, color=colour, xerr=error, ecolor="#333333", capsize=2, height=0.75,
                   edgecolor="#333333" if s.run else "none", linewidth=0.6, hatch="////" if hatched else None)  # fmt: skip
+        _mark_short(axis, value, i, colour, full)
         if hatched:
             lines[FLAGGED] = None
         if s.run:
-            end = s.errors[0][1] if s.errors[0] is not None else value
-            axis.text(min(end + full * 0.02, full * 0.86), i, number(value / full, table) + s.fewer[0], va="center", fontsize=7,
+            axis.text(full * (1 + LANE_GAP), i, number(value / full, table) + s.fewer[0], va="center", fontsize=FONT,
                       fontweight="bold")  # fmt: skip
-    axis.set_xlim(0, full)
+    _lane(axis, full, LANE)
     for label, value, _, style in chances:
-        lines[label] = axis.axvline(value, color="black", linewidth=1, linestyle=style)
+        lines[label] = axis.plot([value] * 2, [-0.5, rows - 0.5], color="black", linewidth=1, linestyle=style)[0]
     human = _reference(table, "human", column, part)
     if human is not None:
-        lines["human (paper)"] = axis.axvline(human, color="#009E73", linestyle=":", linewidth=1.6)
-    axis.set_title(textwrap.fill(title, 34), fontsize=9)
+        lines["human (paper)"] = axis.plot([human] * 2, [-0.5, rows - 0.5], color="#009E73", linestyle=":", linewidth=1.6)[0]
+    axis.set_title(textwrap.fill(title, 30), fontsize=FONT + 1)
     axis.set_yticks(range(len(series)))
-    axis.set_yticklabels([s.name for s in series], fontsize=7)
+    axis.set_yticklabels([_name(s.name) for s in series], fontsize=FONT)
     for label, s in zip(axis.get_yticklabels(), series, strict=False):  # matplotlib may keep fewer labels than series
         if s.run:
             label.set_fontweight("bold")
     axis.set_ylim(rows - 0.5, -0.5)  # the same bar thickness in every panel
-    axis.tick_params(axis="x", labelsize=7)
+    axis.set_xlabel("%" if table.scale == "percent" else "0–1", fontsize=FONT)
+
+
+def _mark_short(axis, value: float, row: float, colour: str, full: float) -> None:
+    """A bar too short to see (a zero) gets a diamond in its colour, so every run is drawn whatever its value."""
+    if value < full * SHORT:
+        axis.plot([value], [row], marker="D", markersize=6, color=colour, markeredgecolor="#333333", linestyle="none",
+                  clip_on=False)  # fmt: skip
+
+
+def _lane(axis, full: float, lane: float) -> None:
+    """The axis from 0 to 100% (``full``) with ticks and grid, and a label lane past it to ``full * (1 + lane)``."""
+    axis.set_xlim(0, full * (1 + lane))
+    axis.set_xticks([full * x / 4 for x in range(5)])
+    axis.tick_params(axis="x", labelsize=FONT)
     axis.grid(axis="x", color="#EEEEEE", linewidth=0.6)
     axis.set_axisbelow(True)
-    axis.set_xlabel("%" if table.scale == "percent" else "0–1", fontsize=7)
 
 
 def lines_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path) -> bool:
@@ -249,7 +287,7 @@ def lines_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path
         return False
     plt = _plt()
     colours = _run_colours(runs)
-    fig, axis = plt.subplots(figsize=(8.5, 5.5))
+    fig, axis = plt.subplots(figsize=(9.5, 6.2))
     x = list(range(len(columns)))
     ends = []
     for s in series:
@@ -264,36 +302,41 @@ def lines_figure(figure: Figure, paper: PaperTables, runs: list[Run], path: Path
             axis.errorbar(xs, ys, yerr=[low, high], color=colours[s.name], marker="o", linewidth=2.2, capsize=3, label=s.name)
         else:  # a missing value breaks the line rather than bridging it
             axis.plot(x, [math.nan if v is None else v for v in s.values], color="#999999", marker=".", linewidth=1)
-            ends.append([ys[-1], s.name, xs[-1]])
+            ends.append([ys[-1], s.name])
     average = next((r for r in table.rows if r.kind == "average"), None)
     if average is not None:
         values = [printed_value(average.cells[table.columns.index(c)]) for c in columns]
         axis.plot(x, values, color="black", linestyle="--", linewidth=1.5, label=f"{average.model} (paper)")
     chance_column = next((c for c in columns if c.chance is not None), None)
     for label, value, _, style in chance_lines(table, chance_column, None, runs) if chance_column else []:
-        axis.axhline(value, color="black", linestyle=style, linewidth=1, label=label)
-    _label_line_ends(axis, ends, 100 if table.scale == "percent" else 1)
+        axis.plot([x[0], x[-1]], [value] * 2, color="black", linestyle=style, linewidth=1, label=label)
+    _label_line_ends(axis, ends, 100 if table.scale == "percent" else 1, x[-1])
     axis.set_xticks(x)
-    axis.set_xticklabels([c.label for c in columns])
-    axis.set_xlim(-0.2, len(columns) - 1 + 0.9)
+    axis.set_xticklabels([c.label for c in columns], fontsize=FONT + 1)
+    axis.tick_params(axis="y", labelsize=FONT + 1)
+    axis.set_xlim(-0.2, len(columns) - 1 + 1.1)
     axis.set_ylim(0, 100 if table.scale == "percent" else 1)
     axis.set_ylabel("accuracy (%)" if table.scale == "percent" else "accuracy (0–1)")
     axis.grid(axis="y", color="#EEEEEE")
-    axis.legend(fontsize=8, loc="upper left", title="grey: published models (paper)", title_fontsize=8)
-    axis.set_title(figure.title, fontsize=11)
-    fig.tight_layout()
+    handles, labels = axis.get_legend_handles_labels()
+    legend = fig.legend(handles, labels, loc="lower center", ncol=min(3, len(handles)) or 1, fontsize=FONT,
+                        title="grey: published models (paper), named at their right end", title_fontsize=FONT, frameon=False)  # fmt: skip
+    axis.set_title(textwrap.fill(figure.title, 80), fontsize=TITLE)
+    inches = fig.get_size_inches()[1]
+    fig.tight_layout(rect=(0, (legend.get_window_extent(fig.canvas.get_renderer()).height / fig.dpi + 0.1) / inches, 1, 1))
     _save(fig, plt, path)
     return True
 
 
-def _label_line_ends(axis, ends: list, full: float) -> None:
-    """Name each published line at its right end, nudging labels apart so none overlap."""
+def _label_line_ends(axis, ends: list, full: float, last: float) -> None:
+    """Name each published line right of the last column (``last``), at the height of its last value, nudging
+    labels apart so none overlap."""
     ends.sort()
-    gap = full * 0.035
+    gap = full * 0.04
     for i in range(1, len(ends)):
         ends[i][0] = max(ends[i][0], ends[i - 1][0] + gap)
-    for y, name, x in ends:
-        axis.annotate(name, (x + 0.05, y), fontsize=7, color="#555555", va="center")
+    for y, name in ends:
+        axis.annotate(name, (last + 0.1, y), fontsize=FONT, color="#555555", va="center")
 
 
 def _fit_labels(fig, axes, ncols: int, labelled: int) -> None:
@@ -304,16 +347,20 @@ def _fit_labels(fig, axes, ncols: int, labelled: int) -> None:
         label.get_window_extent(renderer).width for axis in axes.flat if axis.get_visible() for label in axis.get_yticklabels()
     ]
     names = max(widths, default=0) / fig.dpi
-    fig.set_size_inches(ncols * 2.9 + labelled * (names + 0.25) + 0.3, fig.get_size_inches()[1])
+    fig.set_size_inches(ncols * PANEL + labelled * (names + 0.25) + 0.3, fig.get_size_inches()[1])
 
 
-def _legend(fig, plt, runs, colours, lines):
-    """The figure's legend at its foot, in as many columns (at most 4) as fit inside its width."""
+def _legend(fig, plt, runs, colours, lines, drawn: set[str] | None = None):
+    """The figure's legend at its foot, in as many columns (at most 4) as fit inside its width: the runs given, the
+    published models' grey where one of ``drawn`` (the series drawn; None: every) is a published model, and
+    ``lines``."""
     from matplotlib.patches import Patch
 
-    handles = [Patch(color=PUBLISHED_GREY, label="published (paper)")]
+    names = {shown_name(r) for r in runs}
+    published = drawn is None or any(name not in colours for name in drawn)
+    handles = [Patch(color=PUBLISHED_GREY, label="published (paper)")] if published else []
     handles += [
-        Patch(facecolor=colours[shown_name(r)], edgecolor="#333333", label=f"{shown_name(r)} (95% interval)") for r in runs
+        Patch(facecolor=colours[name], edgecolor="#333333", label=f"{name} (95% interval)") for name in colours if name in names
     ]
     for label, line in lines.items():
         if line is None:  # a hatched run's bar
@@ -322,14 +369,14 @@ def _legend(fig, plt, runs, colours, lines):
             handles.append(plt.Line2D([], [], color=line.get_color(), linestyle=line.get_linestyle(), label=label))
     renderer = fig.canvas.get_renderer()
     for columns in range(min(len(handles), 4), 0, -1):
-        legend = fig.legend(handles=handles, loc="lower center", ncol=columns, fontsize=8, frameon=False)
+        legend = fig.legend(handles=handles, loc="lower center", ncol=columns, fontsize=FONT, frameon=False)
         if columns == 1 or legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
             return legend
         legend.remove()
 
 
 def _save(fig, plt, path: Path) -> None:
-    fig.savefig(path, dpi=110, metadata={"Software": None})
+    fig.savefig(path, dpi=SAVE_DPI, metadata={"Software": None})
     plt.close(fig)
 
 

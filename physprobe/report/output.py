@@ -7,9 +7,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from physprobe.report import differences, paired
+from physprobe.report import differences, explorer, explorer_page, paired
 from physprobe.report.document import document
 from physprobe.report.runs import collect
+from physprobe.report.tables import paper_tables
 from physprobe.report.writers import to_html, to_markdown
 from physprobe.util import paths
 from physprobe.util.redact import escaped
@@ -19,7 +20,8 @@ __all__ = ["collect", "render"]
 
 def render(runs: list[Path], out: Path, reference: str | None = None, resamples: int = paired.RESAMPLES,
            across: bool = False) -> Path:  # fmt: skip
-    """Write the report folder ``out``: report.md, report.html, figures/*.png; return ``out``.
+    """Write the report folder ``out``: report.md, report.html, figures/*.png and the question explorer of each
+    benchmark whose runs hold predictions (explore/<benchmark>.html, ``explorer_page``); return ``out``.
 
     Two runs or more of a benchmark add its Differences section (``differences.sections``): each against
     ``reference`` (a run's name or folder; default: the benchmark's first run) over ``resamples`` paired bootstrap
@@ -35,9 +37,15 @@ def render(runs: list[Path], out: Path, reference: str | None = None, resamples:
     """
     loaded, skipped = collect(runs)
     compared = differences.sections(loaded, reference, resamples, across)
+    explorers = explorer.explorers(loaded)
     with paths.staged(out, paths.Owner("report", {})) as staging:
         (staging / "figures").mkdir()
-        blocks = document(loaded, staging / "figures", skipped, compared)
+        blocks = document(loaded, staging / "figures", skipped, compared, explorers)
+        if explorers:
+            (staging / explorer.FOLDER).mkdir()
+        for benchmark, found in explorers.items():
+            page = explorer_page.page(found, paper_tables(benchmark).title)
+            (staging / explorer.link(benchmark)).write_text(page, encoding="utf-8")
         (staging / "report.md").write_text(to_markdown(blocks), encoding="utf-8")
         (staging / "report.html").write_text(to_html(blocks), encoding="utf-8")
         if compared:

@@ -106,13 +106,13 @@ class _Slots:
         width = real.shape[1]
         self._room(layers, columns)
         where = torch.tensor(slots, device=self.device)
-        for keys, values, (k, v) in zip(self.keys, self.values, layers):
+        for keys, values, (k, v) in zip(self.keys, self.values, layers, strict=True):
             keys[where, :, :width], values[where, :, :width] = k, v
         self.mask[where] = 0
         self.mask[where, :width] = real
         self.columns[where], self.tokens[where], self.live[where] = width, first, 1
         self.positions[where] = torch.tensor(lengths, device=self.device)
-        for slot, row in zip(slots, rows):
+        for slot, row in zip(slots, rows, strict=True):
             self.row_of[slot], self.at[slot] = row, width
 
     def leave(self, rows: list[int]) -> None:
@@ -150,7 +150,7 @@ class _Slots:
             self.tokens = self.tokens.clone()
             self.tokens[where] = pick(logits[where], [self.row_of[s] for s in busy])
         self.columns, self.positions = self.columns + self.live, self.positions + self.live
-        self.at = [at + (row is not None) for at, row in zip(self.at, self.row_of)]
+        self.at = [at + (row is not None) for at, row in zip(self.at, self.row_of, strict=True)]
         return self.tokens
 
 
@@ -176,7 +176,7 @@ class _Ledger:
         values = torch.cat([tokens for _, tokens in self.pending]).tolist()
         rows = [row for entry, _ in self.pending for row in entry]
         self.pending, ended, read = [], [], {}
-        for row, token in zip(rows, values):
+        for row, token in zip(rows, values, strict=True):
             if row is None or self.ended[row]:
                 continue
             answer = self.tokens[row]

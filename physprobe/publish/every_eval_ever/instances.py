@@ -80,7 +80,10 @@ class Reader:
             draws = line.get("draws_generated")
             answers = [(line["generated"], line["prediction"], None)]
             if draws:
-                answers = [(text, prediction, k) for k, (text, prediction) in enumerate(zip(draws, line["draws_prediction"]))]
+                answers = [
+                    (text, prediction, k)
+                    for k, (text, prediction) in enumerate(zip(draws, line["draws_prediction"], strict=True))
+                ]
             for generated, prediction, draw in answers:
                 found = self.line(line, generated, prediction, draw)
                 if found is not None:

@@ -29,7 +29,7 @@ from physprobe.report.tables import Column, PaperTables, Row, Table, paper_table
 def printed_cells(benchmark: str, table_id: str, index: int) -> list[tuple[str, str | None]]:
     """A row's cells as printed, by column name."""
     table = paper_tables(benchmark).table(table_id)
-    return list(zip([c.name for c in table.columns], table.rows[index].cells))
+    return list(zip([c.name for c in table.columns], table.rows[index].cells, strict=True))
 
 
 def rows() -> list[tuple[str, PaperTables, Table, int, Row]]:
@@ -43,7 +43,7 @@ def record(benchmark: str, paper: PaperTables, table: Table, index: int, row: Ro
     model_id = row.model
     details = {"paper": paper.paper, "table_id": table.id, "table_title": table.title, "row": row.model, "row_index": str(index),
                "row_kind": row.kind, "scale": table.scale, "digits": str(table.digits),
-               "printed_cells": json.dumps(dict(zip([c.name for c in table.columns], row.cells)), ensure_ascii=False),
+               "printed_cells": json.dumps(dict(zip([c.name for c in table.columns], row.cells, strict=True)), ensure_ascii=False),
                "transcribed_in": f"physprobe/dataset_scripts/{benchmark}/paper_tables.yaml"}  # fmt: skip
     for key, value in (
         ("table", table.source),
@@ -65,7 +65,7 @@ def record(benchmark: str, paper: PaperTables, table: Table, index: int, row: Ro
         "model_info": {"name": row.model, "id": model_id, "developer": developer,
                        "additional_details": {"deployment_type": UNKNOWN, "model_availability": UNKNOWN, "row_kind": row.kind}},
         "eval_library": {"name": UNKNOWN, "version": UNKNOWN, "additional_details": {"converted_by": f"physprobe {converter}"}},
-        "evaluation_results": [result for column, cell in zip(table.columns, row.cells)
+        "evaluation_results": [result for column, cell in zip(table.columns, row.cells, strict=True)
                                for result in results(benchmark, paper, table, column, cell)],
     }  # fmt: skip
 

@@ -47,9 +47,10 @@ T = TypeVar("T")
 def cache_root() -> Path:
     """The folder physprobe caches converted models in.
 
-    >>> import os; os.environ["PHYSPROBE_CACHE"] = "/tmp/pp"; cache_root().as_posix()
+    >>> import os; before = os.environ.get("PHYSPROBE_CACHE"); os.environ["PHYSPROBE_CACHE"] = "/tmp/pp"
+    >>> cache_root().as_posix()
     '/tmp/pp'
-    >>> del os.environ["PHYSPROBE_CACHE"]
+    >>> _ = os.environ.pop("PHYSPROBE_CACHE") if before is None else os.environ.update(PHYSPROBE_CACHE=before)
     """
     if os.environ.get("PHYSPROBE_CACHE"):
         return Path(os.environ["PHYSPROBE_CACHE"]).expanduser()

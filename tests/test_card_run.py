@@ -24,7 +24,7 @@ from physprobe.errors import ProtocolError
 from physprobe.protocols import requests
 from physprobe.report import paper_tables
 from physprobe.run import card_run
-from physprobe.util import progress
+from physprobe.util import progress, progress_lines
 
 from .conftest import REPO
 from .run_folders import cached
@@ -214,7 +214,7 @@ def test_a_cards_time_left_stays_within_half_of_the_time_truly_left(monkeypatch)
     pace of all the work so far (0.50 to 1.67 times it: NEWTON's long answers after short prompts set the pace of
     Text2Afford's short ones after long prompts)."""
     now, told = [0.0], []
-    monkeypatch.setattr(progress, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(progress_lines, "time", SimpleNamespace(monotonic=lambda: now[0]))
     specs = [SimpleNamespace(benchmark=name) for name, *_ in QUICK_START]
     plan = {name: (request, sizes, pace, cached) for name, request, sizes, pace, cached in QUICK_START}
 

@@ -285,7 +285,7 @@ def test_a_report_of_two_real_runs_holds_the_differences(tiny_runs, compared):
         assert re.search(r"not tested: (\d+ figures? with identical answers|\d+ on fewer than 6 object sets)", text)
     assert (compared / "figures" / "prost-differences.png").exists() == bool(tested)
     html = (compared / "report.html").read_text()
-    assert "<h3>Differences</h3>" in html
+    assert re.search(r'<h3 id="[^"]+">Differences<a class="top" href="#[^"]+"', html)  # its anchor and the way back up
 
 
 @pytest.mark.slow

@@ -105,8 +105,9 @@ def test_a_fifth_benchmark_is_its_own_files_and_one_line(toy, tmp_path):
     assert main(["report", str(run), "--out", str(report)]) == 0
     text = (report / "report.md").read_text()
     assert "## Heavier" in text and f"{100 * accuracy:.1f} (" in text and "n=6" in text
-    card = text.split("## Card")[1].split("## ")[0]  # the report opens with the card's row the guide declares
-    assert f"| accuracy (%), physprobe's Accuracy on the pairs | {100 * accuracy:.1f} n=6 |" in card
+    card = text.split("\n## Card")[1].split("\n## ")[0]  # the report opens with the card's row the guide declares
+    # the value and its n, then the footnote mark of what the run can detect
+    assert f"| accuracy (%), physprobe's Accuracy on the pairs | {100 * accuracy:.1f} n=6¹ |" in card
 
 
 def test_a_protocol_is_two_edits_to_its_evaluation(toy, tmp_path, capsys):

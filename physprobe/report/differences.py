@@ -23,7 +23,7 @@ JSON = "differences.json"
 HEADER = ["Figure", "A (reference)", "B", "B − A", "95% interval", "Detectable", "p", "p (Holm)", "Test", "Questions (units)"]
 EXPLAINED = (
     "Each run (B) against the reference run (A) on the questions both answered, matched by config, row and the row's "
-    "content hash, on the card's scale (PROST and NEWTON in points, the others 0–1). The questions of a benchmark share "
+    "content hash, on the card's scale (points where the card prints a figure in %, else 0–1). The questions of a benchmark share "
     "units (its objects, object pairs or sentences, named per benchmark): the paired bootstrap draws whole units, the "
     "same draws for both runs, and recomputes each figure by its metric wiring (a macro figure's interval is the "
     "macro's); the 95% interval is printed to the decimals its units resolve. A figure is tested only where at least "

@@ -57,7 +57,15 @@ def _torch_threads() -> int | None:
 
 
 def _running_threads() -> frozenset:
-    return frozenset(t for t in threading.enumerate() if t.is_alive() and not t.daemon and t is not threading.main_thread())
+    # concurrent.futures' idle pool workers (gradio's and anyio's executors keep theirs for the process) are exempt
+    return frozenset(
+        t
+        for t in threading.enumerate()
+        if t.is_alive()
+        and not t.daemon
+        and t is not threading.main_thread()
+        and not t.name.startswith(("ThreadPoolExecutor", "AnyIO worker"))
+    )
 
 
 def snapshot() -> Snapshot:

@@ -6,6 +6,7 @@ left ignored is passed on through exec, and a child told to stop with Ctrl-C the
 
 from __future__ import annotations
 
+import concurrent.futures.thread
 import os
 import signal
 import sys
@@ -57,14 +58,16 @@ def _torch_threads() -> int | None:
 
 
 def _running_threads() -> frozenset:
-    # concurrent.futures' idle pool workers (gradio's and anyio's executors keep theirs for the process) are exempt
+    # idle pool workers are exempt: concurrent.futures' (gradio's executors, asyncio's default executor of playwright's
+    # loop, named asyncio_N) and AnyIO's keep theirs for the process
     return frozenset(
         t
         for t in threading.enumerate()
         if t.is_alive()
         and not t.daemon
         and t is not threading.main_thread()
-        and not t.name.startswith(("ThreadPoolExecutor", "AnyIO worker"))
+        and getattr(t, "_target", None) is not concurrent.futures.thread._worker
+        and not t.name.startswith("AnyIO worker")
     )
 
 

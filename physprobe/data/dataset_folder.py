@@ -174,7 +174,7 @@ def readable_everywhere(table: pa.Table, where: str) -> None:
     Traceback (most recent call last):
     physprobe.errors.DataError: demo/default: column 'a' is a fixed-size list holding 1 null, which pyarrow before 26 ...
     """
-    for name, column in zip(table.column_names, table.columns):
+    for name, column in zip(table.column_names, table.columns, strict=True):
         if pa.types.is_fixed_size_list(column.type) and column.null_count:
             raise DataError(f"{where}: column {name!r} is a fixed-size list holding {column.null_count} null, which pyarrow "
                             "before 26 cannot read back; declare it datasets.List(...) without length (a null then reads "

@@ -60,7 +60,7 @@ class DataSource:
         else:
             try:
                 dataset = datasets.load_dataset(self.path, config, split="test", revision=self.revision)
-            except Exception as error:  # network and file errors of every library below datasets
+            except Exception as error:  # noqa: BLE001 - network and file errors of every library below datasets
                 raise DataSourceError(
                     f"cannot read config {config!r} of {self.where()}: {type(error).__name__}: {error}"
                 ) from None
@@ -126,7 +126,7 @@ def local(data_dir: str | os.PathLike, benchmark: str) -> DataSource:
         names = get_dataset_config_names(str(folder))
     except ImportError:  # a missing package is the cli's "pip install" line, not a damaged card
         raise
-    except Exception as error:  # a damaged card: YAML, metadata or data-file errors of any kind
+    except Exception as error:  # noqa: BLE001 - a damaged card: YAML, metadata or data-file errors of any kind
         reason = " ".join(str(error).split())[:200] or type(error).__name__
         raise DataSourceError(f"{folder / 'README.md'}: the card's configs cannot be read ({reason}); "
                               f"rebuild it with `physprobe build {benchmark} --out {data_dir}`") from None  # fmt: skip
@@ -154,7 +154,7 @@ def hub(benchmark: str, repo_id: str | None = None, revision: str | None = None)
         raise DataSourceError(
             f"there is no dataset {repo_id} on the Hub (or it is private); check --dataset-repo, or {build_hint}"
         ) from None
-    except Exception as error:  # connection refused, DNS, timeouts, offline mode: the Hub is out of reach
+    except Exception as error:  # noqa: BLE001 - connection refused, DNS, timeouts, offline mode: the Hub is out of reach
         from huggingface_hub import constants
 
         raise DataSourceError(f"cannot reach the Hugging Face Hub ({constants.ENDPOINT}) for dataset {repo_id} "

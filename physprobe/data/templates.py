@@ -145,6 +145,6 @@ def expand(template: Template, lexicons: Mapping[str, Sequence[str]], *, remove_
     for values in itertools.product(*choices):
         if remove_duplicates and len(set(values)) != len(values):
             continue
-        meta = dict(zip(names, values))
+        meta = dict(zip(names, values, strict=True))
         expansions.append(Expansion(fill(template, meta), meta))
     return expansions

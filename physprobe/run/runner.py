@@ -13,6 +13,7 @@ with the texts each row made the model read, and says in one line each which con
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 import time
@@ -305,8 +306,9 @@ def run(spec: RunSpec, make_backend: Callable[[RunSpec], Backend] | None = None)
 
 def _scored_run(this: Scoring, spec: RunSpec, ranks: parallel.Ranks, started_at: float, started: float) -> RunRecord:
     """Every config of ``spec`` scored into the run folder, held locked meanwhile (a second run into it fails, naming
-    this one); rank 0 writes the results."""
-    with FolderLock(spec.folder, run_folder.lock_name(ranks.rank)):
+    this one): by ``run_folder.claimed`` in one process or in the launcher of data-parallel ranks, each rank but 0
+    holding its own cache's lock too; rank 0 writes the results."""
+    with FolderLock(spec.folder, run_folder.lock_name(ranks.rank)) if not ranks.main else contextlib.nullcontext():
         cache = Cache(run_folder.cache_file(spec.folder, ranks.rank))
         scored = {config: this.score(config, cache) for config in spec.configs}
         metrics = {config: s.figures.metrics for config, s in scored.items()}

@@ -360,3 +360,23 @@ def test_a_model_folder_replaced_while_it_loads_is_refused_and_nothing_is_cached
     assert main(args) == 0
     info = json.loads((out / "run.json").read_text())
     assert info["scored_now"] == 8 and info["backend"]["model_revision"] == provenance.folder_hash(folder)
+
+
+def test_a_model_folder_replaced_as_its_tokenizer_is_read_is_refused_before_any_weight_loads(
+    prost_build, tmp_path, monkeypatch, no_weights, capsys
+):
+    """The tokenizer builds the cache keys (a fully cached run reads nothing else of the model): one read from a folder
+    replaced since its revision was hashed is refused in one line too, before any weight loads."""
+    folder = tiny_models.causal_lm(tmp_path / "gpt", TEXTS, seed=1)
+    original = hf_model.load_tokenizer
+
+    def replaced_first(facts):
+        with contextlib.redirect_stderr(io.StringIO()):
+            tiny_models.causal_lm(folder, TEXTS, seed=2)
+        return original(facts)
+
+    monkeypatch.setattr(hf_model, "load_tokenizer", replaced_first)
+    capsys.readouterr()
+    err = one_line_error(capsys, ["score", "--model", str(folder), "--benchmark", "prost", "--config", "mass", "--limit", "8",
+                                  "--data", str(prost_build.parent), "--out", str(tmp_path / "run")])  # fmt: skip
+    assert err == f"physprobe: error: --model {folder}: the model folder changed while it was loaded; run again", err

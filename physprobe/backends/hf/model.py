@@ -204,10 +204,11 @@ def load(facts: ModelFacts, tokenizer=None) -> Loaded:
 
 
 def unchanged_since_described(facts: ModelFacts) -> None:
-    """Refuse a local model folder whose content hash, read again once its weights and tokenizer are in memory, is no
-    longer the revision read before they loaded: the answers and the recorded revision then come from the same files
-    (a folder replaced in between would give one model's answers under the other's revision, and cache them so). The
-    digests of unchanged files are cached (``provenance.file_digests``), so the second reading costs a ``stat`` a file."""
+    """Refuse a local model folder whose content hash, read again once its tokenizer (``HFBackend.describe``) or its
+    weights (``load``) are in memory, is no longer the revision read before: the answers and the recorded revision
+    then come from the same files (a folder replaced in between would give one model's answers under the other's
+    revision, and cache them so). The digests of unchanged files are cached (``provenance.file_digests``), so each
+    reading again costs a ``stat`` a file."""
     now = provenance.model_revision(
         facts.name, True, facts.kwargs.get("revision"), facts.kwargs.get("gguf_file"), facts.kwargs.get("subfolder")
     )

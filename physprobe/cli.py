@@ -14,6 +14,7 @@ physprobe report runs/roberta-prost runs/gpt2-prost --out report
 physprobe export lm-eval --out lm_eval_tasks [--data data]
 physprobe export every-eval-ever runs/SmolLM2-135M-Instruct.Q4_1 --papers --out every_eval_ever
 physprobe publish --runs runs/my-model --runs-repo my-runs --org ME --push
+physprobe cache list
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from physprobe.commands import export, protocols
+import physprobe
+from physprobe.commands import cache, export, protocols
 from physprobe.exit_status import handled
 from physprobe.protocols import METHODS
 from physprobe.util import collector, progress
@@ -182,7 +184,13 @@ def _publish(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The argument parser of the ``physprobe`` command."""
-    top = argparse.ArgumentParser(prog="physprobe", description=__doc__.splitlines()[0])
+    top = argparse.ArgumentParser(
+        prog="physprobe",
+        description=physprobe.__doc__,
+        epilog="examples:\n" + "\n".join(f"  {line}" for line in __doc__.splitlines()[2:] if line),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    top.add_argument("--version", action="version", version=f"physprobe {physprobe.__version__}")
     commands = top.add_subparsers(dest="command", required=True)
     build_cmd = commands.add_parser("build", help="build benchmarks into Hub-ready folders (Parquet + card)")
     build_cmd.add_argument("benchmark", choices=[*_benchmarks(), "all"])
@@ -210,6 +218,7 @@ def parser() -> argparse.ArgumentParser:
     export.add_arguments(
         commands.add_parser("export", help="write physprobe's benchmarks, runs or the papers' tables in another tool's format")
     )
+    cache.add_arguments(commands.add_parser("cache", help="list or clear what physprobe keeps in its cache folder"))
     from physprobe import publish  # its options only: nothing heavy is imported before it runs
 
     publish_cmd = commands.add_parser("publish", help="publish the benchmarks, metric Spaces or score runs to the Hub")
@@ -274,7 +283,7 @@ def _scored_arguments(score_cmd: argparse.ArgumentParser) -> None:
     score_cmd.add_argument(
         "--config", dest="configs", type=_comma_list, help="comma-separated configs (default: those of the paper's tables)"
     )
-    score_cmd.add_argument("--method", choices=METHODS, help="default: the protocol's (see `physprobe protocols`)")
+    score_cmd.add_argument("--method", choices=METHODS, help="default: the protocol's (see: physprobe protocols)")
     score_cmd.add_argument("--protocol", help="a protocol of the benchmark (default: the paper's for the model's family)")
 
 

@@ -81,7 +81,7 @@ def test_a_runs_repository_holds_each_finished_run_and_the_report(runs, tmp_path
 
 def test_a_config_name_is_letters_digits_and_dashes_and_nothing_finished_is_one_line(runs, tmp_path):
     assert runs_repo.config_name("../x y", "prost") == "prost-x-y"
-    with pytest.raises(Exception, match="none of the 1 folder given is a finished physprobe run"):
+    with pytest.raises(Exception, match="the folder given is not a finished physprobe run"):
         runs_repo.write([runs[-1]], tmp_path / "hub", "my-runs")
     assert not (tmp_path / "hub" / "my-runs").exists()
 

@@ -17,6 +17,23 @@ from physprobe.errors import SourceError
 from physprobe.util.paths import file_sha256
 
 SOURCE_DIR_ENV = "PHYSPROBE_SOURCE_DIR"
+CHECKOUT_MIRROR = "../shared/data/upstream"  # where the project's checkouts keep the mirror, beside the clone
+
+
+def build_command(benchmark: str, out: str | os.PathLike) -> str:
+    """The ``physprobe build`` line a hint names, one that works offline: it reads ``$PHYSPROBE_SOURCE_DIR`` where that
+    is set, else names ``--source-dir`` (the checkout's mirror where it is there, else a placeholder to fill in).
+
+    >>> before = os.environ.get(SOURCE_DIR_ENV); os.environ[SOURCE_DIR_ENV] = "/mirror"
+    >>> build_command("prost", "data")
+    'physprobe build prost --out data'
+    >>> _ = os.environ.pop(SOURCE_DIR_ENV) if before is None else os.environ.update({SOURCE_DIR_ENV: before})
+    """
+    if os.environ.get(SOURCE_DIR_ENV):
+        return f"physprobe build {benchmark} --out {out}"
+    if Path(CHECKOUT_MIRROR).is_dir():
+        return f"physprobe build {benchmark} --out {out} --source-dir {CHECKOUT_MIRROR}"
+    return f"physprobe build {benchmark} --out {out} --source-dir MIRROR (MIRROR: a local copy of the pinned upstream files)"
 
 
 @dataclass(frozen=True)

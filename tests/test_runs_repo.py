@@ -90,7 +90,7 @@ def test_upload_publishes_the_runs_repository_and_only_it(runs, tmp_path, monkey
     monkeypatch.setattr(hub_calls, "RETRY_DELAYS", (0.0, 0.0, 0.0))
     out = tmp_path / "hub"
     assert upload.main(["--runs", *map(str, runs), "--runs-repo", "my-runs", "--out", str(out)]) == 0  # dry run
-    assert "dry run: 1 repo folders" in capsys.readouterr().out and sorted(p.name for p in out.iterdir()) == ["runs"]
+    assert "dry run: 1 repository from" in capsys.readouterr().out and sorted(p.name for p in out.iterdir()) == ["runs"]
     monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
     with FakeHub() as hub:
         code = upload.main(["--runs", *map(str, runs), "--runs-repo", "my-runs", "--out", str(out), "--push", "--org", "me"],

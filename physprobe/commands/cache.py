@@ -32,6 +32,7 @@ from physprobe.errors import PhysprobeError
 from physprobe.util import provenance
 from physprobe.util.cache_folder import DIGESTS, GGUF, cache_root
 from physprobe.util.paths import atomic_file
+from physprobe.util.sizes import human_size
 
 
 def add_arguments(command: argparse.ArgumentParser) -> None:
@@ -41,19 +42,6 @@ def add_arguments(command: argparse.ArgumentParser) -> None:
     clear = actions.add_parser("clear", help="remove what physprobe keeps: all of it, or one model's (--model)")
     clear.add_argument("--model", help="a GGUF file, a folder holding GGUF files, or a Hub id: its conversions and digests")
     clear.set_defaults(run=_clear)
-
-
-def human_size(size: int) -> str:
-    """A byte count as people read it (decimal units).
-
-    >>> human_size(0), human_size(1234), human_size(1_600_000_000)
-    ('0 B', '1.2 kB', '1.6 GB')
-    """
-    for unit in ("B", "kB", "MB", "GB"):
-        if size < 1000 or unit == "GB":
-            return f"{size} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1000
-    raise AssertionError("unreachable")
 
 
 def disk_size(path: Path) -> int:

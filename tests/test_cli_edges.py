@@ -33,13 +33,14 @@ def test_help_is_plain_text():
 def test_the_build_hint_works_offline(tmp_path, monkeypatch):
     monkeypatch.delenv("PHYSPROBE_SOURCE_DIR", raising=False)
     monkeypatch.chdir(tmp_path)  # no mirror beside: the hint names the option to fill in
-    assert sources.build_command("prost", "data") == (
-        "physprobe build prost --out data --source-dir MIRROR (MIRROR: a local copy of the pinned upstream files)"
+    assert sources.build_command("prost", "data") == "physprobe build prost --out data --source-dir MIRROR"
+    assert sources.build_hint("prost", "data") == (
+        "`physprobe build prost --out data --source-dir MIRROR` (MIRROR: a local copy of the pinned upstream files)"
     )
     (tmp_path / "clone").mkdir()
     (tmp_path / "shared" / "data" / "upstream").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "clone")  # a checkout beside ../shared, as the README's commands run
-    assert sources.build_command("prost", "data") == "physprobe build prost --out data --source-dir ../shared/data/upstream"
+    assert sources.build_hint("prost", "data") == "`physprobe build prost --out data --source-dir ../shared/data/upstream`"
     monkeypatch.setenv("PHYSPROBE_SOURCE_DIR", str(tmp_path / "mirror"))  # the build reads the variable itself
     assert sources.build_command("prost", "data") == "physprobe build prost --out data"
     with pytest.raises(DataSourceError, match=re.escape(f"run `physprobe build prost --out {tmp_path / 'nothing'}` first")):

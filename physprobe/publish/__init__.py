@@ -132,10 +132,10 @@ def export_and_push(args: argparse.Namespace, api=None) -> int:
     refused = bool(problems) and not args.allow_unknown_license
     if args.push and refused:
         raise PublishError(problems[0])
+    for problem in problems if not refused else []:
+        print(f"note: {problem}")
     if not args.push:
         return _dry_run(repos, args.org, out, problems if refused else [])
-    for problem in problems:
-        print(f"note: {problem}")
     if api is None:
         from huggingface_hub import HfApi
 

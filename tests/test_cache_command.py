@@ -71,6 +71,8 @@ def test_clearing_a_model_with_nothing_cached_is_one_line(cache, capsys):
     assert capsys.readouterr().err == (
         "physprobe: error: --model nobody/nothing: physprobe keeps nothing of it (physprobe cache list shows what it keeps)\n"
     )
+    assert main(["cache", "clear", "--model", ""]) == 2  # never the current folder's GGUF files
+    assert capsys.readouterr().err.startswith("physprobe: error: --model is empty; give a GGUF file")
     assert len(list((cache["root"] / "gguf").iterdir())) == 2
 
 

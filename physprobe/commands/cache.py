@@ -152,6 +152,8 @@ def _model_digests(model: str) -> tuple[set[str], Path | None]:
 
 def clear_model(model: str) -> list[str]:
     """Remove ``model``'s GGUF conversions and its files' digests; what was removed, one line each."""
+    if not model.strip():
+        raise PhysprobeError("--model is empty; give a GGUF file, a folder holding GGUF files, or a Hub id")
     digests, local = _model_digests(model)
     removed = []
     for conversion in conversions():

@@ -15,6 +15,7 @@ import torch
 from physprobe.backends.base import BackendError
 from physprobe.backends.hf import model as hf_model
 from physprobe.cli import main
+from physprobe.data.sources import build_hint
 from physprobe.protocols import model_options
 from physprobe.record import spec
 from physprobe.run import runner
@@ -269,7 +270,8 @@ def test_unreachable_hub_is_one_line_with_the_local_way(models, prost_build, tmp
     assert result.stderr.startswith(
         f"physprobe: error: cannot reach the Hugging Face Hub ({endpoint}) for dataset physprobe/prost"
     )
-    assert result.stderr.strip().endswith("build it locally with `physprobe build prost --out data` and pass --data data")
+    hint = build_hint("prost", "data")  # its three forms: tests/test_cli_edges.py
+    assert result.stderr.strip().endswith(f"build it locally with {hint} and pass --data data")
     args = ["--model", "nobody/no-model", "--benchmark", "prost", "--data", str(prost_build.parent)]
     result = score_cli(args, endpoint, tmp_path / "hf")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr

@@ -74,7 +74,7 @@ def read(metrics, kinds: dict[str, Kind], where: str, path: str = "") -> dict[st
             if isinstance(value, dict):
                 walk(value, field, kind, n)
             elif value is not None:
-                found[field] = _figure(where, field, value, kind, n)
+                found[field] = _figure(f"{where}: {field}", value, kind, n)
         for part in PARTS_OF_N:  # questions among the n scored
             value = tree.get(part)
             if _finite(total) and _finite(value) and value > total:
@@ -85,18 +85,19 @@ def read(metrics, kinds: dict[str, Kind], where: str, path: str = "") -> dict[st
     return found
 
 
-def _figure(where: str, field: str, value, kind: Kind | None, n: int | None) -> Figure:
-    """The figure ``field`` of ``value`` and ``kind``; one ``RunRecordError`` line where it cannot be one."""
+def _figure(at: str, value, kind: Kind | None, n: int | None) -> Figure:
+    """The figure of ``value`` and ``kind`` found ``at`` (the file and the field); one ``RunRecordError`` line where it
+    cannot be one."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise RunRecordError(f"{where}: {field} is {value!r}, not a number; score the run again")
+        raise RunRecordError(f"{at} is {value!r}, not a number; score the run again")
     if not _finite(value):
-        raise RunRecordError(f"{where}: {field} is {value}, not a finite number; score the run again")
+        raise RunRecordError(f"{at} is {value}, not a finite number; score the run again")
     if kind is None:
-        raise RunRecordError(f"{where}: {field} is {value!r}, a figure of no kind the benchmark declares "
+        raise RunRecordError(f"{at} is {value!r}, a figure of no kind the benchmark declares "
                              "(Evaluation.figures); score the run again")  # fmt: skip
     fault = kind.fault(value)
     if fault:
-        raise RunRecordError(f"{where}: {field} is {value}, {fault}; score the run again")
+        raise RunRecordError(f"{at} is {value}, {fault}; score the run again")
     return Figure(value, kind, n)
 
 

@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from physprobe.backends.base import Settings
+from physprobe.data import registry
 from physprobe.data.hub_data import DataSource
 from physprobe.record import run_folder, run_record
 from physprobe.record.run_record import Bootstrap, ChatRecord, RunRecord, Timings
@@ -30,7 +31,7 @@ def record(benchmark: str, method: str, metrics: dict, protocol: str = "some-pro
     base = RunRecord(spec=spec, protocol_source="a test", backend={"name": "hf", "gguf_file": None}, chat=ChatRecord(False),
                      config_revisions={c: "sha256:0" for c in configs}, scored_now=0, versions={"physprobe": "0.1.0"},
                      started="2026-11-25T00:00:00Z", timings=Timings(0.0, {}, 0.0), bootstrap=Bootstrap(0, 1234, {}),
-                     headline={}, metrics=metrics)  # fmt: skip
+                     headline={}, metrics=metrics, figure_kinds=registry.evaluation(benchmark).figure_kinds())  # fmt: skip
     return dataclasses.replace(base, **{k: v for k, v in fields.items() if k not in SPEC_FIELDS})
 
 

@@ -39,3 +39,15 @@ def test_a_run_folder_as_written_is_valid_and_a_broken_one_is_not(tmp_path):
             validators["run.schema.json"].validate(broken)
     with pytest.raises(jsonschema.ValidationError):
         validators["metrics.schema.json"].validate({"mass": {"accuracy": "0.5"}})
+
+
+def test_the_metrics_schema_holds_each_figure_to_its_declared_kind():
+    """Made from the benchmarks' figure kinds: a fraction within 0-1, PROST's signed gaps within -1..1, counts whole."""
+    metrics = _validators()["metrics.schema.json"]
+    metrics.validate(
+        {"default": {"n": 4, "accuracy": 0.5, "inverse_gap_by_group": {"mass": -0.5}, "by_group": {"mass": {"map": 1}}}}
+    )
+    for broken in ({"default": {"accuracy": 1.5}}, {"default": {"by_group": {"mass": {"accuracy": -0.1}}}},
+                   {"default": {"inverse_gap_by_group": {"mass": -1.5}}}, {"default": {"n": 2.5}}, {"default": {"f1": 0.5}}):  # fmt: skip
+        with pytest.raises(jsonschema.ValidationError):
+            metrics.validate(broken)

@@ -551,8 +551,8 @@ def test_a_glob_of_run_folders_reports_the_finished_runs_and_lists_the_rest(tmp_
     ]
     assert any(str(runs / "unfinished") in line and "run.json is missing" in line for line in lines)
     assert any(
-        f"old/run.json: schema_version is 2: the folder was written by an earlier physprobe, which this one (schema 3) "
-        f"does not read; score the run again into it (`physprobe score ... --out {runs / 'old'}`)" in line
+        f"old/run.json: schema_version is 2: the folder was written by an earlier physprobe, which this one (schema 4, "
+        f"reading 3 and later) does not read; score the run again into it (`physprobe score ... --out {runs / 'old'}`)" in line
         for line in lines
     )
     assert any("notes.txt is not a folder" in line for line in lines)

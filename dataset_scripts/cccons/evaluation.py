@@ -17,7 +17,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from physprobe.generators import cccons
-from physprobe.protocols import Evaluation, Protocol, decided, first_mentioned, load_metric, scored_as_wrong, several_mentioned
+from physprobe.protocols import (
+    Evaluation,
+    Kind,
+    Protocol,
+    decided,
+    first_mentioned,
+    load_metric,
+    scored_as_wrong,
+    several_mentioned,
+)
 from physprobe.protocols.decoding import Decoding, Released
 from physprobe.protocols.requests import Choice, Generate, Masked, Seq2Seq
 from physprobe.protocols.units import Unit
@@ -106,6 +115,7 @@ OBJECT_PAIR = Unit(
 EVALUATION = Evaluation(
     benchmark="cccons",
     unit=OBJECT_PAIR,
+    figures={"accuracy": Kind.FRACTION},  # probe_accuracy's accuracy, overall and per difficulty (Tables 2-3)
     # Table 2: Ordinary, CCommon, NoCon (both no-context files pooled); Table 3: the four split files.
     configs=(
         "ordinary",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from physprobe.protocols import Evaluation, Protocol, decided, first_mentioned, load_metric, several_mentioned
+from physprobe.protocols import Evaluation, Kind, Protocol, decided, first_mentioned, load_metric, several_mentioned
 from physprobe.protocols.decoding import Decoding, Released
 from physprobe.protocols.requests import Choice, Generate, Seq2Seq
 from physprobe.protocols.units import Unit
@@ -321,6 +321,13 @@ OBJECT_SET = Unit(
 EVALUATION = Evaluation(
     benchmark="newton",
     unit=OBJECT_SET,
+    # agreement_accuracy's figures, overall and per group, polarity and position; Track 1's means over attributes
+    figures={
+        "accuracy": Kind.FRACTION,
+        "agreement_accuracy": Kind.FRACTION,
+        "accuracy_macro": Kind.FRACTION,
+        "agreement_accuracy_macro": Kind.FRACTION,
+    },  # fmt: skip
     headline=("agreement_accuracy", "accuracy"),
     configs=("track1", "track2_boolean", "track2_mc", "track3"),
     pooled={"track2": ("track2_boolean", "track2_mc")},  # Table 5 Combined: both kinds of question together

@@ -18,7 +18,7 @@ import re
 import string
 
 from physprobe.generators.prost import superlative_pair
-from physprobe.protocols import Evaluation, Protocol, decided, load_metric, scored_as_wrong
+from physprobe.protocols import Evaluation, Kind, Protocol, decided, load_metric, scored_as_wrong
 from physprobe.protocols.decoding import Decoding, Released
 from physprobe.protocols.requests import Choice, Generate, Masked, MeanTokens, Seq2Seq
 from physprobe.protocols.units import Unit
@@ -233,6 +233,17 @@ CONCEPT_OBJECTS = Unit(
 EVALUATION = Evaluation(
     benchmark="prost",
     unit=CONCEPT_OBJECTS,
+    # probe_accuracy's figures: Table 5's accuracies (overall, per template, concept and position, macro), Table 7's
+    # gaps |accuracy - inverted accuracy| per pair, per concept (``inverse_gap_by_group``: a gap per concept) and macro.
+    figures={
+        "accuracy": Kind.FRACTION,
+        "macro_accuracy": Kind.FRACTION,
+        "inverted_accuracy": Kind.FRACTION,
+        "gap": Kind.DIFFERENCE,
+        "inverse_gap": Kind.DIFFERENCE,
+        "inverse_gap_by_group": Kind.DIFFERENCE,
+        "macro_inverse_gap": Kind.DIFFERENCE,
+    },  # fmt: skip
     headline=("macro_accuracy",),
     configs=("default",),
     protocols=(

@@ -24,7 +24,7 @@ how equal scores count (``ties``: each protocol follows the released script it n
 from __future__ import annotations
 
 from physprobe.generators import text2afford
-from physprobe.protocols import Evaluation, Protocol, load_metric
+from physprobe.protocols import Evaluation, Kind, Protocol, load_metric
 from physprobe.protocols.decoding import Decoding, Released
 from physprobe.protocols.requests import Entailment, Masked, MaskedPair, YesNo
 from physprobe.protocols.units import Unit
@@ -206,6 +206,8 @@ SENTENCE = Unit(
 EVALUATION = Evaluation(
     benchmark="text2afford",
     unit=SENTENCE,
+    # affordance_rank's figures of each mode, overall and per class: accuracy and mAP (either reading of ties)
+    figures={"accuracy": Kind.FRACTION, "map": Kind.FRACTION, "map_pessimistic": Kind.FRACTION},
     headline=("pairwise.accuracy", "in_context_pairwise.accuracy"),
     skipped_reason=("no class pair to rank: the annotators agreed on no positive class (paper footnote 5) or on no negative one"),
     configs=("default",),

@@ -48,6 +48,7 @@ from typing import NamedTuple
 
 from physprobe.errors import ProtocolError
 from physprobe.protocols.decoding import GREEDY, Decoding, Released
+from physprobe.protocols.figures import Kind
 from physprobe.protocols.requests import (
     Choice,
     Entailment,
@@ -298,7 +299,7 @@ class Evaluation:
     spreads the rest (``physprobe.data.sampling``); None: the benchmark's figures have no such groups;
     ``skipped_reason``: why the metric wiring leaves some rows out of every figure, counted in ``skipped``
     (Text2Afford's rows with nothing to rank); ``unit``: the unit its questions share (``units.Unit``), which a
-    comparison of two runs resamples and swaps whole.
+    comparison of two runs resamples and swaps whole; ``figures``: the kind of each figure its wiring writes (by key).
     """
 
     benchmark: str
@@ -313,6 +314,11 @@ class Evaluation:
     groups: Callable[[dict, str], tuple[str, ...]] | None = None  # the breakdowns' groups a row counts in (--limit covers each)
     skipped_reason: str | None = None  # why the metric wiring leaves a row out of every figure (metrics.json ``skipped``)
     unit: Unit | None = None  # the unit its questions share, resampled whole by a comparison (None: each question alone)
+    figures: dict[str, Kind] = field(default_factory=dict)
+
+    def figure_kinds(self) -> dict[str, Kind]:
+        """The kind of every figure a run of the benchmark writes: its wiring's and the counts of every run."""
+        return {**RUN_FIGURES, **self.figures}
 
     def headline_of(self, metrics: dict) -> tuple[str, float] | None:
         """The headline figure of one config's ``metrics``: the first of ``headline`` it holds, as (key, value);
@@ -370,6 +376,7 @@ class Evaluation:
 # The counts a scored config's metrics hold beside its figures, never figures themselves (``decided``'s two; the
 # runner adds unparsed, fallback and excluded; Text2Afford's wiring skipped; ``drawn``: the answers sampled per question).
 COUNTS = ("n", "undecided", "unparsed", "fallback", "excluded", "skipped", "drawn")
+RUN_FIGURES = {**dict.fromkeys(COUNTS, Kind.COUNT), "agreement": Kind.FRACTION}  # agreement: of sampled answers
 
 
 def decided(rows: list[dict], predictions: list) -> tuple[dict, list[int]]:

@@ -1,24 +1,22 @@
 """``RunRecord``, what a ``physprobe score`` run folder holds, written and read through one schema: the record's own
-dataclasses, loaded by ``physprobe.util.typed_json`` and held to the few rules a type cannot say
-(``physprobe.record.record_schema``).
+pydantic dataclasses, whose fields hold their rules (``physprobe.record.fields``), and metrics.json's figures read by
+the kinds the benchmark declares (``physprobe.record.figures``).
 
 A run folder (``physprobe.record.run_folder``) holds::
 
     spec.json            the run as resolved before it scored (``physprobe.record.spec.RunSpec``)
     run.json             the record: schema_version, the spec, and what the run found of itself (backend, chat
-                         setting, data revisions, versions, timings, bootstrap, headline figures, baselines)
+                         setting, data revisions, versions, timings, bootstrap, headline figures, baselines) and the
+                         kind of each figure metrics.json may hold (``figure_kinds``)
     metrics.json         per config, the figures of the benchmark's metric wiring (and its counts)
-    predictions.parquet  per row: config, row, status, prediction (-1 undecided, -2 unparsed, -3 excluded),
-                         scores, reference, generated text and its token count, the texts the model read
-                         (prompts) with their token counts, and the row as read with its sha256 (``row_json``,
-                         ``row_sha256``: absent from folders written before them) (``physprobe.run.samples``)
+    predictions.parquet  per row a ``PredictionLine`` (``physprobe.record.predictions``)
 
 No text of spec.json or run.json holds a URL's credentials (``physprobe.util.redact.without_url_credentials``). ``write`` swaps the four
 in together (``paths.staged``, the cache and lock kept), so a kill never leaves files of
 two runs side by side; ``load`` returns the ``RunRecord`` and refuses, in one line naming the file and field,
 anything ``write`` would not have written: ``write`` checks the record with the same rules first, so ``physprobe
-score`` never writes what ``physprobe report`` refuses. A folder an earlier physprobe wrote (another schema version)
-is refused in one line naming the fix.
+score`` never writes what ``physprobe report`` refuses. A folder an earlier physprobe wrote is read through the
+migrations from its schema version (``physprobe.record.migrations``).
 """
 
 from __future__ import annotations
@@ -26,32 +24,39 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Literal
 
+from pydantic import AfterValidator, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic.dataclasses import dataclass
+from typing_extensions import Required, TypedDict
+
+from physprobe.data import registry
 from physprobe.errors import RunRecordError
-from physprobe.record import record_schema
+from physprobe.protocols.figures import Kind
+from physprobe.record import figures
+from physprobe.record import predictions as prediction_lines
+from physprobe.record.fields import RECORD, Count, OneLine, Seconds, Sha256, one_line
+from physprobe.record.migrations import SCHEMA_VERSION, migrated
 from physprobe.record.spec import RunSpec
-from physprobe.util import typed_json
 from physprobe.util.paths import Owner, staged, vouched
 from physprobe.util.redact import each_text, without_url_credentials
 
-SCHEMA_VERSION = 3  # 3: the run's spec embedded, statuses and distinct codes of predictions; 2: label, baselines, prompts
 SPEC_JSON, RUN_JSON, METRICS_JSON, PREDICTIONS = "spec.json", "run.json", "metrics.json", "predictions.parquet"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=RECORD)
 class ChatRecord:
     """The chat setting a run's prompts were read under: whether a template was applied, which (its name and
     sha256), and the system instruction (any text)."""
 
     applied: bool
-    template: str | None = None
-    template_sha256: str | None = None
+    template: OneLine | None = None
+    template_sha256: Sha256 | None = None
     system_instruction: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class DatasetRecord:
     """Where the rows came from: the Hub (``path`` a repo, ``revision`` its commit) or a local build
     (``path`` its folder), and each config's revision (the commit, or a hash of the config's files)."""
@@ -62,57 +67,89 @@ class DatasetRecord:
     revisions: dict[str, str]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=RECORD)
 class Timings:
-    load_model_s: float
-    configs_s: dict[str, float]
-    total_s: float
+    load_model_s: Seconds
+    configs_s: dict[str, Seconds]
+    total_s: Seconds
 
 
-@dataclass(frozen=True)
+def _ordered(interval: list[float]) -> list[float]:
+    if interval[0] > interval[1]:
+        raise ValueError("expected [low, high]")
+    return interval
+
+
+class Spread(TypedDict):
+    """The spread of one figure over the bootstrap's resamples: its standard error and 95% interval [low, high]."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+    stderr: Annotated[float, Field(ge=0)]
+    ci95: Annotated[list[float], Field(min_length=2, max_length=2), AfterValidator(_ordered)]
+
+
+@dataclass(frozen=True, config=RECORD)
 class Bootstrap:
-    """The seeded bootstrap behind each overall figure: per config and figure, ``stderr`` and ``ci95``."""
+    """The seeded bootstrap behind each overall figure: per config and figure, its ``Spread``."""
 
-    iterations: int
+    iterations: Count
     seed: int
-    figures: dict[str, dict[str, dict]]
+    figures: dict[str, dict[str, Spread]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=RECORD)
 class Baselines:
     """One config's figures for answers that read no question, on the rows the run scored
     (``physprobe.run.baselines``), and how alike the run's own answers were."""
 
-    majority_answer: int | None  # the commonest gold option; None: a 0/1 label per class, each class by its frequency
+    majority_answer: Count | None  # the commonest gold option; None: a 0/1 label per class, each class by its frequency
     majority: dict  # the metric wiring's figures (the config's whole set) when every row gets the majority answer
     constant: dict[str, dict]  # per constant answer ("0", "1", ...; "tied": every class the same score), its overall figures
     chance: dict[str, float]  # the overall figures of a uniform random answer (expected)
-    answered: int  # rows the run answered (decided and parsed)
-    commonest: int  # of them, the rows given the run's commonest answer
-    commonest_answer: int | None  # that answer, an option (None: a set or ranking of classes)
+    answered: Count  # rows the run answered (decided and parsed)
+    commonest: Count  # of them, the rows given the run's commonest answer
+    commonest_answer: Count | None  # that answer, an option (None: a set or ranking of classes)
+
+    @model_validator(mode="after")
+    def _commonest_of_answered(self) -> Baselines:
+        if self.commonest > self.answered:
+            raise ValueError(f"commonest ({self.commonest}) is more than answered ({self.answered})")
+        return self
 
 
-@dataclass(frozen=True)
+class BackendSection(TypedDict, total=False):
+    """A backend's own section of run.json (``Backend.info``): its ``name``, a GGUF file's name, a server's count of
+    HTTP requests, and whatever else the backend records of itself."""
+
+    __pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[misc]
+    name: Required[OneLine]
+    gguf_file: OneLine | None
+    requests_sent: Count
+
+
+@dataclass(frozen=True, config=RECORD)
 class RunRecord:
     """What a run folder holds: the run's ``spec`` and what the run found (run.json), the figures per config
-    (metrics.json). ``backend`` is the backend's own section: its ``name`` and what it records of itself
-    (``Backend.info``), never keys of the record's top level. ``scored_now``: the questions the model answered in
-    this invocation (0 for a run read whole from its resume cache)."""
+    (metrics.json) and the kind of each (``figure_kinds``, the benchmark's ``Evaluation.figure_kinds``). ``backend``
+    is the backend's own section: its ``name`` and what it records of itself (``Backend.info``), never keys of the
+    record's top level. ``scored_now``: the questions the model answered in this invocation (0 for a run read whole
+    from its resume cache)."""
 
     spec: RunSpec
     protocol_source: str
-    backend: dict
+    backend: BackendSection
     chat: ChatRecord | None
     config_revisions: dict[str, str]  # per config, the commit it was read at or a hash of its files
-    scored_now: int
+    scored_now: Count
     versions: dict[str, str | None]
-    started: str
+    started: OneLine
     timings: Timings
     bootstrap: Bootstrap
     headline: dict[str, tuple[str, float] | None]
     metrics: dict[str, dict]
+    figure_kinds: dict[str, Kind]
     baselines: dict[str, Baselines] = dataclasses.field(default_factory=dict)  # per config and pooled figure
-    schema_version: int = SCHEMA_VERSION
+    schema_version: Literal[SCHEMA_VERSION] = SCHEMA_VERSION
 
     model = property(lambda self: self.spec.model)
     benchmark = property(lambda self: self.spec.benchmark)
@@ -133,11 +170,23 @@ class RunRecord:
         data = self.spec.data
         return DatasetRecord("hub" if data.on_hub else "local", data.path, data.revision, dict(self.config_revisions))
 
+    def config_figures(self, config: str) -> dict[str, figures.Figure]:
+        """The figures of ``config`` by their dot paths, each with its kind and n (``physprobe.record.figures``)."""
+        return figures.read(self.metrics[config], self.figure_kinds, METRICS_JSON, config)
+
     def run_json(self) -> dict:
         """run.json's content: every field but the metrics, JSON-ready."""
-        data = typed_json.dump(self)
+        data = TypeAdapter(RunRecord).dump_python(self, mode="json")
         del data["metrics"]
         return data
+
+    def check_figures(self, where: str) -> None:
+        """One ``RunRecordError`` line naming ``where`` (metrics.json) for a figure out of its kind's range, in the
+        metrics or the baselines (``physprobe.record.figures.read``)."""
+        figures.read(self.metrics, self.figure_kinds, where)
+        for config, found in self.baselines.items():
+            for part in ("majority", "constant", "chance"):
+                figures.read(getattr(found, part), self.figure_kinds, where, f"baselines.{config}.{part}")
 
 
 SCHEMAS = {RUN_JSON: "run.schema.json", METRICS_JSON: "metrics.schema.json"}  # each file's JSON Schema, as published
@@ -145,47 +194,47 @@ SCHEMA_FOLDER = Path(__file__).parent / "schemas"  # where the package ships the
 
 
 def json_schemas() -> dict[str, dict]:
-    """The JSON Schema (draft 2020-12) of run.json and of metrics.json, by ``SCHEMAS``' names: run.json's read from the
-    record's own types (pydantic's reading of the dataclasses), without what is never written (the metrics, in their
-    file of their own; ``RunSpec.described``) and no field but the types'; metrics.json's, objects of numbers, nulls and
-    objects of them. ``physprobe/record/schemas/`` holds them (a test keeps them equal); ``physprobe publish`` puts
-    them beside the runs.
+    """The JSON Schema (draft 2020-12) of run.json and of metrics.json, by ``SCHEMAS``' names, both made from the
+    record's own types: run.json's from the record's dataclasses (pydantic's reading), without what is never written
+    (the metrics, in their file of their own; ``RunSpec.described``) and no field but the types'; metrics.json's from
+    the figure kinds every registered benchmark declares (``figures.metrics_schema``). ``physprobe/record/schemas/``
+    holds them (a test keeps them equal); ``physprobe publish`` puts them beside the runs.
 
     >>> schemas = json_schemas()
-    >>> schemas["run.schema.json"]["properties"]["schema_version"], sorted(schemas)
-    ({'const': 3}, ['metrics.schema.json', 'run.schema.json'])
+    >>> schemas["run.schema.json"]["properties"]["schema_version"]["const"], sorted(schemas)
+    (4, ['metrics.schema.json', 'run.schema.json'])
     """
-    from pydantic import TypeAdapter
-
     run = TypeAdapter(RunRecord).json_schema()
-    definitions = run["$defs"]
-    del run["properties"]["metrics"], definitions["RunSpec"]["properties"]["described"], definitions["Description"]
+    del run["properties"]["metrics"]
     run["required"].remove("metrics")
-    run["properties"]["schema_version"] = {"const": SCHEMA_VERSION}
-    for typed in (run, *definitions.values()):
-        typed["additionalProperties"] = False
-    figures = {
-        "type": "object",
-        "additionalProperties": {"anyOf": [{"type": "number"}, {"type": "null"}, {"$ref": "#/$defs/figures"}]},
-    }
-    metrics = {"title": "metrics.json", "type": "object", "additionalProperties": {"$ref": "#/$defs/figures"},
-               "$defs": {"figures": figures}}  # fmt: skip
+    for typed in (run, *run["$defs"].values()):
+        if typed.get("type") == "object":  # a backend's own section keeps what it records of itself
+            typed.setdefault("additionalProperties", False)
+    kinds: dict[str, Kind] = {}
+    for benchmark in registry.names():
+        for key, kind in registry.evaluation(benchmark).figure_kinds().items():
+            if kinds.setdefault(key, kind) is not kind:
+                raise RunRecordError(f"figure {key!r} is a {kind.value} in {benchmark} and a {kinds[key].value} elsewhere; "
+                                     "give one kind per figure key (Evaluation.figures)")  # fmt: skip
     dialect = {"$schema": "https://json-schema.org/draft/2020-12/schema"}
-    return {SCHEMAS[RUN_JSON]: {**dialect, **run, "title": "run.json"}, SCHEMAS[METRICS_JSON]: {**dialect, **metrics}}
+    return {SCHEMAS[RUN_JSON]: {**dialect, **run, "title": "run.json"},
+            SCHEMAS[METRICS_JSON]: {**dialect, **figures.metrics_schema(kinds)}}  # fmt: skip
 
 
 def write(folder: Path, run_owner: Owner, record: RunRecord, samples: list) -> None:
     """Check ``record`` as ``load`` would, then replace the run folder's results as one: spec.json, predictions.parquet
-    (a line per sample, ``physprobe.run.samples.Sample.line``), metrics.json and run.json (the cache and lock stay)."""
+    (a ``PredictionLine`` per sample, ``physprobe.run.samples.Sample.line``), metrics.json and run.json (the cache and
+    lock stay)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     # as written: no credential of a URL (--model-args base_url=http://user:password@...) in any text
     run_json = each_text(json.loads(json.dumps(record.run_json())), without_url_credentials)
     metrics = json.loads(json.dumps(record.metrics))
-    record_schema.check_metrics(metrics, f"the record of {folder / METRICS_JSON}")
-    record_schema.check(_parsed(run_json, metrics, f"the record of {folder / RUN_JSON}"), f"the record of {folder / RUN_JSON}")
-    table = pa.Table.from_pylist([sample.line() for sample in samples])
+    _parsed(run_json, metrics, f"the record of {folder / RUN_JSON}").check_figures(f"the record of {folder / METRICS_JSON}")
+    lines = [sample.line() for sample in samples]
+    prediction_lines.check(lines, f"the record of {folder / PREDICTIONS}")
+    table = pa.Table.from_pylist(lines)
     with staged(folder, run_owner, carry=True) as staging:
         pq.write_table(table, staging / PREDICTIONS)
         for name, data in ((SPEC_JSON, run_json["spec"]), (METRICS_JSON, metrics), (RUN_JSON, run_json)):
@@ -209,29 +258,24 @@ def load(folder: Path) -> RunRecord:
     info = _read_json(folder / RUN_JSON, folder)
     metrics = _read_json(folder / METRICS_JSON, folder)
     where = str(folder / RUN_JSON)
-    version = info.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise RunRecordError(f"{where}: schema_version is {version!r}: the folder was written by "
-                             f"{'an earlier' if isinstance(version, int) and version < SCHEMA_VERSION else 'another'} physprobe, "
-                             f"which this one (schema {SCHEMA_VERSION}) does not read; score the run again into it "
-                             f"(`physprobe score ... --out {folder}`)")  # fmt: skip
-    record_schema.check_metrics(metrics, str(folder / METRICS_JSON))
-    record = _parsed(info, metrics, where)
-    record_schema.check(record, where)
+    record = _parsed(migrated(info, where, f"`physprobe score ... --out {folder}`"), metrics, where)
+    record.check_figures(str(folder / METRICS_JSON))
     return record
 
 
 def predictions(folder: Path) -> list[dict]:
     """predictions.parquet's lines (``physprobe.run.samples.Sample.line``); one ``RunRecordError`` line naming the file
-    where it is missing or not Parquet."""
+    where it is missing, not Parquet, or a line is not a ``PredictionLine``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     path = folder / PREDICTIONS
     try:
-        return pq.read_table(path).to_pylist()
+        lines = pq.read_table(path).to_pylist()
     except (OSError, pa.ArrowException) as error:
         raise RunRecordError(f"{path} cannot be read ({error}); score the run again with `physprobe score`") from None
+    prediction_lines.check(lines, str(path))
+    return lines
 
 
 def row_data(line: dict) -> dict:
@@ -244,11 +288,11 @@ def row_data(line: dict) -> dict:
 
 
 def _parsed(info: dict, metrics, where: str) -> RunRecord:
-    """The record of run.json's ``info`` and metrics.json's ``metrics``, typed (``physprobe.util.typed_json``)."""
+    """The record of run.json's ``info`` and metrics.json's ``metrics``, typed (strictly, as JSON reads)."""
     try:
-        return typed_json.load(RunRecord, {**info, "metrics": metrics}, where)
-    except typed_json.TypedJSONError as error:
-        raise RunRecordError(f"{error}; score the run again") from None
+        return TypeAdapter(RunRecord).validate_json(json.dumps({**info, "metrics": metrics}), strict=True)
+    except ValidationError as error:
+        raise RunRecordError(one_line(error, where)) from None
 
 
 def _read_json(path: Path, run: Path) -> dict:

@@ -28,52 +28,82 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BeforeValidator, Field, TypeAdapter, ValidationError, model_serializer
+from pydantic.dataclasses import dataclass
+from pydantic.json_schema import SkipJsonSchema
 
 from physprobe import backends, protocols
 from physprobe.backends.base import Description, Settings
 from physprobe.data import hub_data, registry
-from physprobe.errors import ProtocolError
+from physprobe.errors import ProtocolError, RunRecordError
 from physprobe.protocols import model_options
 from physprobe.protocols.decoding import Decoding
 from physprobe.record import run_folder
-from physprobe.record.options import ScoreOptions
-from physprobe.util import typed_json
+from physprobe.record.fields import RECORD, AtLeastOne, Count, ModelName, OneLine, one_line
+from physprobe.record.options import ScoreOptions, label_fault
 from physprobe.util.paths import Owner
 from physprobe.util.redact import printable
 
+OMITTED_AT_DEFAULT = {"decoding": None, "samples": 1, "seed": None}  # opt-ins added later, written where given
 
-@dataclass(frozen=True)
+
+def _unwritten(described):
+    if described is not None and not isinstance(described, Description):  # read from a file: never written there
+        raise ValueError("not a field physprobe writes here")
+    return described
+
+
+def _label(label: str | None) -> str | None:
+    if label_fault(label):
+        raise ValueError(label_fault(label))
+    return label
+
+
+@dataclass(frozen=True, config=RECORD)
 class RunSpec:
-    """A resolved ``physprobe score`` run (``make``): what is scored, how, from which rows, into which folder."""
+    """A resolved ``physprobe score`` run (``make``): what is scored, how, from which rows, into which folder. A
+    pydantic dataclass: each field's type holds its rule, checked when a spec is made and when spec.json is read."""
 
-    model: str
-    benchmark: str
-    backend: str  # the REGISTRY name
-    family: str  # the model's family (causal, mlm, seq2seq, nli)
-    protocol: str  # the protocol's name (``physprobe protocols``)
-    method: str  # the protocol's method (``Protocol.method``)
-    sends: str  # the request type the backend is sent (``Protocol.sends``)
-    configs: tuple[str, ...]
+    model: ModelName
+    benchmark: OneLine
+    backend: OneLine  # the REGISTRY name
+    family: OneLine  # the model's family (causal, mlm, seq2seq, nli)
+    protocol: OneLine  # the protocol's name (``physprobe protocols``)
+    method: Literal[protocols.METHODS]  # the protocol's method (``Protocol.method``)
+    sends: OneLine  # the request type the backend is sent (``Protocol.sends``)
+    configs: Annotated[tuple[OneLine, ...], Field(min_length=1)]
     settings: Settings  # what the backend is made with
     model_identity: dict  # what the backend read of the model without its weights (``Description.identity``)
     data: hub_data.DataSource
     out: str
-    limit: int | None = None
-    bootstrap_iters: int = 200
-    processes: int = 1
-    chunk: int = 256  # requests per engine call, cache commit and unit of data-parallel work (runner)
+    limit: AtLeastOne | None = None
+    bootstrap_iters: Count = 200
+    processes: AtLeastOne = 1
+    chunk: AtLeastOne = 256  # requests per engine call, cache commit and unit of data-parallel work (runner)
     command: tuple[str, ...] = ()
-    label: str | None = None  # --label: the run's name in a report
+    label: Annotated[str | None, AfterValidator(_label)] = None  # --label: the run's name in a report
     # --decoding released: the protocol's released decoding of the model (None: greedy); --samples answers drawn per
     # prompt with seeds from --seed (``decoding.sample_seed``; None where nothing is sampled). Written only where not
-    # the default (a greedy run's spec.json as before).
-    decoding: Decoding | None = field(default=None, metadata={typed_json.OMITTED_AT_DEFAULT: True})
-    samples: int = field(default=1, metadata={typed_json.OMITTED_AT_DEFAULT: True})
-    seed: int | None = field(default=None, metadata={typed_json.OMITTED_AT_DEFAULT: True})
+    # the default (a greedy run's spec.json as before: ``_written``).
+    decoding: Decoding | None = None
+    samples: AtLeastOne = 1
+    seed: Count | None = None
     # What ``make`` read of the model in this process, which the backend reuses when it is made (never written).
-    described: Description | None = field(default=None, compare=False, repr=False, metadata={typed_json.TRANSIENT: True})
+    described: SkipJsonSchema[Annotated[Description | None, Field(exclude=True), BeforeValidator(_unwritten)]] = (
+        dataclasses.field(default=None, compare=False, repr=False)
+    )
+
+    @model_serializer(mode="wrap")
+    def _written(self, handler) -> dict:
+        """The spec as written: ``decoding``, ``samples`` and ``seed`` only where they differ from their defaults."""
+        data = handler(self)
+        for name, default in OMITTED_AT_DEFAULT.items():
+            if getattr(self, name) == default:
+                del data[name]
+        return data
 
     @property
     def folder(self) -> Path:
@@ -90,11 +120,15 @@ class RunSpec:
         return run_folder.owner(self.model, self.benchmark, model_options.looks_local(self.model))
 
     def to_json(self) -> str:
-        return json.dumps(typed_json.dump(self), sort_keys=True)
+        return json.dumps(TypeAdapter(RunSpec).dump_python(self, mode="json"), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str, where: str = "the run's spec") -> RunSpec:
-        return typed_json.load(cls, json.loads(text), where)
+        """The spec of JSON ``text`` (spec.json, or a rank's copy); one ``RunRecordError`` line naming ``where``."""
+        try:
+            return TypeAdapter(RunSpec).validate_json(text, strict=True)
+        except ValidationError as error:
+            raise RunRecordError(one_line(error, where)) from None
 
 
 def short_name(model: str, gguf_file: str | None = None, label: str | None = None) -> str:

@@ -301,6 +301,7 @@ class Scoring:
             bootstrap=Bootstrap(self.spec.bootstrap_iters, provenance.BOOTSTRAP_SEED,
                                 {c: s.figures.bootstrap for c, s in scored.items() if s.figures.bootstrap is not None}),
             headline={config: self.evaluation.headline_of(values) for config, values in metrics.items()}, metrics=metrics,
+            figure_kinds=self.evaluation.figure_kinds(),
             baselines={**{c: s.figures.baselines for c, s in scored.items() if s.figures.baselines is not None}, **pooled},
         )  # fmt: skip
 

@@ -100,9 +100,9 @@ def score_options(args: argparse.Namespace):
     (('mass',), 'off')
     """
     from physprobe.record.options import ScoreOptions
-    from physprobe.util.redact import scrub
+    from physprobe.util.redact import without_url_credentials
 
-    return ScoreOptions.from_namespace(args, ("physprobe", *map(scrub, getattr(args, "argv", ()))))
+    return ScoreOptions.from_namespace(args, ("physprobe", *map(without_url_credentials, getattr(args, "argv", ()))))
 
 
 def _score(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ physprobe report runs/roberta-prost runs/gpt2-prost --out report
 physprobe export lm-eval --out lm_eval_tasks [--data data]
 physprobe export every-eval-ever runs/SmolLM2-135M-Instruct.Q4_1 --papers --out every_eval_ever
 physprobe publish --runs runs/my-model --runs-repo my-runs --org ME --push
+physprobe cache list
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from physprobe.errors import PhysprobeError
+import physprobe
+from physprobe.commands import cache, export, protocols
 from physprobe.exit_status import handled
 from physprobe.protocols import METHODS
 from physprobe.util import collector, progress
@@ -167,106 +169,10 @@ def summary_lines(record) -> list[str]:
     return lines
 
 
-def protocol_table(benchmarks: list[str]) -> str:
-    """Per benchmark and model family, the default protocol and the alternatives; then each protocol's source."""
-    from physprobe.data import registry
-    from physprobe.protocols import FAMILIES
-
-    lines = []
-    for name in benchmarks:
-        evaluation = registry.evaluation(name)
-        lines.append(f"{name}")
-        for family in FAMILIES:
-            usable = [p for p in evaluation.protocols if family in p.families]
-            if not usable:
-                continue
-            default = evaluation.default(family).name if any(family in p.default_for for p in usable) else "-"
-            others = [p.name + "".join(f" (default for names matching /{m}/)" for m in p.default_for_models)
-                      for p in usable if p.name != default]  # fmt: skip
-            lines.append(f"  {family:<8} default {default:<22} alternatives: {', '.join(others) or '-'}")
-        for p in evaluation.protocols:
-            lines.append(f"  - {p.name} [{p.method}; {', '.join(p.families)}]: {p.summary}")
-            lines.append(f"      source: {p.source}")
-            if p.skip_reason:
-                lines.append(f"      excludes: {p.skip_reason}")
-    return "\n".join(lines)
-
-
-def _protocols(args: argparse.Namespace) -> int:
-    from physprobe.data import registry
-
-    print(protocol_table([args.benchmark] if args.benchmark else registry.names()))
-    return 0
-
-
 def _report(args: argparse.Namespace) -> int:
     from physprobe.report import render
 
     print(f"-> {render([Path(r) for r in args.runs], Path(args.out), args.reference, args.resamples, args.compare_across)}")
-    return 0
-
-
-def _export(args: argparse.Namespace) -> int:
-    from physprobe.publish.lm_eval_export import export
-
-    names = export(Path(args.out), Path(args.data) if args.data else None, decoding=args.decoding, model=args.model or "")
-    print(f"{len(names)} lm-eval tasks -> {args.out} (lm_eval --include_path {args.out} --tasks physprobe_<benchmark> ...)")
-    return 0
-
-
-def _export_arguments(export_cmd: argparse.ArgumentParser) -> None:
-    """``physprobe export lm-eval`` (the benchmarks as lm-evaluation-harness tasks) and ``physprobe export
-    every-eval-ever`` (runs and the papers' tables as Every Eval Ever records)."""
-    tools = export_cmd.add_subparsers(dest="tool", required=True, metavar="TOOL")
-    lm_eval_cmd = tools.add_parser("lm-eval", help="an EleutherAI lm-evaluation-harness 0.4 task folder")
-    lm_eval_cmd.add_argument("--out", required=True, help="task folder to write (pass it to lm_eval --include_path)")
-    lm_eval_cmd.add_argument(
-        "--data",
-        help="a local build (physprobe build) whose Parquet files the tasks read (default: physprobe/<benchmark> on the Hub)",
-    )
-    lm_eval_cmd.add_argument(
-        "--decoding",
-        choices=["greedy", "released"],
-        default="greedy",
-        help="generating tasks decode greedily (the default) or as the protocol's released script did (--model: the model "
-        "whose settings they carry, where the released scripts decode by model)",
-    )
-    lm_eval_cmd.add_argument("--model", help="with --decoding released: the model whose released decoding the tasks carry")
-    lm_eval_cmd.set_defaults(run=_export)
-    _every_eval_ever_arguments(
-        tools.add_parser("every-eval-ever", help="score runs and the papers' tables as Every Eval Ever records (schema 0.3.0)")
-    )
-
-
-def _every_eval_ever_arguments(command: argparse.ArgumentParser) -> None:
-    """The options of ``physprobe export every-eval-ever``."""
-    command.add_argument("runs", nargs="*", metavar="RUNS", help="run folders written by physprobe score, or a card run's folder")
-    command.add_argument("--papers", action="store_true", help="the papers' published tables too (every paper_tables.yaml row)")
-    command.add_argument("--out", required=True, help="folder to write, laid out as the datastore's data/ folder")
-    command.add_argument("--organization", default="unknown", help="who ran the runs (the records' source organisation)")
-    command.add_argument(
-        "--model-id",
-        metavar="ID",
-        help="the id a local model's records name it by, e.g. ORG/NAME "
-        "(default: its folder's name and content digest, never its path)",
-    )
-    command.set_defaults(run=_export_every_eval_ever)
-
-
-def _export_every_eval_ever(args: argparse.Namespace) -> int:
-    from physprobe.publish import every_eval_ever
-
-    if not args.runs and not args.papers:
-        raise PhysprobeError("physprobe export every-eval-ever: give run folders (RUNS), --papers, or both")
-    if args.model_id is not None and (not args.runs or not args.model_id.strip() or args.model_id.strip() != args.model_id
-                                      or not args.model_id.isprintable()):  # fmt: skip
-        raise PhysprobeError(
-            f"--model-id {args.model_id!r}: give a local model's id on one printable line, e.g. ORG/NAME, with RUNS"
-        )
-    written = every_eval_ever.export(Path(args.out), [Path(r) for r in args.runs], args.papers, args.organization, args.model_id)
-    for folder, why in written.skipped:
-        print(f"physprobe: skipped {folder}: {why}", file=sys.stderr)
-    print(f"{written.records} records, {written.lines} instance lines -> {args.out}")
     return 0
 
 
@@ -278,7 +184,13 @@ def _publish(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The argument parser of the ``physprobe`` command."""
-    top = argparse.ArgumentParser(prog="physprobe", description=__doc__.splitlines()[0])
+    top = argparse.ArgumentParser(
+        prog="physprobe",
+        description=physprobe.__doc__,
+        epilog="examples:\n" + "\n".join(f"  {line}" for line in __doc__.splitlines()[2:] if line),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    top.add_argument("--version", action="version", version=f"physprobe {physprobe.__version__}")
     commands = top.add_subparsers(dest="command", required=True)
     build_cmd = commands.add_parser("build", help="build benchmarks into Hub-ready folders (Parquet + card)")
     build_cmd.add_argument("benchmark", choices=[*_benchmarks(), "all"])
@@ -298,15 +210,15 @@ def parser() -> argparse.ArgumentParser:
     _score_arguments(
         commands.add_parser("score", help="score a Hugging Face model on a benchmark (from the Hub, or a local build)")
     )
-    protocols_cmd = commands.add_parser(
-        "protocols", help="list each benchmark's protocols and the families they are the default for"
+    protocols.add_arguments(
+        commands.add_parser("protocols", help="list each benchmark's protocols and the families they are the default for"),
+        _benchmarks(),
     )
-    protocols_cmd.add_argument("benchmark", nargs="?", choices=_benchmarks())
-    protocols_cmd.set_defaults(run=_protocols)
     _report_arguments(commands.add_parser("report", help="paper-style tables and plots across score runs"))
-    _export_arguments(
+    export.add_arguments(
         commands.add_parser("export", help="write physprobe's benchmarks, runs or the papers' tables in another tool's format")
     )
+    cache.add_arguments(commands.add_parser("cache", help="list or clear what physprobe keeps in its cache folder"))
     from physprobe import publish  # its options only: nothing heavy is imported before it runs
 
     publish_cmd = commands.add_parser("publish", help="publish the benchmarks, metric Spaces or score runs to the Hub")
@@ -374,7 +286,7 @@ def _scored_arguments(score_cmd: argparse.ArgumentParser) -> None:
     score_cmd.add_argument(
         "--config", dest="configs", type=_comma_list, help="comma-separated configs (default: those of the paper's tables)"
     )
-    score_cmd.add_argument("--method", choices=METHODS, help="default: the protocol's (see `physprobe protocols`)")
+    score_cmd.add_argument("--method", choices=METHODS, help="default: the protocol's (see: physprobe protocols)")
     score_cmd.add_argument("--protocol", help="a protocol of the benchmark (default: the paper's for the model's family)")
 
 

@@ -239,3 +239,40 @@ def test_samples_and_seed_are_refused_where_nothing_is_sampled_and_a_card_takes_
     assert spec.resolve(spec.check("gpt2", "newton"), gpt2, source).seed is None  # a greedy run records no seed
     assert main(["score", "--model", "gpt2", "--benchmark", "all", "--decoding", "released"]) == 2
     assert capsys.readouterr().err.startswith("physprobe: error: --decoding released and --samples apply to one benchmark's")
+
+
+@pytest.mark.parametrize(
+    ("benchmark", "sampling"),  # from docs/scoring.md's table: the protocols whose released script samples any model
+    [("newton", ["released-gpt-chat", "gpt-chat-printed-template"]),
+     ("text2afford", ["yes-no-llama3-released", "yes-no-llama3-zero-shot"]), ("cccons", [])],
+)  # fmt: skip
+def test_samples_where_nothing_samples_names_the_protocols_that_do_and_the_command_runs(benchmark, sampling):
+    import re
+    import shlex
+
+    from physprobe.backends.base import Description
+    from physprobe.cli import parser, score_options
+    from physprobe.data import hub_data
+    from physprobe.record import spec
+
+    argv = ["score", "--model", "smollm2", "--benchmark", benchmark, "--decoding=released", "--samples", "3", "--limit", "2"]
+    smollm2 = Description("causal", "LlamaForCausalLM", chat_template=True)
+    source = hub_data.DataSource(benchmark, f"build/{benchmark}", None, ("default",))
+
+    def options(argv):  # as main reads a command line: its words kept as run.json's command
+        args = parser().parse_args(argv)
+        args.argv = argv
+        return score_options(args)
+
+    with pytest.raises(ProtocolError) as refused:
+        spec.resolve(options(argv), smollm2, source)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("--samples 3 is for sampled answers and protocol ")
+    if not sampling:
+        assert message.endswith(f"leave it out: no protocol of {benchmark} samples as released for this model (docs/scoring.md)")
+        return
+    assert f"whose released decoding samples smollm2: {', '.join(sampling)} (" in message
+    command = shlex.split(re.search(r"\((physprobe score [^)]*)\)$", message).group(1))
+    assert command[-4:] == ["--decoding", "released", "--protocol", sampling[0]] and "--decoding=released" not in command
+    run = spec.resolve(options(command[1:]), smollm2, source)  # the command to copy works
+    assert (run.protocol, run.samples, run.decoding.samples) == (sampling[0], 3, True)

@@ -120,3 +120,29 @@ def test_sampled_runs_are_reproducible_and_kept_apart_from_greedy(models, built_
     }
     assert (Spread.NOTE in report and " ± " in report) == (config in read)
     assert "was sampled several times a question (--samples)" in report  # not compared on its first sample, silently
+
+
+def test_a_sampled_run_resumed_at_another_batch_size_is_a_new_run_said_in_one_line(models, built_all, tmp_path, monkeypatch,
+                                                                                   capsys):  # fmt: skip
+    """A sampled answer depends on the batch shape it was drawn in (docs/scoring.md): the batch size is in a sampled
+    request's cache key, so a run killed at --batch-size 2 and resumed at --batch-size 1 reuses none of its draws,
+    says so in one line, and writes the texts of a run at --batch-size 1 done in one go."""
+    benchmark, protocol, config, name = SAMPLED[4]  # Llama-3's released sampling, 5 new tokens: cheap to draw
+    model, args = models[name], (*SAMPLED_ARGS, "--batch-size")
+    assert _score(model, benchmark, protocol, config, built_all, tmp_path / "one", *args, "1") == 0
+    real = interrupt_second_call(monkeypatch, hf.HFBackend, "score")  # killed after its first sample's answers
+    assert _score(model, benchmark, protocol, config, built_all, tmp_path / "resumed", *args, "2") == 130
+    monkeypatch.setattr(hf.HFBackend, "score", real)
+    capsys.readouterr()
+    assert _score(model, benchmark, protocol, config, built_all, tmp_path / "resumed", *args, "1") == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if "--batch-size" in line]
+    assert said == [f"physprobe: warning: {tmp_path / 'resumed'} holds sampled answers of {benchmark}/{config} drawn at "
+                    "--batch-size 2; a sampled answer depends on the batch size (docs/scoring.md), so none is reused at "
+                    "--batch-size 1: a new run"], said  # fmt: skip
+    assert json.loads((tmp_path / "resumed" / "run.json").read_text())["scored_now"] == 9  # 3 rows, 3 samples each
+    assert _texts(tmp_path / "resumed") == _texts(tmp_path / "one")
+    assert json.loads((tmp_path / "resumed" / "spec.json").read_text())["settings"]["batch_size"] == 1
+    capsys.readouterr()  # the same batch size again: every draw from the cache, nothing said
+    assert _score(model, benchmark, protocol, config, built_all, tmp_path / "resumed", *args, "1") == 0
+    assert not [line for line in capsys.readouterr().err.splitlines() if "--batch-size" in line]
+    assert json.loads((tmp_path / "resumed" / "run.json").read_text())["scored_now"] == 0

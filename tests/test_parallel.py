@@ -166,3 +166,82 @@ def test_a_rank_killed_mid_run_resumes_from_its_own_cache(prost_build, tmp_path)
     info = json.loads((tmp_path / "single" / "run.json").read_text())
     assert info["scored_now"] == 0 and info["backend"]["model_loaded"] is False
     assert (tmp_path / "single" / "predictions.parquet").read_bytes() == (out / "predictions.parquet").read_bytes()
+
+
+def _holder(out) -> str:
+    """The process named in the one line a writer gets from the run folder ``out`` while another holds it."""
+    from physprobe.errors import FolderInUse
+    from physprobe.util.folder_lock import FolderLock
+
+    try:
+        FolderLock(out).acquire().release()
+    except FolderInUse as error:
+        return str(error).split(" is in use by process ")[1].split()[0]
+    return "nobody"
+
+
+def test_a_run_folder_is_held_from_its_claim_to_its_last_write(tmp_path, monkeypatch):
+    """``claimed`` holds the run folder's lock from the moment it makes the folder to the end of its block, the
+    launcher's included, across the launch of its ranks: another run meanwhile is refused, and a claim that is refused
+    removes nothing (the folder is the holder's)."""
+    from types import SimpleNamespace
+
+    from physprobe.errors import FolderInUse, PhysprobeError
+    from physprobe.record import run_folder
+    from physprobe.run import parallel
+
+    out, owner = tmp_path / "new" / "run", run_folder.owner("gpt2", "prost", local=False)
+    with run_folder.claimed(out, owner):
+        assert _holder(out) == str(os.getpid())  # a single process's run: held from the first write
+        with pytest.raises(FolderInUse, match=rf"^{out} is in use by process {os.getpid()} "):
+            with run_folder.claimed(out, owner):  # a second run into the folder, refused ...
+                raise AssertionError("a second run proceeded")
+        assert out.is_dir()  # ... leaves it be
+    assert _holder(out) == "nobody"
+
+    seen = []
+
+    def ranks(spec):  # the launch: while its ranks score, the folder is its launcher's
+        seen.append(_holder(spec.folder))
+        return 1  # the ranks failed before any score reached a cache
+
+    monkeypatch.setattr(parallel, "launch", ranks)
+    spec = SimpleNamespace(out=tmp_path / "other" / "run", owner=owner, folder=tmp_path / "other" / "run", processes=2)
+    with pytest.raises(PhysprobeError, match=r"^score failed in its 2 processes"):
+        parallel.score_in_processes(spec)
+    assert seen == [str(os.getpid())] and not (tmp_path / "other").exists()  # its own folder, unscored: removed
+
+
+@pytest.mark.slow
+@pytest.mark.processes
+def test_a_run_started_into_a_launchs_new_folder_is_refused_and_the_folder_survives(prost_build, tiny_model, tmp_path, capsys):
+    """A ``--num-processes 2`` run and a single run into one new ``--out``: while the launch's ranks start and score,
+    its launcher holds the folder, so the single run is refused in one line naming it and the launch writes its run."""
+    from physprobe.cli import main
+
+    model = tiny_model("causal", _texts(prost_build.parent, "prost"), "gpt")
+    out = tmp_path / "new" / "run"
+    command, env = _launch(model, prost_build.parent, out)
+    command[command.index("--limit") + 1] = "16"
+    launcher = psutil.Popen([*command, "--num-processes", "2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while launcher.poll() is None and time.monotonic() < deadline:  # the launcher's claim: the folder made and locked
+            with contextlib.suppress(OSError):
+                if (out / "run.lock").read_text().split(" ")[0] == str(launcher.pid):
+                    break
+            time.sleep(0.05)
+        assert launcher.poll() is None, launcher.communicate()[1].decode()[-3000:]
+        single = ["score", "--model", str(model), "--benchmark", "prost", "--data", str(prost_build.parent), "--out", str(out),
+                  "--limit", "16", "--device", "cpu", "--bootstrap-iters", "0", "--protocol", "sentence-sum"]  # fmt: skip
+        capsys.readouterr()
+        assert main(single) == 2  # the ranks are starting (or scoring): the folder is still the launcher's
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"physprobe: error: {out} is in use by process {launcher.pid} on ") and "\n" not in err, err
+        stderr = launcher.communicate(timeout=300)[1].decode()
+    finally:
+        for process in [*launcher.children(recursive=True), launcher] if launcher.poll() is None else []:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+    assert launcher.returncode == 0, stderr[-3000:]
+    assert json.loads((out / "run.json").read_text())["scored_now"] == 16

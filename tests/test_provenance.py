@@ -20,7 +20,7 @@ def _by_hand(folder: Path) -> str:
 
 @pytest.fixture
 def model_folder(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("PHYSPROBE_CACHE", str(tmp_path / "cache"))
     folder = tmp_path / "model"
     (folder / "sub").mkdir(parents=True)
     (folder / "config.json").write_text('{"n_layer": 2}')
@@ -62,7 +62,7 @@ def test_a_second_hash_reads_no_file_and_a_changed_file_is_read_again(model_fold
 def test_an_unwritable_cache_only_costs_time(model_folder, monkeypatch, tmp_path):
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the cache folder would be")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    monkeypatch.setenv("PHYSPROBE_CACHE", str(blocked))
     read = _reads(monkeypatch)
     assert provenance.folder_hash(model_folder) == _by_hand(model_folder)
     assert provenance.folder_hash(model_folder) == _by_hand(model_folder) and len(read) == 6  # every file, twice

@@ -22,6 +22,7 @@ from physprobe.record import run_folder, run_record
 from physprobe.report.runs import load_run
 from physprobe.run.samples import Sample
 from physprobe.util.paths import MARKER
+from physprobe.util.sizes import human_size
 
 from .fake_hub import FakeHub
 from .run_folders import record
@@ -377,11 +378,20 @@ def test_a_parent_folder_publishes_every_run_in_it_with_the_report_as_its_card(r
         remote = hub.repos[("dataset", "me/gpt2-runs")].files
     assert {k: v for k, v in remote.items() if k != ".gitattributes"} == files
     assert "release complete: 1 of 1" in capsys.readouterr().out
+    # The dry run says what that push did: the repository's id, and each file the Hub received with its size.
+    assert publish("--runs", str(runs), "--runs-repo", "gpt2-runs", "--out", str(tmp_path / "hub"), "--org", "me") == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("dataset  me/gpt2-runs: "))
+    total = human_size(sum(map(len, files.values())))
+    assert lines[start] == f"dataset  me/gpt2-runs: {len(files)} files, {total}"
+    listed = sorted(line.split() for line in lines[start + 1 : start + 1 + len(files)])
+    assert listed == sorted([name, *human_size(len(data)).split()] for name, data in files.items())
+    assert lines[-1] == f"dry run: 1 repository from {tmp_path / 'hub'}; nothing pushed (use --push)"
 
 
 def test_physprobe_publish_is_the_same_command(runs, tmp_path, capsys):
     assert main(["publish", "--runs", str(runs), "--runs-repo", "gpt2-runs", "--out", str(tmp_path / "hub")]) == 0
-    assert "dry run: 1 repo folders" in capsys.readouterr().out
+    assert "dry run: 1 repository from" in capsys.readouterr().out
     assert main(["publish", "--runs", str(runs), "--only", "prost"]) == 2
     one_error_line(capsys.readouterr().err, "physprobe: error: --runs publishes only the runs repository")
     assert main(["publish", "--model-id", "me/x"]) == 2

@@ -29,7 +29,7 @@ PYTHON = ("use",)  # Python blocks among them (run with the clone's python, the 
 MAINTAINERS = ("publish",)  # then, in the same clone, from the development set-up
 SHOWN = {"quick-start output": "quick-start"}  # a text block showing what a command block prints
 CI = "develop"  # .ci/run's two commands
-MOST_BYTES = 25_000  # the README is read in five minutes; the rest lives in docs/
+MOST_BYTES = 8_000  # the README is read in five minutes; the rest lives in docs/
 
 
 def blocks() -> dict[str, str]:
@@ -57,6 +57,42 @@ def test_the_readme_is_short_and_each_of_its_blocks_is_run_or_shown():
     for page in [README, *sorted((REPO / "docs").glob("*.md"))]:  # every link between the README and docs/ leads somewhere
         for link in re.findall(r"\]\(([\w./-]+\.md)(?:#[\w-]+)?\)", page.read_text(encoding="utf-8")):
             assert (page.parent / link).is_file(), (page.name, link)
+
+
+LOG = REPO / "docs" / "measurements.md"  # the one dated log of measured figures
+HISTORY = {  # what belongs in the log, not in the README or a reference page
+    "a load average": re.compile(r"\bload averages?\b|\(load\b|\bload (?:of )?\d", re.I),
+    "an issue number": re.compile(r"\bissues? #?\d+", re.I),
+    "a date": re.compile(r"\b20\d\d-\d\d-\d\d\b"),
+    # 7 to 40 hex digits with a letter and a digit, not a pinned upstream commit (repo@abc1234) nor part of a path or digest
+    "a commit hash": re.compile(r"(?<![@\w:/.-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"),
+}
+CODE = re.compile(r"^```.*?^```$|`[^`\n]*`", re.M | re.S)  # examples in code are values, not history
+
+
+def history(text: str) -> list[str]:
+    """What ``text``'s prose (its code left out) holds of the log's kind: load averages, issue numbers, dates, hashes.
+
+    >>> history("Measured (load 10 to 14) at c77582d, issue 20, 2026-11-27; pinned nala-cub/prost@d6285ef, `sha 0123456789ab`")
+    ['a load average: (load', 'a commit hash: c77582d', 'an issue number: issue 20', 'a date: 2026-11-27']
+    """
+    prose = CODE.sub("", text)
+    found = [
+        (match.start(), f"{what}: {match.group(0)}") for what, pattern in HISTORY.items() for match in pattern.finditer(prose)
+    ]
+    return [line for _, line in sorted(found)]
+
+
+def test_the_readme_and_reference_pages_hold_no_history_and_link_the_log():
+    assert history("Measured (load 10 to 14) at c77582d, issue 20, 2026-11-27; nala-cub/prost@d6285ef, `0123456789ab`") == [
+        "a load average: (load", "a commit hash: c77582d", "an issue number: issue 20", "a date: 2026-11-27"
+    ]  # fmt: skip
+    pages = [README, REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md"))]
+    found = {page.name: history(page.read_text(encoding="utf-8")) for page in pages if page != LOG}
+    assert not {name: lines for name, lines in found.items() if lines}, "move measured figures to docs/measurements.md"
+    assert "(docs/measurements.md)" in README.read_text(encoding="utf-8")
+    entries = re.findall(r"^## .+\n\n\*([^*]+)\*", LOG.read_text(encoding="utf-8"), re.M)  # each entry says when and whence
+    assert len(entries) == LOG.read_text(encoding="utf-8").count("\n## ") and all("from " in entry for entry in entries)
 
 
 def test_the_development_block_is_what_ci_runs():

@@ -275,9 +275,13 @@ def markdown_tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
 
 def compared(loaded: list, benchmark: str) -> bool:
     """Whether the report has a Differences table for ``benchmark``: two of its runs share a protocol (runs of other
-    protocols get a "not compared" line, no table)."""
+    protocols get a "not compared" line, no table) and a figure of theirs is tested (enough units differ; the
+    tested rule's own cases are test_compare's)."""
     protocols = [run.record.protocol for run in loaded if run.record.benchmark == benchmark]
-    return len(protocols) != len(set(protocols))
+    if len(protocols) == len(set(protocols)):
+        return False
+    found = differences.sections(loaded, None, 1000, False)
+    return any(d.tested for s in found if s.benchmark == benchmark for c in s.comparisons for d in c.differences)
 
 
 @pytest.mark.slow

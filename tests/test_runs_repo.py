@@ -85,7 +85,7 @@ def test_a_runs_repository_holds_each_finished_run_and_the_report(runs, tmp_path
 
 def test_a_config_name_is_letters_digits_and_dashes_and_nothing_finished_is_one_line(runs, tmp_path):
     assert runs_repo.config_name("../x y", "prost") == "prost-x-y"
-    with pytest.raises(Exception, match="none of the 1 folder given is a finished physprobe run"):
+    with pytest.raises(Exception, match="the folder given is not a finished physprobe run"):
         runs_repo.write([runs[-1]], tmp_path / "hub", "my-runs")
     assert not (tmp_path / "hub" / "my-runs").exists()
 
@@ -94,7 +94,7 @@ def test_upload_publishes_the_runs_repository_and_only_it(runs, tmp_path, monkey
     monkeypatch.setattr(hub_calls, "RETRY_DELAYS", (0.0, 0.0, 0.0))
     out = tmp_path / "hub"
     assert upload.main(["--runs", *map(str, runs), "--runs-repo", "my-runs", "--out", str(out)]) == 0  # dry run
-    assert "dry run: 1 repo folders" in capsys.readouterr().out and sorted(p.name for p in out.iterdir()) == ["runs"]
+    assert "dry run: 1 repository from" in capsys.readouterr().out and sorted(p.name for p in out.iterdir()) == ["runs"]
     monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
     with FakeHub() as hub:
         code = upload.main(["--runs", *map(str, runs), "--runs-repo", "my-runs", "--out", str(out), "--push", "--org", "me"],

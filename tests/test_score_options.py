@@ -2,6 +2,8 @@
 caught before any weight loads; Hub-first data through a Hub-compatible server; the resume cache's key and
 run.json's provenance."""
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -13,6 +15,7 @@ import torch
 from physprobe.backends.base import BackendError
 from physprobe.backends.hf import model as hf_model
 from physprobe.cli import main
+from physprobe.data.sources import build_hint
 from physprobe.protocols import model_options
 from physprobe.record import spec
 from physprobe.run import runner
@@ -267,7 +270,8 @@ def test_unreachable_hub_is_one_line_with_the_local_way(models, prost_build, tmp
     assert result.stderr.startswith(
         f"physprobe: error: cannot reach the Hugging Face Hub ({endpoint}) for dataset physprobe/prost"
     )
-    assert result.stderr.strip().endswith("build it locally with `physprobe build prost --out data` and pass --data data")
+    hint = build_hint("prost", "data")  # its three forms: tests/test_cli_edges.py
+    assert result.stderr.strip().endswith(f"build it locally with {hint} and pass --data data")
     args = ["--model", "nobody/no-model", "--benchmark", "prost", "--data", str(prost_build.parent)]
     result = score_cli(args, endpoint, tmp_path / "hf")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
@@ -328,3 +332,53 @@ def test_the_options_are_one_typed_value_with_a_rule_on_each_field():
     assert card.card and card.out is None
     with pytest.raises(PhysprobeError, match=r"^newton cannot be scored with method 'mlm'"):
         card.for_benchmark("newton", "runs/gpt2/newton")
+
+
+def test_a_model_folder_replaced_while_it_loads_is_refused_and_nothing_is_cached(prost_build, tmp_path, monkeypatch, capsys):
+    """The folder's revision is read before its weights load: a folder replaced in between (here, by the loader itself,
+    just before it reads the weights) is refused in one line, so no answer of the new weights is recorded or cached
+    under the old revision; a run with the old weights back scores every request again, none served from a cache."""
+    folder = tiny_models.causal_lm(tmp_path / "gpt", TEXTS, seed=1)
+    original = hf_model._from_pretrained
+
+    def replaced_first(facts, source, kwargs):
+        with contextlib.redirect_stderr(io.StringIO()):  # the saving's progress bar: not the run's error line
+            tiny_models.causal_lm(folder, TEXTS, seed=2)  # another model in the same folder, as the weights are read
+        return original(facts, source, kwargs)
+
+    monkeypatch.setattr(hf_model, "_from_pretrained", replaced_first)
+    out = tmp_path / "run"
+    args = ["score", "--model", str(folder), "--benchmark", "prost", "--config", "mass", "--limit", "8",
+            "--data", str(prost_build.parent), "--out", str(out), "--bootstrap-iters", "0"]  # fmt: skip
+    capsys.readouterr()  # the model's making
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()  # the weights' loading bar, then the one line
+    assert "Traceback" not in err and err.splitlines()[-1] == (
+        f"physprobe: error: --model {folder}: the model folder changed while it was loaded; run again"
+    ), err
+    assert not (out / "run.json").exists()
+    monkeypatch.setattr(hf_model, "_from_pretrained", original)
+    tiny_models.causal_lm(folder, TEXTS, seed=1)  # the first model back
+    assert main(args) == 0
+    info = json.loads((out / "run.json").read_text())
+    assert info["scored_now"] == 8 and info["backend"]["model_revision"] == provenance.folder_hash(folder)
+
+
+def test_a_model_folder_replaced_as_its_tokenizer_is_read_is_refused_before_any_weight_loads(
+    prost_build, tmp_path, monkeypatch, no_weights, capsys
+):
+    """The tokenizer builds the cache keys (a fully cached run reads nothing else of the model): one read from a folder
+    replaced since its revision was hashed is refused in one line too, before any weight loads."""
+    folder = tiny_models.causal_lm(tmp_path / "gpt", TEXTS, seed=1)
+    original = hf_model.load_tokenizer
+
+    def replaced_first(facts):
+        with contextlib.redirect_stderr(io.StringIO()):
+            tiny_models.causal_lm(folder, TEXTS, seed=2)
+        return original(facts)
+
+    monkeypatch.setattr(hf_model, "load_tokenizer", replaced_first)
+    capsys.readouterr()
+    err = one_line_error(capsys, ["score", "--model", str(folder), "--benchmark", "prost", "--config", "mass", "--limit", "8",
+                                  "--data", str(prost_build.parent), "--out", str(tmp_path / "run")])  # fmt: skip
+    assert err == f"physprobe: error: --model {folder}: the model folder changed while it was loaded; run again", err

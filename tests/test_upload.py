@@ -37,7 +37,8 @@ upload = load_upload()
 @pytest.fixture(scope="module")
 def hub_dir(upstream_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("hub")
-    assert upload.main(["--out", str(out), "--source-dir", str(upstream_dir)]) == 0
+    # NEWTON's card states no licence (its upstream states none): the dry run, as --push, refuses it unless allowed
+    assert upload.main(["--out", str(out), "--source-dir", str(upstream_dir), "--allow-unknown-license"]) == 0
     return out
 
 
@@ -234,7 +235,11 @@ def test_a_dataset_with_an_unknown_license_is_refused_unless_allowed(hub_dir, hu
     )
     monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
     message = f"{card.parent}: the card's license is 'unknown'; state it, or pass --allow-unknown-license"
-    assert upload.main(["--out", str(out)]) == 0  # the dry run notes it
+    assert upload.main(["--out", str(out)]) == 2  # the dry run refuses it as --push would, after saying what it would push
+    output = capsys.readouterr()
+    assert output.out.splitlines()[-1] == f"--push would refuse: {message} to publish it anyway"
+    assert output.err == f"upload.py: error: dry run: --push would refuse {message} to publish it anyway\n"
+    assert upload.main(["--out", str(out), "--allow-unknown-license"]) == 0
     assert f"note: {message}" in capsys.readouterr().out
     assert upload.main(["--out", str(out), "--push"], api=HfApi(endpoint=hub.url)) == 2
     assert f"upload.py: error: {message}" in capsys.readouterr().err and not hub.repos  # refused before any repo exists

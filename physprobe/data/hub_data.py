@@ -8,7 +8,7 @@ that says how to get the data.
 >>> local("no-such-folder", "prost")
 Traceback (most recent call last):
 ...
-physprobe.errors.DataSourceError: no-such-folder/prost is not a built benchmark; run `physprobe build prost --out no-such-folder` first, or leave out --data to read physprobe/prost from the Hub
+physprobe.errors.DataSourceError: no-such-folder/prost is not a built benchmark; run `physprobe build prost --out no-such-folder... first, or leave out --data to read physprobe/prost from the Hub
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from physprobe.data import sampling
+from physprobe.data.sources import build_hint
 from physprobe.errors import DataError, DataSourceError
 
 ORG = "physprobe"
@@ -120,7 +121,7 @@ def local(data_dir: str | os.PathLike, benchmark: str) -> DataSource:
         raise DataSourceError(f"--data {str(data_dir)!r}: the datasets library cannot read a build under a path holding a "
                               "line break or a glob character ([, ], *, ?); move the build to a plain path")  # fmt: skip
     if not (folder / "README.md").is_file():
-        raise DataSourceError(f"{folder} is not a built benchmark; run `physprobe build {benchmark} --out {data_dir}` first, "
+        raise DataSourceError(f"{folder} is not a built benchmark; run {build_hint(benchmark, data_dir)} first, "
                               f"or leave out --data to read {ORG}/{benchmark} from the Hub")  # fmt: skip
     try:
         names = get_dataset_config_names(str(folder))
@@ -142,7 +143,7 @@ def hub(benchmark: str, repo_id: str | None = None, revision: str | None = None)
     repo_id = repo_id or f"{ORG}/{benchmark}"
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise DataSourceError(f"--dataset-repo {repo_id!r} is not ORG/NAME")
-    build_hint = f"build it locally with `physprobe build {benchmark} --out data` and pass --data data"
+    local_way = f"build it locally with {build_hint(benchmark, 'data')} and pass --data data"
     try:
         commit = HfApi().dataset_info(repo_id, revision=revision or "main").sha
         names = get_dataset_config_names(repo_id, revision=commit)
@@ -152,11 +153,11 @@ def hub(benchmark: str, repo_id: str | None = None, revision: str | None = None)
         ) from None
     except RepositoryNotFoundError:
         raise DataSourceError(
-            f"there is no dataset {repo_id} on the Hub (or it is private); check --dataset-repo, or {build_hint}"
+            f"there is no dataset {repo_id} on the Hub (or it is private); check --dataset-repo, or {local_way}"
         ) from None
     except Exception as error:  # noqa: BLE001 - connection refused, DNS, timeouts, offline mode: the Hub is out of reach
         from huggingface_hub import constants
 
         raise DataSourceError(f"cannot reach the Hugging Face Hub ({constants.ENDPOINT}) for dataset {repo_id} "
-                              f"({type(error).__name__}); {build_hint}") from None  # fmt: skip
+                              f"({type(error).__name__}); {local_way}") from None  # fmt: skip
     return DataSource(benchmark, repo_id, commit, tuple(names))

@@ -17,6 +17,34 @@ from physprobe.errors import SourceError
 from physprobe.util.paths import file_sha256
 
 SOURCE_DIR_ENV = "PHYSPROBE_SOURCE_DIR"
+CHECKOUT_MIRROR = "../shared/data/upstream"  # where the project's checkouts keep the mirror, beside the clone
+
+
+def build_command(benchmark: str, out: str | os.PathLike) -> str:
+    """The ``physprobe build`` line a hint names, one that works offline: it reads ``$PHYSPROBE_SOURCE_DIR`` where that
+    is set, else names ``--source-dir`` (the checkout's mirror where it is there, else the placeholder ``MIRROR``).
+
+    >>> before = os.environ.get(SOURCE_DIR_ENV); os.environ[SOURCE_DIR_ENV] = "/mirror"
+    >>> build_command("prost", "data")
+    'physprobe build prost --out data'
+    >>> _ = os.environ.pop(SOURCE_DIR_ENV) if before is None else os.environ.update({SOURCE_DIR_ENV: before})
+    """
+    if os.environ.get(SOURCE_DIR_ENV):
+        return f"physprobe build {benchmark} --out {out}"
+    if Path(CHECKOUT_MIRROR).is_dir():
+        return f"physprobe build {benchmark} --out {out} --source-dir {CHECKOUT_MIRROR}"
+    return f"physprobe build {benchmark} --out {out} --source-dir MIRROR"
+
+
+def build_hint(benchmark: str, out: str | os.PathLike) -> str:
+    """``build_command`` quoted for an error line, with what ``MIRROR`` stands for where it is a placeholder.
+
+    >>> os.environ[SOURCE_DIR_ENV] = "/mirror"; build_hint("prost", "data")
+    '`physprobe build prost --out data`'
+    >>> _ = os.environ.pop(SOURCE_DIR_ENV)
+    """
+    command = build_command(benchmark, out)
+    return f"`{command}`" + (" (MIRROR: a local copy of the pinned upstream files)" if command.endswith(" MIRROR") else "")
 
 
 @dataclass(frozen=True)

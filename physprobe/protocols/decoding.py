@@ -6,8 +6,9 @@ protocol's own) and its ``source``, the upstream file and line. A generating pro
 the decoding of its released path and, where the released scripts decode one model class another way (NEWTON's
 ``hf_track*.py`` classes), each by a regex on the model's name. ``physprobe score --decoding released`` decodes with
 ``Released.of(model)``; ``--decoding greedy``, the default, with none of it. A sampled request carries a seed drawn
-from the run's ``--seed``, the row, the sample index and the settings alone (``sample_seed``), so that a row's sample
-does not depend on batches, order, resumption or ranks.
+from the run's ``--seed``, the row, the sample index and the settings alone (``sample_seed``), so that a row's seed
+does not depend on batches, order, resumption or ranks (its draw may still move with the batch shape's logits:
+docs/scoring.md).
 
 >>> llama3 = Decoding.sampling("zero_shot_llama-3.py:108-115", temperature=0.7, top_p=0.9, top_k=50, max_new_tokens=5)
 >>> llama3.samples, llama3.key()

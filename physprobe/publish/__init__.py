@@ -128,13 +128,14 @@ def export_and_push(args: argparse.Namespace, api=None) -> int:
         for repo in repos:
             folders.validate(repo, Path(cache))
             print(f"validated {repo.repo_type:<8} {repo.name:<20} {repo.folder}")
-    for problem in filter(None, map(folders.unknown_license, repos)):
-        if args.push and not args.allow_unknown_license:
-            raise PublishError(problem)
+    problems = [problem for problem in map(folders.unknown_license, repos) if problem]
+    refused = bool(problems) and not args.allow_unknown_license
+    if args.push and refused:
+        raise PublishError(problems[0])
+    for problem in problems if not refused else []:
         print(f"note: {problem}")
     if not args.push:
-        print(f"dry run: {len(repos)} repo folders in {out}; nothing pushed (use --push)")
-        return 0
+        return _dry_run(repos, args.org, out, problems if refused else [])
     if api is None:
         from huggingface_hub import HfApi
 
@@ -143,6 +144,21 @@ def export_and_push(args: argparse.Namespace, api=None) -> int:
     states = hub.push(repos, api, args.org, token, args.tag, log=lambda line: print(line, flush=True))
     print(hub.release_line(states, args.tag))
     return 0 if not any(state.startswith("failed") for state in states.values()) else 1
+
+
+def _dry_run(repos: list, org: str, out: Path, refusals: list[str]) -> int:
+    """Say what ``--push`` would do (``dry_run.plan``) and what it would refuse; the exit status it would have (a
+    refusal: ``PublishError``, status 2)."""
+    from physprobe.publish import dry_run
+
+    print("\n".join(dry_run.plan(repos, org)))
+    for refusal in refusals:
+        print(f"--push would refuse: {refusal}")
+    if refusals:
+        more = f" (and {len(refusals) - 1} more above)" if len(refusals) > 1 else ""
+        raise PublishError(f"dry run: --push would refuse {refusals[0]}{more}")
+    print(f"dry run: {len(repos)} {'repository' if len(repos) == 1 else 'repositories'} from {out}; nothing pushed (use --push)")
+    return 0
 
 
 def main(argv: list[str] | None = None, api=None, prog: str = "upload.py") -> int:

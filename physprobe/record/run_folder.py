@@ -22,24 +22,31 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from physprobe.errors import FolderInUse
+from physprobe.errors import OutputFolderError
+from physprobe.util.folder_lock import FolderLock
 from physprobe.util.paths import MARKER, Owner, check_folder_name, claim
 
 
 @contextlib.contextmanager
 def claimed(out: str | os.PathLike, run_owner: Owner) -> Iterator[Path]:
-    """The run folder ``out`` claimed for a run (``open_folder``) while the block runs; when the block fails before any
-    score reached a cache, the folder and the parents this claim created are removed (``discard_unscored``). A folder
-    another process holds (``FolderInUse``) is left as it is."""
+    """The run folder ``out`` claimed for a run (``open_folder``) and held (its ``run.lock``) from then until the block
+    ends: one owner from the first write to the last, whether the run scores in this process or launches ranks that do
+    (the launcher holds it for them). A folder another process holds is refused (``FolderInUse``) and left as it is;
+    when the block fails before any score reached a cache, the folder and the parents this claim created are removed
+    (``discard_unscored``) before the lock is let go, so no clean-up removes a folder another run writes."""
     created = new_folders(Path(out))
     folder = open_folder(Path(out), run_owner)
     try:
+        lock = FolderLock(folder, lock_name(0)).acquire()
+    except FileNotFoundError:  # removed between its making and its lock (a run that failed before scoring, cleaning up)
+        raise OutputFolderError(f"--out {out}: the folder was removed as this run started; run again") from None
+    try:
         yield folder
-    except FolderInUse:
-        raise
     except BaseException:
         discard_unscored(created)
         raise
+    finally:
+        lock.release()
 
 
 def default_folder(model: str, benchmark: str) -> Path:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -149,7 +150,7 @@ def resolve(options: ScoreOptions, described: Description, source: hub_data.Data
         chat = dataclasses.replace(chat, mode="on")
     backends.check_protocol(options.backend, protocol, [p for p in evaluation.protocols if family in p.families], chat)
     configs = options.configs or protocol.configs or tuple(evaluation.configs)
-    decoding = _decoding(options, protocol)
+    decoding = _decoding(options, protocol, [p for p in evaluation.protocols if family in p.families])
     return RunSpec(model=options.model, benchmark=options.benchmark, backend=options.backend, family=family,
                    protocol=protocol.name, method=protocol.method, sends=protocol.sends.__name__, configs=tuple(configs),
                    settings=options.settings(family, chat), model_identity=dict(described.identity), data=source,
@@ -159,18 +160,42 @@ def resolve(options: ScoreOptions, described: Description, source: hub_data.Data
                    described=described)  # fmt: skip
 
 
-def _decoding(options: ScoreOptions, protocol: protocols.Protocol) -> Decoding | None:
+def _decoding(options: ScoreOptions, protocol: protocols.Protocol, usable: list[protocols.Protocol]) -> Decoding | None:
     """The run's decoding: None for greedy (``--decoding``'s default), else the protocol's released decoding of the
-    model, which the backend must run; ``--samples`` above 1 and ``--seed`` only where that samples."""
+    model, which the backend must run; ``--samples`` above 1 and ``--seed`` only where that samples, else refused
+    naming the protocols of ``usable`` (the benchmark's, for the model's family) whose released decoding does."""
     decoding = protocol.decoding(options.decoding, options.model)
     how = f"protocol {protocol.name!r} decodes {options.model} by {decoding.describe()} (--decoding {options.decoding})"
     if decoding.kind not in backends.REGISTRY[options.backend].decodes:
         raise ProtocolError(f"{how}, which --backend {options.backend} cannot run; use --backend hf, or --decoding greedy")
     if not decoding.samples and (options.samples > 1 or options.seed):
         given = f"--samples {options.samples}" if options.samples > 1 else f"--seed {options.seed}"
-        raise ProtocolError(f"{given} is for sampled answers and {how}, which draws none: leave it out, or give --decoding "
-                            "released with a protocol whose released script samples (docs/scoring.md)")  # fmt: skip
+        raise ProtocolError(f"{given} is for sampled answers and {how}, which draws none: {_sampling_instead(options, usable)}")
     return None if options.decoding == "greedy" else decoding
+
+
+def _sampling_instead(options: ScoreOptions, usable: list[protocols.Protocol]) -> str:
+    """What samples instead: the protocols of ``usable`` whose released decoding of the model samples, with the
+    command to copy (the run's own, with ``--decoding released --protocol`` the first of them).
+
+    >>> from physprobe.data import registry
+    >>> options = ScoreOptions.of(model="m", benchmark="cccons", samples=3, command=("physprobe", "score", "--samples", "3"))
+    >>> _sampling_instead(options, registry.evaluation("cccons").protocols)
+    'leave it out: no protocol of cccons samples as released for this model (docs/scoring.md)'
+    """
+    names = [p.name for p in usable if p.released is not None and p.released.of(options.model).samples]
+    if not names:
+        return f"leave it out: no protocol of {options.benchmark} samples as released for this model (docs/scoring.md)"
+    kept, skip = [], False
+    for word in options.command:  # the command as given, less its --protocol and --decoding
+        if skip or word.split("=")[0] in ("--protocol", "--decoding"):
+            skip = not skip and "=" not in word
+            continue
+        kept.append(word)
+    command = shlex.join([*kept, "--decoding", "released", "--protocol", names[0]])
+    return (
+        f"score a protocol of {options.benchmark} whose released decoding samples {options.model}: {', '.join(names)} ({command})"
+    )
 
 
 def resolve_family(described: Description, method: str | None, model: str) -> str:

@@ -189,7 +189,7 @@ def collect(runs: list[Path]) -> tuple[list[Run], list[tuple[Path, str]]]:
         seen[run.content_key] = run.folder
         loaded.append(run)
     if not loaded:
-        raise ReportError(f"none of the {len(runs)} folder{'s' if len(runs) > 1 else ''} given is a finished physprobe run "
-                          f"({skipped[0][1]}{'; ...' if len(skipped) > 1 else ''})")  # fmt: skip
+        given = "the folder given is not" if len(runs) == 1 else f"none of the {len(runs)} folders given is"
+        raise ReportError(f"{given} a finished physprobe run ({skipped[0][1]}{'; ...' if len(skipped) > 1 else ''})")
     name_runs(loaded)
     return loaded, skipped

@@ -165,7 +165,8 @@ ERROR = "physprobe: error: "  # how a rank (or the launcher) states its one-line
 
 def score_in_processes(spec):
     """Score ``spec`` (a ``physprobe.record.spec.RunSpec``) in ``spec.processes`` processes into its run folder, claimed
-    here (``run_folder.claimed``: the ranks score into it; nothing this claim created is left when the launch fails
+    here and held until the ranks end (``run_folder.claimed``: a folder another run holds is refused before any launch,
+    another run meanwhile is refused; the ranks score into it; nothing this claim created is left when the launch fails
     before any score was cached); the record rank 0 wrote."""
     from physprobe.errors import PhysprobeError
     from physprobe.record import run_folder, run_record
@@ -189,15 +190,12 @@ def launch(spec) -> int:
     once and re-raises) and dies with this process (``PR_SET_PDEATHSIG``); each rank watches this process
     too (``die_with_launcher``), so killing the launcher or its process group, even with SIGKILL, ends them all.
 
-    A run folder another run holds is refused here, before any launch. The launch's stderr (its ranks' too) is
-    relayed but for the one-line errors: the first of them (a rank's, else ``launched.launcher_main``'s for a rank that
-    died without one) is raised as this command's one line, so several ranks failing alike say it once.
-    """
+    The launch's stderr (its ranks' too) is relayed but for the one-line errors: the first of them (a rank's, else
+    ``launched.launcher_main``'s for a rank that died without one) is raised as this command's one line, so several
+    ranks failing alike say it once. The run folder is its caller's to hold (``score_in_processes``): rank 0 takes no
+    lock of its own, each other rank its cache's."""
     from physprobe.errors import PhysprobeError
-    from physprobe.record.run_folder import lock_name
-    from physprobe.util.folder_lock import FolderLock
 
-    FolderLock(spec.folder, lock_name(0)).acquire().release()  # a run folder in use: one line, nothing launched
     command = [sys.executable, "-m", "physprobe.run.launched", "--launch", "--multi_gpu", "--num_processes", str(spec.processes),
                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "physprobe.run.launched"]  # fmt: skip
     env = dict(os.environ, **{LAUNCHER: str(os.getpid()), SPEC: spec.to_json()},

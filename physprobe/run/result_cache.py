@@ -12,6 +12,10 @@ it stopped and a changed model, dataset or chat setting is never served stale re
 A backend's identity may hold numbers it measured of its model (``measured``: a server's log-probabilities of a
 probe text, which jitter in their last digits from run to run); ``settled`` reads them as the first measurement
 stored within ``MEASURE_TOLERANCE`` of them, so the same weights key the same entries and other weights do not.
+
+A sampled answer depends on the batch shape it was drawn in (docs/scoring.md), so a sampled request's key holds the
+run's batch size too, and the cache records the batch sizes each sampled run's answers were drawn at (``drawn_at``),
+so that a resume at another one is said (``physprobe.run.runner``).
 """
 
 from __future__ import annotations
@@ -75,6 +79,7 @@ class Cache:
             db.execute("PRAGMA synchronous=OFF")
             db.execute("CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             db.execute("CREATE TABLE IF NOT EXISTS measured (scope TEXT NOT NULL, value TEXT NOT NULL)")
+            db.execute("CREATE TABLE IF NOT EXISTS drawn (scope TEXT NOT NULL, batch_size TEXT NOT NULL)")
             db.execute("SELECT key, value FROM scores LIMIT 1").fetchall()
         except sqlite3.DatabaseError:
             db.close()
@@ -130,6 +135,27 @@ class Cache:
             chunk = keys[start : start + 500]
             self.db.execute(f"DELETE FROM scores WHERE key IN ({','.join('?' * len(chunk))})", chunk)
         self.db.commit()
+
+    def drawn_at(self, scope: str, batch_size: int | None) -> list:
+        """The batch sizes (``--batch-size``; None: automatic) at which sampled answers under ``scope`` (their key base
+        but for the batch size) were drawn into this cache before, ``batch_size`` recorded now too.
+
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     cache = Cache(Path(folder) / "cache.sqlite")
+        ...     cache.drawn_at("run", 2), cache.drawn_at("run", None), cache.drawn_at("run", 2)
+        ([], [2], [2, None])
+        """
+        earlier = [
+            _loads(text) for (text,) in self.db.execute("SELECT batch_size FROM drawn WHERE scope = ? ORDER BY rowid", (scope,))
+        ]
+        if batch_size not in earlier:
+            try:
+                self.db.execute("INSERT INTO drawn VALUES (?, ?)", (scope, json.dumps(batch_size)))
+                self.db.commit()
+            except sqlite3.OperationalError as error:
+                raise OSError(errno.ENOSPC if "full" in str(error) else errno.EIO, str(error), str(self.path)) from None
+        return earlier
 
     def settled(self, identity: dict) -> dict:
         """``identity`` with its ``measured`` numbers read as the first stored measurement of the same identity within

@@ -13,6 +13,7 @@ with the texts each row made the model read, and says in one line each which con
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 import time
@@ -32,7 +33,7 @@ from physprobe.record import run_folder, run_record
 from physprobe.record.run_record import Baselines, Bootstrap, ChatRecord, RunRecord, Timings
 from physprobe.record.spec import RunSpec
 from physprobe.run import baselines, config_figures, parallel
-from physprobe.run.result_cache import Cache
+from physprobe.run.result_cache import Cache, key_base
 from physprobe.run.samples import Sample
 from physprobe.util import progress, provenance
 from physprobe.util.folder_lock import FolderLock
@@ -111,6 +112,7 @@ class Scoring:
         self.loaded_before = self.model.load_seconds  # a model made before may have loaded in an earlier run
         self.identity: dict = {}
         self.revisions: dict[str, str] = {}
+        self.said_drawn = False  # a resume at another batch size of a sampled run: said once (``drawn_at``)
 
     def score(self, config: str, cache: Cache) -> ScoredConfig:
         """Score ``config``: rows, requests, results (cached or fresh), samples, figures. With ``--samples`` K > 1,
@@ -182,8 +184,9 @@ class Scoring:
         many); each result is committed as the backend hands it over (``ResultHandle.answered``), the rest when the
         call returns. A request any rank's cache holds is never rescored.
         """
-        keys = Cache.keys(requests, **self.identity, engine=self.engine_version, protocol=self.protocol.name,
-                          protocol_version=self.protocol.version, dataset=self.revisions[config])  # fmt: skip
+        parts = dict(self.identity, engine=self.engine_version, protocol=self.protocol.name,
+                     protocol_version=self.protocol.version, dataset=self.revisions[config])  # fmt: skip
+        keys = Cache.keys(requests, **parts, **self.drawn_at(config, cache, parts))
         cuts = parallel.chunks(len(requests), self.spec.chunk)
         known = self.ranks.merged(cache.get(keys, self.protocol.sends.result))
         owner = self.ranks.owners(cuts, requests, self.model.tokenizer if self.ranks.world > 1 else None)
@@ -208,6 +211,23 @@ class Scoring:
         if self.ranks.world > 1 and self.ranks.main:  # a later single-process run into ``out`` resumes from every rank's scores
             cache.put(dict(zip(keys, results, strict=True)))
         return results, self.ranks.total(sum(map(len, todo)))
+
+    def drawn_at(self, config: str, cache: Cache, parts: dict) -> dict:
+        """What a sampled run adds to its requests' key (``parts``, the rest): its batch size (``--batch-size``; None:
+        automatic), since a draw depends on the batch shape (logits that differ in their last bits between batch shapes
+        can move a draw across a token boundary). A folder whose cache holds this run's draws at other batch sizes only
+        is said in one line (once a run): none is reused, a new run."""
+        if self.spec.decoding is None or not self.spec.decoding.samples:
+            return {}
+        size = self.spec.settings.batch_size
+        earlier = cache.drawn_at(key_base(**parts), size)
+        if earlier and size not in earlier and self.ranks.main and not self.said_drawn:
+            self.said_drawn = True
+            shown = ", ".join("auto" if b is None else str(b) for b in earlier)
+            print(f"physprobe: warning: {self.spec.out} holds sampled answers of {self.spec.benchmark}/{config} drawn at "
+                  f"--batch-size {shown}; a sampled answer depends on the batch size (docs/scoring.md), so none is reused "
+                  f"at --batch-size {'auto' if size is None else size}: a new run", file=sys.stderr)  # fmt: skip
+        return {"batch_size": size}
 
     def call(self, config: str, asked: list, keys: list[str], rows: list[int], cache: Cache, bar, items: float) -> dict:
         """One engine call on the requests ``asked`` (their cache ``keys``, their dataset ``rows``; ``items`` of work
@@ -305,8 +325,9 @@ def run(spec: RunSpec, make_backend: Callable[[RunSpec], Backend] | None = None)
 
 def _scored_run(this: Scoring, spec: RunSpec, ranks: parallel.Ranks, started_at: float, started: float) -> RunRecord:
     """Every config of ``spec`` scored into the run folder, held locked meanwhile (a second run into it fails, naming
-    this one); rank 0 writes the results."""
-    with FolderLock(spec.folder, run_folder.lock_name(ranks.rank)):
+    this one): by ``run_folder.claimed`` in one process or in the launcher of data-parallel ranks, each rank but 0
+    holding its own cache's lock too; rank 0 writes the results."""
+    with FolderLock(spec.folder, run_folder.lock_name(ranks.rank)) if not ranks.main else contextlib.nullcontext():
         cache = Cache(run_folder.cache_file(spec.folder, ranks.rank))
         scored = {config: this.score(config, cache) for config in spec.configs}
         metrics = {config: s.figures.metrics for config, s in scored.items()}

@@ -64,9 +64,9 @@ class FolderLock:
                 raise FolderInUse(
                     f"{self.subject} is in use by process {holder}; wait for it to finish or choose another --out"
                 ) from None
-            if not self.transient or self._current(handle):
+            if self._current(handle):
                 break
-            handle.close()  # a file its holder removed as it let go: lock the one at the path now
+            handle.close()  # a file its holder removed as it let go (with its folder, perhaps): lock the one at the path now
         handle.seek(0)
         handle.truncate()
         handle.write(f"{os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")

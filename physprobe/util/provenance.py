@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from physprobe.errors import PhysprobeError
+from physprobe.util.cache_folder import DIGESTS, cache_root
 
 BOOTSTRAP_SEED = 1234
 LIBRARIES = ("physprobe", "datasets", "evaluate", "huggingface_hub")  # besides the backends' (``backends.libraries``)
@@ -61,8 +62,8 @@ def folder_hash(folder: str | os.PathLike) -> str:
 
 
 def digest_cache() -> Path:
-    """Where file digests are cached: ``$XDG_CACHE_HOME/physprobe/file_digests.json`` (``~/.cache`` by default)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "physprobe" / "file_digests.json"
+    """Where file digests are cached: ``file_digests.json`` in physprobe's cache folder (``physprobe.util.cache_folder``)."""
+    return cache_root() / DIGESTS
 
 
 def file_digests(paths: list[Path]) -> list[bytes]:

@@ -312,6 +312,8 @@ class HFBackend(Backend):
         facts = model.describe_model(settings.model, settings.device, settings.gguf_file, model_options.typed_model_args(settings.model_args),
                                  settings.dtype, settings.batch_size)  # fmt: skip
         facts.tokenizer = model.load_tokenizer(facts)
+        if facts.local:  # the tokenizer builds the cache keys: read from the files the revision was hashed from
+            model.unchanged_since_described(facts)
         collector.settle()  # torch's and transformers' modules, imported by now: the collector walks them no more
         template = Templating(facts.tokenizer, Chat(), settings.model).template
         return Description(facts.detected, facts.kind, template is not None,

@@ -1,5 +1,7 @@
-"""Seeded sampling: each answer's next token drawn from its own random generator, so that a row's sample depends on
-its seed and the model alone, never on the batch it shares, the order of the batches or the global random state.
+"""Seeded sampling: each answer's next token drawn from its own random generator, so that a row's random numbers depend
+on its seed alone, never on the batch it shares, the order of the batches or the global random state. The logits they
+are compared with may still differ in their last bits between batch shapes, which moves a draw that falls near the
+boundary between two tokens: a sampled answer depends on the batch size too (docs/scoring.md).
 
 A decoding batch's logits go through transformers' own warpers (temperature, then top-k, then top-p, as
 ``model.generate(do_sample=True)`` applies them); each row then draws one uniform number from its generator (a CPU

@@ -4,7 +4,7 @@ cached on disk and read back by later runs.
 transformers parses a GGUF file's metadata anew for the config and again for the tokenizer, and de-quantises every
 tensor on each ``from_pretrained`` (SmolLM2-135M: 20 s on a loaded 2-core machine; a 7B model: minutes and 28 GB of
 float32). The hf backend converts a file once and keeps the result in the user's cache folder
-(``$PHYSPROBE_CACHE``, else ``$XDG_CACHE_HOME/physprobe``, else ``~/.cache/physprobe``), keyed by the file's sha256::
+(``physprobe.util.cache_folder``: ``$PHYSPROBE_CACHE``, else ``~/.cache/physprobe``), keyed by the file's sha256::
 
     gguf/<sha256>/meta-transformers-<version>/        config.json and tokenizer files: the metadata, no tensor
     gguf/<sha256>/<dtype>-transformers-<version>/     config.json, model.safetensors: the weights in that dtype
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -39,22 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from physprobe.util.cache_folder import GGUF, cache_root
+
 SOURCE_ARGS = ("gguf_file", "revision", "subfolder")  # where the GGUF file is: not passed when reading an entry
 MANIFEST = "physprobe-entry.json"  # in each entry: what it was made for and the sha256 of each file written
 T = TypeVar("T")
-
-
-def cache_root() -> Path:
-    """The folder physprobe caches converted models in.
-
-    >>> import os; before = os.environ.get("PHYSPROBE_CACHE"); os.environ["PHYSPROBE_CACHE"] = "/tmp/pp"
-    >>> cache_root().as_posix()
-    '/tmp/pp'
-    >>> _ = os.environ.pop("PHYSPROBE_CACHE") if before is None else os.environ.update(PHYSPROBE_CACHE=before)
-    """
-    if os.environ.get("PHYSPROBE_CACHE"):
-        return Path(os.environ["PHYSPROBE_CACHE"]).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "physprobe"
 
 
 @dataclass(frozen=True)
@@ -91,7 +79,7 @@ def locate(name: str, local: bool, kwargs: dict) -> Converted:
     """The cache entries of the GGUF file the options name, by its sha256 (read whole: about 1 s per GB)."""
     with gguf_path(name, local, kwargs).open("rb") as handle:
         digest = hashlib.file_digest(handle, "sha256").hexdigest()
-    return Converted(cache_root() / "gguf" / digest)
+    return Converted(cache_root() / GGUF / digest)
 
 
 def _digests(folder: Path) -> dict[str, str]:

@@ -190,6 +190,8 @@ def load(facts: ModelFacts, tokenizer=None) -> Loaded:
             if cached is not None and not {"device_map", "quantization_config"} & set(kwargs) and gguf_cache.dequantised(model):
                 gguf_cache.store(cached, lambda staging: gguf_cache.save_weights(model, staging))
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(facts)
+    if facts.local:
+        unchanged_since_described(facts)
     model.eval()
     device = facts.device
     if "device_map" in facts.kwargs:  # accelerate placed the weights (and hooks that move activations between them)
@@ -199,6 +201,19 @@ def load(facts: ModelFacts, tokenizer=None) -> Loaded:
     threads.choose(model, device)
     batching = {} if facts.batch_size is None else {"max_batch": facts.batch_size, "batch_tokens": 1 << 62}
     return Loaded(model, tokenizer, facts.family, device, batching)
+
+
+def unchanged_since_described(facts: ModelFacts) -> None:
+    """Refuse a local model folder whose content hash, read again once its tokenizer (``HFBackend.describe``) or its
+    weights (``load``) are in memory, is no longer the revision read before: the answers and the recorded revision
+    then come from the same files (a folder replaced in between would give one model's answers under the other's
+    revision, and cache them so). The digests of unchanged files are cached (``provenance.file_digests``), so each
+    reading again costs a ``stat`` a file."""
+    now = provenance.model_revision(
+        facts.name, True, facts.kwargs.get("revision"), facts.kwargs.get("gguf_file"), facts.kwargs.get("subfolder")
+    )
+    if now != facts.revision:
+        raise ModelLoadError(f"--model {facts.name}: the model folder changed while it was loaded; run again")
 
 
 def _from_pretrained(facts: ModelFacts, source: str, kwargs: dict):

@@ -102,9 +102,9 @@ def score_options(args: argparse.Namespace):
     (('mass',), 'off')
     """
     from physprobe.record.options import ScoreOptions
-    from physprobe.util.redact import scrub
+    from physprobe.util.redact import without_url_credentials
 
-    return ScoreOptions.from_namespace(args, ("physprobe", *map(scrub, getattr(args, "argv", ()))))
+    return ScoreOptions.from_namespace(args, ("physprobe", *map(without_url_credentials, getattr(args, "argv", ()))))
 
 
 def _score(args: argparse.Namespace) -> int:
@@ -247,7 +247,10 @@ def _report_arguments(report_cmd: argparse.ArgumentParser) -> None:
         "(default: each benchmark's first run given)",
     )
     report_cmd.add_argument(
-        "--resamples", type=int, default=1000, help="paired bootstrap resamples of the Differences sections (default: 1000)"
+        "--resamples",
+        type=int,
+        default=1000,
+        help="paired bootstrap resamples of the Differences sections (100 to 100000; default: 1000)",
     )
     report_cmd.add_argument(
         "--compare-across",
@@ -337,7 +340,7 @@ def _running_arguments(score_cmd: argparse.ArgumentParser) -> None:
         "(its sampling or beam search, docs/scoring.md)",
     )
     score_cmd.add_argument(
-        "--samples", type=int, default=1, help="answers drawn per prompt with a sampling --decoding (default 1)"
+        "--samples", type=int, default=1, help="answers drawn per prompt with a sampling --decoding (1 to 1000; default 1)"
     )
     score_cmd.add_argument("--seed", type=int, default=0, help="seed of the sampled answers (default 0)")
     score_cmd.add_argument(

@@ -54,8 +54,12 @@ def test_a_runs_repository_holds_each_finished_run_and_the_report(runs, tmp_path
         f"runs/{c}/{name}" for c in configs for name in ("metrics.json", "predictions.parquet", "run.json", "spec.json")
     ]
     for config, source in zip(configs, ("bert", "roberta")):  # the files as `physprobe score` wrote them
-        for name in ("metrics.json", "predictions.parquet", "run.json", "spec.json"):
+        for name in ("metrics.json", "predictions.parquet"):
             assert (repo / "runs" / config / name).read_bytes() == (tmp_path / "runs" / source / name).read_bytes()
+        spec = json.loads((tmp_path / "runs" / source / "spec.json").read_text())  # but its paths: their placeholders
+        spec["out"], spec["data"]["path"] = "<out>", "<data>"
+        assert json.loads((repo / "runs" / config / "spec.json").read_text()) == spec
+        assert json.loads((repo / "runs" / config / "run.json").read_text())["spec"] == spec
     assert any(f.startswith("figures/") and f.endswith(".png") for f in files)
     text = (repo / "README.md").read_text()
     meta = yaml.safe_load(text.split("---\n")[1])

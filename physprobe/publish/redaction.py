@@ -1,21 +1,24 @@
 """What leaves the machine when runs are published: nothing secret, nothing local, the run's texts as scored.
 
 A ``Redaction`` holds what must not be published and what each is published as: the secrets (the server key in
-``$OPENAI_API_KEY``, the Hub token; a URL's credentials never reach a run's files: ``run_record.write`` scrubs them)
+``$OPENAI_API_KEY``, the Hub token; a URL's credentials never reach a run's files: ``run_record.write`` hides them)
 become ``***``; a local model's path becomes the model's published name (``published_model``: its folder name and
-content digest, or the id given with ``--model-id``); a local build's path, the run folder's and any other absolute
-path in the command line become their last component; the home folder becomes ``~``. ``spec_json`` and ``run_json``
-apply it to every text of the record, then scrub what is shaped like a credential (``Redaction.text``);
-``predictions`` hides only what it knows exactly (``Redaction.known``: benchmark text is never taken for a secret),
-refuses a text still shaped like one, and ``check_unaltered`` reads the published predictions back against the
-run's. ``check_leaks`` reads every name and file about to be published (the Parquet files' texts included) and
-refuses, in one line naming the file, any that still holds a secret or a local path, however spelled.
+content digest, or the id given with ``--model-id``); the run folder and a local build become ``<out>`` and
+``<data>``; any other absolute path in the command line becomes its last component; the home folder becomes ``~``.
+Only these, known exactly, are changed (``Redaction.known``): a model's answer, a label, a system instruction and the
+benchmark's text are published byte for byte, whatever their shape. ``spec_json``, ``run_json`` and ``predictions``
+apply it to every text of the run; a text still shaped like a credential (``redact.scrub``) that is no secret known
+here is published as it is, and each file holding one is named in one warning line (``warn_credential_shaped``).
+The recorded command's path-valued options (``PATH_OPTIONS``) are published as placeholders, its ``--model`` as the
+published name. ``check_unaltered`` reads the published predictions back against the run's. ``check_leaks`` reads
+every name and file about to be published (the Parquet files' texts included) and refuses, in one line naming the
+file, any that still holds a secret or a local path, however spelled.
 
 >>> redaction = Redaction(("sk-0123456789",), {"/home/me/models/tiny": "tiny@sha256:ab12"})
->>> redaction.text("--model /home/me/models/tiny said: Bearer sk-0123456789 to api-key=k-1")
-'--model tiny@sha256:ab12 said: Bearer *** to api-key=***'
->>> redaction.known("Basic nurse 's equipment ! Bearer sk-0123456789 to api-key=k-1")
-"Basic nurse 's equipment ! Bearer *** to api-key=k-1"
+>>> redaction.known("--model /home/me/models/tiny said: Bearer sk-0123456789 to api-key=k-1")
+'--model tiny@sha256:ab12 said: Bearer *** to api-key=k-1'
+>>> command(["physprobe", "score", "--model", "tiny", "--out", "alicesecret", "--data=/home/me/build"], redaction, "tiny@x")
+['physprobe', 'score', '--model', 'tiny@x', '--out', '<out>', '--data=<data>']
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import io
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -33,7 +37,7 @@ from physprobe.errors import PublishError
 from physprobe.publish.verify import RunFiles
 from physprobe.record.run_record import PREDICTIONS, RUN_JSON, SPEC_JSON
 from physprobe.util.paths import MARKER
-from physprobe.util.redact import each_text, escaped, known, scrub
+from physprobe.util.redact import each_text, escaped, known_secrets, scrub
 
 
 @dataclass(frozen=True)
@@ -44,15 +48,11 @@ class Redaction:
     local: dict[str, str]
 
     def known(self, value: str) -> str:
-        """``value`` with each local text replaced (longest first) and every form of each secret hidden: what is known
-        exactly, and nothing else changed."""
+        """``value`` with each local text replaced (longest first), every form of each secret and any URL's
+        credentials hidden: what is known exactly, and nothing else changed."""
         for local in sorted(self.local, key=len, reverse=True):
             value = value.replace(local, self.local[local])
-        return known(value, self.secrets)
-
-    def text(self, value: str) -> str:
-        """``value`` as a record's text is published: ``known``, then whatever is shaped like a credential scrubbed."""
-        return scrub(self.known(value))
+        return known_secrets(value, self.secrets)
 
     def forbidden(self) -> dict[str, str]:
         """Each text no published name or file may hold (``check_leaks``: a path however spelled), with what it is in
@@ -107,53 +107,110 @@ def published_model(files: RunFiles, model_id: str | None) -> str | None:
     return f"{name}@sha256:{revision.split(':', 1)[1][:12]}" if revision.startswith("sha256:") else name
 
 
+PATH_OPTIONS = {"--out": "<out>", "--data": "<data>", "--source-dir": "<source-dir>"}  # published as placeholders
+
+
 def redaction_for(files: RunFiles, published: str | None, secrets: list[str]) -> Redaction:
-    """The ``Redaction`` of one run: ``secrets``; its local model (as the owner names it and as the spec gave it) as
-    ``published``; its run folder and its local build by their folder names; the home folder as ``~``."""
+    """The ``Redaction`` of one run: ``secrets``; its local model (as the owner names it, and as the spec gave it
+    where that is a path) as ``published``; its run folder as ``<out>``, an absolute local build as ``<data>``; the
+    home folder as ``~``."""
     spec = files.spec
-    local = {os.path.abspath(files.folder): files.folder.name}
+    local = {os.path.abspath(files.folder): PATH_OPTIONS["--out"]}
     if published is not None:
         local[local_model(files)] = published
-        local[str(spec.get("model"))] = published
+        if os.path.isabs(str(spec.get("model"))):
+            local[str(spec.get("model"))] = published
     data = spec.get("data") if isinstance(spec.get("data"), dict) else {}
-    if data.get("revision") is None and data.get("path"):
-        local[str(data["path"])] = Path(str(data["path"])).name
+    if data.get("revision") is None and os.path.isabs(str(data.get("path") or "")):
+        local[str(data["path"])] = PATH_OPTIONS["--data"]
     home = str(Path.home())
     if len(home) > 1:
         local[home + os.sep] = "~" + os.sep
     return Redaction(tuple(dict.fromkeys(secrets)), local)
 
 
+def _placeholder(option: str, published: str | None) -> str | None:
+    """What the value of ``option`` (as given: argparse takes a unique prefix, ``--ou``) is published as: a path
+    option's placeholder, a local ``--model``'s published name; None for any other option."""
+    if option == "--model":
+        return published
+    named = [name for name in PATH_OPTIONS if len(option) > 2 and name.startswith(option)]
+    return PATH_OPTIONS[named[0]] if named else None
+
+
 def _command_word(word: str, redaction: Redaction) -> str:
-    """One word of the recorded command line as published: an absolute path (alone or as ``--option=PATH``) by its
-    last component, unless the redaction names what it is published as."""
+    """A word of the recorded command line that is no path option's value, as published: an absolute path (alone or
+    as ``--option=PATH``) by its last component, unless the redaction names what it is published as."""
     option, equals, value = word.partition("=") if word.startswith("--") else ("", "", word)
     if value in redaction.local:
         value = redaction.local[value]
     elif os.path.isabs(value) or value.startswith("~"):
         value = Path(value).name
-    return redaction.text(f"{option}{equals}{value}")
+    return redaction.known(f"{option}{equals}{value}")
+
+
+def command(words: list[str], redaction: Redaction, published: str | None) -> list[str]:
+    """The recorded command line as published: each path option's value (``--out PATH``, ``--data=PATH``) as its
+    placeholder (``PATH_OPTIONS``), a local ``--model`` as ``published``, every other word by ``_command_word``."""
+    shown = []
+    for previous, word in zip(["", *words], words, strict=False):
+        option, equals, value = word.partition("=") if word.startswith("--") else ("", "", word)
+        placeholder = _placeholder(option, published) if equals else None
+        if not option and previous.startswith("--") and "=" not in previous:
+            placeholder = _placeholder(previous, published)
+        shown.append(f"{option}{equals}{placeholder}" if placeholder is not None else _command_word(word, redaction))
+    return shown
 
 
 def _spec(spec: dict, redaction: Redaction, published: str | None) -> dict:
-    """A run's spec as published: the model by its published name, a local build, the run folder and a GGUF file by
-    their last component, the command line's paths too, every text redacted."""
+    """A run's spec as published: the model by its published name, a local build and the run folder as ``<data>``
+    and ``<out>``, a GGUF file by its last component, the command line's paths too (``command``), every text's
+    known secrets and local paths hidden."""
     out = copy.deepcopy(spec)
     settings = out.get("settings") if isinstance(out.get("settings"), dict) else {}
     if published is not None:
         out["model"] = settings["model"] = published
     data = out.get("data") if isinstance(out.get("data"), dict) else {}
     if data.get("revision") is None and data.get("path"):
-        data["path"] = Path(str(data["path"])).name
-    for holder, key in ((out, "out"), (settings, "gguf_file")):
-        if holder.get(key):
-            holder[key] = _command_word(str(holder[key]), redaction)
-    out["command"] = [_command_word(str(word), redaction) for word in out.get("command") or []]
-    return each_text(out, redaction.text)
+        data["path"] = PATH_OPTIONS["--data"]
+    if out.get("out"):
+        out["out"] = PATH_OPTIONS["--out"]
+    if settings.get("gguf_file"):
+        settings["gguf_file"] = _command_word(str(settings["gguf_file"]), redaction)
+    out["command"] = command([str(word) for word in out.get("command") or []], redaction, published)
+    return each_text(out, redaction.known)
+
+
+def shaped_like_credentials(value, place: str = "") -> list[str]:
+    """The places in ``value`` (JSON-like) of the texts shaped like a credential (``redact.scrub`` would change them):
+    dotted keys and list indexes.
+
+    >>> shaped_like_credentials({"label": "api_key=banana split", "command": ["score", "--label", "authorization: a"]})
+    ['label', 'command[2]']
+    """
+    if isinstance(value, str):
+        return [place] if scrub(value) != value else []
+    if isinstance(value, dict):
+        return [p for key, v in value.items() for p in shaped_like_credentials(v, f"{place}.{key}".lstrip("."))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in shaped_like_credentials(v, f"{place}[{i}]")]
+    return []
+
+
+def warn_credential_shaped(path: Path, places: list[str]) -> None:
+    """One warning line naming ``path`` and the first of ``places`` where a text shaped like a credential that is no
+    secret known here is published as it is (nothing of it altered), if any."""
+    if places:
+        count = f"{len(places)} text{'s' if len(places) > 1 else ''}"
+        print(f"physprobe: warning: {escaped(str(path))}: {count} shaped like a credential (an Authorization header's value, "
+              f"a key) but no secret known here, published as written (first: {escaped(places[0])}); if one is a key, "
+              "publish again with it in $OPENAI_API_KEY or HF_TOKEN so it is hidden", file=sys.stderr)  # fmt: skip
 
 
 def _as_written(files: RunFiles, name: str, published: dict) -> bytes:
-    """``published`` as physprobe writes a record's JSON; the bytes of ``name`` it wrote where nothing changed."""
+    """``published`` as physprobe writes a record's JSON; the bytes of ``name`` it wrote where nothing changed (a
+    text shaped like a credential warned of: ``warn_credential_shaped``)."""
+    warn_credential_shaped(files.folder / name, shaped_like_credentials(published))
     return files.contents[name] if published == files.json(name) else json.dumps(published, indent=2, sort_keys=True).encode()
 
 
@@ -163,31 +220,28 @@ def spec_json(files: RunFiles, redaction: Redaction, published: str | None) -> b
 
 
 def run_json(files: RunFiles, redaction: Redaction, published: str | None) -> bytes:
-    """run.json as published: its spec as spec.json's (``_spec``), every other text redacted."""
+    """run.json as published: its spec as spec.json's (``_spec``), every other text's known secrets and local paths
+    hidden."""
     info = files.json(RUN_JSON)
-    out = each_text({k: v for k, v in info.items() if k != "spec"}, redaction.text)
+    out = each_text({k: v for k, v in info.items() if k != "spec"}, redaction.known)
     return _as_written(files, RUN_JSON, {**out, "spec": _spec(files.spec, redaction, published)})
 
 
 def predictions(files: RunFiles, redaction: Redaction) -> bytes:
     """predictions.parquet as published: the benchmark's texts and the model's exactly as scored, only the secrets and
     local paths known exactly hidden (``Redaction.known``), the same schema; the bytes physprobe wrote where nothing
-    changes. A text still shaped like a credential (``redact.scrub``) is refused in one line naming its row, not
-    altered: benchmark text is never taken for a secret, and no unknown key is published."""
+    changes. A text still shaped like a credential (``redact.scrub``) is published as it is, the file and its first
+    row named in one warning line (``warn_credential_shaped``): a model's answer and the benchmark's text are never
+    altered for their shape."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     table = files.predictions()
     rows = table.to_pylist()
     published = each_text(rows, redaction.known)
-    for row in published:
-        for column, value in row.items():
-            if each_text(value, scrub) != value:
-                raise PublishError(f"{escaped(str(files.folder / PREDICTIONS))}: row {row.get('row')} of config "
-                                   f"{escaped(str(row.get('config')))} ({column}) holds a text shaped like a credential (an "
-                                   "Authorization header's value, a key) that is no secret known here; nothing was published: "
-                                   "if it is a key, set it in $OPENAI_API_KEY or HF_TOKEN while publishing so it is hidden, "
-                                   "else report this as a physprobe bug")  # fmt: skip
+    places = [f"row {row.get('row')} of config {row.get('config')} ({column})"
+              for row in published for column, value in row.items() if shaped_like_credentials(value)]  # fmt: skip
+    warn_credential_shaped(files.folder / PREDICTIONS, places)
     if published == rows:
         return files.contents[PREDICTIONS]
     sink = io.BytesIO()

@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -51,7 +50,7 @@ from physprobe.report.document import headlines
 from physprobe.report.output import collect, render
 from physprobe.report.runs import Run, load_run, name_runs
 from physprobe.report.writers import to_markdown
-from physprobe.util.paths import Owner, check_target, staged
+from physprobe.util.paths import Owner, check_target, staged, written
 from physprobe.util.redact import escaped
 
 NAME_LENGTH = 80  # characters of a config name
@@ -128,10 +127,10 @@ def write(folders: list[Path], out: Path, name: str, model_id: str | None = None
             forbidden.update(redacted.forbidden())
             folder = unnamed / f".{index}"
             folder.mkdir(parents=True)
-            (folder / SPEC_JSON).write_bytes(redaction.spec_json(files, redacted, published))
-            (folder / RUN_JSON).write_bytes(redaction.run_json(files, redacted, published))
-            (folder / METRICS_JSON).write_bytes(files.contents[METRICS_JSON])
-            (folder / PREDICTIONS).write_bytes(redaction.predictions(files, redacted))
+            written(folder / SPEC_JSON, redaction.spec_json(files, redacted, published))
+            written(folder / RUN_JSON, redaction.run_json(files, redacted, published))
+            written(folder / METRICS_JSON, files.contents[METRICS_JSON])
+            written(folder / PREDICTIONS, redaction.predictions(files, redacted))
             redaction.check_unaltered(files, folder / PREDICTIONS, redacted)
         published_runs = [load_run(unnamed / f".{index}") for index in range(len(runs))]  # the card reads what is published
         name_runs(published_runs)
@@ -140,10 +139,12 @@ def write(folders: list[Path], out: Path, name: str, model_id: str | None = None
             (unnamed / f".{index}").rename(unnamed / config)
         with contextlib.chdir(staging):  # the report names each run by its folder in the repository: runs/<config>
             report = render([Path("runs") / config for config in configs], Path(scratch) / "report")
-        shutil.copytree(report / "figures", staging / "figures")
+        (staging / "figures").mkdir()
+        for figure in sorted((report / "figures").iterdir()):
+            written(staging / "figures" / figure.name, figure.read_bytes())
         (staging / "schema").mkdir()  # run.json's and metrics.json's JSON Schema, for other tools reading the runs
         for schema in SCHEMAS.values():
-            shutil.copyfile(SCHEMA_FOLDER / schema, staging / "schema" / schema)
+            written(staging / "schema" / schema, (SCHEMA_FOLDER / schema).read_bytes())
         card(name, dict(zip(configs, published_runs, strict=True)), (report / "report.md").read_text(encoding="utf-8")).save(
             staging / "README.md"
         )

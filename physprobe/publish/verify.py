@@ -14,7 +14,6 @@ Every refusal is one ``PublishError`` line naming the file and the fix.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -23,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from physprobe.errors import PublishError
-from physprobe.record.run_record import METRICS_JSON, PREDICTIONS, RUN_JSON, SPEC_JSON
+from physprobe.record.run_record import METRICS_JSON, PREDICTIONS, RUN_FILES, RUN_JSON, SPEC_JSON, again, read_vouched
 from physprobe.util.paths import MARKER, Owner, vouched
 from physprobe.util.redact import escaped
 
-PUBLISHED = (SPEC_JSON, RUN_JSON, METRICS_JSON, PREDICTIONS)  # the allow-list: all a run folder publishes
+PUBLISHED = RUN_FILES  # the allow-list: all a run folder publishes
 
 
 @dataclass(frozen=True)
@@ -54,41 +53,19 @@ class RunFiles:
         return pq.read_table(io.BytesIO(self.contents[PREDICTIONS]))
 
 
-def again(folder: Path) -> str:
-    """The fix for a run folder whose files cannot be published: score it again."""
-    return f"score the run again (`physprobe score ... --out {escaped(str(folder))}` resumes from its cache)"
-
-
 def read_verified(folder: Path) -> RunFiles:
     """The published files of the run folder ``folder``, each a regular file (not a link) whose sha256 is the one its
-    marker records; else one ``PublishError`` line naming the file."""
+    marker records (``run_record.read_vouched``, as ``physprobe report`` reads a run); else one ``PublishError`` line
+    naming the file."""
     shown = escaped(str(folder))
     if folder.is_symlink():
         raise PublishError(f"{shown} is a symlink (to {escaped(os.readlink(folder))}); physprobe publishes no run folder "
                            "through a link: give the folder itself")  # fmt: skip
-    owner, hashes = vouched(folder)
+    owner, _ = vouched(folder)
     if owner is None or owner.kind != "run":
         raise PublishError(f"{shown} is not a run folder `physprobe score` wrote (its {MARKER} names no run); "
                            "give the run folders physprobe score wrote")  # fmt: skip
-    contents = {}
-    for name in PUBLISHED:
-        path = folder / name
-        if path.is_symlink():
-            raise PublishError(f"{escaped(str(path))} is a symlink (to {escaped(os.readlink(path))}); physprobe publishes only the "
-                               f"files it wrote in the run folder, never a linked one: {again(folder)}")  # fmt: skip
-        if not path.exists():
-            raise PublishError(f"{escaped(str(path))} is missing: the run folder is incomplete; {again(folder)}")
-        if not path.is_file():
-            raise PublishError(f"{escaped(str(path))} is not a regular file; {again(folder)}")
-        content = path.read_bytes()
-        if name not in hashes:
-            raise PublishError(f"{escaped(str(path))} is not listed in {MARKER} (written by another program, or by a physprobe "
-                               f"that recorded no hashes); {again(folder)}")  # fmt: skip
-        if hashlib.sha256(content).hexdigest() != hashes[name]:
-            raise PublishError(f"{escaped(str(path))} changed since physprobe score wrote it (its sha256 is not the one {MARKER} "
-                               f"records); {again(folder)}")  # fmt: skip
-        contents[name] = content
-    return RunFiles(folder, owner, contents)
+    return RunFiles(folder, owner, read_vouched(folder, PublishError))
 
 
 def check_record(files: RunFiles) -> None:

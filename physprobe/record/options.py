@@ -81,10 +81,15 @@ def chat_setting(template: str | None, system_instruction: str | None) -> Chat:
     return Chat("on", template or None, system_instruction)
 
 
-def _whole(flag: str, value, low: int, what: str) -> int:
-    """``value`` if it is a whole number (not a flag) of at least ``low``, else ``ProtocolError`` naming ``flag``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ProtocolError(f"{flag} {value}: give a whole number of at least {low}{what}")
+MAX_SAMPLES = 1000  # --samples: every sample's text and decision is cached and written per row (a 10,000-row config: 10M)
+
+
+def _whole(flag: str, value, low: int, what: str, high: int | None = None) -> int:
+    """``value`` if it is a whole number (not a flag) of at least ``low`` (and at most ``high``), else
+    ``ProtocolError`` naming ``flag``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bound = f"at least {low}" if high is None else f"from {low} to {high}"
+        raise ProtocolError(f"{flag} {value}: give a whole number {bound}{what}")
     return value
 
 
@@ -306,7 +311,7 @@ class ScoreOptions(BaseModel):
     @field_validator("samples", mode="before")
     @classmethod
     def _samples(cls, samples):
-        return _whole("--samples", samples, 1, " (answers drawn per prompt)")
+        return _whole("--samples", samples, 1, " (answers drawn per prompt)", MAX_SAMPLES)
 
     @field_validator("seed", mode="before")
     @classmethod

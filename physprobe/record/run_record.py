@@ -22,6 +22,7 @@ migrations from its schema version (``physprobe.record.migrations``).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -39,10 +40,12 @@ from physprobe.record import predictions as prediction_lines
 from physprobe.record.fields import RECORD, Count, OneLine, Seconds, Sha256, one_line
 from physprobe.record.migrations import SCHEMA_VERSION, migrated
 from physprobe.record.spec import RunSpec
-from physprobe.util.paths import Owner, staged, vouched
-from physprobe.util.redact import each_text, without_url_credentials
+from physprobe.util.paths import MARKER, Owner, staged, vouched
+from physprobe.util.redact import each_text, escaped, without_url_credentials
 
 SPEC_JSON, RUN_JSON, METRICS_JSON, PREDICTIONS = "spec.json", "run.json", "metrics.json", "predictions.parquet"
+RUN_FILES = (SPEC_JSON, RUN_JSON, METRICS_JSON, PREDICTIONS)  # a finished run's files, each vouched for by its marker
+STATUSES = ("decided", "undecided", "unparsed", "excluded")  # a line's status (``physprobe.run.samples``)
 
 
 @dataclass(frozen=True, config=RECORD)
@@ -263,19 +266,104 @@ def load(folder: Path) -> RunRecord:
     return record
 
 
+def again(folder: Path) -> str:
+    """The fix for a run folder whose files cannot be trusted: score it again."""
+    return f"score the run again (`physprobe score ... --out {escaped(str(folder))}` resumes from its cache)"
+
+
+def read_vouched(folder: Path, error: type[Exception] = RunRecordError) -> dict[str, bytes]:
+    """The bytes of each of ``RUN_FILES`` in ``folder``, read once, never through a link, each the file whose sha256
+    the folder's marker recorded when ``write`` wrote it; else one ``error`` line naming the file (edited, replaced,
+    linked, missing or not listed since)."""
+    _, hashes = vouched(folder)
+    contents = {}
+    for name in RUN_FILES:
+        path, shown = folder / name, escaped(str(folder / name))
+        if path.is_symlink():
+            raise error(f"{shown} is a symlink (to {escaped(os.readlink(path))}); physprobe reads only the files it wrote in "
+                        f"the run folder, never a linked one: {again(folder)}")  # fmt: skip
+        if not path.exists():
+            raise error(f"{shown} is missing: the run folder is incomplete; {again(folder)}")
+        if not path.is_file():
+            raise error(f"{shown} is not a regular file; {again(folder)}")
+        content = path.read_bytes()
+        if name not in hashes:
+            raise error(f"{shown} is not listed in {MARKER} (written by another program, or by a physprobe that recorded no "
+                        f"hashes); {again(folder)}")  # fmt: skip
+        if hashlib.sha256(content).hexdigest() != hashes[name]:
+            raise error(f"{shown} changed since physprobe score wrote it (its sha256 is not the one {MARKER} records); "
+                        f"{again(folder)}")  # fmt: skip
+        contents[name] = content
+    return contents
+
+
 def predictions(folder: Path) -> list[dict]:
-    """predictions.parquet's lines (``physprobe.run.samples.Sample.line``); one ``RunRecordError`` line naming the file
-    where it is missing, not Parquet, or a line is not a ``PredictionLine``."""
+    """predictions.parquet's lines (``physprobe.run.samples.Sample.line``), each as written: one ``RunRecordError``
+    line naming the file where it is missing or not Parquet, a column where it has another type than ``COLUMNS`` (or
+    is missing), and the row where a value is null, a status unknown, or ``row_json`` not the JSON object whose sha256
+    is its ``row_sha256`` (the row edited since), or a line is not a ``PredictionLine`` (its status and prediction code
+    apart)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     path = folder / PREDICTIONS
     try:
-        lines = pq.read_table(path).to_pylist()
+        table = pq.read_table(path)
     except (OSError, pa.ArrowException) as error:
         raise RunRecordError(f"{path} cannot be read ({error}); score the run again with `physprobe score`") from None
+    if table.num_rows:
+        _check_columns(table.schema, path)
+    lines = table.to_pylist()
+    for line in lines:
+        _check_line(line, path)
     prediction_lines.check(lines, str(path))
     return lines
+
+
+COLUMNS = {"config": "text", "row": "whole number", "status": "text", "prediction": "whole number", "scores": "list",
+           "reference": "list", "prompts": "list", "row_json": "text", "row_sha256": "text"}  # fmt: skip
+_OPTIONAL = ("row_json", "row_sha256")  # absent from folders written before them
+
+
+def _check_columns(schema, path: Path) -> None:
+    """A ``RunRecordError`` line naming the first column of ``COLUMNS`` missing from ``schema`` or of another type."""
+    import pyarrow as pa
+
+    kinds = {"text": (pa.types.is_string, pa.types.is_large_string), "whole number": (pa.types.is_integer,),
+             "list": (pa.types.is_list, pa.types.is_large_list)}  # fmt: skip
+    for name, kind in COLUMNS.items():
+        if name not in schema.names:
+            if name in _OPTIONAL:
+                continue
+            raise RunRecordError(f"{path}: column {name} is missing (physprobe score writes it); {again(path.parent)}")
+        found = schema.field(name).type
+        if not any(check(found) for check in kinds[kind]):
+            raise RunRecordError(
+                f"{path}: column {name} holds {found}, not the {kind} physprobe score writes; {again(path.parent)}"
+            )
+
+
+def _check_line(line: dict, path: Path) -> None:
+    """A ``RunRecordError`` line naming ``line``'s row where a column of ``COLUMNS`` holds a null, its status is none
+    physprobe writes, or its ``row_json`` is not the JSON object whose sha256 its ``row_sha256`` records."""
+    where = f"{path}: row {line.get('row')} of config {escaped(str(line.get('config')))}"
+    null = next((name for name in COLUMNS if name in line and line[name] is None), None)
+    if null is not None:
+        raise RunRecordError(f"{where}: column {null} is null, which physprobe score never writes; {again(path.parent)}")
+    if line["status"] not in STATUSES:
+        raise RunRecordError(f"{where}: column status is {escaped(repr(line['status']))}, not one of {', '.join(STATUSES)}; "
+                             f"{again(path.parent)}")  # fmt: skip
+    if "row_json" not in line:
+        return
+    try:
+        data = json.loads(line["row_json"])
+    except json.JSONDecodeError as error:
+        raise RunRecordError(f"{where}: column row_json is not JSON ({error}); {again(path.parent)}") from None
+    if not isinstance(data, dict):
+        raise RunRecordError(f"{where}: column row_json is not a JSON object (the row as read); {again(path.parent)}")
+    if "row_sha256" in line and hashlib.sha256(line["row_json"].encode()).hexdigest() != line["row_sha256"]:
+        raise RunRecordError(f"{where}: its row_json is not the row its row_sha256 records (edited since physprobe score "
+                             f"wrote it); {again(path.parent)}")  # fmt: skip
 
 
 def row_data(line: dict) -> dict:

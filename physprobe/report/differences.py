@@ -49,25 +49,32 @@ class Section:
     tested: int = 0  # the tested differences of the report, over which p (Holm) is adjusted
 
 
+def names(reference: str, run: Run) -> bool:
+    """Whether ``reference`` names ``run``: its name in the report, or its folder however it is spelled (relative or
+    absolute: both resolved)."""
+    return reference == run.id or Path(reference).resolve() == Path(run.folder).resolve()
+
+
 def reference_of(runs: list[Run], name: str | None) -> Run:
-    """The reference among one benchmark's ``runs``: the one ``name`` names (its name in the report or its folder),
-    else the first."""
-    named = [r for r in runs if name is not None and name in (r.id, str(r.folder))]
+    """The reference among one benchmark's ``runs``: the one ``name`` names (``names``), else the first."""
+    named = [r for r in runs if name is not None and names(name, r)]
     return named[0] if named else runs[0]
 
 
 def sections(runs: list[Run], reference: str | None, resamples: int, across: bool) -> list[Section]:
     """Per benchmark with two runs or more, each run against the reference (``reference_of``), Holm-adjusted over
     every tested difference of the report; each run's ``differences`` set (by metrics.json key) for the card. A
-    ``reference`` that names no run is a one-line ``ReportError``."""
-    if resamples < 1:
-        raise ReportError(f"--resamples must be at least 1, got {resamples}")
-    if reference is not None and not any(reference in (r.id, str(r.folder)) for r in runs):
-        raise ReportError(f"--reference {reference!r} names no run of the report; give a run's name as the report "
-                          "shows it (its --label or model name) or its folder")  # fmt: skip
+    ``--resamples`` out of ``paired``'s bounds, or a ``reference`` that names no run of a compared benchmark, is a
+    one-line ``ReportError``."""
+    if not paired.MIN_RESAMPLES <= resamples <= paired.MAX_RESAMPLES:
+        raise ReportError(f"--resamples {resamples}: the Differences sections take {paired.MIN_RESAMPLES} to "
+                          f"{paired.MAX_RESAMPLES} paired bootstrap resamples (their 95% interval is the 2.5th and 97.5th "
+                          f"percentiles of them); give one in that range (default {paired.RESAMPLES})")  # fmt: skip
     by_benchmark: dict[str, list[Run]] = {}
     for run in runs:
         by_benchmark.setdefault(run.record.benchmark, []).append(run)
+    if reference is not None:
+        _check_reference(reference, runs, sorted(b for b, group in by_benchmark.items() if len(group) > 1))
     found = []
     for benchmark in sorted(b for b, group in by_benchmark.items() if len(group) > 1):
         group = by_benchmark[benchmark]
@@ -80,6 +87,20 @@ def sections(runs: list[Run], reference: str | None, resamples: int, across: boo
                 refused.append(str(error))
         found.append(Section(benchmark, base.id, tuple(done), tuple(refused), explained=not found))
     return _holm(found, runs)
+
+
+def _check_reference(reference: str, runs: list[Run], compared: list[str]) -> None:
+    """A one-line ``ReportError`` where ``--reference`` names no run of the report, or only runs of benchmarks with
+    no Differences section (one run each): it would be ignored."""
+    named = [r for r in runs if names(reference, r)]
+    if not named:
+        raise ReportError(f"--reference {reference!r} names no run of the report; give a run's name as the report "
+                          "shows it (its --label or model name) or its folder")  # fmt: skip
+    if not any(r.record.benchmark in compared for r in named):
+        sections_of = f"those of {', '.join(compared)}" if compared else "none: no benchmark has two runs"
+        raise ReportError(f"--reference {reference!r} names run {named[0].id} of {named[0].record.benchmark}, which has no "
+                          f"other run to compare it with; the Differences sections are {sections_of}: give one of their runs "
+                          "or leave out --reference")  # fmt: skip
 
 
 def _holm(found: list[Section], runs: list[Run]) -> list[Section]:
@@ -193,8 +214,7 @@ def blocks(section: Section, figures_dir: Path, total: int | None = None) -> lis
             units[d.figure.config] = max(units.get(d.figure.config, 0), d.units)
         held = ", ".join(f"{config} {count}" for config, count in units.items())
         out.append(Paragraph(f"{comparison.other} (B) against {section.reference} (A, the reference); unit: the {unit} "
-                             f"({held} {unit}s); {comparison.resamples} resamples, seed {comparison.seed}; p (Holm) over "
-                             f"the report's {section.tested} tested differences" + (f" of {total}" if total else "") + "."))  # fmt: skip
+                             f"({held} {unit}s); {comparison.resamples} resamples, seed {comparison.seed}; {_adjusted(section.tested, total)}."))  # fmt: skip
         if any(d.tested for d in comparison.differences):
             out.append(_table(comparison))
         told = [line for line in [_untested_line(comparison, unit)] if line]
@@ -210,6 +230,17 @@ def blocks(section: Section, figures_dir: Path, total: int | None = None) -> lis
     if difference_figure.draw(section, path):
         out.append(Image(path, f"figures/{path.name}", f"Differences from {section.reference}, 95% paired intervals"))
     return out
+
+
+def _adjusted(tested: int, total: int | None) -> str:
+    """What p (Holm) is adjusted over: the report's ``tested`` differences (of ``total``), or that none is tested.
+
+    >>> _adjusted(3, 8), _adjusted(1, None), _adjusted(0, 4)
+    ("p (Holm) over the report's 3 tested differences of 8", "p (Holm) over the report's 1 tested difference", 'no difference of the report is tested (too few units differ), so no p (Holm)')
+    """
+    if not tested:
+        return "no difference of the report is tested (too few units differ), so no p (Holm)"
+    return f"p (Holm) over the report's {tested} tested difference{'s' if tested > 1 else ''}" + (f" of {total}" if total else "")
 
 
 def to_json(found: list[Section]) -> str:

@@ -376,8 +376,13 @@ def _legend(fig, plt, runs, colours, lines, drawn: set[str] | None = None):
 
 
 def _save(fig, plt, path: Path) -> None:
-    fig.savefig(path, dpi=SAVE_DPI, metadata={"Software": None})
-    plt.close(fig)
+    """``fig`` saved as ``path`` and closed; an ``OSError`` (a full disk) names ``path``."""
+    try:
+        fig.savefig(path, dpi=SAVE_DPI, metadata={"Software": None})
+    except OSError as error:
+        raise OSError(error.errno, error.strerror or str(error), str(path)) from None
+    finally:
+        plt.close(fig)
 
 
 DRAW = {"bars": bars_figure, "lines": lines_figure}

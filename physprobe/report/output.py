@@ -33,7 +33,7 @@ def render(runs: list[Path], out: Path, reference: str | None = None, resamples:
     finished runs among the folders); none finished is a one-line error. ``out`` must not exist, be empty, or be
     a report folder this command wrote before (replaced as a whole); anything else is a one-line error and is
     left untouched. Everything is written to a staging folder beside ``out`` and swapped into place, so a failure
-    leaves nothing behind. Runs of several benchmarks give one section per benchmark.
+    leaves nothing behind (a full disk: one line naming the file of ``out`` it could not write). Runs of several benchmarks give one section per benchmark.
     """
     loaded, skipped = collect(runs)
     compared = differences.sections(loaded, reference, resamples, across)
@@ -45,11 +45,11 @@ def render(runs: list[Path], out: Path, reference: str | None = None, resamples:
             (staging / explorer.FOLDER).mkdir()
         for benchmark, found in explorers.items():
             page = explorer_page.page(found, paper_tables(benchmark).title)
-            (staging / explorer.link(benchmark)).write_text(page, encoding="utf-8")
-        (staging / "report.md").write_text(to_markdown(blocks), encoding="utf-8")
-        (staging / "report.html").write_text(to_html(blocks), encoding="utf-8")
+            paths.written(staging / explorer.link(benchmark), page)
+        paths.written(staging / "report.md", to_markdown(blocks))
+        paths.written(staging / "report.html", to_html(blocks))
         if compared:
-            (staging / differences.JSON).write_text(differences.to_json(compared), encoding="utf-8")
+            paths.written(staging / differences.JSON, differences.to_json(compared))
     for _, why in skipped:
         print(f"physprobe: skipped: {escaped(why)}", file=sys.stderr)
     return out

@@ -37,6 +37,10 @@ from physprobe.util import provenance
 
 SEED = provenance.BOOTSTRAP_SEED  # the comparison's resamples, as every run's own bootstrap
 RESAMPLES = 1000
+# --resamples' bounds: the interval is the 2.5th and 97.5th percentiles of the resamples, and a randomisation p is
+# (1 + hits) / (1 + resamples): below 100 neither says anything at 5%; above 100000 the p's last printed digit no
+# longer moves while the time and memory (a resamples x units array of draws) keep growing.
+MIN_RESAMPLES, MAX_RESAMPLES = 100, 100_000
 ALPHA = 0.05  # the verdict: a difference "differs" where its Holm-adjusted p is below this
 # A test is run only where at least this many units differ between the two runs: with k units differing, a test
 # that swaps whole units (or McNemar's, k discordant questions) sees at most 2^k outcomes, the observed one and its

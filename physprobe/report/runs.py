@@ -23,6 +23,7 @@ from physprobe.record import run_record
 from physprobe.record.run_record import RunRecord
 from physprobe.record.spec import short_name
 from physprobe.report.tables import paper_tables
+from physprobe.util.paths import vouched
 
 
 @dataclass
@@ -144,6 +145,18 @@ def load_run(folder: Path) -> Run:
     return Run(folder, run_record.load(folder))
 
 
+def check_as_written(folder: Path) -> None:
+    """A one-line ``RunRecordError`` naming the file (and row) where a finished run folder no longer holds what
+    ``physprobe score`` wrote: a file whose sha256 is not the one its marker records (``run_record.read_vouched``, as
+    ``physprobe publish`` checks it), a predictions column or row out of shape or edited (``run_record.predictions``:
+    each row against its ``row_sha256``). A folder whose marker records no files (a downloaded runs repository's
+    ``runs/<config>``) has its rows checked only."""
+    if vouched(folder)[1]:
+        run_record.read_vouched(folder)
+    if (folder / run_record.PREDICTIONS).exists():
+        run_record.predictions(folder)
+
+
 def run_protocol(run: Run):
     """The ``Protocol`` a run's record names, or None (no longer declared)."""
     try:
@@ -155,7 +168,8 @@ def run_protocol(run: Run):
 def collect(runs: list[Path]) -> tuple[list[Run], list[tuple[Path, str]]]:
     """The finished runs among the folders ``runs`` (a card run's parent: its run folders, ``run_folders``), named as
     a report names them (``name_runs``), and the folders skipped, each with why: not a finished run, a benchmark
-    without paper tables, a second copy of a run. None finished is a one-line ``ReportError``."""
+    without paper tables, a second copy of a run. None finished is a one-line ``ReportError``; a finished run whose
+    files are not as physprobe score wrote them is refused in one line (``check_as_written``)."""
     if not runs:
         raise ReportError("give at least one run folder written by `physprobe score`")
     loaded, skipped, seen = [], [], {}
@@ -167,6 +181,7 @@ def collect(runs: list[Path]) -> tuple[list[Run], list[tuple[Path, str]]]:
         except (RunRecordError, ReportError) as error:
             skipped.append((Path(folder), str(error)))
             continue
+        check_as_written(run.folder)
         if run.content_key in seen:
             skipped.append((run.folder, f"{run.folder} is the same run as {seen[run.content_key]} (the same figures of the same "
                                         "protocol on the same rows); reported once"))  # fmt: skip

@@ -31,7 +31,6 @@ from physprobe.protocols.requests import Request
 from physprobe.protocols.results import Result
 
 EXCLUDED = -3  # predictions.parquet's code for a row the protocol leaves out (UNDECIDED -1, UNPARSED -2)
-STATUSES = ("decided", "undecided", "unparsed", "excluded")
 
 
 @dataclass(frozen=True)

@@ -296,7 +296,8 @@ def staged(target: str | os.PathLike, owner: Owner, carry: bool = False):
     """The one way physprobe writes an output folder: a fresh folder beside ``target`` (yielded) that
     replaces ``target`` whole when the block ends, marked as ``owner``'s (the marker lists the files written and
     their sha256); on any failure it vanishes and ``target`` is untouched. ``target`` must pass ``check_target``
-    (checked before the block runs); what killed runs left beside it is removed first. ``carry``: whatever the old
+    (checked before the block runs); what killed runs left beside it is removed first; an ``OSError`` raised in the
+    block names the file of ``target`` it was writing (``written``), never the staging folder. ``carry``: whatever the old
     ``target`` holds that the new version does not write is kept (``_carried``: a run folder's cache and lock stay
     the same files, a user's notes, folders and links stay as they are).
 
@@ -326,9 +327,23 @@ def staged(target: str | os.PathLike, owner: Owner, carry: bool = False):
                     if not os.path.lexists(staging / path.name):
                         _carried(path, staging / path.name)
             replace_folder(staging, target)
+        except OSError as error:  # a full disk: named by the file of ``target`` it was writing, never the staging path
+            shutil.rmtree(staging, ignore_errors=True)
+            named = Path(error.filename) if error.filename else None
+            named = target / named.relative_to(staging) if named and named.is_relative_to(staging) else named
+            raise OSError(error.errno, error.strerror or str(error), str(named or target)) from None
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
+
+
+def written(path: Path, data: str | bytes) -> None:
+    """``path`` written with ``data`` (text as UTF-8); an ``OSError`` (a full disk: a failed write names no file) names
+    ``path``."""
+    try:
+        path.write_text(data, encoding="utf-8") if isinstance(data, str) else path.write_bytes(data)
+    except OSError as error:
+        raise OSError(error.errno, error.strerror or str(error), str(path)) from None
 
 
 def _carried(path: Path, copy: Path) -> None:

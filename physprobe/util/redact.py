@@ -69,6 +69,17 @@ def known(text: str, secrets: Iterable[str | None] = ()) -> str:
     return text
 
 
+def known_secrets(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """``text`` with only the secrets physprobe knows hidden: each of ``secrets`` in every form (``known``) and the
+    credentials of any URL (``without_url_credentials``); nothing else changed, however it is shaped. What a model
+    answered is stored so (``scrub`` is for the lines physprobe prints from a server).
+
+    >>> known_secrets("Authorization: granted, Bearer sk-1 via http://me:pw@host/v1", ["sk-1"])
+    'Authorization: granted, Bearer *** via http://***@host/v1'
+    """
+    return without_url_credentials(known(text, secrets))
+
+
 def _basic(match: re.Match) -> str:
     """A ``Basic`` credential hidden where it is one: Base64 of ``user:password``; a word after "Basic" kept."""
     try:

@@ -12,9 +12,10 @@ dropped connections and bodies cut short are retried with exponential backoff; e
 naming the server, the request and what was wrong. The served model is fingerprinted (``Client.fingerprint``) into
 the cache key, and probed again every ``PROBE_EVERY`` answers and after the last: other weights behind the same name
 stop the run in one line (``ServedModelChanged``), the answers before the last matching probe kept. The API key is
-read from ``OPENAI_API_KEY``, checked, and never printed or stored: every error line, and every answer before it is
-cached or written, passes through ``physprobe.util.redact.scrub`` (with the credentials a ``base_url`` carries, which
-run.json and the cache key never hold either).
+read from ``OPENAI_API_KEY``, checked, and never printed or stored: every error line passes through
+``physprobe.util.redact.scrub``, and every answer, before it is cached or written, through ``known_secrets`` (the key
+and the credentials a ``base_url`` carries, which run.json and the cache key never hold either, hidden; the rest of
+the answer as the model wrote it).
 
 >>> OpenAIBackend.name
 'openai'

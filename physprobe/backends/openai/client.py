@@ -7,8 +7,9 @@ request (connecting, the headers and the body, as the OpenAI SDK's does), so a s
 ends the run within ``timeout`` x (``max_retries`` + 1) seconds and the backoff. Requests run in a bounded pool of
 ``num_concurrent`` threads (``Client.map``), each result handed over as it arrives. The served model is fingerprinted
 (``Client.fingerprint``). The API key is read from ``OPENAI_API_KEY``, checked, and never printed or stored: every
-error line, and every answer before it is cached or written, passes through ``physprobe.util.redact.scrub`` (with the
-credentials a ``base_url`` carries).
+error line passes through ``physprobe.util.redact.scrub`` (with the credentials a ``base_url`` carries), and every
+answer, before it is cached or written, through ``physprobe.util.redact.known_secrets``: the key and the URL's
+credentials hidden, the rest stored as the model wrote it.
 
 >>> Client(ServerOptions("http://127.0.0.1:8000/v1", num_concurrent=4), "my-model").base_url
 'http://127.0.0.1:8000/v1'
@@ -42,7 +43,7 @@ from physprobe.backends.openai.parsing import (
 )
 from physprobe.errors import RequestError
 from physprobe.protocols.decoding import Decoding
-from physprobe.util.redact import printable, scrub, url_secrets
+from physprobe.util.redact import known_secrets, printable, scrub, url_secrets
 from physprobe.util.retries import TRANSIENT_STATUS, backoff, retried
 
 API_KEY_VARIABLE = "OPENAI_API_KEY"
@@ -136,7 +137,8 @@ class Client:
     (1 s, 2 s, 4 s, ... at most 30 s); ``map`` runs a function over items in a pool of ``num_concurrent`` threads
     sharing one connection pool, each result handed over as it arrives. Every error line passes through
     ``physprobe.util.redact.scrub``: the key, and any credential a server quotes back, is never shown; an answer quoting
-    one gets it scrubbed before it is returned (so before it is cached or written).
+    the key or the URL's credentials gets them hidden before it is returned (so before it is cached or written), and
+    nothing else of it changed (``known_secrets``).
     """
 
     def __init__(self, options: ServerOptions, model: str):
@@ -324,17 +326,17 @@ class Client:
 
     def complete(self, prompt: str, max_tokens: int, sampling: dict | None = None) -> Reply:
         """The greedy completion of a raw prompt (``/v1/completions``), or one sampled with ``sampling`` (``sampled``'s
-        temperature, top_p, seed), any secret it quotes scrubbed."""
+        temperature, top_p, seed), as the server wrote it but for a known secret it quotes (``known_secrets``)."""
         body = {"prompt": prompt, "max_tokens": max_tokens, **(sampling or {"temperature": 0})}
         reply = self.post("/completions", body, parse_completion, COMPLETIONS_UNSUPPORTED)
-        return reply._replace(text=scrub(reply.text, self.secrets))
+        return reply._replace(text=known_secrets(reply.text, self.secrets))
 
     def chat(self, messages: list[dict], max_tokens: int, sampling: dict | None = None) -> Reply:
         """The greedy reply to chat ``messages`` (``/v1/chat/completions``), or one sampled with ``sampling``, any
-        secret it quotes scrubbed."""
+        known secret it quotes hidden (``known_secrets``)."""
         body = {"messages": messages, "max_tokens": max_tokens, **(sampling or {"temperature": 0})}
         reply = self.post("/chat/completions", body, parse_chat)
-        return reply._replace(text=scrub(reply.text, self.secrets))
+        return reply._replace(text=known_secrets(reply.text, self.secrets))
 
     def fingerprint(self, entry: dict, chat: bool) -> dict:
         """What tells the served model's weights from others behind the same name: the describing fields of its

@@ -68,11 +68,12 @@ def _build(args: argparse.Namespace) -> int:
     from physprobe.data.dataset_folder import build, owner
     from physprobe.data.sources import resolve_source_dir
     from physprobe.dataset_scripts import BENCHMARKS as benchmarks
-    from physprobe.util.paths import check_disjoint, check_target
+    from physprobe.util.paths import check_disjoint, check_outside, check_target
 
     names = list(benchmarks) if args.benchmark == "all" else [args.benchmark]
     check_disjoint(args.out, resolve_source_dir(args.source_dir))
     for name in names:  # every target checked before any is changed
+        check_outside(Path(args.out) / name, ("build", "challenge"))
         check_target(Path(args.out) / name, owner(name))
     results = [
         build(benchmarks[name], args.out, args.source_dir)

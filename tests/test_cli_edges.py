@@ -63,3 +63,17 @@ def test_what_the_readme_commands_write_is_ignored_by_git(tmp_path):
     for path in sorted(written):
         done = subprocess.run(["git", "check-ignore", "-q", "--no-index", f"{path}/"], cwd=tmp_path)
         assert done.returncode == 0, f"{path}/ (written by a README command) is not in .gitignore"
+
+
+def test_a_build_inside_another_benchmarks_build_is_refused(tmp_path, capsys):
+    """``build cccons --out nest/prost`` where nest/prost is PROST's build: refused in one line, nothing written (a
+    build replaces its folder whole, so the inner one would be lost at PROST's next build)."""
+    from physprobe.util.paths import MARKER, Owner, mark
+
+    prost = tmp_path / "nest" / "prost"
+    prost.mkdir(parents=True)
+    mark(prost, Owner("build", {"benchmark": "prost"}), {})
+    assert main(["build", "cccons", "--out", str(prost), "--source-dir", str(REPO.parent / "shared/data/upstream")]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"is inside {prost}, a build of benchmark prost; choose an --out outside it" in err
+    assert [p.name for p in prost.iterdir()] == [MARKER]

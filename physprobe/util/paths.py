@@ -255,6 +255,14 @@ def check_target(target: str | os.PathLike, owner: Owner, carry: bool = False) -
                         "move it away or choose another --out")  # fmt: skip
 
 
+def check_outside(target: str | os.PathLike, kinds: tuple[str, ...]) -> None:
+    """``OutputFolderError`` (one line) where a folder above ``target`` is an output of one of ``kinds``: a build
+    replaces its folder whole, so an output inside it would be lost (tests/test_cli_edges.py builds one there)."""
+    target = Path(os.path.abspath(target))
+    for parent in (p for p in target.parents if (found := _marked(p)) is not None and found.kind in kinds):
+        raise OutputFolderError(f"{target} is inside {parent}, {_marked(parent).describe()}; choose an --out outside it")
+
+
 def _expanded(path: str | os.PathLike) -> Path:
     """``path`` unless it starts with a ``~`` no shell expanded (``--out '~'``): a folder named ``~`` is never
     what was meant, so it is a ``OutputFolderError``.

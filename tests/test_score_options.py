@@ -326,7 +326,7 @@ def test_the_options_are_one_typed_value_with_a_rule_on_each_field():
         ScoreOptions.of(model="gpt2", benchmark="prost", limit="ten")
     with pytest.raises(PhysprobeError, match=r"^'samplez' is not an option of physprobe score; known: model, benchmark, "):
         spec.make("gpt2", "prost", samplez=3)
-    with pytest.raises(PhysprobeError, match=r"^--samples True: give a whole number of at least 1"):
+    with pytest.raises(PhysprobeError, match=r"^--samples True: give a whole number from 1 to 1000"):
         ScoreOptions.of(model="gpt2", benchmark="prost", samples=True)
     card = ScoreOptions.of(model="gpt2", benchmark="all", method="mlm")  # a card's benchmark rules wait for each benchmark
     assert card.card and card.out is None

@@ -19,7 +19,9 @@ With ``--chat-template`` each prompt is one user turn through SmolLM2's chat tem
 included), read without added special tokens by both tools (lm-eval: ``--apply_chat_template``).
 
 Printed per benchmark, min/median/max over ``--runs`` runs, tools interleaved in one process (generation only, the
-models loaded once): seconds and lm-eval's seconds over the tool's (its speed against lm-eval); prompt tokens fed
+models loaded once): seconds and lm-eval's seconds over the tool's (its speed against lm-eval), in wall time and in
+the process's CPU seconds (every thread of the process: the fair clock where other work shares the cores, each tool
+on one thread); prompt tokens fed
 (padding included) against the prompts' own tokens; generated token slots (one per row per decoding step, the
 prompt pass's token included) against the tokens needed (up to each answer's stop string or EOS, counted on lm-eval's
 own full-budget token ids); decoding steps (one-token passes) against the fewest a batch of the tool's widest step
@@ -233,11 +235,11 @@ class Measured:
 
     def __init__(self, device: str):
         self.device, self.profiled = device, False
-        self.seconds = self.busy = self.peak = 0.0
+        self.seconds = self.cpu_seconds = self.busy = self.peak = 0.0
         self.sampler = BusySampler(device)
 
     def reset(self) -> None:
-        self.seconds = self.busy = self.peak = 0.0
+        self.seconds = self.cpu_seconds = self.busy = self.peak = 0.0
         self.sampler.reset()
         if self.device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
@@ -249,11 +251,12 @@ class Measured:
             self.busy = gpu_busy(lambda: out.append(call()))
         else:
             synchronize(self.device)
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             with self.sampler:
                 out.append(call())
                 synchronize(self.device)
             self.seconds += time.perf_counter() - start
+            self.cpu_seconds += time.process_time() - cpu_start
         if cuda:
             self.peak = torch.cuda.max_memory_allocated() / 2**30
         return out[0]
@@ -344,6 +347,9 @@ def main() -> None:
                                      measured["lm-eval"])  # fmt: skip
         suite = suite_requests(data, tokenizer, args.chat_template)
         table = {b: {"physprobe": [], "lm-eval": []} for b in SUITE}
+        cpu_table = {
+            b: {"physprobe": [], "lm-eval": []} for b in SUITE
+        }  # the process's CPU seconds: a shared machine's fair clock
         figures: dict = {}
         gpu: dict = {}  # (benchmark, tool) -> peak GiB, busy share
         rates = {"matrix": [], "trunk": []}
@@ -363,6 +369,7 @@ def main() -> None:
                 measure(benchmark)
                 for tool in measured:
                     table[benchmark][tool].append(measured[tool].seconds)
+                    cpu_table[benchmark][tool].append(measured[tool].cpu_seconds)
             done = {b: {tool: round(t[-1], 1) for tool, t in tools.items()} for b, tools in table.items()}
             print(f"run {run + 1}/{args.runs} seconds: {done}", flush=True)
         if cuda:  # one more run of each tool under the profiler: the GPU's busy share
@@ -376,7 +383,7 @@ def main() -> None:
     print(f"\n{size:.0f}M-parameter {args.model} model, {args.dtype}, {args.device}; the first {args.limit} rows of each config; "
           f"{args.runs} runs, tools interleaved; generation only (models loaded); min/median/max")  # fmt: skip
     print(f"{'benchmark':<9} {'tool':<10} {'wall s':>20} {'lm-eval / tool':>17} {'prompt fed / own':>18} {'slots / needed':>17} "
-          f"{'steps / fewest (rows)':>22} {'ms / token':>17}")  # fmt: skip
+          f"{'steps / fewest (rows)':>22} {'ms / token':>17} {'CPU s':>20} {'lm-eval / tool (CPU)':>21}")  # fmt: skip
     for benchmark, tools in table.items():
         f = figures[benchmark]
         for tool, times in tools.items():
@@ -385,8 +392,10 @@ def main() -> None:
             fewest = fewest_steps(f["answers"], f[tool]["widest"])
             steps = f"{f[tool]['passes']:,} / {fewest:,} ({f[tool]['widest']})"
             per_token = spread([1000 * t / f[tool]["slots"] for t in times])  # per token generated (slot)
+            cpu = cpu_table[benchmark][tool]
+            cpu_speed = spread([p / t for t, p in zip(cpu, cpu_table[benchmark]["lm-eval"])])
             print(f"{benchmark:<9} {tool:<10} {spread(times, 1):>20} {speed:>17} {fed_vs_own:>18} {slots_vs_needed:>17} {steps:>22} "
-                  f"{per_token:>17}")  # fmt: skip
+                  f"{per_token:>17} {spread(cpu, 1):>20} {cpu_speed:>21}")  # fmt: skip
         print(f"{benchmark:<9} identical texts (cut at the stop strings): {f['identical']}/{f['rows']}")
     if cuda:
         matrix, trunk = statistics.median(rates["matrix"]), statistics.median(rates["trunk"])

@@ -222,3 +222,32 @@ def test_the_scorers_counts_are_bounded_in_one_line(option, value, says, built_a
                  "--decoding", "released", option, value, "--out", str(tmp_path / "run")]) == 2  # fmt: skip
     one_error_line(capsys.readouterr().err, says)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("fails", ["report.md", "a figure"])
+def test_a_full_disk_while_the_cards_report_is_drawn_names_the_published_file(fails, runs, tmp_path, monkeypatch, capsys):
+    # the card's report is drawn in a temporary folder first: a write failing there names the repository's file it
+    # becomes (the card, README.md, or figures/<name>), never the temporary folder
+    from matplotlib.figure import Figure
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")  # as a write() fails: no file named
+
+    written = Path.write_text
+    if fails == "report.md":
+        monkeypatch.setattr(
+            Path, "write_text", lambda self, *a, **k: full() if self.name == "report.md" else written(self, *a, **k)
+        )
+    else:
+        monkeypatch.setattr(Figure, "savefig", full)
+    assert upload.main(["--runs", *map(str, runs), "--runs-repo", "r", "--out", str(tmp_path / "hub")]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    repo = tmp_path / "hub" / "runs" / "r"
+    named = line.removeprefix("upload.py: error: ").removesuffix(
+        ": No space left on device; free some space or choose another --out"
+    )
+    if fails == "report.md":
+        assert named == str(repo / "README.md"), line
+    else:
+        assert Path(named).parent == repo / "figures" and named.endswith(".png"), line
+    assert not repo.exists()

@@ -138,7 +138,7 @@ def write(folders: list[Path], out: Path, name: str, model_id: str | None = None
         for index, config in enumerate(configs):
             (unnamed / f".{index}").rename(unnamed / config)
         with contextlib.chdir(staging):  # the report names each run by its folder in the repository: runs/<config>
-            report = render([Path("runs") / config for config in configs], Path(scratch) / "report")
+            report = _card_report(configs, Path(scratch) / "report", staging)
         (staging / "figures").mkdir()
         for figure in sorted((report / "figures").iterdir()):
             written(staging / "figures" / figure.name, figure.read_bytes())
@@ -152,6 +152,21 @@ def write(folders: list[Path], out: Path, name: str, model_id: str | None = None
     for _, why in skipped:
         print(f"physprobe: skipped: {escaped(why)}", file=sys.stderr)
     return target
+
+
+def _card_report(configs: list[str], drawn: Path, staging: Path) -> Path:
+    """The report of the runs ``runs/<config>``, drawn in the temporary folder ``drawn`` for the card; an ``OSError``
+    there (a full disk) names the file of the repository it becomes (``figures/<name>``, else the card, README.md),
+    never the temporary folder."""
+    try:
+        return render([Path("runs") / config for config in configs], drawn)
+    except OSError as error:
+        named = Path(error.filename) if error.filename else None
+        if named is None or not named.is_relative_to(drawn):
+            raise
+        inside = named.relative_to(drawn)
+        becomes = staging / inside if inside.parts[:1] == ("figures",) else staging / "README.md"
+        raise OSError(error.errno, error.strerror or str(error), str(becomes)) from None
 
 
 def card(name: str, configs: dict, report: str) -> DatasetCard:

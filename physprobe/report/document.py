@@ -273,7 +273,8 @@ def difference_links(section, runs: list[Run], found) -> list:
                         f"alone, {d.discordant[1]} for {comparison.other} alone)")  # fmt: skip
             else:
                 count = explorer.discordant(found, configs, group, a, b)
-                told = f"{count} discordant questions (this row's test is {d.test}, not McNemar's b + c)"
+                how = "not tested" if d.test == "not tested" else f"tested by {d.test}, not McNemar's b + c"
+                told = f"{count} discordant question{'' if count == 1 else 's'} ({how})"
             items.append((0, f"{comparison.other}, {d.figure.name}: {told}", target))
     return [Links(items, "Each row's questions in the question explorer", "explore")] if items else []
 

@@ -146,15 +146,17 @@ class _Questions:
 
 
 def _prompts(prompts: list[str]) -> dict:
-    """The texts a question's model read, held once: ``p`` what they share at their start, ``ps`` the rest of each
-    (none for one text), so that four prompts of one context take little more room than one.
+    """The texts a question's model read, held once: ``p`` what they share at their start (to a whole word), ``ps``
+    the rest of each (none for one text), so that four prompts of one context take little more room than one.
 
-    >>> _prompts(["Ice is cold", "Ice is hot"])
-    {'p': 'Ice is ', 'ps': ['cold', 'hot']}
+    >>> _prompts(["Ice is cold", "Ice is hot"]), _prompts(["The balls stack.", "The books stack."])["p"]
+    ({'p': 'Ice is ', 'ps': ['cold', 'hot']}, 'The ')
     """
     if len(prompts) < 2:
         return {"p": "".join(prompts), "ps": []}
     shared = os.path.commonprefix(prompts)
+    if shared[-1:].isalnum() and any(len(text) > len(shared) and text[len(shared)].isalnum() for text in prompts):
+        shared = shared[: shared.rfind(" ") + 1]  # not inside a word
     return {"p": shared, "ps": [text[len(shared) :] for text in prompts]}
 
 

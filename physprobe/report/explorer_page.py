@@ -18,6 +18,7 @@ from physprobe.report.explorer import Explorer, data_json
 
 CSS = """body{font-family:system-ui,sans-serif;margin:1em;color:#222;font-size:14px}
 header{display:flex;flex-wrap:wrap;gap:.6em 1.2em;align-items:end;margin-bottom:.6em}
+#pair:not([hidden]){display:flex;gap:.6em 1.2em;align-items:end}
 label{display:flex;flex-direction:column;font-size:12px;color:#555}select,input{font-size:14px;padding:2px}
 #count{font-weight:bold;font-size:15px}table{border-collapse:collapse;width:100%}
 th,td{border:1px solid #ccc;padding:4px 6px;vertical-align:top;text-align:left}th{background:#f2f2f2;position:sticky;top:0}

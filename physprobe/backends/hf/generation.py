@@ -65,7 +65,7 @@ class _StopStrings(StoppingCriteria):
 
     def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
         texts = self.tokenizer.batch_decode(input_ids[:, self.start :], skip_special_tokens=True)
-        return torch.tensor([stopped(t, s) for t, s in zip(texts, self.stops)], device=input_ids.device)
+        return torch.tensor([stopped(t, s) for t, s in zip(texts, self.stops, strict=True)], device=input_ids.device)
 
 
 def argmax_decodes(model) -> bool:
@@ -112,7 +112,7 @@ class _Answers:
             return None
         chunk = torch.stack(self.pending, dim=1).tolist()
         self.pending = []
-        for row, new in zip(self.alive, chunk):
+        for row, new in zip(self.alive, chunk, strict=True):
             for token in new:
                 if self.ended[row]:
                     break
@@ -186,7 +186,7 @@ def _generated(model, tokenizer, prompts: list[list[int]], budget: int, stops: l
                              logits_processor=LogitsProcessorList([draws.processor(rows)] if draws is not None else []),
                              stopping_criteria=StoppingCriteriaList([_StopStrings(tokenizer, [stops[r] for r in rows], start),
                                                                      *([_Counted(shares, rows, start)] if shares is not None else [])]))  # fmt: skip
-        for r, row in zip(rows, out[:, start:].tolist()):
+        for r, row in zip(rows, out[:, start:].tolist(), strict=True):
             answers[r] = row
     return answers
 
@@ -218,9 +218,12 @@ def _encoded(
     """
     limit = (tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None) if seq2seq else max_positions(model)
     encoded = tokenized.encoded(tokenizer, [r["prompt"] for r in requests], special=not chat)  # one call for all prompts
-    budgets = [answer_budget(len(ids), r["max_new_tokens"], r.get("max_length"), seq2seq) for ids, r in zip(encoded, requests)]
+    budgets = [
+        answer_budget(len(ids), r["max_new_tokens"], r.get("max_length"), seq2seq)
+        for ids, r in zip(encoded, requests, strict=True)
+    ]
     encoded = [check_length(ids, limit if seq2seq or limit is None else limit - room, truncate, f"prompt {r['prompt'][:60]!r}")
-               for ids, r, room in zip(encoded, requests, budgets)]  # fmt: skip
+               for ids, r, room in zip(encoded, requests, budgets, strict=True)]  # fmt: skip
     return encoded, budgets
 
 
@@ -229,7 +232,7 @@ def _beamed(model, prompts: list[list[int]], limits: list[int], decoding: Decodi
     """Beam-search answer tokens, one prompt per ``model.generate(num_beams=...)`` call, as the released script ran
     them (NEWTON's alpaca class: no other prompt's padding beside it), each up to its budget in ``limits``."""
     answers = []
-    for row, (prompt, limit) in enumerate(zip(prompts, limits)):
+    for row, (prompt, limit) in enumerate(zip(prompts, limits, strict=True)):
         ids = torch.tensor([prompt], device=model.device)
         out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=limit, do_sample=False,
                              num_beams=decoding.num_beams, length_penalty=decoding.length_penalty,
@@ -288,9 +291,9 @@ def _answer_batch(model, tokenizer, prompts: list[list[int]], stops: list[Sequen
         shares.rewind()  # the batch runs again, halved
         raise
     shares.finish()
-    kept = [a[:limit] for a, limit in zip(answers, limits)]
+    kept = [a[:limit] for a, limit in zip(answers, limits, strict=True)]
     decoded = tokenizer.batch_decode(kept, skip_special_tokens=True)
-    return [Answer(cut(text, stop), len(tokens)) for text, stop, tokens in zip(decoded, stops, kept)]
+    return [Answer(cut(text, stop), len(tokens)) for text, stop, tokens in zip(decoded, stops, kept, strict=True)]
 
 
 def _answer_members(model, tokenizer, requests: Sequence[dict], encoded: list[list[int]], budgets: list[int], members: list[int],
@@ -355,6 +358,6 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
                 answers = _answer_members(*arguments, flowing)
             except _Refused:  # a cache the continuous batch cannot take: model.generate, batch by batch
                 answers = _answer_members(*arguments, False)
-        for index, answer in zip(members, answers):
+        for index, answer in zip(members, answers, strict=True):
             texts[index] = answer
     return texts

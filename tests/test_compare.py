@@ -18,7 +18,7 @@ from physprobe.errors import ComparisonError
 from physprobe.protocols import Evaluation
 from physprobe.protocols.units import Unit
 from physprobe.record import run_folder, run_record
-from physprobe.report import compare, difference_figure, differences, paired
+from physprobe.report import compare, detectable, difference_figure, differences, paired
 from physprobe.report.cells import wilson
 from physprobe.report.runs import load_run
 from physprobe.run.samples import Sample
@@ -493,3 +493,18 @@ def test_the_differences_figure_has_no_label_repeated_or_cut():
     ticks = [t.get_text() for t in axis.get_xticklabels() if t.get_text() and t not in hidden]
     assert len(ticks) >= 3 and len(set(ticks)) == len(ticks)  # ticks that tell values apart
     assert axis.get_title() == "text2afford: differences from reference-model"
+
+
+def test_an_untested_figures_note_gives_the_runs_own_detectable_difference_not_the_few_units_paired_one(monkeypatch):
+    """One differing sentence gives a paired spread of almost nothing (a detectable ±0.01 would look precise): the
+    note of a figure not tested on too few differing units says what the run alone can detect instead."""
+    d = _difference("few", 1.0, differing=1)
+    own = detectable.Alone(0.2, 18, 18, "sentence", 0.09, 0.36)
+    monkeypatch.setattr(detectable, "alone", lambda run, key: own if key == "default.few" else None)
+
+    class _Run:
+        id, differences = "B", {"default.few": ("A", d)}
+
+    note = differences.card_note(_Run(), "default.few")
+    assert "not tested (only 1 cluster differs)" in note and "±0.080" not in note and "detectable at 80%" not in note
+    assert note.endswith("; alone, " + detectable.phrase(own, False))

@@ -18,7 +18,6 @@ import argparse
 import hashlib
 import json
 import math
-import os
 import random
 import re
 import signal
@@ -313,7 +312,8 @@ class FakeServer:
                 )
                 if fault == "segfault_past_one_word":
                     if len(words(str(body.get("prompt", "")))) > 1:
-                        os.kill(os.getpid(), signal.SIGSEGV)
+                        # to this thread: os.kill may deliver it to another thread while this one still sends its answer
+                        signal.pthread_kill(threading.get_ident(), signal.SIGSEGV)
                     fault = None  # a prompt of one word: answered
                 if answer is None:
                     sent = _json(404, {"error": {"message": f"no such model or path: {self.path}"}})

@@ -347,9 +347,8 @@ def main() -> None:
                                      measured["lm-eval"])  # fmt: skip
         suite = suite_requests(data, tokenizer, args.chat_template)
         table = {b: {"physprobe": [], "lm-eval": []} for b in SUITE}
-        cpu_table = {
-            b: {"physprobe": [], "lm-eval": []} for b in SUITE
-        }  # the process's CPU seconds: a shared machine's fair clock
+        # the process's CPU seconds beside the wall seconds: a shared machine's fair clock
+        cpu_table = {b: {"physprobe": [], "lm-eval": []} for b in SUITE}
         figures: dict = {}
         gpu: dict = {}  # (benchmark, tool) -> peak GiB, busy share
         rates = {"matrix": [], "trunk": []}

@@ -128,19 +128,18 @@ def card_note(run: Run, key: str) -> str | None:
         found = detectable.alone(run, key)
         figure = next((f for f in compare.figures(run) if f.key == key), None)  # its scale
         return None if found is None else f"run {run.id}: {detectable.phrase(found, figure is not None and figure.percent)}"
-    rests = f"on the same {d.questions} questions ({d.units} {d.unit}s)"
-    detect = f"; detectable at 80% power: {_bound(d.detectable, d)}" if d.detectable else ""
+    compared = (f"run {run.id} against {reference} on the same {d.questions} questions ({d.units} {d.unit}s): "
+                f"B − A = {signed(d.delta, d.figure)}")  # fmt: skip
     if not d.tested:  # the paired spread of fewer than MIN_DIFFERING differing units says nothing: the run's own does
         if d.differing == 0:
-            return (
-                f"run {run.id} against {reference} {rests}: B − A = {signed(d.delta, d.figure)}; not tested (identical answers)"
-            )
+            return f"{compared}; not tested (identical answers)"
         found = detectable.alone(run, key)
         alone = "" if found is None else f"; alone, {detectable.phrase(found, d.figure.percent)}"
         few = f"only {d.differing} {d.unit} differs" if d.differing == 1 else f"only {d.differing} {d.unit}s differ"
-        return f"run {run.id} against {reference} {rests}: B − A = {signed(d.delta, d.figure)}; not tested ({few}){alone}"
+        return f"{compared}; not tested ({few}){alone}"
     verdict = "differs" if d.differs else "not told apart"
-    return (f"run {run.id} against {reference} {rests}: B − A = {signed(d.delta, d.figure)}, 95% paired interval "
+    detect = f"; detectable at 80% power: {_bound(d.detectable, d)}" if d.detectable else ""
+    return (f"{compared}, 95% paired interval "
             f"{interval(d)}; {verdict} (p (Holm) {p_text(d.holm)}){detect}; see Differences")  # fmt: skip
 
 

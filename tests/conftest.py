@@ -197,16 +197,35 @@ SERVER_FIXTURES = {"llama_server"}
 TIMEOUTS = {"venv": 1800, "server": 1800}
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which names each grouped test after its group
 def pytest_collection_modifyitems(config, items):
-    """Tests of the real llama.cpp server get ``server`` and share one xdist group (one server per run); tests marked
-    with a key of ``TIMEOUTS`` get its time limit, unless they carry their own ``timeout`` marker."""
+    """Tests of the real llama.cpp server get ``server`` and share one xdist group (one server per run); other tests
+    that share a module-scoped fixture of their module share a group named after the module, so that the fixture is
+    made once, on one worker, not once per worker. Tests marked with a key of ``TIMEOUTS`` get its time limit, unless
+    they carry their own ``timeout`` marker. Tests that build a virtual environment (the longest) are collected
+    first, so that no worker starts one while the other is nearly done."""
     for item in items:
         if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.server)
             item.add_marker(pytest.mark.xdist_group("llama_server"))
+        elif item.get_closest_marker("xdist_group") is None and _module_fixtures(item):
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
         limits = [seconds for marker, seconds in TIMEOUTS.items() if item.get_closest_marker(marker)]
         if limits and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(max(limits)))
+    items.sort(key=lambda item: item.get_closest_marker("venv") is None)  # stable: the rest keep their order
+
+
+def _module_fixtures(item) -> list[str]:
+    """The module-scoped fixtures of ``item``'s own module that it uses."""
+    definitions = getattr(item, "_fixtureinfo", None)
+    if definitions is None:
+        return []
+    return [
+        name
+        for name, defs in definitions.name2fixturedefs.items()
+        if defs and defs[-1].scope == "module" and str(defs[-1].baseid).startswith(item.nodeid.split("::")[0])
+    ]
 
 
 # --- No test leaves the process changed ---------------------------------------------------------------------------------

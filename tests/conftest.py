@@ -202,8 +202,9 @@ def pytest_collection_modifyitems(config, items):
     """Tests of the real llama.cpp server get ``server`` and share one xdist group (one server per run); other tests
     that share a module-scoped fixture of their module share a group named after the module, so that the fixture is
     made once, on one worker, not once per worker. Tests marked with a key of ``TIMEOUTS`` get its time limit, unless
-    they carry their own ``timeout`` marker. Tests that build a virtual environment (the longest) are collected
-    first, so that no worker starts one while the other is nearly done."""
+    they carry their own ``timeout`` marker. The longest come first, as pytest-xdist hands work out in this order
+    (``--no-loadscope-reorder``): tests that build a virtual environment, then the server's group, so that no worker
+    starts one while the other is nearly done."""
     for item in items:
         if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.server)
@@ -213,7 +214,12 @@ def pytest_collection_modifyitems(config, items):
         limits = [seconds for marker, seconds in TIMEOUTS.items() if item.get_closest_marker(marker)]
         if limits and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(max(limits)))
-    items.sort(key=lambda item: item.get_closest_marker("venv") is None)  # stable: the rest keep their order
+    items.sort(key=first)  # stable: the rest keep their order
+
+
+def first(item) -> int:
+    """Where ``item`` is handed out: 0 a test building a virtual environment, 1 the server's, 2 any other."""
+    return 0 if item.get_closest_marker("venv") else 1 if item.get_closest_marker("server") else 2
 
 
 def _module_fixtures(item) -> list[str]:

@@ -27,10 +27,12 @@ def test_a_test_sharing_a_module_fixture_is_sent_with_its_module(request, made_o
 
 
 def test_every_server_test_is_in_the_servers_group_and_the_longest_come_first(request):
+    from .conftest import first
+
     items = request.session.items
     servers = [item for item in items if "llama_server" in item.fixturenames]
     assert all(item.get_closest_marker("server") for item in servers)
     if grouped(request):
         assert all(item.nodeid.endswith("@llama_server") for item in servers), [i.nodeid for i in servers]
-    venv = [item.get_closest_marker("venv") is not None for item in items]
-    assert venv == sorted(venv, reverse=True)  # every venv test before the first other one
+    order = [first(item) for item in items]
+    assert order == sorted(order)  # the venv tests, then the server's, then the rest

@@ -17,7 +17,8 @@ generation by the share of its token budget answered, so the count moves token b
 long before a whole batch of answers ends. The libraries' own bars (transformers converting or loading weights,
 datasets, huggingface_hub downloads) would print their carriage returns into such a log, and on a terminal be drawn
 over by physprobe's: ``quiet_library_bars`` turns them off. On a terminal, every line written to stderr goes above
-the bars (``physprobe.util.terminal``), a bar that ends shows the time it took, and the bars are redrawn every second.
+the bars (``physprobe.util.terminal``), a bar that ends shows the time it took (a step counted in time alone leaves
+that line above the bars still open), and the bars are redrawn every second.
 
 A task made of steps (a card run's benchmarks) opens an ``overall`` counter in a unit of its own (a card's answers,
 one a question and sample): every step opened inside it adds its items to it as the share of its units they make up
@@ -165,9 +166,17 @@ def _bar_class():
             return super().__exit__(kind, *exc)
 
         def close(self):
-            if self.ended_format is not None and not self.disable:
-                self.bar_format = self.ended_format
-            return super().close()
+            if self.ended_format is None or self.disable:
+                return super().close()
+            self.bar_format = self.ended_format
+            if self.total and abs(self.total - self.n) <= 1e-6 * self.total:  # shares summed: a float's last digit
+                self.n = self.total
+            if self.total is not None:
+                return super().close()
+            ended = str(self)  # a step counted in time alone: its line stays, above the bars still open
+            super().close()
+            terminal.above(ended + "\n", terminal.real(sys.stderr))
+            return None
 
         @property
         def format_dict(self):
@@ -192,8 +201,8 @@ def _terminal_bar(desc: str, total: float | None, unit: str, leave: bool = True,
     libraries' bars off), as wide as the terminal is now, redrawn every second (``terminal.Ticker``)."""
     terminal.Ticker.start()
     shown = {"file": terminal.real(sys.stderr), "disable": False, "desc": desc, "leave": leave, "dynamic_ncols": True}
-    if total is None:  # counted in time alone
-        bar = _bar_class()(bar_format="{desc}: {elapsed}", **shown)
+    if total is None:  # counted in time alone; cleared as it ends, its line then written above the bars open
+        bar = _bar_class()(bar_format="{desc}: {elapsed}", **{**shown, "leave": False})
         bar.ended_format = "{desc}: done in {took}"
         return bar
     rated = "" if overall else ", {pace}"  # an ``overall`` bar's items are of several kinds: no one rate

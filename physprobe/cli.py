@@ -29,7 +29,7 @@ import physprobe
 from physprobe.commands import cache, export, protocols
 from physprobe.exit_status import handled
 from physprobe.protocols import METHODS
-from physprobe.util import collector, progress
+from physprobe.util import collector, progress, terminal
 from physprobe.util.streams import guarded
 
 if TYPE_CHECKING:
@@ -376,10 +376,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; bad input exits with status 2 and a one-line error, a failed write (full
     disk, no permission) with status 1, Ctrl-C with status 130 — each one line, partial outputs removed."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    with guarded():  # a closed or full stdout or stderr stops no command (physprobe.util.streams)
+    # A closed or full stdout or stderr stops no command (physprobe.util.streams); on a terminal, every line written to
+    # stderr goes above physprobe's bars (physprobe.util.terminal).
+    with guarded(), terminal.writing():
         args = parser().parse_args(argv)
         args.argv = argv
-        progress.quiet_library_bars()  # before transformers or datasets is imported: their bars would garble a log
+        progress.quiet_library_bars()  # before transformers or datasets is imported: physprobe's bars tell their steps
         try:
             return handled(lambda: args.run(args), args.command)
         finally:

@@ -220,7 +220,7 @@ def test_a_cards_time_left_stays_within_half_of_the_time_truly_left(monkeypatch)
 
     def work(spec):
         request, sizes, _, _ = plan[spec.benchmark]
-        return sum(sizes), sum(sizes) * request.cost() // request.work()
+        return sum(sizes) // request.work(), sum(sizes), sum(sizes) * request.cost() // request.work()
 
     monkeypatch.setattr(card_run, "resolved", lambda card: (specs, {}))
     monkeypatch.setattr(card_run.runner, "work", work)

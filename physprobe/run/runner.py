@@ -73,13 +73,14 @@ def asked(spec: RunSpec, config: str, evaluation, protocol) -> tuple:
     return chosen, kept, [protocol.build(chosen.rows[i], config) for i in kept]
 
 
-def work(spec: RunSpec) -> tuple[int, float]:
-    """What ``spec``'s run asks of the engine, cached or not: how many items (``Request.work``: generations,
-    options, ...) and what they cost (``Request.cost``)."""
+def work(spec: RunSpec) -> tuple[int, int, float]:
+    """What ``spec``'s run asks of the engine, cached or not: how many answers (one a question kept, and a sample),
+    how many items (``Request.work``: generations, options, ...) and what they cost (``Request.cost``)."""
     evaluation = registry.evaluation(spec.benchmark)
     protocol = evaluation.protocol(spec.protocol)
     requests = [request for config in spec.configs for request in asked(spec, config, evaluation, protocol)[2]]
-    return spec.samples * sum(r.work() for r in requests), spec.samples * sum(r.cost() for r in requests)
+    k = spec.samples
+    return k * len(requests), k * sum(r.work() for r in requests), k * sum(r.cost() for r in requests)
 
 
 def backend_of(spec: RunSpec) -> Backend:
@@ -130,7 +131,7 @@ class Scoring:
             # thread of their own while the model scores (the tokenizer leaves the interpreter's lock while it encodes).
             with ThreadPoolExecutor(1) as pool:
                 read = pool.submit(self.model.prompts, requests if self.ranks.main else [])
-                results, now = self.results(config, requests, [indices[i] for i in kept], cache)
+                results, now = self.results(config, requests, [indices[i] for i in kept], cache, self.shown(config, sample))
                 draws.append(
                     self.samples(
                         config, indices, rows, dict(zip(kept, zip(requests, results, strict=True), strict=True)), read.result()
@@ -146,6 +147,11 @@ class Scoring:
             spread = config_figures.over_samples(each, draws)
             figures = dataclasses.replace(figures, metrics={**figures.metrics, "samples": spread})
         return ScoredConfig(tuple(samples), figures, fresh, round(time.perf_counter() - started, 3))
+
+    def shown(self, config: str, sample: int) -> str:
+        """The name of ``config``'s bar: a sampled run's names its sample (``newton/track1 sample 2 of 3``)."""
+        name = f"{self.spec.benchmark}/{config}"
+        return f"{name} sample {sample + 1} of {self.spec.samples}" if self.spec.samples > 1 else name
 
     def decoded(self, config: str, requests: list, indices: list[int], sample: int) -> list:
         """The requests of the ``sample``-th answer to each row (dataset index ``indices``) as the run decodes them:
@@ -176,8 +182,8 @@ class Scoring:
             samples.append(Sample.scored(config, indices[i], row, gold, *answered[i], outcomes[i], prompts, counts))
         return samples
 
-    def results(self, config: str, requests: list, indices: list[int], cache: Cache) -> tuple[list[Result], int]:
-        """Every request's result, and how many were scored now (all ranks).
+    def results(self, config: str, requests: list, indices: list[int], cache: Cache, shown: str) -> tuple[list[Result], int]:
+        """Every request's result, and how many were scored now (all ranks); ``shown`` names the progress bar.
 
         Requests are cut in row order into chunks of ``spec.chunk``, whatever the number of processes: a chunk's
         missing requests are one engine call (its batches, hence its float sums, are the same in one process or
@@ -197,12 +203,12 @@ class Scoring:
         ]
         fresh: dict = {}
         work = [request.work() for request in requests]
-        mine = sum(work[i] for c in range(len(cuts)) if owner[c] == self.ranks.rank for i in cuts[c])
+        owned = [i for c in range(len(cuts)) if owner[c] == self.ranks.rank for i in cuts[c]]
+        mine = sum(work[i] for i in owned)
         left = sum(work[i] for part in todo for i in part)  # the rest of this rank's work is in the cache: done
         weight = sum(r.cost() for r in requests) / sum(work) if requests else 1.0  # an item's cost, for a card's time left
-        with progress.bar(
-            f"{self.spec.benchmark}/{config}", mine, self.protocol.sends.unit, done=mine - left, weight=weight
-        ) as bar:
+        per = len(owned) / mine if mine else 1.0  # answers an item, for a card's count
+        with progress.bar(shown, mine, self.protocol.sends.unit, done=mine - left, weight=weight, per=per) as bar:
             for part in todo:
                 rows, items = [indices[i] for i in part], sum(work[i] for i in part) / len(part)
                 fresh.update(self.call(config, [requests[i] for i in part], [keys[i] for i in part], rows, cache, bar, items))

@@ -15,13 +15,16 @@ counts the items already done when it opens (read from a cache) as done at once 
 and time left read only the items done since. Items may be done in shares: a generating engine advances each
 generation by the share of its token budget answered, so the count moves token by token (``3.4/20 generations``)
 long before a whole batch of answers ends. The libraries' own bars (transformers converting or loading weights,
-datasets, huggingface_hub downloads) would print their carriage returns into such a log: ``quiet_library_bars``
-turns them off there.
+datasets, huggingface_hub downloads) would print their carriage returns into such a log, and on a terminal be drawn
+over by physprobe's: ``quiet_library_bars`` turns them off. On a terminal, every line written to stderr goes above
+the bars (``physprobe.util.terminal``), a bar that ends shows the time it took (a step counted in time alone leaves
+that line above the bars still open), and the bars are redrawn every second.
 
-A task made of steps (a card run's benchmarks) opens an ``overall`` counter with its items of each kind: every step
-opened inside it adds its items to it, and in a log its line leads the step's::
+A task made of steps (a card run's benchmarks) opens an ``overall`` counter in a unit of its own (a card's answers,
+one a question and sample): every step opened inside it adds its items to it as the share of its units they make up
+(``per``), and in a log its line leads the step's::
 
-    physprobe: benchmark 2 of 4 (newton): 130/460 answers, 2m00s elapsed, ~5m25s left | newton/track1: 30/80 generations, 1.3 s/generation, 40s elapsed, ~1m07s left
+    physprobe: benchmark 2 of 4 (newton): 50/180 answers, 2m00s elapsed, ~5m25s left | newton/track1: 30/80 generations, 1.3 s/generation, 40s elapsed, ~1m07s left
 
 Its time left is each kind's items left at that kind's own rate so far (``Tally``), so a card whose last benchmark
 asks 15 generations a question reads it at the generations' rate, not at the questions' rate of the benchmarks
@@ -47,6 +50,7 @@ import os
 import sys
 from typing import TextIO
 
+from physprobe.util import terminal
 from physprobe.util.progress_lines import INTERVAL as INTERVAL
 from physprobe.util.progress_lines import Reporter as Reporter
 from physprobe.util.progress_lines import Step as Step
@@ -60,16 +64,17 @@ _OVERALL: list = []  # the ``overall`` counters open, innermost last
 
 
 class Adding:
-    """A step's counter that also adds each count to the ``overall`` counter it was opened in, and its cost (``weight``
-    an item) to the overall counter's ``Tally``."""
+    """A step's counter that also adds each count to the ``overall`` counter it was opened in, in the overall
+    counter's unit (``per``: its units an item of the step's; a card counts answers, a step generations or scored
+    options), and its cost (``weight`` an item) to the overall counter's ``Tally``."""
 
-    def __init__(self, counter, overall, weight: float = 1.0):
-        self.counter, self.overall, self.weight = counter, overall, weight
+    def __init__(self, counter, overall, weight: float = 1.0, per: float = 1.0):
+        self.counter, self.overall, self.weight, self.per = counter, overall, weight, per
         overall.tally.begin()
 
     def update(self, n: float = 1) -> None:
         self.counter.update(n)
-        self.overall.update(n)
+        self.overall.update(n * self.per)
         self.overall.tally.add(n * self.weight)
 
     def close(self) -> None:
@@ -79,7 +84,7 @@ class Adding:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.close()
+        self.counter.__exit__(*exc)
 
 
 class Waiting:
@@ -101,26 +106,29 @@ class Waiting:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.close()
+        self.counter.__exit__(*exc)
+        self.tally.begin()
 
 
 # What tells transformers, huggingface_hub, datasets and any other tqdm user (transformers' GGUF conversion calls tqdm
-# itself) that their bars are off: each library reads its variable when imported.
+# itself) that their bars are off: each library reads its variable when imported (physprobe's own bars say
+# ``disable=False``).
 QUIET = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"}
 
 
-def quiet_library_bars(environ=os.environ, stream: TextIO | None = None) -> bool:
-    """Turn the libraries' own progress bars off when ``stream`` (stderr) is not a terminal, where they would write
-    carriage returns into a log and physprobe's lines report progress instead; the variables reach worker processes
-    too. Call it before transformers, datasets or tqdm is imported. A variable the user set is kept; nothing changes
-    under pytest. Returns whether the bars were turned off.
+def quiet_library_bars(environ=os.environ) -> bool:
+    """Turn the libraries' own progress bars off (transformers converting or loading weights, datasets,
+    huggingface_hub downloads): in a log they would write carriage returns, and on a terminal bars that physprobe
+    does not draw would be drawn over by its own; physprobe's bars and lines tell those steps instead (a step counted in
+    time alone: its time elapsed). The variables reach worker processes too. Call it before transformers, datasets or
+    tqdm is imported. A variable the user set is kept; nothing changes under pytest. Returns whether the bars were
+    turned off.
 
-    >>> import io
     >>> environ = {"TQDM_DISABLE": "0"}
-    >>> quiet_library_bars(environ, io.StringIO()), environ["HF_HUB_DISABLE_PROGRESS_BARS"], environ["TQDM_DISABLE"]
+    >>> quiet_library_bars(environ), environ["HF_HUB_DISABLE_PROGRESS_BARS"], environ["TQDM_DISABLE"]
     (True, '1', '0')
     """
-    if _terminal(sys.stderr if stream is None else stream) or "PYTEST_CURRENT_TEST" in environ:
+    if "PYTEST_CURRENT_TEST" in environ:
         return False
     for name, value in QUIET.items():
         environ.setdefault(name, value)
@@ -138,17 +146,37 @@ def _terminal(stream: TextIO | None) -> bool:
 @functools.cache
 def _bar_class():
     """tqdm's bar, its counts written as ``count`` writes them (``3.4/20``: a count may move in shares of an item) and
-    kept within 0 and its total (tqdm warns past it); an ``overall`` bar's time left is its ``Tally``'s. Made at
-    first use, not at import: tqdm reads its ``TQDM_*`` variables when imported, after ``quiet_library_bars``."""
+    kept within 0 and its total (tqdm warns past it); an ``overall`` bar's time left is its ``Tally``'s; a bar that
+    ends shows the time it took (``done in 1m48s``) where its time left stood. Made at first use, not at import:
+    tqdm reads its ``TQDM_*`` variables when imported, after ``quiet_library_bars``."""
     from tqdm.auto import tqdm
 
     class Bar(tqdm):
         tally = None  # an ``overall`` bar's time left
+        ended_format = None  # the format of the bar once it ends: "done in", or "stopped after" when an error ends it
 
         def update(self, n=1):
             if self.total is not None:
                 n = min(max(n, -self.n), self.total - self.n)
             return super().update(n)
+
+        def __exit__(self, kind, *exc):
+            if kind is not None and self.ended_format is not None:
+                self.ended_format = self.ended_format.replace("done in", "stopped after").replace(" [{pace}]", "")
+            return super().__exit__(kind, *exc)
+
+        def close(self):
+            if self.ended_format is None or self.disable:
+                return super().close()
+            self.bar_format = self.ended_format
+            if self.total and abs(self.total - self.n) <= 1e-6 * self.total:  # shares summed: a float's last digit
+                self.n = self.total
+            if self.total is not None:
+                return super().close()
+            ended = str(self)  # a step counted in time alone: its line stays, above the bars still open
+            super().close()
+            terminal.above(ended + "\n", terminal.real(sys.stderr))
+            return None
 
         @property
         def format_dict(self):
@@ -162,44 +190,51 @@ def _bar_class():
             elif rate_of and self.total:  # tqdm's own estimate, from the items done since the bar opened
                 left = max(0.0, self.total - self.n) / rate_of
             pace = rate(rate_of, 1.0, self.unit) if rate_of else "?"
-            return {**shown, "count": count(self.n), "left": "?" if left is None else tqdm.format_interval(left), "pace": pace}
+            return {**shown, "count": count(self.n), "left": "?" if left is None else tqdm.format_interval(left),
+                    "pace": pace, "took": duration(shown["elapsed"])}  # fmt: skip
 
     return Bar
 
 
-def _terminal_bar(desc: str, total: float, unit: str, leave: bool = True, done: float = 0, overall: bool = False):
+def _terminal_bar(desc: str, total: float | None, unit: str, leave: bool = True, done: float = 0, overall: bool = False):
+    """A bar on the terminal (its own stream, under ``terminal.Lines``; on even where ``TQDM_DISABLE`` turns the
+    libraries' bars off), as wide as the terminal is now, redrawn every second (``terminal.Ticker``)."""
+    terminal.Ticker.start()
+    shown = {"file": terminal.real(sys.stderr), "disable": False, "desc": desc, "leave": leave, "dynamic_ncols": True}
+    if total is None:  # counted in time alone; cleared as it ends, its line then written above the bars open
+        bar = _bar_class()(bar_format="{desc}: {elapsed}", **{**shown, "leave": False})
+        bar.ended_format = "{desc}: done in {took}"
+        return bar
     rated = "" if overall else ", {pace}"  # an ``overall`` bar's items are of several kinds: no one rate
-    return _bar_class()(
-        total=total,
-        initial=done,
-        desc=desc,
-        unit=unit,
-        leave=leave,
-        bar_format="{l_bar}{bar}| {count}/{total_fmt} {unit} [{elapsed}<{left}" + rated + "{postfix}]",
-    )
+    bar = _bar_class()(total=total, initial=done, unit=unit,
+                       bar_format="{l_bar}{bar}| {count}/{total_fmt} {unit} [{elapsed}<{left}" + rated + "{postfix}]",
+                       **shown)  # fmt: skip
+    bar.ended_format = "{l_bar}{bar}| {count}/{total_fmt} {unit}, done in {took}" + ("" if overall else " [{pace}]")
+    return bar
 
 
-def bar(desc: str, total: float | None = None, unit: str = "items", done: float = 0, weight: float = 1.0):
+def bar(desc: str, total: float | None = None, unit: str = "items", done: float = 0, weight: float = 1.0, per: float = 1.0):
     """A progress counter for one step (``update(n)``, ``close()``, a context manager): tqdm's bar when stderr is a
     terminal, log lines (``Step``) when it is not, a silent tqdm under pytest. ``total=None``: a step counted in
     time alone (the bar shows the time elapsed). ``done``: items of ``total`` found done (cached), counted at once
-    in no time. Inside ``overall``, a counted step adds its items to it too, each of cost ``weight`` to its
-    ``Tally`` (its ``done`` at once, in no time); a step counted in time alone counts for none of it."""
+    in no time. Inside ``overall``, a counted step adds its items to it too, as ``per`` of its units each (a card
+    counts answers), each of cost ``weight`` to its ``Tally`` (its ``done`` at once, in no time); a step counted in
+    time alone counts for none of it."""
     counter = _counter(desc, total, unit, nested=bool(_OVERALL), done=done)
     if not _OVERALL:
         return counter
     if total is None:
         return Waiting(counter, _OVERALL[-1])
-    _OVERALL[-1].update(done)
+    _OVERALL[-1].update(done * per)
     _OVERALL[-1].tally.add(done * weight, timed=False)
-    return Adding(counter, _OVERALL[-1], weight)
+    return Adding(counter, _OVERALL[-1], weight, per)
 
 
 @contextlib.contextmanager
 def overall(desc: str, total: float, cost: float, unit: str = "answers"):
-    """A counter of a task made of steps (``set_description`` names the step it is at), of ``total`` items of any
-    kind (generations, scored options: ``unit`` names them together) that cost ``cost`` together: each step opened
-    inside the block with ``bar`` adds its items to it; its time left is its ``Tally``'s (``counter.tally.part``
+    """A counter of a task made of steps (``set_description`` names the step it is at), of ``total`` items in ``unit``
+    (a card's answers) that cost ``cost`` together: each step opened inside the block with ``bar`` adds its items to
+    it (as ``per`` units each); its time left is its ``Tally``'s (``counter.tally.part``
     opens a part of the task, read at its own pace once a tenth of it is done); in a log, its line leads the step's; on a
     terminal, its bar stays above the step's.
 
@@ -232,13 +267,9 @@ def overall(desc: str, total: float, cost: float, unit: str = "answers"):
 
 
 def _counter(desc: str, total: float | None, unit: str, nested: bool, done: float = 0, overall: bool = False):
-    from tqdm.auto import tqdm
-
     if "PYTEST_CURRENT_TEST" in os.environ:
         return _bar_class()(total=total, initial=done, disable=True)
     if _terminal(sys.stderr):
-        if total is None:
-            return tqdm(desc=desc, bar_format="{desc}: {elapsed}", leave=not nested)
         return _terminal_bar(desc, total, unit, leave=not nested, done=done, overall=overall)
     global _REPORTER  # noqa: PLW0603 - the process's one log reporter (one thread), made at first use
     if _REPORTER is None:

@@ -209,7 +209,7 @@ def pytest_collection_modifyitems(config, items):
         if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.server)
             item.add_marker(pytest.mark.xdist_group("llama_server"))
-        elif item.get_closest_marker("xdist_group") is None and _module_fixtures(item):
+        elif item.get_closest_marker("xdist_group") is None and _shares_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
         limits = [seconds for marker, seconds in TIMEOUTS.items() if item.get_closest_marker(marker)]
         if limits and item.get_closest_marker("timeout") is None:
@@ -222,16 +222,14 @@ def first(item) -> int:
     return 0 if item.get_closest_marker("venv") else 1 if item.get_closest_marker("server") else 2
 
 
-def _module_fixtures(item) -> list[str]:
-    """The module-scoped fixtures of ``item``'s own module that it uses."""
+def _shares_a_module_fixture(item) -> bool:
+    """Whether ``item`` uses a module-scoped fixture of its own module (a doctest item has no fixtures)."""
     definitions = getattr(item, "_fixtureinfo", None)
-    if definitions is None:
-        return []
-    return [
-        name
-        for name, defs in definitions.name2fixturedefs.items()
-        if defs and defs[-1].scope == "module" and str(defs[-1].baseid).startswith(item.nodeid.split("::")[0])
-    ]
+    module = item.nodeid.split("::")[0]
+    return definitions is not None and any(
+        defs and defs[-1].scope == "module" and str(defs[-1].baseid).startswith(module)
+        for defs in definitions.name2fixturedefs.values()
+    )
 
 
 # --- No test leaves the process changed ---------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ import os
 
 import pytest
 
+from .conftest import first
+
 
 def grouped(request) -> bool:
     """Whether this run hands tests out by group (pytest-xdist's ``--dist loadgroup``)."""
@@ -27,8 +29,6 @@ def test_a_test_sharing_a_module_fixture_is_sent_with_its_module(request, made_o
 
 
 def test_every_server_test_is_in_the_servers_group_and_the_longest_come_first(request):
-    from .conftest import first
-
     items = request.session.items
     servers = [item for item in items if "llama_server" in item.fixturenames]
     assert all(item.get_closest_marker("server") for item in servers)

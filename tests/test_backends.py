@@ -305,10 +305,13 @@ def test_a_chunk_of_many_prompt_requests_counts_requests_as_its_batches_end(mode
     # 4 requests of 3 prompts, batches of 2 prompts: the count moves with the batches and ends at the 4 requests.
     class Counter:
         def __init__(self):
-            self.updates = []
+            self.updates, self.spared = [], []
 
         def update(self, n):
             self.updates.append(n)
+
+        def spare(self, n):
+            self.spared.append(n)
 
     loaded = _loaded(models["plain"])
     loaded.batching = {"max_batch": 2, "batch_tokens": 1 << 62}
@@ -317,6 +320,7 @@ def test_a_chunk_of_many_prompt_requests_counts_requests_as_its_batches_end(mode
     counter = Counter()
     results = score_loaded(loaded, requests, progress=counter)
     assert len(results) == 4 and sum(counter.updates) == pytest.approx(4) and len(counter.updates) >= 3
+    assert 0 <= sum(counter.spared) < 4  # a generation's unused budget, never more than the requests counted
 
 
 @pytest.mark.parametrize("engine", ["physprobe's loop", "model.generate"])
@@ -327,8 +331,8 @@ def test_generation_counts_every_answer_token_as_its_share_of_a_request(models, 
 
     if engine == "model.generate":
         monkeypatch.setattr(generation, "argmax_decodes", lambda model: False)
-    updates = []
-    counter = type("Counter", (), {"update": lambda self, n: updates.append(n)})()
+    updates, spared = [], []
+    counter = type("Counter", (), {"update": lambda self, n: updates.append(n), "spare": lambda self, n: spared.append(n)})()
     loaded = _loaded(models["plain"])
     requests = [
         Generate(f"Which is bigger, the {thing} or the box?", (), max_new_tokens=12, stop=()) for thing in ("cup", "key", "hat")
@@ -338,6 +342,7 @@ def test_generation_counts_every_answer_token_as_its_share_of_a_request(models, 
     assert len(updates) >= 5 and all(n > 0 for n in updates)
     running = [sum(updates[: i + 1]) for i in range(len(updates))]
     assert running[-2] < 3 and sum(r != round(r) for r in running) >= 4  # shares of the three, step by step, before the end
+    assert 0 <= sum(spared) < 3 and (sum(spared) > 0) == any(text.tokens < 12 for text in texts)  # an early end spares
 
 
 def test_a_protocol_released_through_a_chat_template_gets_it_with_its_system_message(models, built_all, tmp_path, monkeypatch):

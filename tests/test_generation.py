@@ -497,3 +497,25 @@ def test_decoding_steps_take_a_4d_mask_in_the_attention_implementations_form(imp
         assert answers == _one_at_a_time(model, prompts, 6)
     assert masks and all(m.dim() == 4 for m in masks)
     assert {m.dtype for m in masks} == ({torch.bool} if implementation == "sdpa" else {torch.float32})
+
+
+def test_an_answer_that_ends_before_its_budget_spares_the_rest_of_its_share():
+    """Four prompts through two slots, each with a budget of 6 tokens, ended after 2, 6, 1 and 4 (``done``): the count
+    ends at the four requests, and what each spares is its unused tokens' share of its steps, worked by hand. The
+    prompts' passes read 3, 2, 1 and 2 tokens ([1, 2, 4, 5] shares [1, 2] with [1, 2, 3] before it in token order),
+    1.75, 1.5, 1.25 and 1.5 steps: row 0 spares 4 of 7.75 steps, row 1 none, row 2 5 of 7.25, row 3 2 of 7.5."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=20)).eval()
+    prompts, ends = [[1, 2, 3], [1, 2, 4, 5], [6], [7, 8]], [2, 6, 1, 4]
+    counter = type("Counter", (), {"n": 0.0, "spared": [], "update": lambda self, n: setattr(self, "n", self.n + n),
+                                   "spare": lambda self, n: self.spared.append(n)})()  # fmt: skip
+    shares = stepping.Shares(counter, [6] * 4, stepping.tokens_read(prompts))
+    with torch.inference_mode():
+        answers = continuous.decode(model, prompts, [6] * 4, lambda row, tokens: len(tokens) >= ends[row], None,
+                                    torch.device("cpu"), 2, shares)  # fmt: skip
+    shares.finish()
+    assert [len(answer) for answer in answers] == ends
+    assert counter.n == pytest.approx(4)
+    assert sum(counter.spared) == pytest.approx(4 / 7.75 + 5 / 7.25 + 2 / 7.5)

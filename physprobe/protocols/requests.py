@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -53,6 +54,34 @@ def prompt_steps(tokens: float) -> float:
     return 1 + tokens / PROMPT_TOKENS_PER_STEP
 
 
+def cost_of(requests: list[Request]) -> float:
+    """What reading and answering ``requests`` together costs, in decode steps: each text fed its ``prompt_steps``,
+    counting only the characters beyond the prefix it shares with the text before it in sorted order (the engines
+    read a shared prefix once), and each token of a generation's budget one, the budget as the engine holds it
+    (``max_length`` counts the prompt: a causal model's answer gets what the prompt leaves). So a time left reads one
+    benchmark's generations of up to 128 tokens after short prompts at the pace of another's of up to 20 after long
+    prompts that share their context (progress's ``Tally``).
+
+    >>> cost_of([Choice("Ice is", (" cold", " hot"))]), cost_of([Generate("Ice is", ("cold",), max_new_tokens=20)])
+    (2.875, 21.375)
+    >>> cost_of([Generate("x" * 400, ("cold",), max_new_tokens=128, max_length=128)])  # 100 prompt tokens, 28 left
+    54.0
+    """
+    texts = sorted(text for request in requests for text in request.texts())
+    shared = [0] + [len(os.path.commonprefix(pair)) for pair in zip(texts, texts[1:], strict=False)]
+    read = sum(prompt_steps((len(text) - common) / CHARS_PER_TOKEN) for text, common in zip(texts, shared, strict=True))
+    return read + sum(request.work() * _budget(request) for request in requests)
+
+
+def _budget(request: Request) -> int:
+    """The tokens a request's generation may take each (none for a request that generates nothing)."""
+    budget = getattr(request, "max_new_tokens", 0)
+    length = getattr(request, "max_length", None)
+    if length is None:
+        return budget
+    return min(budget, max(1, length - round(len(request.texts()[0]) / CHARS_PER_TOKEN)))
+
+
 class Request:
     """What every request type shares: its cache key and the texts it makes the model read."""
 
@@ -71,17 +100,6 @@ class Request:
         """
         values = ((name, getattr(self, name), default) for name, default in _defaults(type(self)))
         return [type(self).__name__, {name: _plain(value) for name, value, default in values if value != default}]
-
-    def cost(self) -> float:
-        """What the request's work costs, in decode steps: each text it feeds its ``prompt_steps``, each token of a
-        generation's budget one; so a time left can read one benchmark's generations of up to 128 tokens after short
-        prompts at the pace of another's of up to 20 after long ones (progress's ``Tally``).
-
-        >>> Choice("Ice is", (" cold", " hot")).cost(), Generate("Ice is", ("cold",), max_new_tokens=20).cost()
-        (3.3125, 21.375)
-        """
-        read = sum(prompt_steps(len(text) / CHARS_PER_TOKEN) for text in self.texts())
-        return read + self.work() * getattr(self, "max_new_tokens", 0)
 
     def work(self) -> int:
         """The items of work the engine does for the request, in ``unit`` (progress counts these, not questions):

@@ -154,7 +154,8 @@ def score_card(card: Card) -> CardResult:
                             "see `physprobe protocols`")  # fmt: skip
     models, asked = Models(), {spec.benchmark: runner.work(spec) for spec in specs}
     records = {}
-    with progress.overall("card", sum(w[0] for w in asked.values()), sum(w[2] for w in asked.values())) as counter:
+    answers, cost = sum(w[0] for w in asked.values()), sum(w[2] for w in asked.values())
+    with progress.overall("card", answers, cost, parts=len(specs)) as counter:
         for place, spec in enumerate(specs, 1):
             counter.set_description(f"benchmark {place} of {len(specs)} ({spec.benchmark})")
             counter.tally.part(asked[spec.benchmark][2])  # read at its own pace once a tenth of it is done

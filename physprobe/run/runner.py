@@ -27,7 +27,7 @@ from physprobe.data import registry
 from physprobe.errors import RequestError, ServedModelChanged
 from physprobe.protocols import inputs
 from physprobe.protocols.decoding import sample_seed
-from physprobe.protocols.requests import decoded
+from physprobe.protocols.requests import cost_of, decoded
 from physprobe.protocols.results import Result
 from physprobe.record import run_folder, run_record
 from physprobe.record.run_record import Baselines, Bootstrap, ChatRecord, RunRecord, Timings
@@ -43,7 +43,8 @@ from physprobe.util.folder_lock import FolderLock
 class ResultHandle:
     """What a backend's ``score`` reports to: ``update(n)`` advances the config's progress bar by ``n`` requests (or
     shares of them), counted there as the engine's items of work (``Request.work``: the call's items per request),
-    ``answered(i, result)`` hands over request ``i``'s result as soon as it is ready, which is committed to the cache
+    ``spare(n)`` says that ``n`` requests' worth of what it counted was never spent (answers that ended before their
+    token budget), ``answered(i, result)`` hands over request ``i``'s result as soon as it is ready, which is committed to the cache
     at once (a backend that finishes a call's results together returns them, and they are committed then)."""
 
     bar: object  # a progress counter (``progress.bar``)
@@ -52,6 +53,11 @@ class ResultHandle:
 
     def update(self, count: float) -> None:
         self.bar.update(count * self.items)
+
+    def spare(self, count: float) -> None:
+        """``count`` requests' worth of the work counted done was never spent (answers that ended before their
+        budget): a card's time left paces only the work truly done."""
+        self.bar.spare(count * self.items)
 
 
 @dataclass(frozen=True)
@@ -75,12 +81,14 @@ def asked(spec: RunSpec, config: str, evaluation, protocol) -> tuple:
 
 def work(spec: RunSpec) -> tuple[int, int, float]:
     """What ``spec``'s run asks of the engine, cached or not: how many answers (one a question kept, and a sample),
-    how many items (``Request.work``: generations, options, ...) and what they cost (``Request.cost``)."""
+    how many items (``Request.work``: generations, options, ...) and what they cost (``requests.cost_of``, each
+    config's prompts sharing their prefixes)."""
     evaluation = registry.evaluation(spec.benchmark)
     protocol = evaluation.protocol(spec.protocol)
-    requests = [request for config in spec.configs for request in asked(spec, config, evaluation, protocol)[2]]
+    configs = [asked(spec, config, evaluation, protocol)[2] for config in spec.configs]
     k = spec.samples
-    return k * len(requests), k * sum(r.work() for r in requests), k * sum(r.cost() for r in requests)
+    return (k * sum(map(len, configs)), k * sum(r.work() for asks in configs for r in asks),
+            k * sum(cost_of(asks) for asks in configs))  # fmt: skip
 
 
 def backend_of(spec: RunSpec) -> Backend:
@@ -206,7 +214,7 @@ class Scoring:
         owned = [i for c in range(len(cuts)) if owner[c] == self.ranks.rank for i in cuts[c]]
         mine = sum(work[i] for i in owned)
         left = sum(work[i] for part in todo for i in part)  # the rest of this rank's work is in the cache: done
-        weight = sum(r.cost() for r in requests) / sum(work) if requests else 1.0  # an item's cost, for a card's time left
+        weight = cost_of(requests) / sum(work) if requests else 1.0  # an item's cost, for a card's time left
         per = len(owned) / mine if mine else 1.0  # answers an item, for a card's count
         with progress.bar(shown, mine, self.protocol.sends.unit, done=mine - left, weight=weight, per=per) as bar:
             for part in todo:

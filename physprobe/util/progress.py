@@ -77,6 +77,11 @@ class Adding:
         self.overall.update(n * self.per)
         self.overall.tally.add(n * self.weight)
 
+    def spare(self, n: float) -> None:
+        """``n`` items' worth of the count was never spent (answers that ended before their budget): the overall
+        counter's ``Tally`` takes their cost back."""
+        self.overall.tally.spare(n * self.weight)
+
     def close(self) -> None:
         self.counter.close()
 
@@ -160,6 +165,9 @@ def _bar_class():
                 n = min(max(n, -self.n), self.total - self.n)
             return super().update(n)
 
+        def spare(self, n):
+            """A step's own bar counts items, not their cost: work spared leaves it as it is."""
+
         def __exit__(self, kind, *exc):
             if kind is not None and self.ended_format is not None:
                 self.ended_format = self.ended_format.replace("done in", "stopped after").replace(" [{pace}]", "")
@@ -231,20 +239,20 @@ def bar(desc: str, total: float | None = None, unit: str = "items", done: float 
 
 
 @contextlib.contextmanager
-def overall(desc: str, total: float, cost: float, unit: str = "answers"):
+def overall(desc: str, total: float, cost: float, unit: str = "answers", parts: int = 1):
     """A counter of a task made of steps (``set_description`` names the step it is at), of ``total`` items in ``unit``
     (a card's answers) that cost ``cost`` together: each step opened inside the block with ``bar`` adds its items to
-    it (as ``per`` units each); its time left is its ``Tally``'s (``counter.tally.part``
-    opens a part of the task, read at its own pace once a tenth of it is done); in a log, its line leads the step's; on a
-    terminal, its bar stays above the step's.
+    it (as ``per`` units each); its time left is its ``Tally``'s (``counter.tally.part`` opens one of its ``parts``,
+    read at its own pace once a tenth of it is done); in a log, its line leads the step's; on a terminal, its bar
+    stays above the step's.
 
     In a log, a card 26 s in: 80 options (cost 11 each) took 4 s, then 30 of its first 80 generations (cost 138
     each) 22 s; the benchmark's 50 left at its own pace, with 10 s of work counted at the options' pace (35 s), and
-    the card's last 380 at the mean of the two paces, NEWTON's counted as much as the share of it done (4m05s):
+    the card's last 380 at the pace of all the work so far (26 s for 5,020 units of cost: 4m32s):
 
     >>> import io
     >>> reporter = Reporter(io.StringIO(), INTERVAL)
-    >>> clock = iter([0.0, 0.0, 4.0, 4.0, 4.0, 26.0, 26.0, 26.0, 26.0]).__next__
+    >>> clock = iter([0.0, 0.0, 4.0, 4.0, 4.0, 4.0, 26.0, 26.0, 26.0, 26.0]).__next__
     >>> card = Step("benchmark 2 of 2 (newton)", 540, "answers", reporter, clock=clock)
     >>> card.leads, card.tally = True, Tally(80 * 11 + 460 * 138, clock=clock)
     >>> card.tally.begin(); card.update(80); card.tally.add(80 * 11)
@@ -252,10 +260,10 @@ def overall(desc: str, total: float, cost: float, unit: str = "answers"):
     >>> step = Adding(Step("newton/track1", 80, "generations", reporter, clock=clock), card, 138)
     >>> step.update(30)
     >>> reporter.line()
-    'physprobe: benchmark 2 of 2 (newton): 110/540 answers, 26s elapsed, ~4m40s left | newton/track1: 30/80 generations, 1.4 generations/s, 22s elapsed, ~37s left'
+    'physprobe: benchmark 2 of 2 (newton): 110/540 answers, 26s elapsed, ~5m06s left | newton/track1: 30/80 generations, 1.4 generations/s, 22s elapsed, ~37s left'
     """
     counter = _counter(desc, total, unit, nested=False, overall=True)
-    counter.tally = Tally(cost)
+    counter.tally = Tally(cost, parts)
     if isinstance(counter, Step):
         counter.leads = True
     _OVERALL.append(counter)

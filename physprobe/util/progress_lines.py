@@ -56,45 +56,55 @@ def duration(seconds: float) -> str:
 
 class Tally:
     """The time left of a task made of parts (a card: benchmarks) whose items cost more or less each (a generation
-    of up to 128 tokens, one of up to 20 after a longer prompt, a scored option: ``Request.cost``): the open part's
-    cost left at its own pace, and the later parts' at the mean of the parts' paces, each part counted once (a long
-    part of costly items, as NEWTON's generations, would otherwise set the pace of every part after it: the pace of
-    a unit of cost still differs from one kind of request to another by up to twice), the open part as much as the
-    share of it done; in the first part, at its own. A part's own pace counts a tenth of what it has to do, and at
-    least ``OWN_SECONDS`` of work, at the earlier parts' pace, so the estimate moves to the part's pace as it goes,
-    not in a jump. A pace is the cost done in the time spent on it, an average (smooth, where a recent window swings):
-    from a step's opening (``begin``) or its previous count to each count (``add``), the time of the count in
-    progress included, so the pace falls while nothing moves; work found done (cached, ``timed=False``) counts as
-    done, in no time; time spent waiting (``pause``: a model loading) counts for none.
+    of up to 128 tokens, one of up to 20 after a longer prompt, a scored option: ``requests.cost_of``): the open
+    part's work left at its own pace, the later parts' at the pace of all the work done so far, and the time between
+    parts (a benchmark's figures and folder written) as the mean of those seen, once for each part left.
 
-    A card of 1,000 units of cost: its first part of 400 done in 100 s (0.25 s a unit), then 30 s into the second,
-    of 300, 60 of its units are done. The part's 240 left at its own 60 in 30 s, counted with 40 units (10 s) at
-    0.25 s (0.4 s a unit), take 1m36s; the last part's 300 at the mean of 0.25 s and, counted a fifth, 0.4 s (0.275
-    s) 1m22s:
+    A pace is the seconds of the work truly done: a generation that ends before its budget spares the rest
+    (``spare``), which leaves the task's cost and its part's, so a pace is that of the prompts read and the tokens
+    generated, which differs little from one benchmark to the next (where the budget's steps differed by up to
+    four times: SmolLM2's CConS answers end at their first token, its NEWTON answers after a third of their budget).
+    The open part's work left is expected to be spared in the share its work spared so far, counted with a tenth of
+    it spared in none; a later part's at its full cost, since no answer's length is known before it is read. A part's
+    own pace counts a tenth of what it has to do, and at least ``OWN_SECONDS`` of work, at the ended parts' pace, so
+    the estimate moves to the part's pace as it goes, not in a jump. A pace is the cost done in the time spent on it,
+    an average (smooth, where a recent window swings): from a step's opening (``begin``) or its previous count to each
+    count (``add``), the time of the count in progress included, so the pace falls while nothing moves (but not once
+    its part is counted to its end: that wait is time between parts); work found done (cached, ``timed=False``)
+    counts as done, in no time; time spent waiting (``pause``: a model loading) counts for none.
 
-    >>> clock = iter([0.0, 100, 100, 130, 130]).__next__
-    >>> tally = Tally(1000, clock=clock)
+    A card of two parts and 1,000 units of cost: its first part of 400 done in 100 s (0.25 s a unit); 5 s later
+    the second, of 600, begins and 30 s in, 60 of its units are counted done, of which 20 spared (its answers ended
+    early). The 40 spent took 30 s, counted with 58 units (a tenth of the 580 it now has to do) at 0.25 s: 0.454 s a
+    unit. Of its 540 left, 20 / (20 + 40 + 58) is expected spared, so 448 at 0.454 s take 3m24s, and the time
+    between parts 5 s more:
+
+    >>> clock = iter([0.0, 100, 105, 105, 135, 135, 135]).__next__
+    >>> tally = Tally(1000, parts=2, clock=clock)
     >>> tally.part(400); tally.begin(); tally.add(400)
-    >>> tally.part(300); tally.begin(); tally.add(60)
+    >>> tally.part(600); tally.begin(); tally.add(60); tally.spare(20)
     >>> duration(tally.left())
-    '2m58s'
+    '3m29s'
     """
 
-    OWN = 0.1  # the share of what it has to do that a part's own pace weighs as much as the earlier parts' pace
+    OWN = 0.1  # the share of what it has to do that a part's own pace weighs as much as the ended parts' pace
     OWN_SECONDS = 10.0  # and the least work, in seconds at the earlier parts' pace, it weighs as much as
 
-    def __init__(self, total: float, clock=None):
-        self.total, self.clock = total, clock or time.monotonic
+    def __init__(self, total: float, parts: int = 1, clock=None):
+        self.total, self.parts, self.clock = total, parts, clock or time.monotonic
         self.done = self.timed = self.seconds = 0.0  # all done; done in this run (not found done), in these seconds
         self.since: float | None = None  # where the time not yet counted began (None: a pause)
-        self.open = {"total": 0.0, "done": 0.0, "timed": 0.0, "seconds": 0.0}  # the open part
-        self.paces: list[float] = []  # seconds a unit of cost of each part ended that did work in time
+        self.counted: float | None = None  # when the last count in time was made
+        self.open = {"total": 0.0, "done": 0.0, "timed": 0.0, "seconds": 0.0, "spared": 0.0}  # the open part
+        self.between: list[float] = []  # seconds from each ended part's last count (one that did work) to the next
+        self.begun = 0  # parts begun
 
     def part(self, total: float) -> None:
         """A part of the task begins, of cost ``total`` (the part before it ends, its pace kept if it did work)."""
         if self.open["timed"] > 0:
-            self.paces.append(self.open["seconds"] / self.open["timed"])
-        self.open = {"total": total, "done": 0.0, "timed": 0.0, "seconds": 0.0}
+            self.between.append(self.clock() - self.counted)
+        self.open = {"total": total, "done": 0.0, "timed": 0.0, "seconds": 0.0, "spared": 0.0}
+        self.begun += 1
 
     def begin(self) -> None:
         """A step begins, or a pause ends: the time from now counts."""
@@ -111,34 +121,53 @@ class Tally:
             return
         now = self.clock()
         spent = now - self.since if self.since is not None else 0.0
-        self.since = now
+        self.since = self.counted = now
         self.timed += cost
         self.seconds += spent
         self.open["timed"] += cost
         self.open["seconds"] += spent
 
+    def spare(self, cost: float) -> None:
+        """``cost`` of the work counted done in time was never spent (answers that ended before their budget): the
+        task and its open part cost that much less."""
+        self.total -= cost
+        self.done -= cost
+        self.timed -= cost
+        for field in ("total", "done", "timed"):
+            self.open[field] -= cost
+        self.open["spared"] += cost
+
     def left(self) -> float | None:
         """Seconds left (None: nothing done in time yet to tell a pace by)."""
-        waiting = max(0.0, self.clock() - self.since) if self.since is not None else 0.0  # the count in progress
-        seconds, part = self.seconds + waiting, self.open
+        now, part = self.clock(), self.open
+        waiting = max(0.0, now - self.since) if self.since is not None else 0.0  # the count in progress
+        # A part counted to its end is being finished (its figures, its folder): that wait is time between parts
+        finishing = part["timed"] > 0 and part["total"] - part["done"] <= 1e-9 * part["total"]
+        if finishing:
+            waiting = 0.0
+        seconds = self.seconds + waiting
         if self.timed <= 0 or seconds <= 0:
             return None
-        before = statistics.fmean(self.paces) if self.paces else seconds / self.timed  # seconds a unit of cost
+        # Seconds a unit of cost: the pace of the ended parts' work together (of the work so far in the first part)
+        ended = self.timed - part["timed"]
+        before = (self.seconds - part["seconds"]) / ended if self.between and ended > 0 else seconds / self.timed
         rest = max(0.0, self.total - self.done)
         mine = min(rest, max(0.0, part["total"] - part["done"]))
         to_time = part["total"] - (part["done"] - part["timed"])  # the part's work not found done
         # The open part's pace: its own, with a tenth of what it has to do (at least OWN_SECONDS of work) counted at
-        # the earlier parts' pace before any of it is done, so the estimate moves to the part's own pace as it goes,
+        # the ended parts' pace before any of it is done, so the estimate moves to the part's own pace as it goes,
         # never in a jump; the wait for its first count (its first batch: prompts read, a first token generated for
         # each) is not yet a pace, and counts from that count on.
         prior = max(self.OWN * to_time, self.OWN_SECONDS / before if before > 0 else 0.0)
         waited = waiting if part["timed"] > 0 else 0.0
         own = (part["seconds"] + waited + prior * before) / (part["timed"] + prior) if part["timed"] + prior > 0 else before
-        # The later parts' pace: the mean of the ended parts' paces and the open part's own, which counts there as
-        # much as the share of its work done in time (so it enters the mean as it goes, not at once when it ends).
-        share = min(1.0, part["timed"] / to_time) if to_time > 0 else 0.0
-        later = (sum(self.paces) + share * own) / (len(self.paces) + share) if self.paces else own
-        return mine * own + (rest - mine) * later
+        later = (self.seconds + waited) / self.timed if self.between else own  # the pace of all the work done in time
+        spent = 1.0 - part["spared"] / (part["spared"] + part["timed"] + prior)  # the share of its work left spent
+        between = 0.0
+        if self.between:  # each part left its mean, the one being finished less the time it has taken so far
+            between = statistics.fmean(self.between) * max(1, self.parts - len(self.between))
+            between = max(0.0, between - (now - self.counted)) if finishing else between
+        return mine * spent * own + (rest - mine) * later + between
 
 
 class Reporter:
@@ -236,6 +265,10 @@ class Step:
     def set_description(self, desc: str) -> None:
         """Rename the step (as tqdm's ``set_description``)."""
         self.desc = desc
+
+    def spare(self, n: float) -> None:
+        """A step counts items, not their cost: work spared leaves its count as it is (``progress.Adding`` takes it
+        back from the ``overall`` step's ``Tally``)."""
 
     def close(self) -> None:
         if self.ended is None:

@@ -169,6 +169,12 @@ class Shares:
             self.progress.update(now - self.shown)
             self.shown = now
 
+    def spare(self, n: float) -> None:
+        """``n`` items' worth never spent (``stepping.Shares``: answers that ended before their budget), as the share
+        of the requests it makes up."""
+        if self.items:
+            self.progress.spare(n * self.requests / self.items)
+
     @classmethod
     def of(cls, progress, items: int, requests: int):
         """The counter for the engine, None without one."""

@@ -39,7 +39,7 @@ from physprobe.backends.hf.batching import (
     token_order_batches,
 )
 from physprobe.backends.hf.draws import SeededDraws
-from physprobe.backends.hf.stepping import Shares, picker, sync_every
+from physprobe.backends.hf.stepping import Shares, picker, sync_every, tokens_read
 from physprobe.protocols import tokenized
 from physprobe.protocols.answers import cut, stopped
 from physprobe.protocols.decoding import Decoding
@@ -238,7 +238,7 @@ def _beamed(model, prompts: list[list[int]], limits: list[int], decoding: Decodi
                              num_beams=decoding.num_beams, length_penalty=decoding.length_penalty,
                              early_stopping=decoding.early_stopping, pad_token_id=pad, eos_token_id=eos)  # fmt: skip
         answers.append(out[0, 1 if seq2seq else ids.shape[1] :].tolist())
-        shares.seen([(row, 0, True)])
+        shares.seen([(row, len(answers[-1]), True)])
     return answers
 
 
@@ -271,7 +271,7 @@ def _answer_batch(model, tokenizer, prompts: list[list[int]], stops: list[Sequen
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     eos = tokenizer.eos_token_id
     answers = None
-    shares = Shares(progress, limits, [len(prompt) for prompt in prompts])
+    shares = Shares(progress, limits, tokens_read(prompts))
     draws = SeededDraws(decoding, list(seeds)) if decoding is not None and decoding.samples else None
     try:
         if decoding is not None and decoding.kind == "beam":

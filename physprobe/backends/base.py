@@ -12,7 +12,8 @@ A backend answers ``physprobe.protocols.requests`` objects. The runner uses thes
 - ``score(requests, handle)``: one result per request (all of ONE type, one chunk of a protocol's requests), in
   order, of the type's result class (``physprobe.protocols.results``); ``handle.update(n)`` advances progress,
   ``handle.spare(n)`` says that ``n`` requests' worth of it was never spent (answers that ended before their token
-  budget: a card's time left then paces the tokens truly generated) and ``handle.answered(i, result)`` hands a result over at once (the runner commits it to the resume cache);
+  budget: a card's time left then paces the tokens truly generated) and ``handle.answered(i, result)`` hands a
+  result over at once (the runner commits it to the resume cache);
 - ``identity(request_type)``: a JSON-ready dict of all that changes a result besides the request (model revision,
   dtype, device type, a server's URL and served model, the chat setting applied and its template's sha256): the
   resume cache's key, and run.json's chat setting;

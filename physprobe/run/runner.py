@@ -44,8 +44,9 @@ class ResultHandle:
     """What a backend's ``score`` reports to: ``update(n)`` advances the config's progress bar by ``n`` requests (or
     shares of them), counted there as the engine's items of work (``Request.work``: the call's items per request),
     ``spare(n)`` says that ``n`` requests' worth of what it counted was never spent (answers that ended before their
-    token budget), ``answered(i, result)`` hands over request ``i``'s result as soon as it is ready, which is committed to the cache
-    at once (a backend that finishes a call's results together returns them, and they are committed then)."""
+    token budget), ``answered(i, result)`` hands over request ``i``'s result as soon as it is ready, which is
+    committed to the cache at once (a backend that finishes a call's results together returns them, and they are
+    committed then)."""
 
     bar: object  # a progress counter (``progress.bar``)
     answered: Callable[[int, Result], None]

@@ -62,8 +62,9 @@ class Tally:
 
     A pace is the seconds of the work truly done: a generation that ends before its budget spares the rest
     (``spare``), which leaves the task's cost and its part's, so a pace is that of the prompts read and the tokens
-    generated, which differs little from one benchmark to the next (where the budget's steps differed by up to
-    four times: SmolLM2's CConS answers end at their first token, its NEWTON answers after a third of their budget).
+    generated, which differs less from one benchmark to the next than a budget's step (an instruct model's CConS
+    answers may end at their first token of 20), though still with the batch (a part of a few rows a call leaves its
+    decoding batch part empty and pays more a step).
     The open part's work left is expected to be spared in the share its work spared so far, counted with a tenth of
     it spared in none; a later part's at its full cost, since no answer's length is known before it is read. A part's
     own pace counts a tenth of what it has to do, and at least ``OWN_SECONDS`` of work, at the ended parts' pace, so

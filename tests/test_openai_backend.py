@@ -103,10 +103,6 @@ def test_retries_until_the_server_comes_up(tmp_path):
     assert [entry["id"] for entry in outcome] == [ALIAS] and client.requests_sent > 1  # the served entry, once it answered
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "physprobe", *args], capture_output=True, text=True, timeout=600)
-
-
 def test_cli_errors_are_one_line(built_all, tmp_path, capsys):
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     common = ["score", "--model", ALIAS, "--data", str(built_all), "--limit", "2", "--model-args"]
@@ -224,7 +220,7 @@ def test_generated_decisions_agree_with_hf(same_questions):
 
 @pytest.mark.slow
 @pytest.mark.processes
-def test_killed_server_resumes_from_the_cache(built_all, tmp_path):
+def test_killed_server_resumes_from_the_cache(built_all, tmp_path, capsys):
     def score(out: Path, url: str, retries: int = 5) -> list[str]:
         return ["score", "--model", ALIAS, "--benchmark", "newton", "--config", "track1", "--limit", "6", "--data",
                 str(built_all), "--bootstrap-iters", "0", "--model-args", f"base_url={url},max_retries={retries}", "--out", str(out)]  # fmt: skip
@@ -232,7 +228,7 @@ def test_killed_server_resumes_from_the_cache(built_all, tmp_path):
     server = LlamaServer(tmp_path / "server.log").start()
     try:
         reference, out = tmp_path / "reference", tmp_path / "killed"
-        assert cli(*score(reference, server.base_url)).returncode == 0
+        assert main(score(reference, server.base_url)) == 0, capsys.readouterr().err  # here: the server is what is killed
         # Each answer is committed as it arrives: kill the server once two are.
         scoring = subprocess.Popen([sys.executable, "-m", "physprobe", *score(out, server.base_url, retries=0)],
                                    stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -245,8 +241,7 @@ def test_killed_server_resumes_from_the_cache(built_all, tmp_path):
         kept = cached(out)
         assert 2 <= kept < 6
         server = LlamaServer(tmp_path / "server.log", port=server.port).start()  # the same URL and weights: the same cache key
-        done = cli(*score(out, server.base_url))
-        assert done.returncode == 0, done.stderr
+        assert main(score(out, server.base_url)) == 0, capsys.readouterr().err
     finally:
         server.stop()
     assert predictions(out) == predictions(reference)

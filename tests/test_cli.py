@@ -16,11 +16,11 @@ def test_build_prints_a_summary_and_writes_a_loadable_folder(upstream_dir, tmp_p
     assert mass.num_rows == 1440
 
 
-def test_build_all_builds_every_benchmark(upstream_dir, tmp_path, capsys):
+def test_build_all_builds_every_benchmark(built_all):
     from physprobe.dataset_scripts import BENCHMARKS
 
-    assert main(["build", "all", "--out", str(tmp_path), "--source-dir", str(upstream_dir)]) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(BENCHMARKS)
+    # built_all is the run's `physprobe build all --out ... --source-dir ...`, built once (conftest: it asserts exit 0).
+    assert sorted(p.name for p in built_all.iterdir()) == sorted(BENCHMARKS)
 
 
 def test_bad_source_dir_exits_2_naming_the_file(tmp_path, capsys):

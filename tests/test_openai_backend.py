@@ -22,6 +22,7 @@ from physprobe.cli import main
 from physprobe.protocols.requests import Generate, Masked
 from physprobe.record import spec
 from physprobe.run.runner import run
+from tests.conftest import cache_with
 from tests.llama_server import ALIAS, GGUF, LlamaServer, free_port, gguf_folder
 from tests.run_folders import cached
 
@@ -103,10 +104,6 @@ def test_retries_until_the_server_comes_up(tmp_path):
     assert [entry["id"] for entry in outcome] == [ALIAS] and client.requests_sent > 1  # the served entry, once it answered
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "physprobe", *args], capture_output=True, text=True, timeout=600)
-
-
 def test_cli_errors_are_one_line(built_all, tmp_path, capsys):
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     common = ["score", "--model", ALIAS, "--data", str(built_all), "--limit", "2", "--model-args"]
@@ -179,22 +176,25 @@ def test_both_backends_read_the_same_chat_prompt_ids(built_all):
 
 
 @pytest.fixture(scope="module")
-def same_questions(llama_server, built_all, tmp_path_factory):
+def same_questions(llama_server, built_all, smollm2_conversion, tmp_path_factory):
     """PROST (``sentence-sum``, log-likelihood) and NEWTON Track 1 (``gpt-chat-printed-template``: the GPT scripts'
     system message and question through the chat template, hf's from the GGUF, the server's own) scored through both
-    backends: the same GGUF, float32 in transformers."""
+    backends: the same GGUF, float32 in transformers (read from the run's conversion of it, ``smollm2_conversion``)."""
     out = tmp_path_factory.mktemp("same")
     folder = str(gguf_folder())
     runs = {}
-    for benchmark, config, protocol, limit in (
-        ("prost", "default", "sentence-sum", 4),
-        ("newton", "track1", "gpt-chat-printed-template", 10),
-    ):
-        hf, api = out / f"{benchmark}-hf", out / f"{benchmark}-openai"
-        common = dict(data=built_all, configs=[config], limit=limit, protocol=protocol, bootstrap_iters=0)
-        run(spec.make(folder, benchmark, out=hf, gguf_file=GGUF, dtype="float32", **common))
-        run(spec.make(ALIAS, benchmark, out=api, model_args={"base_url": llama_server.base_url, "num_concurrent": 2}, **common))
-        runs[benchmark] = predictions(hf), predictions(api), json.loads((api / "run.json").read_text())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PHYSPROBE_CACHE", str(cache_with(smollm2_conversion, out / "cache")))
+        for benchmark, config, protocol, limit in (
+            ("prost", "default", "sentence-sum", 4),
+            ("newton", "track1", "gpt-chat-printed-template", 10),
+        ):
+            hf, api = out / f"{benchmark}-hf", out / f"{benchmark}-openai"
+            common = dict(data=built_all, configs=[config], limit=limit, protocol=protocol, bootstrap_iters=0)
+            run(spec.make(folder, benchmark, out=hf, gguf_file=GGUF, dtype="float32", **common))
+            run(spec.make(ALIAS, benchmark, out=api, model_args={"base_url": llama_server.base_url, "num_concurrent": 2},
+                          **common))  # fmt: skip
+            runs[benchmark] = predictions(hf), predictions(api), json.loads((api / "run.json").read_text())
     return runs
 
 
@@ -224,7 +224,7 @@ def test_generated_decisions_agree_with_hf(same_questions):
 
 @pytest.mark.slow
 @pytest.mark.processes
-def test_killed_server_resumes_from_the_cache(built_all, tmp_path):
+def test_killed_server_resumes_from_the_cache(built_all, tmp_path, capsys):
     def score(out: Path, url: str, retries: int = 5) -> list[str]:
         return ["score", "--model", ALIAS, "--benchmark", "newton", "--config", "track1", "--limit", "6", "--data",
                 str(built_all), "--bootstrap-iters", "0", "--model-args", f"base_url={url},max_retries={retries}", "--out", str(out)]  # fmt: skip
@@ -232,7 +232,7 @@ def test_killed_server_resumes_from_the_cache(built_all, tmp_path):
     server = LlamaServer(tmp_path / "server.log").start()
     try:
         reference, out = tmp_path / "reference", tmp_path / "killed"
-        assert cli(*score(reference, server.base_url)).returncode == 0
+        assert main(score(reference, server.base_url)) == 0, capsys.readouterr().err  # here: the server is what is killed
         # Each answer is committed as it arrives: kill the server once two are.
         scoring = subprocess.Popen([sys.executable, "-m", "physprobe", *score(out, server.base_url, retries=0)],
                                    stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -245,8 +245,7 @@ def test_killed_server_resumes_from_the_cache(built_all, tmp_path):
         kept = cached(out)
         assert 2 <= kept < 6
         server = LlamaServer(tmp_path / "server.log", port=server.port).start()  # the same URL and weights: the same cache key
-        done = cli(*score(out, server.base_url))
-        assert done.returncode == 0, done.stderr
+        assert main(score(out, server.base_url)) == 0, capsys.readouterr().err
     finally:
         server.stop()
     assert predictions(out) == predictions(reference)

@@ -44,17 +44,32 @@ def test_chunks_are_balanced_over_ranks_and_caches_are_pooled():
     assert [request_load(r, None) for r in requests] == [12, 8, 8]  # a backend without a tokenizer: their characters
 
 
-def _score(model, data, out, benchmark, limit, *extra, check=True):
+def _score(model, data, out, benchmark, limit, *extra):
     # One thread per process in both runs: accelerate gives each worker OMP_NUM_THREADS=1, and a CPU
     # kernel's float sums may split differently over another number of threads.
     env = dict(os.environ, OMP_NUM_THREADS="1")
     command = [sys.executable, "-m", "physprobe", "score", "--model", str(model), "--benchmark", benchmark, "--data", str(data),
                "--out", str(out), "--limit", str(limit), "--device", "cpu", "--bootstrap-iters", "0", *extra]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, env=env)
-    if check:
-        assert done.returncode == 0, done.stderr[-3000:]
-        return json.loads((out / "run.json").read_text())
-    return done
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((out / "run.json").read_text())
+
+
+def _score_here(model, data, out, benchmark, limit, *extra):
+    """The single-process run, in this process (``physprobe.cli.main``: no process is under test) on one thread, as
+    each rank of the launch computes (``_score``)."""
+    import torch
+
+    from physprobe.cli import main
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert main(["score", "--model", str(model), "--benchmark", benchmark, "--data", str(data), "--out", str(out),
+                     "--limit", str(limit), "--device", "cpu", "--bootstrap-iters", "0", *extra]) == 0  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
+    return json.loads((out / "run.json").read_text())
 
 
 def _keys(cache) -> set[str]:
@@ -84,7 +99,7 @@ FAMILIES = [  # 600 PROST questions: chunks of 256, 256, 88; 300 Text2Afford row
 @pytest.mark.processes
 def test_two_processes_write_the_single_process_run_folder(built_all, tiny_model, tmp_path, kind, benchmark, protocol, limit):
     model = tiny_model(kind, _texts(built_all, benchmark), "model")
-    single = _score(model, built_all, tmp_path / "single", benchmark, limit, "--protocol", protocol)
+    single = _score_here(model, built_all, tmp_path / "single", benchmark, limit, "--protocol", protocol)
     two = _score(model, built_all, tmp_path / "parallel", benchmark, limit, "--protocol", protocol, "--num-processes", "2")
     assert (tmp_path / "parallel" / "predictions.parquet").read_bytes() == (
         tmp_path / "single" / "predictions.parquet"
@@ -121,8 +136,7 @@ def test_a_rank_killed_mid_run_resumes_from_its_own_cache(prost_build, tmp_path)
     # A GPT-2 large enough that a chunk of 256 questions takes a few seconds: the kill lands mid-run.
     model = tiny_models.causal_lm(tmp_path / "model", _texts(prost_build.parent, "prost"), layers=4, width=256)
     data = prost_build.parent
-    command, env = _launch(model, data, tmp_path / "single")
-    assert subprocess.run(command, capture_output=True, env=env).returncode == 0
+    _score_here(model, data, tmp_path / "single", "prost", 1024, "--protocol", "sentence-sum")  # _launch's run, here
 
     out = tmp_path / "parallel"
     command, env = _launch(model, data, out)

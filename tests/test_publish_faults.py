@@ -378,8 +378,9 @@ def test_a_parent_folder_publishes_every_run_in_it_with_the_report_as_its_card(r
         remote = hub.repos[("dataset", "me/gpt2-runs")].files
     assert {k: v for k, v in remote.items() if k != ".gitattributes"} == files
     assert "release complete: 1 of 1" in capsys.readouterr().out
-    # The dry run says what that push did: the repository's id, and each file the Hub received with its size.
-    assert publish("--runs", str(runs), "--runs-repo", "gpt2-runs", "--out", str(tmp_path / "hub"), "--org", "me") == 0
+    # The dry run says what that push did: the repository's id, and each file the Hub received with its size. It is
+    # `physprobe publish`, the same command as upload.py (test_physprobe_publish_is_the_same_command's dry run).
+    assert main(["publish", "--runs", str(runs), "--runs-repo", "gpt2-runs", "--out", str(tmp_path / "hub"), "--org", "me"]) == 0
     lines = capsys.readouterr().out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("dataset  me/gpt2-runs: "))
     total = human_size(sum(map(len, files.values())))
@@ -389,9 +390,9 @@ def test_a_parent_folder_publishes_every_run_in_it_with_the_report_as_its_card(r
     assert lines[-1] == f"dry run: 1 repository from {tmp_path / 'hub'}; nothing pushed (use --push)"
 
 
-def test_physprobe_publish_is_the_same_command(runs, tmp_path, capsys):
-    assert main(["publish", "--runs", str(runs), "--runs-repo", "gpt2-runs", "--out", str(tmp_path / "hub")]) == 0
-    assert "dry run: 1 repository from" in capsys.readouterr().out
+def test_physprobe_publish_is_the_same_command(runs, capsys):
+    # Its dry run of a parent folder of runs is the last publish of
+    # test_a_parent_folder_publishes_every_run_in_it_with_the_report_as_its_card, which checks every line it prints.
     assert main(["publish", "--runs", str(runs), "--only", "prost"]) == 2
     one_error_line(capsys.readouterr().err, "physprobe: error: --runs publishes only the runs repository")
     assert main(["publish", "--model-id", "me/x"]) == 2

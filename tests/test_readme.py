@@ -1,8 +1,8 @@
 """The README as a user follows it. Every fenced block is named after what it is for (```` ```bash quick-start ````), and
 every command block is executed here: the user's path (install, quick start, report, other models) in one fresh copy
-of the clone with a fresh virtual environment, an empty Hugging Face cache and an empty physprobe cache, then the
-maintainers' publishing block in the development set-up (the clone installed editable as ``.venv``); the development
-block is what ``.ci/run`` runs. What the quick start prints must hold the lines the README shows.
+of the clone with a fresh virtual environment, an empty Hugging Face cache and a physprobe cache holding only the quick
+start's GGUF conversion, then the maintainers' publishing block in the development set-up (the clone installed
+editable as ``.venv``); the development block is what ``.ci/run`` runs. What the quick start prints must hold the lines the README shows.
 
 The tests read the blocks, never their commands: changing the quick start (another benchmark, ``--benchmark all``)
 is an edit of the README alone, whose shown output must then be pasted from what the command prints (the slow test's
@@ -19,7 +19,7 @@ import pytest
 
 from physprobe import cli
 
-from .conftest import REPO
+from .conftest import REPO, cache_with
 from .test_wheel import constraints, tracked_files
 
 README = REPO / "README.md"
@@ -129,11 +129,16 @@ def test_the_datasets_and_metrics_block_reads_the_built_data(built_all, tmp_path
 
 @pytest.mark.slow
 @pytest.mark.venv
-def test_a_user_following_the_readme_in_a_fresh_clone(tmp_path):
+def test_a_user_following_the_readme_in_a_fresh_clone(smollm2_conversion, tmp_path):
     """The README's blocks, in order, as a user runs them after cloning: a git repository holding the checkout's files
     beside the shared upstream mirror (``../shared``), the virtual environment the install block makes (``.venv``,
-    active for every block after it, as in the user's shell), nothing cached; pip reuses this environment's versions
-    (constraints), so it installs what a user would get from the same index."""
+    active for every block after it, as in the user's shell), an empty Hugging Face cache; pip reuses this
+    environment's versions (constraints), so it installs what a user would get from the same index.
+
+    The physprobe cache holds one thing, the quick start's GGUF file converted as the run's other tests read it
+    (``smollm2_conversion``, made with the same transformers): the quick start reads that conversion, as the README's
+    timing says of a second run, and the Gemma-3 block converts its file in the clone (a first conversion by the
+    installed package; test_gguf_cache checks what a first conversion writes)."""
     shared = REPO.parent / "shared"
     clone = tmp_path / "clone"
     venv = clone / ".venv"
@@ -147,6 +152,7 @@ def test_a_user_following_the_readme_in_a_fresh_clone(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "HF_", "PHYSPROBE_", "PYTEST_"))}
     env.update(PATH=f"{venv / 'bin'}:{env['PATH']}", VIRTUAL_ENV=str(venv), HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1",
                PHYSPROBE_CACHE=str(tmp_path / "physprobe-cache"), PIP_CONSTRAINT=str(constraints(tmp_path / "constraints.txt")))  # fmt: skip
+    cache_with(smollm2_conversion, tmp_path / "physprobe-cache")
     named = blocks()
     printed = {}
 

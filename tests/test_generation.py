@@ -156,15 +156,15 @@ def test_causal_decoding_feeds_shared_prefixes_once_little_padding_and_no_finish
                                                                                        config, template, monkeypatch):  # fmt: skip
     """One batch of 24 prompts (raw, or behind one instruction, as a chat template's system turn puts one): the
     tokens fed are each run's shared prefix once, each group's own tokens padded to its longest (padding within a
-    tenth of the prompts' tokens), and one per answer token after the first, until the answer's end (a slot whose
-    answer ended may run in a step until a quarter of the batch is free, its tokens never read); the texts are those
-    of the full-budget path."""
+    tenth of the prompts' tokens), and one per answer token after the first, until the answer's end (no step feeds a
+    row for a slot whose answer ended: the steps' rows are the busy slots alone); the texts are those of the
+    full-budget path."""
     model, tokenizer = tiny["causal"]
     requests = _requests(built_all, benchmark, protocol, config, tokenizer, n=24)
     if template:
         requests = [{**r, "prompt": "Answer the question with one of the two objects. " + r["prompt"]} for r in requests]
-    fed, stepped = [], []  # tokens of each prompt pass; rows of each step whose answer goes on
-    hook = model.register_forward_pre_hook(lambda module, args, kwargs: None if _is_step(kwargs) else fed.append(kwargs["input_ids"].numel()),
+    fed, stepped, rows = [], [], []  # tokens of each prompt pass; rows of each step whose answer goes on; rows it feeds
+    hook = model.register_forward_pre_hook(lambda module, args, kwargs: (rows if _is_step(kwargs) else fed).append(kwargs["input_ids"].numel()),
                                            with_kwargs=True)  # fmt: skip
     step = continuous._Slots.step
     monkeypatch.setattr(continuous._Slots, "step", lambda self, *a: stepped.append(self.busy()) or step(self, *a))
@@ -183,7 +183,7 @@ def test_causal_decoding_feeds_shared_prefixes_once_little_padding_and_no_finish
     prefix_fed = sum(len(g) * max(heads[i] for i in g) for g in plan.prefix_groups)
     own_fed = sum(len(g) * max(own[i] for i in g) for g in plan.groups)
     assert len(set(needed)) > 2 and len(plan.groups) < len(set(own))
-    assert sum(fed) == prefix_fed + own_fed and sum(stepped) == sum(n - 1 for n in needed)
+    assert sum(fed) == prefix_fed + own_fed and sum(rows) == sum(stepped) == sum(n - 1 for n in needed)
     # The plan costs less than feeding every prompt whole in one pass per exact length, and what sharing saves is
     # real: every prompt behind the instruction shares it; NEWTON Track 3's prompts share their scenario's context.
     lengths = [len(p) for p in prompts]

@@ -4,13 +4,16 @@ slots they leave, so that every step runs as full a batch as the budget allows u
 
 Each slot's keys and values sit in one buffer per layer (slots x heads x columns x head size): the slot's prompt cache
 from column 0 (as its prefill group left it: shared prefix, padding, own tokens, masked where padding), then its
-answer, a column per token. A step feeds every slot its last token at its own position id and writes its key and
+answer, a column per token. A step feeds every busy slot its last token at its own position id and writes its key and
 value at its own column (``SlotLayer``); the attention mask (1 at a slot's real tokens) spans the columns up to the
-farthest slot's, so each row attends exactly its own prompt and answer, as it would alone. Prompts come in through
-``prefill.prompt_caches`` (each group's shared prefixes once, own tokens in groups of near-equal length), the first
-group filling every slot, each later one as soon as a quarter of the slots are free (``ADMIT_SHARE``: a group's
-prefill passes cost a pass each, a free slot a row of every step); once no prompt waits, finished rows leave the
-batch whenever a quarter of its slots are free (the buffers copied once for the rows that stay).
+farthest slot's, so each row attends exactly its own prompt and answer, as it would alone. The busy slots are the
+first ones: when an answer ends, the last busy slot moves into the slot it leaves (its columns copied, a slot's
+worth), so a step runs the busy slots alone, on views of the buffers, and a free slot costs no step anything. The
+buffers are made once with columns for the longest prompt and its answer (grown, by a quarter at least, only for
+a group whose padding needs more). Prompts come in through ``prefill.prompt_caches`` (each group's shared prefixes
+once, own tokens in groups of near-equal length), the first group filling every slot, each later one as soon as a
+quarter of the slots are free (``ADMIT_SHARE``: a group's prefill passes cost a pass each, a free slot a row fewer
+in every step until then).
 
 Answers are read on the host as ``stepping.sync_every`` says (after every step on a CPU), a row ending at EOS, at
 its token budget or when ``done(row, tokens)`` says so; a row whose end is not yet read decodes on, its later tokens
@@ -38,13 +41,14 @@ from physprobe.backends.hf.prefill import PromptPlan, prompt_caches
 from physprobe.backends.hf.stepping import Shares, picker, step_mask, sync_every
 
 # A waiting group is prefilled once this share of the slots is free (1/4): each group's passes cost about a pass's
-# overhead each (32 tokens on the 2-core CPU), each free slot a row of every step until then.
+# overhead each (32 tokens on the 2-core CPU), each free slot a row fewer in every step until then.
 ADMIT_SHARE = 4
 
 
 class SlotLayer(DynamicLayer):
-    """A cache layer over ``slots``' buffers of layer ``index``, where a step writes each slot's key and value at that
-    slot's own column (``_Slots.columns``), every slot in one indexed write."""
+    """A cache layer over ``slots``' buffers of layer ``index``, where a step writes each busy slot's key and value at
+    that slot's own column (``_Slots.columns``), every slot in one indexed write, and attends over the busy slots'
+    rows of the buffers (the first ``_Slots.busy()``: a view, no copy)."""
 
     def __init__(self, slots: _Slots, index: int):
         super().__init__()
@@ -56,102 +60,105 @@ class SlotLayer(DynamicLayer):
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
         keys, values, slots = self.slots.keys[self.index], self.slots.values[self.index], self.slots
-        keys[slots.every_slot, :, slots.columns] = key_states[:, :, -1]
-        values[slots.every_slot, :, slots.columns] = value_states[:, :, -1]
-        self.keys, self.values = keys[:, :, : slots.span], values[:, :, : slots.span]
+        n, columns = slots.n, slots.columns[: slots.n]
+        keys[slots.every_slot[:n], :, columns] = key_states[:, :, -1]
+        values[slots.every_slot[:n], :, columns] = value_states[:, :, -1]
+        self.keys, self.values = keys[:n, :, : slots.span], values[:n, :, : slots.span]
         return self.keys, self.values
 
 
 class _Slots:
-    """The decoding batch: per slot its request row (None: free), the column its next token is written at, its next
-    position id and token; the mask of real columns; per layer the key and value buffers, and a cache over them."""
+    """The decoding batch: per slot its request row, the column its next token is written at, its next position id
+    and token; the mask of real columns; per layer the key and value buffers, and a cache over them. The busy slots
+    are the first ``n``: a row whose answer ends leaves its slot to the last busy one (its columns copied), so a step
+    runs the busy slots alone and a free slot costs nothing."""
 
-    def __init__(self, size: int, device: torch.device):
-        self.size, self.device = size, device
+    def __init__(self, size: int, device: torch.device, room: int = 0):
+        self.size, self.device, self.n, self.room = size, device, 0, room
         self.row_of: list[int | None] = [None] * size
         self.at: list[int] = [0] * size  # the columns, on the host
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
         self.mask = torch.zeros((size, 0), dtype=torch.long, device=device)
-        self.columns, self.positions, self.tokens, self.live = (
-            torch.zeros(size, dtype=torch.long, device=device) for _ in range(4)
-        )
+        self.columns, self.positions, self.tokens = (torch.zeros(size, dtype=torch.long, device=device) for _ in range(3))
         self.every_slot = torch.arange(size, device=device)
         self.span, self.cache = 1, None
 
     def free(self) -> list[int]:
-        return [s for s, row in enumerate(self.row_of) if row is None]
+        return list(range(self.n, self.size))
 
     def busy(self) -> int:
-        return self.size - len(self.free())
+        return self.n
 
     def _room(self, layers: list[tuple[torch.Tensor, torch.Tensor]], columns: int) -> None:
-        """Buffers of at least ``columns`` columns (made at the first group, from its layers' shapes; grown when a
-        group needs more)."""
+        """Buffers of at least ``columns`` columns (made at the first group, from its layers' shapes, with ``room``
+        columns at least; grown by a quarter at least when a group needs more, so that few groups copy them)."""
         if not self.keys:
+            columns = max(columns, self.room)
             self.keys = [k.new_zeros((self.size, k.shape[1], columns, k.shape[3])) for k, _ in layers]
             self.values = [v.new_zeros((self.size, v.shape[1], columns, v.shape[3])) for _, v in layers]
+            self.mask = self.mask.new_zeros((self.size, columns))
             self.cache = DynamicCache()
             self.cache.layers = [SlotLayer(self, index) for index in range(len(layers))]
         more = columns - self.mask.shape[1]
         if more > 0:
+            more = max(more, self.mask.shape[1] // 4)
             grown = lambda t: torch.cat([t, t.new_zeros((*t.shape[:2], more, t.shape[3]))], dim=2)  # noqa: E731
             self.keys, self.values = [grown(k) for k in self.keys], [grown(v) for v in self.values]
             self.mask = torch.cat([self.mask, self.mask.new_zeros((self.size, more))], dim=1)
 
-    def place(self, slots: list[int], rows: list[int], layers, real: torch.Tensor, first: torch.Tensor, lengths: list[int],
-              columns: int) -> None:  # fmt: skip
+    def place(self, rows: list[int], layers, real: torch.Tensor, first: torch.Tensor, lengths: list[int], columns: int) -> None:
         """Put a prefilled group (``rows``, their prompt caches ``layers`` and mask ``real``, first answer tokens, prompt
-        lengths) into free ``slots``, in buffers of at least ``columns`` columns."""
-        width = real.shape[1]
+        lengths) into the first free slots, in buffers of at least ``columns`` columns."""
+        width, slots = real.shape[1], list(range(self.n, self.n + len(rows)))
         self._room(layers, columns)
-        where = torch.tensor(slots, device=self.device)
+        where = slice(self.n, self.n + len(rows))
         for keys, values, (k, v) in zip(self.keys, self.values, layers, strict=True):
             keys[where, :, :width], values[where, :, :width] = k, v
         self.mask[where] = 0
         self.mask[where, :width] = real
-        self.columns[where], self.tokens[where], self.live[where] = width, first, 1
+        self.columns[where], self.tokens[where] = width, first
         self.positions[where] = torch.tensor(lengths, device=self.device)
         for slot, row in zip(slots, rows, strict=True):
             self.row_of[slot], self.at[slot] = row, width
+        self.n += len(rows)
 
     def leave(self, rows: list[int]) -> None:
-        """Free the slots of ``rows`` (their answers ended): they stop advancing, their rows' tokens unread."""
+        """Free the slots of ``rows`` (their answers ended), the last busy slots moving into those that are left
+        among the first ones (their columns up to the widest of them copied), so that the busy slots stay first."""
         ended = set(rows)
-        slots = [s for s, row in enumerate(self.row_of) if row in ended]
-        if slots:
-            self.live[torch.tensor(slots, device=self.device)] = 0
-            for slot in slots:
-                self.row_of[slot] = None
-
-    def compact(self) -> None:
-        """Keep only the busy slots (the buffers copied once)."""
-        keep = [s for s, row in enumerate(self.row_of) if row is not None]
-        select = torch.tensor(keep, device=self.device)
-        self.keys = [k.index_select(0, select) for k in self.keys]
-        self.values = [v.index_select(0, select) for v in self.values]
-        self.mask, self.columns, self.positions, self.tokens, self.live = (
-            t.index_select(0, select) for t in (self.mask, self.columns, self.positions, self.tokens, self.live)
-        )
-        self.row_of, self.at, self.size = [self.row_of[s] for s in keep], [self.at[s] for s in keep], len(keep)
-        self.every_slot = torch.arange(self.size, device=self.device)
+        holes = [s for s in range(self.n) if self.row_of[s] in ended]
+        if not holes:
+            return
+        for slot in holes:
+            self.row_of[slot] = None
+        n = self.n - len(holes)
+        movers = [s for s in range(n, self.n) if self.row_of[s] is not None]
+        targets = [s for s in holes if s < n]
+        if movers:
+            source, target = torch.tensor(movers, device=self.device), torch.tensor(targets, device=self.device)
+            width = max(self.at[s] for s in movers)
+            for buffer in (*self.keys, *self.values):
+                buffer[target, :, :width] = buffer[source, :, :width]
+            for tensor in (self.mask, self.columns, self.positions, self.tokens):
+                tensor[target] = tensor[source]
+            for slot, mover in zip(targets, movers, strict=True):
+                self.row_of[slot], self.at[slot], self.row_of[mover] = self.row_of[mover], self.at[mover], None
+        self.n = n
 
     def step(self, model, pick) -> torch.Tensor:
-        """One decoding step of every slot; returns each slot's next token (a free slot's is never read)."""
-        self.mask[self.every_slot, self.columns] = 1
-        self.span = max(self.at) + 1
-        logits = forward(model, 1, input_ids=self.tokens[:, None], position_ids=self.positions[:, None],
-                         attention_mask=step_mask(self.mask[:, : self.span], model), past_key_values=self.cache).logits[:, -1]  # fmt: skip
-        busy = [s for s, row in enumerate(self.row_of) if row is not None]
-        if len(busy) == self.size:
-            self.tokens = pick(logits, self.row_of)
-        else:  # the free slots' rows draw nothing
-            where = torch.tensor(busy, device=self.device)
-            self.tokens = self.tokens.clone()
-            self.tokens[where] = pick(logits[where], [self.row_of[s] for s in busy])
-        self.columns, self.positions = self.columns + self.live, self.positions + self.live
-        self.at = [at + (row is not None) for at, row in zip(self.at, self.row_of, strict=True)]
-        return self.tokens
+        """One decoding step of the busy slots; returns each one's next token."""
+        n = self.n
+        self.mask[self.every_slot[:n], self.columns[:n]] = 1
+        self.span = max(self.at[:n]) + 1
+        logits = forward(model, 1, input_ids=self.tokens[:n, None], position_ids=self.positions[:n, None],
+                         attention_mask=step_mask(self.mask[:n, : self.span], model), past_key_values=self.cache).logits[:, -1]  # fmt: skip
+        tokens = pick(logits, self.row_of[:n])
+        self.tokens[:n] = tokens
+        self.columns[:n] += 1
+        self.positions[:n] += 1
+        self.at[:n] = [at + 1 for at in self.at[:n]]
+        return tokens
 
 
 class _Ledger:
@@ -200,14 +207,12 @@ def _admit(model, slots: _Slots, ledger: _Ledger, group: list[int], prompts: lis
     plan = PromptPlan.of(own, pass_tokens(model, device) if positions_follow_ids(model) else 0)
     span = plan.width(own) + max(limits[row] for row in group)
     local = None if pick is None else lambda logits, rows: pick(logits, [group[r] for r in rows])
-    free = slots.free()
     for members, layers, real, first in prompt_caches(model, own, plan, device, span, local):
         if layers is None:
             return False
         rows = [group[r] for r in members]
         # Columns for the longest answer, and for the steps a row decodes past its end before it is read
-        slots.place(free[: len(rows)], rows, layers, real, first, [len(prompts[row]) for row in rows], span + ledger.every)
-        free = free[len(rows) :]
+        slots.place(rows, layers, real, first, [len(prompts[row]) for row in rows], span + ledger.every)
         ledger.add(rows, first)
     if ledger.shares is not None:
         ledger.shares.seen([(row, 0, False) for row in group])  # these prompts have run
@@ -220,8 +225,10 @@ def decode(model, prompts: list[list[int]], limits: list[int], done, eos: int | 
     tokens)``), or with ``draws`` each row's seeded sample, decoded ``rows`` slots at a time; None when
     ``attention.cache_layers`` refuses the model's cache (this layout cannot be built from it)."""
     waiting = deque(sorted(range(len(prompts)), key=lambda row: prompts[row]))  # token order: shared prefixes together
-    slots = _Slots(min(rows, len(prompts)), device)
     ledger = _Ledger(limits, done, eos, sync_every(device), shares)
+    # Buffer columns for the longest prompt with its answer (what the slots were sized by): most groups fit in them
+    room = max(len(prompt) + limit for prompt, limit in zip(prompts, limits, strict=True)) + ledger.every
+    slots = _Slots(min(rows, len(prompts)), device, room)
     pick = picker(draws)
     while waiting or slots.busy():
         free = slots.free()
@@ -229,10 +236,8 @@ def decode(model, prompts: list[list[int]], limits: list[int], done, eos: int | 
             group = [waiting.popleft() for _ in range(min(len(free), len(waiting)))]
             if not _admit(model, slots, ledger, group, prompts, limits, device, draws and draws.pick):
                 return None
-        elif not waiting and free and len(free) >= max(1, slots.size // ADMIT_SHARE):
-            slots.compact()
         if not ledger.due() and slots.busy():
-            ledger.add(slots.row_of, slots.step(model, pick))
+            ledger.add(slots.row_of[: slots.busy()], slots.step(model, pick))
         if ledger.pending and (ledger.due() or not slots.busy()):
             slots.leave(ledger.read())
     return ledger.tokens

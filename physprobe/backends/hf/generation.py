@@ -3,8 +3,8 @@
 A causal model's answers come from one continuous batch (``continuous``): prompts in token order are prefilled in
 groups (each run of prompts sharing a token prefix, a chat template's system turn or NEWTON's attribute question
 or context, runs it once: ``prefill``) into the slots finished answers leave, so every decoding step runs as many rows
-as the budget holds (on CUDA as many as the free memory holds with their caches: ``batching.batch_limits``) until
-the last prompts. A row's answer is done when its stop string has appeared (after the answer's leading blank lines,
+as the budget holds (on CUDA as many as the free memory holds with their caches: ``batching.batch_limits``; on a
+CPU as many as ``cpu_tokens`` hold) until the last prompts. A row's answer is done when its stop string has appeared (after the answer's leading blank lines,
 as ``answers.cut`` reads it), or EOS, or its token budget; those are read on the host after every step on a CPU,
 every ``stepping.SYNC_EVERY`` steps on an accelerator. A seq2seq batch runs its encoder once, then decodes a token
 per row per step (``_greedy_seq2seq``), rows leaving the batch as their answers end. Models whose generation config
@@ -31,6 +31,7 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from physprobe.backends.hf import continuous
 from physprobe.backends.hf.batching import (
     batch_limits,
+    cache_bytes,
     check_length,
     left_padded,
     max_positions,
@@ -323,6 +324,25 @@ def _answer_members(model, tokenizer, requests: Sequence[dict], encoded: list[li
                        batches=order)  # fmt: skip
 
 
+# Tokens of a decoding batch on a CPU (where none are given): the wider where that many tokens' cache fits in
+# CPU_CACHE_BYTES (SmolLM2-135M, TinyLlama-1.1B, Gemma-3-270M in float32), else the narrower. A step reads every weight
+# once whatever its rows, so a row costs less in a wider batch, and a free slot costs a continuous batch nothing.
+CPU_TOKENS = (8192, 16384)
+CPU_CACHE_BYTES = 1 << 30
+
+
+def cpu_tokens(model) -> int:
+    """Tokens of a decoding batch on a CPU: ``CPU_TOKENS``' wider where their key/value cache
+    (``batching.cache_bytes``) fits in ``CPU_CACHE_BYTES``, else the narrower.
+
+    >>> from transformers import LlamaConfig, LlamaForCausalLM
+    >>> cpu_tokens(LlamaForCausalLM(LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+    ...                                         vocab_size=50)))
+    16384
+    """
+    return CPU_TOKENS[1] if CPU_TOKENS[1] * cache_bytes(model) <= CPU_CACHE_BYTES else CPU_TOKENS[0]
+
+
 def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, seq2seq: bool = False,
              batch_tokens: int | None = None, max_batch: int | None = None, truncate: bool = False, progress=None,
              chat: bool = False) -> list[Answer]:  # fmt: skip
@@ -339,8 +359,9 @@ def generate(model, tokenizer, requests: Sequence[dict], device: torch.device, s
     """
     encoded, budgets = _encoded(model, tokenizer, requests, seq2seq, truncate, chat)
     plain = argmax_decodes(model)
-    # Rows of a decoding batch: on CUDA as many as the free memory holds with their caches (hundreds), else 128.
-    limits = batch_limits(model, device, batch_tokens, max_batch, (8192, 128), logits=False, cached=True)
+    # Rows of a decoding batch: on CUDA as many as the free memory holds with their caches (hundreds), else 128 within
+    # ``cpu_tokens``.
+    limits = batch_limits(model, device, batch_tokens, max_batch, (cpu_tokens(model), 128), logits=False, cached=True)
     texts: list[Answer] = [Answer("")] * len(requests)
     # Requests go by their bound (max_new_tokens); within it each row stops at its own budget (a prompt counted in
     # max_length leaves its row fewer tokens), so prompts of many lengths still share a batch. By their decoding too

@@ -266,7 +266,7 @@ def test_masked_pair_feeds_segment_ids_only_when_the_request_says_so(tmp_path):
 
 
 def test_a_separator_placeholder_becomes_the_tokenizers_separator(models, monkeypatch):
-    import physprobe.backends.hf
+    import physprobe.backends.hf.masked  # the engine module, which an earlier test may or may not have imported
     from physprobe.protocols.requests import Masked
 
     seen = {}

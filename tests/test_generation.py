@@ -15,6 +15,7 @@ from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokeni
 from physprobe.backends.hf import batching, continuous, generation, prefill, scoring, stepping
 from physprobe.data import registry
 from physprobe.protocols import answers
+from physprobe.protocols.requests import unshared_lengths
 
 # Every generate protocol that reads its prompt raw (a chat protocol's prompt is a user turn, read through a
 # template): (benchmark, protocol, config, family).
@@ -511,7 +512,7 @@ def test_an_answer_that_ends_before_its_budget_spares_the_rest_of_its_share():
     prompts, ends = [[1, 2, 3], [1, 2, 4, 5], [6], [7, 8]], [2, 6, 1, 4]
     counter = type("Counter", (), {"n": 0.0, "spared": [], "update": lambda self, n: setattr(self, "n", self.n + n),
                                    "spare": lambda self, n: self.spared.append(n)})()  # fmt: skip
-    shares = stepping.Shares(counter, [6] * 4, stepping.tokens_read(prompts))
+    shares = stepping.Shares(counter, [6] * 4, unshared_lengths(prompts))
     with torch.inference_mode():
         answers = continuous.decode(model, prompts, [6] * 4, lambda row, tokens: len(tokens) >= ends[row], None,
                                     torch.device("cpu"), 2, shares)  # fmt: skip

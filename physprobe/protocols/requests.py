@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -67,10 +66,26 @@ def cost_of(requests: list[Request]) -> float:
     >>> cost_of([Generate("x" * 400, ("cold",), max_new_tokens=128, max_length=128)])  # 100 prompt tokens, 28 left
     54.0
     """
-    texts = sorted(text for request in requests for text in request.texts())
-    shared = [0] + [len(os.path.commonprefix(pair)) for pair in zip(texts, texts[1:], strict=False)]
-    read = sum(prompt_steps((len(text) - common) / CHARS_PER_TOKEN) for text, common in zip(texts, shared, strict=True))
+    texts = [text for request in requests for text in request.texts()]
+    read = sum(prompt_steps(unshared / CHARS_PER_TOKEN) for unshared in unshared_lengths(texts))
     return read + sum(request.work() * _budget(request) for request in requests)
+
+
+def unshared_lengths(sequences: list) -> list[int]:
+    """Each sequence's length beyond the prefix it shares with the one before it in sorted order (texts, or prompts'
+    token ids): what an engine that reads a shared prefix once reads of each.
+
+    >>> unshared_lengths([[1, 2, 3, 4], [1, 2, 5], [6]]), unshared_lengths(["Ice is hot", "Ice is cold"])
+    ([4, 1, 1], [3, 11])
+    """
+    lengths, before = [0] * len(sequences), sequences[:0]
+    for place in sorted(range(len(sequences)), key=lambda place: sequences[place]):
+        sequence = sequences[place]
+        shared = next(
+            (i for i, (a, b) in enumerate(zip(sequence, before, strict=False)) if a != b), min(len(sequence), len(before))
+        )
+        lengths[place], before = len(sequence) - shared, sequence
+    return lengths
 
 
 def _budget(request: Request) -> int:

@@ -40,10 +40,11 @@ from physprobe.backends.hf.batching import (
     token_order_batches,
 )
 from physprobe.backends.hf.draws import SeededDraws
-from physprobe.backends.hf.stepping import Shares, picker, sync_every, tokens_read
+from physprobe.backends.hf.stepping import Shares, picker, sync_every
 from physprobe.protocols import tokenized
 from physprobe.protocols.answers import cut, stopped
 from physprobe.protocols.decoding import Decoding
+from physprobe.protocols.requests import unshared_lengths
 from physprobe.protocols.results import Answer
 
 
@@ -272,7 +273,7 @@ def _answer_batch(model, tokenizer, prompts: list[list[int]], stops: list[Sequen
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     eos = tokenizer.eos_token_id
     answers = None
-    shares = Shares(progress, limits, tokens_read(prompts))
+    shares = Shares(progress, limits, unshared_lengths(prompts))
     draws = SeededDraws(decoding, list(seeds)) if decoding is not None and decoding.samples else None
     try:
         if decoding is not None and decoding.kind == "beam":

@@ -82,22 +82,6 @@ class Shares:
         self.shown, self.tokens, self.spared, self.ended = [0.0] * rows, [0] * rows, [0.0] * rows, [False] * rows
 
 
-def tokens_read(prompts: list[list[int]]) -> list[int]:
-    """Each prompt's tokens that its pass reads: those beyond the prefix it shares with the prompt before it in token
-    order (the engines read a shared prefix once, as ``requests.cost_of`` counts it for a card's time left).
-
-    >>> tokens_read([[1, 2, 3, 4], [1, 2, 5], [6]])
-    [4, 1, 1]
-    """
-    read = [0] * len(prompts)
-    before: list[int] = []
-    for row in sorted(range(len(prompts)), key=lambda row: prompts[row]):
-        prompt = prompts[row]
-        shared = next((i for i, (a, b) in enumerate(zip(prompt, before, strict=False)) if a != b), min(len(prompt), len(before)))
-        read[row], before = len(prompt) - shared, prompt
-    return read
-
-
 # Decoding steps between two copies of the answers to the host (where EOS, budgets and stop strings are read): on a
 # CPU a copy costs nothing, so rows leave at once; on an accelerator each copy waits for the queued steps, so 8 run
 # between two (a finished row decodes at most 7 tokens more, dropped; not measured on a GPU).

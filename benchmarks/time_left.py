@@ -33,7 +33,7 @@ from card_speed import smollm2  # a sibling script: SmolLM2's GGUF from the llm-
 
 REPO = Path(__file__).resolve().parents[1]
 # The card's bar as tqdm draws it: its description, then ``[elapsed<left`` (a time as tqdm formats it: 05:12, 1:02:03)
-CARD_BAR = re.compile(r"benchmark \d+ of \d+ \([a-z0-9]+\):.*?\[(?:[\d:]+)<([\d:]+)")
+CARD_BAR = re.compile(r"benchmark \d+ of \d+ \(([a-z0-9]+)\):.*?\[(?:[\d:]+)<([\d:]+)")
 GOOD = (0.67, 1.5)
 
 
@@ -49,9 +49,9 @@ def seconds(shown: str) -> int:
     return total
 
 
-def watched(command: list[str], columns: int = 160) -> tuple[list[tuple[float, int]], float, int]:
-    """Run ``command`` on a pseudo-terminal: every card time left drawn (the moment read, seconds shown), the seconds
-    the command took, and its exit status."""
+def watched(command: list[str], columns: int = 160) -> tuple[list[tuple[float, int, str]], float, int]:
+    """Run ``command`` on a pseudo-terminal: every card time left drawn (the moment read, seconds shown, the benchmark
+    the card was at), the seconds the command took, and its exit status."""
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))  # what tqdm reads
     os.set_blocking(leader, False)
@@ -71,7 +71,7 @@ def watched(command: list[str], columns: int = 160) -> tuple[list[tuple[float, i
             now = time.monotonic() - started
             frames = re.split(r"[\r\n]", pending + chunk)
             pending = frames.pop()
-            shown += [(now, seconds(match.group(1))) for frame in frames if (match := CARD_BAR.search(frame))]
+            shown += [(now, seconds(match.group(2)), match.group(1)) for frame in frames if (match := CARD_BAR.search(frame))]
         if process.poll() is not None and not ready:
             break
     process.wait()
@@ -98,17 +98,18 @@ def main() -> None:
         shown, took, status = watched(command)
     if status:
         sys.exit(f"{' '.join(command)} failed ({status})")
-    judged = [(at, left, took - at) for at, left in shown if at >= 0.1 * took and took - at > args.floor]
+    judged = [(at, left, took - at, at_benchmark) for at, left, at_benchmark in shown
+              if at >= 0.1 * took and took - at > args.floor]  # fmt: skip
     if not judged:
         sys.exit(f"no time left was shown after the first tenth of the run ({len(shown)} read in all)")
-    ratios = [left / truly for _, left, truly in judged]
+    ratios = [left / truly for _, left, truly, _ in judged]
     print(f"{Path(args.gguf_file or args.model).name}: {took:.1f} s; {len(judged)} estimates judged of {len(shown)} read; "
           f"estimate / time truly left {min(ratios):.2f} to {max(ratios):.2f}")  # fmt: skip
     shown_at: set[int] = set()  # one line a second
-    for at, left, truly in judged if args.trace else [j for j in judged if not GOOD[0] <= j[1] / j[2] <= GOOD[1]]:
+    for at, left, truly, at_benchmark in judged if args.trace else [j for j in judged if not GOOD[0] <= j[1] / j[2] <= GOOD[1]]:
         if int(at) not in shown_at:
             shown_at.add(int(at))
-            print(f"  at {at:6.1f} s: shown {left:5d} s, truly {truly:6.1f} s ({left / truly:.2f})")
+            print(f"  at {at:6.1f} s ({at_benchmark}): shown {left:5d} s, truly {truly:6.1f} s ({left / truly:.2f})")
 
 
 if __name__ == "__main__":

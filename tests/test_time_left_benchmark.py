@@ -37,5 +37,5 @@ def test_every_card_time_left_drawn_is_read_with_when_it_was_drawn(time_left, tm
     '''))  # fmt: skip
     shown, took, status = time_left.watched([sys.executable, str(script)])
     assert status == 0 and took >= 0.3
-    assert [left for _, left in shown] == [65, 3723, 0]
-    assert shown[2][0] - shown[1][0] >= 0.25 and all(0 <= at <= took for at, _ in shown)
+    assert [(left, benchmark) for _, left, benchmark in shown] == [(65, "newton"), (3723, "newton"), (0, "newton")]
+    assert shown[2][0] - shown[1][0] >= 0.25 and all(0 <= at <= took for at, _, _ in shown)
